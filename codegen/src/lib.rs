@@ -17,6 +17,7 @@ pub mod naming;
 pub mod normalize;
 pub mod parse;
 pub mod plan;
+pub mod secrets;
 
 use std::path::{Path, PathBuf};
 

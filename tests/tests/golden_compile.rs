@@ -33,16 +33,22 @@ pub struct Client {
 #[derive(Debug)]
 pub struct Error(#[allow(dead_code)] String);
 
-impl Vim<'_> {
-    pub async fn invoke<R: xml::Request>(&self, request: &R) -> Result<R::Response, Error> {
-        let body = xml::soap::encode_request_envelope(request);
-        self.0
-            .sent
-            .lock()
-            .expect("lock")
-            .push(String::from_utf8_lossy(&body).into_owned());
-        xml::soap::decode_response_with::<R>(self.0.response.as_bytes(), &generated::REGISTRY)
-            .map_err(|e| Error(e.to_string()))
+impl<'a> Vim<'a> {
+    pub fn call<R: xml::Request + 'a>(
+        &self,
+        request: R,
+    ) -> impl std::future::Future<Output = Result<R::Response, Error>> + 'a {
+        let client = self.0;
+        async move {
+            let body = xml::soap::encode_request_envelope(&request);
+            client
+                .sent
+                .lock()
+                .expect("lock")
+                .push(String::from_utf8_lossy(&body).into_owned());
+            xml::soap::decode_response_with::<R>(client.response.as_bytes(), &generated::REGISTRY)
+                .map_err(|e| Error(e.to_string()))
+        }
     }
 }
 

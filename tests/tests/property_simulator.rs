@@ -507,7 +507,14 @@ async fn a_container_watch_sees_vms_come_and_go() {
 
     // Destroying a VM (powered off first) makes it leave.
     let victim = vms[0].clone();
-    let off = client.vim().power_off_vm_task(&victim).await.unwrap();
+    // A `Vim` method builds its request when called: the future outlives
+    // its arguments and the `Vim` handle (it borrows the client only).
+    let power_off = {
+        let vim = client.vim();
+        let target = victim.clone();
+        vim.power_off_vm_task(&target)
+    };
+    let off = power_off.await.unwrap();
     client.task(off).wait().await.unwrap();
     let destroy = client.vim().destroy_task(&victim).await.unwrap();
     client.task(destroy).wait().await.expect("destroyed");

@@ -75,11 +75,11 @@ pub(crate) fn emit(
             "impl Default for {any} {{ fn default() -> Self {{ Self::{base_rust}(Box::default()) }} }}"
         )
         .ok();
-        // Debug, Clone, PartialEq, Encode and `type_name` are one `match`
-        // each, calling the variant type's own impls: no trait object and no
-        // per-type glue. (Debug prints the value held, as if unwrapped.)
-        let (mut debug, mut clone, mut eq, mut names, mut encode, mut variant_of) = (
-            String::new(),
+        // Debug, Clone, Encode and `type_name` are one `match` each, calling
+        // the variant type's own impls: no trait object and no per-type glue.
+        // (Debug prints the value held, as if unwrapped.) `PartialEq`
+        // compares the encodings, which name the variant's type.
+        let (mut debug, mut clone, mut names, mut encode, mut variant_of) = (
             String::new(),
             String::new(),
             String::new(),
@@ -97,7 +97,6 @@ pub(crate) fn emit(
                 "{c}Self::{r}(v) => Self::{r}(Box::new((**v).clone())),"
             )
             .ok();
-            writeln!(eq, "{c}(Self::{r}(a), Self::{r}(b)) => **a == **b,").ok();
             writeln!(names, "{c}Self::{r}(_) => {},", lit(t)).ok();
             let xsi_type = if t == base {
                 // The declared type needs no `xsi:type`; a subtype does.
@@ -129,11 +128,6 @@ pub(crate) fn emit(
             )
             .ok();
         }
-        let other = if variants.len() > 1 {
-            format!("{unreachable}_ => false,")
-        } else {
-            String::new()
-        };
         // One item each: the `match`es of the big families (MethodFault,
         // Event) would not fit one file together.
         let traits = [
@@ -141,7 +135,7 @@ pub(crate) fn emit(
                 "impl std::fmt::Debug for {any} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ match self {{ {debug} }} }}\n}}\n"
             ),
             format!(
-                "impl PartialEq for {any} {{\n    fn eq(&self, other: &Self) -> bool {{ match (self, other) {{ {eq} {other} }} }}\n}}\n"
+                "impl PartialEq for {any} {{\n    fn eq(&self, other: &Self) -> bool {{ x::same_encoding(self, other) }}\n}}\n"
             ),
             format!(
                 "impl Clone for {any} {{\n    fn clone(&self) -> Self {{ match self {{ {clone} }} }}\n}}\n"

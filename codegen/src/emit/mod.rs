@@ -311,7 +311,7 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
         out.files.insert(
             format!("methods/{name}.rs"),
             format!(
-                "{header}\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\n// Parameters mirror the operation's.\n#[allow(clippy::too_many_arguments)]\nimpl crate::Vim<'_> {{\n{}}}\n",
+                "{header}\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\n// Parameters mirror the operation's.\n#[allow(clippy::too_many_arguments)]\nimpl<'a> crate::Vim<'a> {{\n{}}}\n",
                 codes.concat()
             ),
         );

@@ -391,14 +391,6 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
         Some(_) => format!("Object::{variant}(v) => Object::{variant}(Box::new(x::clone_vec(v))),"),
         None => format!("Object::{variant}(v) => Object::{variant}(Box::new((**v).clone())),"),
     });
-    let eq = arms(&|_, variant, _| {
-        format!("(Object::{variant}(a), Object::{variant}(b)) => **a == **b,")
-    });
-    let other = if objects.len() > 1 {
-        format!("            {unreachable}_ => false,\n")
-    } else {
-        String::new()
-    };
     let encode = arms(&|_, variant, _| {
         format!("Object::{variant}(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),")
     });
@@ -409,7 +401,7 @@ fn objects_code(objects: &[(usize, &str, &Variant)], chunk_cfg: &str) -> String 
          match self {{\n{debug}        }}\n    }}\n}}\n\n\
          {chunk_cfg}impl PartialEq for Object {{\n    \
          fn eq(&self, other: &Self) -> bool {{\n        \
-         match (self, other) {{\n{eq}{other}        }}\n    }}\n}}\n\n\
+         x::same_object(self, other)\n    }}\n}}\n\n\
          {chunk_cfg}impl Clone for Object {{\n    \
          fn clone(&self) -> Self {{\n        \
          match self {{\n{clone}        }}\n    }}\n}}\n\n\

@@ -100,12 +100,15 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
         .ok();
     }
     // A structure with a repeated field writes its `Clone` out (below), so
-    // that its vectors are cloned by `x::clone_vec`.
+    // that its vectors are cloned by `x::clone_vec`. `Debug` and `PartialEq`
+    // are one call each into the runtime, which reads the fields through
+    // `encode_fields` (see `x::debug_fields`, `x::same_fields`): derived, they
+    // were a fifth of the crate's code.
     let repeated = fields.iter().any(|(_, f)| f.occurs == Occurs::Repeated);
     let derives = if repeated {
-        "Debug, PartialEq, Default"
+        "Default"
     } else {
-        "Debug, Clone, PartialEq, Default"
+        "Clone, Default"
     };
     writeln!(code, "#[derive({derives})]\npub struct {rust} {{").ok();
     if let Some((parent, field)) = &embed {
@@ -132,6 +135,13 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
     )
     .ok();
     writeln!(code, "impl x::Structure for {rust} {{}}").ok();
+    writeln!(
+        code,
+        "impl std::fmt::Debug for {rust} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ x::debug_fields(f, {}, x::fields_ref(self)) }}\n}}\n\
+         impl PartialEq for {rust} {{\n    fn eq(&self, other: &Self) -> bool {{ x::same_fields(x::fields_ref(self), x::fields_ref(other)) }}\n}}",
+        lit(&ty.name)
+    )
+    .ok();
     if repeated {
         code.push_str(&clone_code(plan, rust, &fields, &embed));
     }
@@ -221,12 +231,20 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
     for (owner, f) in &fields {
         let name = &plan.field_names[&(owner.to_string(), f.name.clone())];
         let boxed = plan.is_boxed(owner, &f.name);
+        // A secret is sent like any field and never shown by `Debug`.
+        let secret = if crate::secrets::is_secret(owner, f) {
+            "_secret"
+        } else {
+            ""
+        };
         let call = match (f.occurs, boxed) {
-            (Occurs::Required, false) => format!("w.write({}, &self.{name})", lit(&f.name)),
-            (Occurs::Required, true) => format!("w.write({}, &*self.{name})", lit(&f.name)),
-            (Occurs::Optional, false) => format!("w.write_opt({}, &self.{name})", lit(&f.name)),
+            (Occurs::Required, false) => format!("w.write{secret}({}, &self.{name})", lit(&f.name)),
+            (Occurs::Required, true) => format!("w.write{secret}({}, &*self.{name})", lit(&f.name)),
+            (Occurs::Optional, false) => {
+                format!("w.write_opt{secret}({}, &self.{name})", lit(&f.name))
+            }
             (Occurs::Optional, true) => format!("w.write_opt_box({}, &self.{name})", lit(&f.name)),
-            (Occurs::Repeated, _) => format!("w.write_vec({}, &self.{name})", lit(&f.name)),
+            (Occurs::Repeated, _) => format!("w.write_vec{secret}({}, &self.{name})", lit(&f.name)),
         };
         match f.since.filter(|_| newer(f.since, ty.since)) {
             // Newer than the type: written only to a server that knows it

@@ -4,7 +4,7 @@ use crate::error::Error;
 use crate::xml::Request;
 use crate::Client;
 
-/// Every operation of the vim25 API (928 of them) as a typed async method,
+/// Every operation of the vim25 API (928 of them) as a typed method returning a future,
 /// named after the operation in snake case: `CloneVM_Task` is
 /// [`clone_vm_task`](Vim::clone_vm_task), `RetrievePropertiesEx` is
 /// [`retrieve_properties_ex`](Vim::retrieve_properties_ex). Made by
@@ -13,8 +13,9 @@ use crate::Client;
 /// The first argument is the managed object the operation runs on (`_this`),
 /// then the operation's parameters in schema order: required ones by
 /// reference, optional ones as `Option`, repeated ones as slices. Each method
-/// builds the operation's `*RequestType` and calls [`Client::invoke`], so it
-/// shares the client's session, re-login, retries and call statistics.
+/// builds the operation's `*RequestType` and calls [`Client::invoke`] (the future borrows
+/// the client, not the arguments), so it shares the client's session, re-login, retries
+/// and call statistics.
 ///
 /// The hand-written API on [`Client`] ([`finder`](Client::finder),
 /// [`properties`](Client::properties), [`vm`](Client::vm),
@@ -57,9 +58,20 @@ impl<'a> Vim<'a> {
         self.client
     }
 
-    /// [`Client::invoke`]: what every method of `Vim` calls.
+    /// [`Client::invoke`].
     #[inline]
     pub async fn invoke<R: Request>(&self, request: &R) -> Result<R::Response, Error> {
         self.client.invoke(request).await
+    }
+
+    /// [`Client::invoke`] of a request it owns: what every method of `Vim`
+    /// returns. The future borrows the client only.
+    #[inline]
+    pub fn call<R: Request + 'a>(
+        &self,
+        request: R,
+    ) -> impl std::future::Future<Output = Result<R::Response, Error>> + 'a {
+        let client = self.client;
+        async move { client.invoke(&request).await }
     }
 }

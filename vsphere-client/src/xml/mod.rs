@@ -38,10 +38,10 @@ pub use schema::{
 #[doc(hidden)]
 pub use schema::{FieldEntry, Name, RegistryChunk, TypeEntry};
 pub use value::{
-    any_from_value, box_object, from_property, take_chunk, take_object, DataObject, FromValue,
-    ObjectArrayItem, ObjectType, Value, ValueTypeError,
+    any_from_value, box_object, from_property, same_object, take_chunk, take_object, DataObject,
+    FromValue, ObjectArrayItem, ObjectType, Value, ValueTypeError,
 };
-pub use writer::{NewerItem, XmlWriter};
+pub use writer::{debug_fields, same_encoding, same_fields, NewerItem, XmlWriter};
 
 // Cold code. Most programs decode far more than they encode, compare or
 // clone: a walk encodes a few requests and decodes thousands of objects.
@@ -153,8 +153,12 @@ fn fields_mut<T: Fields>(value: &mut T) -> &mut dyn Fields {
     value
 }
 
+/// A structure as `&dyn Fields`, the vtable made here once (see above): what
+/// the generated `Debug` and `PartialEq` hand to [`debug_fields`] and
+/// [`same_fields`].
+#[doc(hidden)]
 #[inline(never)]
-fn fields_ref<T: Fields>(value: &T) -> &dyn Fields {
+pub fn fields_ref<T: Fields>(value: &T) -> &dyn Fields {
     value
 }
 

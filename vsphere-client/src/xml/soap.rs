@@ -152,13 +152,17 @@ impl ReturnValue for () {
 
 impl<T: Encode> ReturnValue for Option<T> {
     fn encode_returnval(&self, w: &mut XmlWriter) {
-        w.write_opt("returnval", self);
+        if let Some(value) = self {
+            value.encode_as(w, "returnval", None);
+        }
     }
 }
 
 impl<T: Encode> ReturnValue for Vec<T> {
     fn encode_returnval(&self, w: &mut XmlWriter) {
-        w.write_vec("returnval", self);
+        for value in self {
+            value.encode_as(w, "returnval", None);
+        }
     }
 }
 

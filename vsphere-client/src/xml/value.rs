@@ -43,6 +43,18 @@ pub trait DataObject: Debug + Send + Sync + 'static {
     fn encode_dyn(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>);
 }
 
+/// `==` of the objects an `anyType` holds (a registry chunk's `Object`): the
+/// same type, encoded to the same XML.
+pub fn same_object(a: &dyn DataObject, b: &dyn DataObject) -> bool {
+    if a.type_name() != b.type_name() {
+        return false;
+    }
+    let (mut wa, mut wb) = (XmlWriter::new(), XmlWriter::new());
+    a.encode_dyn(&mut wa, "v", None);
+    b.encode_dyn(&mut wb, "v", None);
+    wa.as_bytes() == wb.as_bytes()
+}
+
 /// A schema type a [`Value::Object`] can hold: every data object, fault and
 /// enumeration, and `Vec<T>` for the typed `ArrayOf*` arrays. Implemented by
 /// the generated code; the bound of [`Value::downcast_ref`] and
@@ -383,7 +395,9 @@ fn write_items<T: Encode>(
     items: &[T],
 ) {
     w.start(tag, Some(array_type));
-    w.write_vec(item_tag, items);
+    for item in items {
+        item.encode_as(w, item_tag, None);
+    }
     w.end(tag);
 }
 

@@ -1,5 +1,7 @@
 //! `XmlWriter`: appends elements to a byte buffer, escaping as it goes.
 
+use std::fmt::{self, Debug};
+
 use super::{Encode, Fields};
 use crate::version::ApiLevel;
 
@@ -30,7 +32,33 @@ pub struct XmlWriter {
     server: ApiLevel,
     /// The first item written that is newer than `server`.
     newer: Option<NewerItem>,
+    /// Set by [`debug_fields`]: the fields are shown for `Debug`, not
+    /// written as XML.
+    debug: Option<DebugFields>,
 }
+
+/// The fields of a structure as `Debug` shows them, in schema order: the
+/// element name and the value's own `Debug` text.
+#[derive(Debug, Default)]
+struct DebugFields {
+    /// `{:#?}`: each value formatted alternate too.
+    alternate: bool,
+    fields: Vec<(String, String)>,
+}
+
+impl DebugFields {
+    fn push(&mut self, tag: &str, value: &dyn Debug) {
+        let text = if self.alternate {
+            format!("{value:#?}")
+        } else {
+            format!("{value:?}")
+        };
+        self.fields.push((tag.to_owned(), text));
+    }
+}
+
+/// What `Debug` shows for a secret field (a password, a ticket) that is set.
+const REDACTED: &str = "<redacted>";
 
 /// Something a request carries that the server's API version does not have:
 /// a field, enumeration value, type or operation (`HostCapability.fptHotplugSupported`,
@@ -52,6 +80,7 @@ impl Default for XmlWriter {
             depth: 0,
             server: ApiLevel::MAX,
             newer: None,
+            debug: None,
         }
     }
 }
@@ -188,28 +217,61 @@ impl XmlWriter {
     }
 
     /// A required field.
-    pub fn write<T: Encode>(&mut self, tag: &str, value: &T) {
-        value.encode_as(self, tag, None);
+    pub fn write<T: Encode + Debug>(&mut self, tag: &str, value: &T) {
+        match &mut self.debug {
+            Some(debug) => debug.push(tag, value),
+            None => value.encode_as(self, tag, None),
+        }
     }
 
     /// An optional field: nothing when `None`.
-    pub fn write_opt<T: Encode>(&mut self, tag: &str, value: &Option<T>) {
+    pub fn write_opt<T: Encode + Debug>(&mut self, tag: &str, value: &Option<T>) {
         if let Some(value) = value {
-            value.encode_as(self, tag, None);
+            self.write(tag, value);
         }
     }
 
     /// An optional boxed field: nothing when `None`.
-    pub fn write_opt_box<T: Encode>(&mut self, tag: &str, value: &Option<Box<T>>) {
+    pub fn write_opt_box<T: Encode + Debug>(&mut self, tag: &str, value: &Option<Box<T>>) {
         if let Some(value) = value {
-            value.as_ref().encode_as(self, tag, None);
+            self.write(tag, value.as_ref());
         }
     }
 
-    /// A repeated field: one element per item.
-    pub fn write_vec<T: Encode>(&mut self, tag: &str, values: &[T]) {
+    /// A repeated field: one element per item (`Debug` shows the list,
+    /// when it is not empty).
+    pub fn write_vec<T: Encode + Debug>(&mut self, tag: &str, values: &[T]) {
+        if let Some(debug) = &mut self.debug {
+            if !values.is_empty() {
+                debug.push(tag, &values);
+            }
+            return;
+        }
         for value in values {
             value.encode_as(self, tag, None);
+        }
+    }
+
+    /// A required secret field (a password): written like
+    /// [`write`](Self::write), never shown by `Debug`.
+    pub fn write_secret<T: Encode>(&mut self, tag: &str, value: &T) {
+        match &mut self.debug {
+            Some(debug) => debug.push(tag, &Shown(REDACTED)),
+            None => value.encode_as(self, tag, None),
+        }
+    }
+
+    /// A repeated secret field (session keys): never shown by `Debug`.
+    pub fn write_vec_secret<T: Encode>(&mut self, tag: &str, values: &[T]) {
+        for value in values {
+            self.write_secret(tag, value);
+        }
+    }
+
+    /// An optional secret field: nothing when `None`; never shown by `Debug`.
+    pub fn write_opt_secret<T: Encode>(&mut self, tag: &str, value: &Option<T>) {
+        if let Some(value) = value {
+            self.write_secret(tag, value);
         }
     }
 
@@ -253,6 +315,58 @@ impl XmlWriter {
             );
         }
     }
+}
+
+/// `Debug` of a generated structure: its name and the fields
+/// [`Fields::encode_fields`] writes, by element name, in schema order
+/// (inherited fields first, unset optional and empty repeated fields left
+/// out, secret fields redacted). One function for every structure instead of
+/// a derived `Debug` per type.
+pub fn debug_fields(f: &mut fmt::Formatter<'_>, name: &str, fields: &dyn Fields) -> fmt::Result {
+    let mut w = XmlWriter {
+        debug: Some(DebugFields {
+            alternate: f.alternate(),
+            fields: Vec::new(),
+        }),
+        ..XmlWriter::default()
+    };
+    fields.encode_fields(&mut w);
+    let shown = w.debug.take().unwrap_or_default();
+    let mut out = f.debug_struct(name);
+    for (tag, text) in &shown.fields {
+        out.field(tag, &Shown(text));
+    }
+    out.finish()
+}
+
+/// Text already formatted by `Debug`, written as is (through the
+/// formatter's indentation in `{:#?}`).
+struct Shown<'a>(&'a str);
+
+impl Debug for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// `==` of generated structures: the same fields, compared as the XML they
+/// encode to (what the server would receive). One function for every
+/// structure instead of a derived `PartialEq` per type; it writes both
+/// values, so compare single fields where it matters.
+pub fn same_fields(a: &dyn Fields, b: &dyn Fields) -> bool {
+    let (mut wa, mut wb) = (XmlWriter::new(), XmlWriter::new());
+    a.encode_fields(&mut wa);
+    b.encode_fields(&mut wb);
+    wa.buf == wb.buf
+}
+
+/// `==` of values that encode themselves (the polymorphic `AnyX` enums,
+/// whose encoding names the variant's type): the same XML.
+pub fn same_encoding(a: &dyn Encode, b: &dyn Encode) -> bool {
+    let (mut wa, mut wb) = (XmlWriter::new(), XmlWriter::new());
+    a.encode_as(&mut wa, "v", None);
+    b.encode_as(&mut wb, "v", None);
+    wa.buf == wb.buf
 }
 
 /// Escapes markup characters, and the characters a parser would otherwise

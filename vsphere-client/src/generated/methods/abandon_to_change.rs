@@ -6,315 +6,282 @@ use crate::xml as x;
 
 // Parameters mirror the operation's.
 #[allow(clippy::too_many_arguments)]
-impl crate::Vim<'_> {
+impl<'a> crate::Vim<'a> {
     /// Invokes `AbandonHciWorkflow` on `ClusterComputeResource`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn abandon_hci_workflow(
+    pub fn abandon_hci_workflow(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AbandonHciWorkflowRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AbandonHciWorkflowRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `AbdicateDomOwnership` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn abdicate_dom_ownership(
+    pub fn abdicate_dom_ownership(
         &self,
         this: &x::ManagedObjectReference,
         uuids: &[String],
-    ) -> Result<Vec<String>, crate::Error> {
-        self.invoke(
-                &AbdicateDomOwnershipRequestType {
-                    this: this.clone(),
-                    uuids: uuids.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<String>, crate::Error>> + 'a {
+        self.call(AbdicateDomOwnershipRequestType {
+            this: this.clone(),
+            uuids: uuids.to_vec(),
+        })
     }
     /// Invokes `AbortCustomization_Task` on `VirtualMachineGuestCustomizationManager`.
     ///
     /// Declared faults: `CustomizationFault`, `GuestPermissionDenied`, `InvalidGuestLogin`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn abort_customization_task(
+    pub fn abort_customization_task(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         auth: &AnyGuestAuthentication,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &AbortCustomizationRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(AbortCustomizationRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+        })
     }
     /// Invokes `AcknowledgeAlarm` on `AlarmManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn acknowledge_alarm(
+    pub fn acknowledge_alarm(
         &self,
         this: &x::ManagedObjectReference,
         alarm: &x::ManagedObjectReference,
         entity: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AcknowledgeAlarmRequestType {
-                    this: this.clone(),
-                    alarm: alarm.clone(),
-                    entity: entity.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AcknowledgeAlarmRequestType {
+            this: this.clone(),
+            alarm: alarm.clone(),
+            entity: entity.clone(),
+        })
     }
     /// Invokes `AcquireCimServicesTicket` on `HostSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn acquire_cim_services_ticket(
+    pub fn acquire_cim_services_ticket(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<HostServiceTicket, crate::Error> {
-        self.invoke(
-                &AcquireCimServicesTicketRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<HostServiceTicket, crate::Error>,
+    > + 'a {
+        self.call(AcquireCimServicesTicketRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `AcquireCloneTicket` on `SessionManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn acquire_clone_ticket(
+    pub fn acquire_clone_ticket(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &AcquireCloneTicketRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(AcquireCloneTicketRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `AcquireCredentialsInGuest` on `GuestAuthManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn acquire_credentials_in_guest(
+    pub fn acquire_credentials_in_guest(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         requested_auth: &AnyGuestAuthentication,
         session_id: Option<i64>,
-    ) -> Result<AnyGuestAuthentication, crate::Error> {
-        self.invoke(
-                &AcquireCredentialsInGuestRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    requested_auth: requested_auth.clone(),
-                    session_id,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<AnyGuestAuthentication, crate::Error>,
+    > + 'a {
+        self.call(AcquireCredentialsInGuestRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            requested_auth: requested_auth.clone(),
+            session_id,
+        })
     }
     /// Invokes `AcquireGenericServiceTicket` on `SessionManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn acquire_generic_service_ticket(
+    pub fn acquire_generic_service_ticket(
         &self,
         this: &x::ManagedObjectReference,
         spec: &AnySessionManagerServiceRequestSpec,
-    ) -> Result<SessionManagerGenericServiceTicket, crate::Error> {
-        self.invoke(
-                &AcquireGenericServiceTicketRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<SessionManagerGenericServiceTicket, crate::Error>,
+    > + 'a {
+        self.call(AcquireGenericServiceTicketRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `AcquireLocalTicket` on `SessionManager`.
     ///
     /// Declared faults: `InvalidLogin`, `RuntimeFault`.
     #[inline]
-    pub async fn acquire_local_ticket(
+    pub fn acquire_local_ticket(
         &self,
         this: &x::ManagedObjectReference,
         user_name: &str,
-    ) -> Result<SessionManagerLocalTicket, crate::Error> {
-        self.invoke(
-                &AcquireLocalTicketRequestType {
-                    this: this.clone(),
-                    user_name: user_name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<SessionManagerLocalTicket, crate::Error>,
+    > + 'a {
+        self.call(AcquireLocalTicketRequestType {
+            this: this.clone(),
+            user_name: user_name.to_owned(),
+        })
     }
     /// Invokes `AcquireMksTicket` on `VirtualMachine`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn acquire_mks_ticket(
+    pub fn acquire_mks_ticket(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<VirtualMachineMksTicket, crate::Error> {
-        self.invoke(
-                &AcquireMksTicketRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<VirtualMachineMksTicket, crate::Error>,
+    > + 'a {
+        self.call(AcquireMksTicketRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `AcquireTicket` on `VirtualMachine`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn acquire_ticket(
+    pub fn acquire_ticket(
         &self,
         this: &x::ManagedObjectReference,
         ticket_type: &str,
-    ) -> Result<VirtualMachineTicket, crate::Error> {
-        self.invoke(
-                &AcquireTicketRequestType {
-                    this: this.clone(),
-                    ticket_type: ticket_type.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<VirtualMachineTicket, crate::Error>,
+    > + 'a {
+        self.call(AcquireTicketRequestType {
+            this: this.clone(),
+            ticket_type: ticket_type.to_owned(),
+        })
     }
     /// Invokes `AddAuthorizationRole` on `AuthorizationManager`.
     ///
     /// Declared faults: `AlreadyExists`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn add_authorization_role(
+    pub fn add_authorization_role(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         priv_ids: &[String],
-    ) -> Result<i32, crate::Error> {
-        self.invoke(
-                &AddAuthorizationRoleRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    priv_ids: priv_ids.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<i32, crate::Error>> + 'a {
+        self.call(AddAuthorizationRoleRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            priv_ids: priv_ids.to_vec(),
+        })
     }
     /// Invokes `AddCustomFieldDef` on `CustomFieldsManager`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidPrivilege`, `RuntimeFault`.
     #[inline]
-    pub async fn add_custom_field_def(
+    pub fn add_custom_field_def(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         mo_type: Option<&str>,
         field_def_policy: Option<&PrivilegePolicyDef>,
         field_policy: Option<&PrivilegePolicyDef>,
-    ) -> Result<CustomFieldDef, crate::Error> {
-        self.invoke(
-                &AddCustomFieldDefRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    mo_type: mo_type.map(str::to_owned),
-                    field_def_policy: field_def_policy.cloned(),
-                    field_policy: field_policy.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<CustomFieldDef, crate::Error>> + 'a {
+        self.call(AddCustomFieldDefRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            mo_type: mo_type.map(str::to_owned),
+            field_def_policy: field_def_policy.cloned(),
+            field_policy: field_policy.cloned(),
+        })
     }
     /// Invokes `AddDVPortgroup_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DuplicateName`, `DvsFault`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn add_dv_portgroup_task(
+    pub fn add_dv_portgroup_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &[DVPortgroupConfigSpec],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &AddDVPortgroupRequestType {
-                    this: this.clone(),
-                    spec: spec.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(AddDVPortgroupRequestType {
+            this: this.clone(),
+            spec: spec.to_vec(),
+        })
     }
     /// Invokes `AddDisks_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn add_disks_task(
+    pub fn add_disks_task(
         &self,
         this: &x::ManagedObjectReference,
         disk: &[HostScsiDisk],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &AddDisksRequestType {
-                    this: this.clone(),
-                    disk: disk.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(AddDisksRequestType {
+            this: this.clone(),
+            disk: disk.to_vec(),
+        })
     }
     /// Invokes `AddFilter` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn add_filter(
+    pub fn add_filter(
         &self,
         this: &x::ManagedObjectReference,
         provider_id: &str,
         filter_name: &str,
         info_ids: &[String],
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &AddFilterRequestType {
-                    this: this.clone(),
-                    provider_id: provider_id.to_owned(),
-                    filter_name: filter_name.to_owned(),
-                    info_ids: info_ids.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(AddFilterRequestType {
+            this: this.clone(),
+            provider_id: provider_id.to_owned(),
+            filter_name: filter_name.to_owned(),
+            info_ids: info_ids.to_vec(),
+        })
     }
     /// Invokes `AddFilterEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn add_filter_entities(
+    pub fn add_filter_entities(
         &self,
         this: &x::ManagedObjectReference,
         filter_id: &str,
         entities: &[x::ManagedObjectReference],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AddFilterEntitiesRequestType {
-                    this: this.clone(),
-                    filter_id: filter_id.to_owned(),
-                    entities: entities.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AddFilterEntitiesRequestType {
+            this: this.clone(),
+            filter_id: filter_id.to_owned(),
+            entities: entities.to_vec(),
+        })
     }
     /// Invokes `AddGuestAlias` on `GuestAliasManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn add_guest_alias(
+    pub fn add_guest_alias(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
@@ -323,638 +290,558 @@ impl crate::Vim<'_> {
         map_cert: bool,
         base64_cert: &str,
         alias_info: &GuestAuthAliasInfo,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AddGuestAliasRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                    username: username.to_owned(),
-                    map_cert,
-                    base64_cert: base64_cert.to_owned(),
-                    alias_info: alias_info.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AddGuestAliasRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+            username: username.to_owned(),
+            map_cert,
+            base64_cert: base64_cert.to_owned(),
+            alias_info: alias_info.clone(),
+        })
     }
     /// Invokes `AddHost_Task` on `ClusterComputeResource`.
     ///
     /// Declared faults: `DuplicateName`, `HostConnectFault`, `InvalidLogin`, `RuntimeFault`.
     #[inline]
-    pub async fn add_host_task(
+    pub fn add_host_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &HostConnectSpec,
         as_connected: bool,
         resource_pool: Option<&x::ManagedObjectReference>,
         license: Option<&str>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &AddHostRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                    as_connected,
-                    resource_pool: resource_pool.cloned(),
-                    license: license.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(AddHostRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+            as_connected,
+            resource_pool: resource_pool.cloned(),
+            license: license.map(str::to_owned),
+        })
     }
     /// Invokes `AddInternetScsiSendTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn add_internet_scsi_send_targets(
+    pub fn add_internet_scsi_send_targets(
         &self,
         this: &x::ManagedObjectReference,
         i_scsi_hba_device: &str,
         targets: &[HostInternetScsiHbaSendTarget],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AddInternetScsiSendTargetsRequestType {
-                    this: this.clone(),
-                    i_scsi_hba_device: i_scsi_hba_device.to_owned(),
-                    targets: targets.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AddInternetScsiSendTargetsRequestType {
+            this: this.clone(),
+            i_scsi_hba_device: i_scsi_hba_device.to_owned(),
+            targets: targets.to_vec(),
+        })
     }
     /// Invokes `AddInternetScsiStaticTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn add_internet_scsi_static_targets(
+    pub fn add_internet_scsi_static_targets(
         &self,
         this: &x::ManagedObjectReference,
         i_scsi_hba_device: &str,
         targets: &[HostInternetScsiHbaStaticTarget],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AddInternetScsiStaticTargetsRequestType {
-                    this: this.clone(),
-                    i_scsi_hba_device: i_scsi_hba_device.to_owned(),
-                    targets: targets.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AddInternetScsiStaticTargetsRequestType {
+            this: this.clone(),
+            i_scsi_hba_device: i_scsi_hba_device.to_owned(),
+            targets: targets.to_vec(),
+        })
     }
     /// Invokes `AddKey` on `CryptoManager`.
     ///
     /// Declared faults: `AlreadyExists`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn add_key(
+    pub fn add_key(
         &self,
         this: &x::ManagedObjectReference,
         key: &CryptoKeyPlain,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AddKeyRequestType {
-                    this: this.clone(),
-                    key: key.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AddKeyRequestType {
+            this: this.clone(),
+            key: key.clone(),
+        })
     }
     /// Invokes `AddKeys` on `CryptoManager`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn add_keys(
+    pub fn add_keys(
         &self,
         this: &x::ManagedObjectReference,
         keys: &[CryptoKeyPlain],
-    ) -> Result<Vec<CryptoKeyResult>, crate::Error> {
-        self.invoke(
-                &AddKeysRequestType {
-                    this: this.clone(),
-                    keys: keys.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<CryptoKeyResult>, crate::Error>,
+    > + 'a {
+        self.call(AddKeysRequestType {
+            this: this.clone(),
+            keys: keys.to_vec(),
+        })
     }
     /// Invokes `AddLicense` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn add_license(
+    pub fn add_license(
         &self,
         this: &x::ManagedObjectReference,
         license_key: &str,
         labels: &[KeyValue],
-    ) -> Result<LicenseManagerLicenseInfo, crate::Error> {
-        self.invoke(
-                &AddLicenseRequestType {
-                    this: this.clone(),
-                    license_key: license_key.to_owned(),
-                    labels: labels.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<LicenseManagerLicenseInfo, crate::Error>,
+    > + 'a {
+        self.call(AddLicenseRequestType {
+            this: this.clone(),
+            license_key: license_key.to_owned(),
+            labels: labels.to_vec(),
+        })
     }
     /// Invokes `AddMonitoredEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn add_monitored_entities(
+    pub fn add_monitored_entities(
         &self,
         this: &x::ManagedObjectReference,
         provider_id: &str,
         entities: &[x::ManagedObjectReference],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AddMonitoredEntitiesRequestType {
-                    this: this.clone(),
-                    provider_id: provider_id.to_owned(),
-                    entities: entities.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AddMonitoredEntitiesRequestType {
+            this: this.clone(),
+            provider_id: provider_id.to_owned(),
+            entities: entities.to_vec(),
+        })
     }
     /// Invokes `AddNetworkResourcePool` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn add_network_resource_pool(
+    pub fn add_network_resource_pool(
         &self,
         this: &x::ManagedObjectReference,
         config_spec: &[DVSNetworkResourcePoolConfigSpec],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AddNetworkResourcePoolRequestType {
-                    this: this.clone(),
-                    config_spec: config_spec.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AddNetworkResourcePoolRequestType {
+            this: this.clone(),
+            config_spec: config_spec.to_vec(),
+        })
     }
     /// Invokes `AddPortGroup` on `HostNetworkSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn add_port_group(
+    pub fn add_port_group(
         &self,
         this: &x::ManagedObjectReference,
         portgrp: &HostPortGroupSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AddPortGroupRequestType {
-                    this: this.clone(),
-                    portgrp: portgrp.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AddPortGroupRequestType {
+            this: this.clone(),
+            portgrp: portgrp.clone(),
+        })
     }
     /// Invokes `AddServiceConsoleVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn add_service_console_virtual_nic(
+    pub fn add_service_console_virtual_nic(
         &self,
         this: &x::ManagedObjectReference,
         portgroup: &str,
         nic: &HostVirtualNicSpec,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &AddServiceConsoleVirtualNicRequestType {
-                    this: this.clone(),
-                    portgroup: portgroup.to_owned(),
-                    nic: nic.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(AddServiceConsoleVirtualNicRequestType {
+            this: this.clone(),
+            portgroup: portgroup.to_owned(),
+            nic: nic.clone(),
+        })
     }
     /// Invokes `AddStandaloneHost_Task` on `Folder`.
     ///
     /// Declared faults: `DuplicateName`, `HostConnectFault`, `InvalidLogin`, `RuntimeFault`.
     #[inline]
-    pub async fn add_standalone_host_task(
+    pub fn add_standalone_host_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &HostConnectSpec,
         comp_res_spec: Option<&AnyComputeResourceConfigSpec>,
         add_connected: bool,
         license: Option<&str>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &AddStandaloneHostRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                    comp_res_spec: comp_res_spec.cloned(),
-                    add_connected,
-                    license: license.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(AddStandaloneHostRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+            comp_res_spec: comp_res_spec.cloned(),
+            add_connected,
+            license: license.map(str::to_owned),
+        })
     }
     /// Invokes `AddVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn add_virtual_nic(
+    pub fn add_virtual_nic(
         &self,
         this: &x::ManagedObjectReference,
         portgroup: &str,
         nic: &HostVirtualNicSpec,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &AddVirtualNicRequestType {
-                    this: this.clone(),
-                    portgroup: portgroup.to_owned(),
-                    nic: nic.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(AddVirtualNicRequestType {
+            this: this.clone(),
+            portgroup: portgroup.to_owned(),
+            nic: nic.clone(),
+        })
     }
     /// Invokes `AddVirtualSwitch` on `HostNetworkSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn add_virtual_switch(
+    pub fn add_virtual_switch(
         &self,
         this: &x::ManagedObjectReference,
         vswitch_name: &str,
         spec: Option<&HostVirtualSwitchSpec>,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AddVirtualSwitchRequestType {
-                    this: this.clone(),
-                    vswitch_name: vswitch_name.to_owned(),
-                    spec: spec.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AddVirtualSwitchRequestType {
+            this: this.clone(),
+            vswitch_name: vswitch_name.to_owned(),
+            spec: spec.cloned(),
+        })
     }
     /// Invokes `AllocateIpv4Address` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn allocate_ipv4_address(
+    pub fn allocate_ipv4_address(
         &self,
         this: &x::ManagedObjectReference,
         dc: &x::ManagedObjectReference,
         pool_id: i32,
         allocation_id: &str,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &AllocateIpv4AddressRequestType {
-                    this: this.clone(),
-                    dc: dc.clone(),
-                    pool_id,
-                    allocation_id: allocation_id.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(AllocateIpv4AddressRequestType {
+            this: this.clone(),
+            dc: dc.clone(),
+            pool_id,
+            allocation_id: allocation_id.to_owned(),
+        })
     }
     /// Invokes `AllocateIpv6Address` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn allocate_ipv6_address(
+    pub fn allocate_ipv6_address(
         &self,
         this: &x::ManagedObjectReference,
         dc: &x::ManagedObjectReference,
         pool_id: i32,
         allocation_id: &str,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &AllocateIpv6AddressRequestType {
-                    this: this.clone(),
-                    dc: dc.clone(),
-                    pool_id,
-                    allocation_id: allocation_id.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(AllocateIpv6AddressRequestType {
+            this: this.clone(),
+            dc: dc.clone(),
+            pool_id,
+            allocation_id: allocation_id.to_owned(),
+        })
     }
     /// Invokes `AnswerVM` on `VirtualMachine`.
     ///
     /// Declared faults: `ConcurrentAccess`, `RuntimeFault`.
     #[inline]
-    pub async fn answer_vm(
+    pub fn answer_vm(
         &self,
         this: &x::ManagedObjectReference,
         question_id: &str,
         answer_choice: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AnswerVMRequestType {
-                    this: this.clone(),
-                    question_id: question_id.to_owned(),
-                    answer_choice: answer_choice.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AnswerVMRequestType {
+            this: this.clone(),
+            question_id: question_id.to_owned(),
+            answer_choice: answer_choice.to_owned(),
+        })
     }
     /// Invokes `ApplyEntitiesConfig_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn apply_entities_config_task(
+    pub fn apply_entities_config_task(
         &self,
         this: &x::ManagedObjectReference,
         apply_config_specs: &[ApplyHostProfileConfigurationSpec],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ApplyEntitiesConfigRequestType {
-                    this: this.clone(),
-                    apply_config_specs: apply_config_specs.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ApplyEntitiesConfigRequestType {
+            this: this.clone(),
+            apply_config_specs: apply_config_specs.to_vec(),
+        })
     }
     /// Invokes `ApplyEvcModeVM_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn apply_evc_mode_vm_task(
+    pub fn apply_evc_mode_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         mask: &[HostFeatureMask],
         complete_masks: Option<bool>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ApplyEvcModeVMRequestType {
-                    this: this.clone(),
-                    mask: mask.to_vec(),
-                    complete_masks,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ApplyEvcModeVMRequestType {
+            this: this.clone(),
+            mask: mask.to_vec(),
+            complete_masks,
+        })
     }
     /// Invokes `ApplyHostConfig_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `HostConfigFailed`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn apply_host_config_task(
+    pub fn apply_host_config_task(
         &self,
         this: &x::ManagedObjectReference,
         host: &x::ManagedObjectReference,
         config_spec: &HostConfigSpec,
         user_input: &[ProfileDeferredPolicyOptionParameter],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ApplyHostConfigRequestType {
-                    this: this.clone(),
-                    host: host.clone(),
-                    config_spec: config_spec.clone(),
-                    user_input: user_input.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ApplyHostConfigRequestType {
+            this: this.clone(),
+            host: host.clone(),
+            config_spec: config_spec.clone(),
+            user_input: user_input.to_vec(),
+        })
     }
     /// Invokes `ApplyRecommendation` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn apply_recommendation(
+    pub fn apply_recommendation(
         &self,
         this: &x::ManagedObjectReference,
         key: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ApplyRecommendationRequestType {
-                    this: this.clone(),
-                    key: key.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ApplyRecommendationRequestType {
+            this: this.clone(),
+            key: key.to_owned(),
+        })
     }
     /// Invokes `ApplyStorageDrsRecommendationToPod_Task` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn apply_storage_drs_recommendation_to_pod_task(
+    pub fn apply_storage_drs_recommendation_to_pod_task(
         &self,
         this: &x::ManagedObjectReference,
         pod: &x::ManagedObjectReference,
         key: &str,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ApplyStorageDrsRecommendationToPodRequestType {
-                    this: this.clone(),
-                    pod: pod.clone(),
-                    key: key.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ApplyStorageDrsRecommendationToPodRequestType {
+            this: this.clone(),
+            pod: pod.clone(),
+            key: key.to_owned(),
+        })
     }
     /// Invokes `ApplyStorageDrsRecommendation_Task` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn apply_storage_drs_recommendation_task(
+    pub fn apply_storage_drs_recommendation_task(
         &self,
         this: &x::ManagedObjectReference,
         key: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ApplyStorageDrsRecommendationRequestType {
-                    this: this.clone(),
-                    key: key.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ApplyStorageDrsRecommendationRequestType {
+            this: this.clone(),
+            key: key.to_vec(),
+        })
     }
     /// Invokes `AreAlarmActionsEnabled` on `AlarmManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn are_alarm_actions_enabled(
+    pub fn are_alarm_actions_enabled(
         &self,
         this: &x::ManagedObjectReference,
         entity: &x::ManagedObjectReference,
-    ) -> Result<bool, crate::Error> {
-        self.invoke(
-                &AreAlarmActionsEnabledRequestType {
-                    this: this.clone(),
-                    entity: entity.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<bool, crate::Error>> + 'a {
+        self.call(AreAlarmActionsEnabledRequestType {
+            this: this.clone(),
+            entity: entity.clone(),
+        })
     }
     /// Invokes `AssignUserToGroup` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `AlreadyExists`, `RuntimeFault`, `UserNotFound`.
     #[inline]
-    pub async fn assign_user_to_group(
+    pub fn assign_user_to_group(
         &self,
         this: &x::ManagedObjectReference,
         user: &str,
         group: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AssignUserToGroupRequestType {
-                    this: this.clone(),
-                    user: user.to_owned(),
-                    group: group.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AssignUserToGroupRequestType {
+            this: this.clone(),
+            user: user.to_owned(),
+            group: group.to_owned(),
+        })
     }
     /// Invokes `AssociateProfile` on `Profile`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn associate_profile(
+    pub fn associate_profile(
         &self,
         this: &x::ManagedObjectReference,
         entity: &[x::ManagedObjectReference],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AssociateProfileRequestType {
-                    this: this.clone(),
-                    entity: entity.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AssociateProfileRequestType {
+            this: this.clone(),
+            entity: entity.to_vec(),
+        })
     }
     /// Invokes `AttachDisk_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `DeviceUnsupportedForVmVersion`, `FileFault`, `InvalidController`, `InvalidDatastore`, `InvalidState`, `MissingController`, `NotFound`, `RuntimeFault`, `VmConfigFault`.
     #[inline]
-    pub async fn attach_disk_task(
+    pub fn attach_disk_task(
         &self,
         this: &x::ManagedObjectReference,
         disk_id: &ID,
         datastore: &x::ManagedObjectReference,
         controller_key: Option<i32>,
         unit_number: Option<i32>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &AttachDiskRequestType {
-                    this: this.clone(),
-                    disk_id: disk_id.clone(),
-                    datastore: datastore.clone(),
-                    controller_key,
-                    unit_number,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(AttachDiskRequestType {
+            this: this.clone(),
+            disk_id: disk_id.clone(),
+            datastore: datastore.clone(),
+            controller_key,
+            unit_number,
+        })
     }
     /// Invokes `AttachScsiLun` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn attach_scsi_lun(
+    pub fn attach_scsi_lun(
         &self,
         this: &x::ManagedObjectReference,
         lun_uuid: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AttachScsiLunRequestType {
-                    this: this.clone(),
-                    lun_uuid: lun_uuid.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AttachScsiLunRequestType {
+            this: this.clone(),
+            lun_uuid: lun_uuid.to_owned(),
+        })
     }
     /// Invokes `AttachScsiLunEx_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn attach_scsi_lun_ex_task(
+    pub fn attach_scsi_lun_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         lun_uuid: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &AttachScsiLunExRequestType {
-                    this: this.clone(),
-                    lun_uuid: lun_uuid.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(AttachScsiLunExRequestType {
+            this: this.clone(),
+            lun_uuid: lun_uuid.to_vec(),
+        })
     }
     /// Invokes `AttachTagToVStorageObject` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn attach_tag_to_vstorage_object(
+    pub fn attach_tag_to_vstorage_object(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         category: &str,
         tag: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AttachTagToVStorageObjectRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    category: category.to_owned(),
-                    tag: tag.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AttachTagToVStorageObjectRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            category: category.to_owned(),
+            tag: tag.to_owned(),
+        })
     }
     /// Invokes `AttachVmfsExtent` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn attach_vmfs_extent(
+    pub fn attach_vmfs_extent(
         &self,
         this: &x::ManagedObjectReference,
         vmfs_path: &str,
         extent: &HostScsiDiskPartition,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AttachVmfsExtentRequestType {
-                    this: this.clone(),
-                    vmfs_path: vmfs_path.to_owned(),
-                    extent: extent.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AttachVmfsExtentRequestType {
+            this: this.clone(),
+            vmfs_path: vmfs_path.to_owned(),
+            extent: extent.clone(),
+        })
     }
     /// Invokes `AutoStartPowerOff` on `HostAutoStartManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn auto_start_power_off(
+    pub fn auto_start_power_off(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AutoStartPowerOffRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AutoStartPowerOffRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `AutoStartPowerOn` on `HostAutoStartManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn auto_start_power_on(
+    pub fn auto_start_power_on(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &AutoStartPowerOnRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(AutoStartPowerOnRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `BackupFirmwareConfiguration` on `HostFirmwareSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn backup_firmware_configuration(
+    pub fn backup_firmware_configuration(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &BackupFirmwareConfigurationRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(BackupFirmwareConfigurationRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `BatchAddHostsToCluster_Task` on `Folder`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn batch_add_hosts_to_cluster_task(
+    pub fn batch_add_hosts_to_cluster_task(
         &self,
         this: &x::ManagedObjectReference,
         cluster: &x::ManagedObjectReference,
@@ -962,385 +849,340 @@ impl crate::Vim<'_> {
         existing_hosts: &[x::ManagedObjectReference],
         comp_res_spec: Option<&AnyComputeResourceConfigSpec>,
         desired_state: Option<&str>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &BatchAddHostsToClusterRequestType {
-                    this: this.clone(),
-                    cluster: cluster.clone(),
-                    new_hosts: new_hosts.to_vec(),
-                    existing_hosts: existing_hosts.to_vec(),
-                    comp_res_spec: comp_res_spec.cloned(),
-                    desired_state: desired_state.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(BatchAddHostsToClusterRequestType {
+            this: this.clone(),
+            cluster: cluster.clone(),
+            new_hosts: new_hosts.to_vec(),
+            existing_hosts: existing_hosts.to_vec(),
+            comp_res_spec: comp_res_spec.cloned(),
+            desired_state: desired_state.map(str::to_owned),
+        })
     }
     /// Invokes `BatchAddStandaloneHosts_Task` on `Folder`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn batch_add_standalone_hosts_task(
+    pub fn batch_add_standalone_hosts_task(
         &self,
         this: &x::ManagedObjectReference,
         new_hosts: &[FolderNewHostSpec],
         comp_res_spec: Option<&AnyComputeResourceConfigSpec>,
         add_connected: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &BatchAddStandaloneHostsRequestType {
-                    this: this.clone(),
-                    new_hosts: new_hosts.to_vec(),
-                    comp_res_spec: comp_res_spec.cloned(),
-                    add_connected,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(BatchAddStandaloneHostsRequestType {
+            this: this.clone(),
+            new_hosts: new_hosts.to_vec(),
+            comp_res_spec: comp_res_spec.cloned(),
+            add_connected,
+        })
     }
     /// Invokes `BatchQueryConnectInfo` on `Datacenter`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn batch_query_connect_info(
+    pub fn batch_query_connect_info(
         &self,
         this: &x::ManagedObjectReference,
         host_specs: &[HostConnectSpec],
-    ) -> Result<Vec<DatacenterBasicConnectInfo>, crate::Error> {
-        self.invoke(
-                &BatchQueryConnectInfoRequestType {
-                    this: this.clone(),
-                    host_specs: host_specs.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<DatacenterBasicConnectInfo>, crate::Error>,
+    > + 'a {
+        self.call(BatchQueryConnectInfoRequestType {
+            this: this.clone(),
+            host_specs: host_specs.to_vec(),
+        })
     }
     /// Invokes `BindVnic` on `IscsiManager`.
     ///
     /// Declared faults: `IscsiFault`, `IscsiFaultInvalidVnic`, `IscsiFaultVnicAlreadyBound`, `IscsiFaultVnicHasMultipleUplinks`, `IscsiFaultVnicHasNoUplinks`, `IscsiFaultVnicHasWrongUplink`, `IscsiFaultVnicNotFound`, `NotFound`, `PlatformConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn bind_vnic(
+    pub fn bind_vnic(
         &self,
         this: &x::ManagedObjectReference,
         i_scsi_hba_name: &str,
         vnic_device: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &BindVnicRequestType {
-                    this: this.clone(),
-                    i_scsi_hba_name: i_scsi_hba_name.to_owned(),
-                    vnic_device: vnic_device.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(BindVnicRequestType {
+            this: this.clone(),
+            i_scsi_hba_name: i_scsi_hba_name.to_owned(),
+            vnic_device: vnic_device.to_owned(),
+        })
     }
     /// Invokes `BrowseDiagnosticLog` on `DiagnosticManager`.
     ///
     /// Declared faults: `CannotAccessFile`, `RuntimeFault`.
     #[inline]
-    pub async fn browse_diagnostic_log(
+    pub fn browse_diagnostic_log(
         &self,
         this: &x::ManagedObjectReference,
         host: Option<&x::ManagedObjectReference>,
         key: &str,
         start: Option<i32>,
         lines: Option<i32>,
-    ) -> Result<DiagnosticManagerLogHeader, crate::Error> {
-        self.invoke(
-                &BrowseDiagnosticLogRequestType {
-                    this: this.clone(),
-                    host: host.cloned(),
-                    key: key.to_owned(),
-                    start,
-                    lines,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<DiagnosticManagerLogHeader, crate::Error>,
+    > + 'a {
+        self.call(BrowseDiagnosticLogRequestType {
+            this: this.clone(),
+            host: host.cloned(),
+            key: key.to_owned(),
+            start,
+            lines,
+        })
     }
     /// Invokes `CanProvisionObjects` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`, `VimFault`.
     #[inline]
-    pub async fn can_provision_objects(
+    pub fn can_provision_objects(
         &self,
         this: &x::ManagedObjectReference,
         npbs: &[VsanNewPolicyBatch],
         ignore_satisfiability: Option<bool>,
-    ) -> Result<Vec<VsanPolicySatisfiability>, crate::Error> {
-        self.invoke(
-                &CanProvisionObjectsRequestType {
-                    this: this.clone(),
-                    npbs: npbs.to_vec(),
-                    ignore_satisfiability,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<VsanPolicySatisfiability>, crate::Error>,
+    > + 'a {
+        self.call(CanProvisionObjectsRequestType {
+            this: this.clone(),
+            npbs: npbs.to_vec(),
+            ignore_satisfiability,
+        })
     }
     /// Invokes `CancelRecommendation` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn cancel_recommendation(
+    pub fn cancel_recommendation(
         &self,
         this: &x::ManagedObjectReference,
         key: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CancelRecommendationRequestType {
-                    this: this.clone(),
-                    key: key.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CancelRecommendationRequestType {
+            this: this.clone(),
+            key: key.to_owned(),
+        })
     }
     /// Invokes `CancelRetrievePropertiesEx` on `PropertyCollector`.
     ///
     /// Declared faults: `InvalidProperty`, `RuntimeFault`.
     #[inline]
-    pub async fn cancel_retrieve_properties_ex(
+    pub fn cancel_retrieve_properties_ex(
         &self,
         this: &x::ManagedObjectReference,
         token: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CancelRetrievePropertiesExRequestType {
-                    this: this.clone(),
-                    token: token.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CancelRetrievePropertiesExRequestType {
+            this: this.clone(),
+            token: token.to_owned(),
+        })
     }
     /// Invokes `CancelStorageDrsRecommendation` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn cancel_storage_drs_recommendation(
+    pub fn cancel_storage_drs_recommendation(
         &self,
         this: &x::ManagedObjectReference,
         key: &[String],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CancelStorageDrsRecommendationRequestType {
-                    this: this.clone(),
-                    key: key.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CancelStorageDrsRecommendationRequestType {
+            this: this.clone(),
+            key: key.to_vec(),
+        })
     }
     /// Invokes `CancelTask` on `Task`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn cancel_task(
+    pub fn cancel_task(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CancelTaskRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CancelTaskRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `CancelWaitForUpdates` on `PropertyCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn cancel_wait_for_updates(
+    pub fn cancel_wait_for_updates(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CancelWaitForUpdatesRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CancelWaitForUpdatesRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `CertMgrRefreshCACertificatesAndCRLs_Task` on `CertificateManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn cert_mgr_refresh_ca_certificates_and_crls_task(
+    pub fn cert_mgr_refresh_ca_certificates_and_crls_task(
         &self,
         this: &x::ManagedObjectReference,
         host: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CertMgrRefreshCACertificatesAndCRLsRequestType {
-                    this: this.clone(),
-                    host: host.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CertMgrRefreshCACertificatesAndCRLsRequestType {
+            this: this.clone(),
+            host: host.to_vec(),
+        })
     }
     /// Invokes `CertMgrRefreshCertificates_Task` on `CertificateManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn cert_mgr_refresh_certificates_task(
+    pub fn cert_mgr_refresh_certificates_task(
         &self,
         this: &x::ManagedObjectReference,
         host: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CertMgrRefreshCertificatesRequestType {
-                    this: this.clone(),
-                    host: host.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CertMgrRefreshCertificatesRequestType {
+            this: this.clone(),
+            host: host.to_vec(),
+        })
     }
     /// Invokes `CertMgrRevokeCertificates_Task` on `CertificateManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn cert_mgr_revoke_certificates_task(
+    pub fn cert_mgr_revoke_certificates_task(
         &self,
         this: &x::ManagedObjectReference,
         host: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CertMgrRevokeCertificatesRequestType {
-                    this: this.clone(),
-                    host: host.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CertMgrRevokeCertificatesRequestType {
+            this: this.clone(),
+            host: host.to_vec(),
+        })
     }
     /// Invokes `ChangeAccessMode` on `HostAccessManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `RuntimeFault`, `UserNotFound`.
     #[inline]
-    pub async fn change_access_mode(
+    pub fn change_access_mode(
         &self,
         this: &x::ManagedObjectReference,
         principal: &str,
         is_group: bool,
         access_mode: &HostAccessMode,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ChangeAccessModeRequestType {
-                    this: this.clone(),
-                    principal: principal.to_owned(),
-                    is_group,
-                    access_mode: access_mode.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ChangeAccessModeRequestType {
+            this: this.clone(),
+            principal: principal.to_owned(),
+            is_group,
+            access_mode: access_mode.clone(),
+        })
     }
     /// Invokes `ChangeFileAttributesInGuest` on `GuestFileManager`.
     ///
     /// Declared faults: `FileFault`, `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn change_file_attributes_in_guest(
+    pub fn change_file_attributes_in_guest(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         auth: &AnyGuestAuthentication,
         guest_file_path: &str,
         file_attributes: &AnyGuestFileAttributes,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ChangeFileAttributesInGuestRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                    guest_file_path: guest_file_path.to_owned(),
-                    file_attributes: file_attributes.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ChangeFileAttributesInGuestRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+            guest_file_path: guest_file_path.to_owned(),
+            file_attributes: file_attributes.clone(),
+        })
     }
     /// Invokes `ChangeKey_Task` on `CryptoManagerHost`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn change_key_task(
+    pub fn change_key_task(
         &self,
         this: &x::ManagedObjectReference,
         new_key: &CryptoKeyPlain,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ChangeKeyRequestType {
-                    this: this.clone(),
-                    new_key: new_key.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ChangeKeyRequestType {
+            this: this.clone(),
+            new_key: new_key.clone(),
+        })
     }
     /// Invokes `ChangeLockdownMode` on `HostAccessManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `RuntimeFault`.
     #[inline]
-    pub async fn change_lockdown_mode(
+    pub fn change_lockdown_mode(
         &self,
         this: &x::ManagedObjectReference,
         mode: &HostLockdownMode,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ChangeLockdownModeRequestType {
-                    this: this.clone(),
-                    mode: mode.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ChangeLockdownModeRequestType {
+            this: this.clone(),
+            mode: mode.clone(),
+        })
     }
     /// Invokes `ChangeNFSUserPassword` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn change_nfs_user_password(
+    pub fn change_nfs_user_password(
         &self,
         this: &x::ManagedObjectReference,
         password: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ChangeNFSUserPasswordRequestType {
-                    this: this.clone(),
-                    password: password.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ChangeNFSUserPasswordRequestType {
+            this: this.clone(),
+            password: password.to_owned(),
+        })
     }
     /// Invokes `ChangeOwner` on `FileManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `RuntimeFault`, `UserNotFound`.
     #[inline]
-    pub async fn change_owner(
+    pub fn change_owner(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         datacenter: Option<&x::ManagedObjectReference>,
         owner: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ChangeOwnerRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    datacenter: datacenter.cloned(),
-                    owner: owner.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ChangeOwnerRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            datacenter: datacenter.cloned(),
+            owner: owner.to_owned(),
+        })
     }
     /// Invokes `ChangePassword` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `InvalidLogin`, `RuntimeFault`.
     #[inline]
-    pub async fn change_password(
+    pub fn change_password(
         &self,
         this: &x::ManagedObjectReference,
         user: &str,
         old_password: &str,
         new_password: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ChangePasswordRequestType {
-                    this: this.clone(),
-                    user: user.to_owned(),
-                    old_password: old_password.to_owned(),
-                    new_password: new_password.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ChangePasswordRequestType {
+            this: this.clone(),
+            user: user.to_owned(),
+            old_password: old_password.to_owned(),
+            new_password: new_password.to_owned(),
+        })
     }
 }

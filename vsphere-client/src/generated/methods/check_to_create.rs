@@ -6,46 +6,44 @@ use crate::xml as x;
 
 // Parameters mirror the operation's.
 #[allow(clippy::too_many_arguments)]
-impl crate::Vim<'_> {
+impl<'a> crate::Vim<'a> {
     /// Invokes `CheckAddHostEvc_Task` on `ClusterEVCManager`.
     ///
     /// Declared faults: `HostConnectFault`, `InvalidLogin`, `RuntimeFault`.
     #[inline]
-    pub async fn check_add_host_evc_task(
+    pub fn check_add_host_evc_task(
         &self,
         this: &x::ManagedObjectReference,
         cnx_spec: &HostConnectSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckAddHostEvcRequestType {
-                    this: this.clone(),
-                    cnx_spec: cnx_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckAddHostEvcRequestType {
+            this: this.clone(),
+            cnx_spec: cnx_spec.clone(),
+        })
     }
     /// Invokes `CheckAnswerFileStatus_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn check_answer_file_status_task(
+    pub fn check_answer_file_status_task(
         &self,
         this: &x::ManagedObjectReference,
         host: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckAnswerFileStatusRequestType {
-                    this: this.clone(),
-                    host: host.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckAnswerFileStatusRequestType {
+            this: this.clone(),
+            host: host.to_vec(),
+        })
     }
     /// Invokes `CheckClone_Task` on `VirtualMachineProvisioningChecker`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn check_clone_task(
+    pub fn check_clone_task(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
@@ -53,197 +51,181 @@ impl crate::Vim<'_> {
         name: &str,
         spec: &VirtualMachineCloneSpec,
         test_type: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckCloneRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    folder: folder.clone(),
-                    name: name.to_owned(),
-                    spec: spec.clone(),
-                    test_type: test_type.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckCloneRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            folder: folder.clone(),
+            name: name.to_owned(),
+            spec: spec.clone(),
+            test_type: test_type.to_vec(),
+        })
     }
     /// Invokes `CheckCompatibility_Task` on `VirtualMachineCompatibilityChecker`.
     ///
     /// Declared faults: `DatacenterMismatch`, `InvalidArgument`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn check_compatibility_task(
+    pub fn check_compatibility_task(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         host: Option<&x::ManagedObjectReference>,
         pool: Option<&x::ManagedObjectReference>,
         test_type: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckCompatibilityRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    host: host.cloned(),
-                    pool: pool.cloned(),
-                    test_type: test_type.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckCompatibilityRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            host: host.cloned(),
+            pool: pool.cloned(),
+            test_type: test_type.to_vec(),
+        })
     }
     /// Invokes `CheckCompliance_Task` on `ProfileComplianceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn check_compliance_task(
+    pub fn check_compliance_task(
         &self,
         this: &x::ManagedObjectReference,
         profile: &[x::ManagedObjectReference],
         entity: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckComplianceRequestType {
-                    this: this.clone(),
-                    profile: profile.to_vec(),
-                    entity: entity.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckComplianceRequestType {
+            this: this.clone(),
+            profile: profile.to_vec(),
+            entity: entity.to_vec(),
+        })
     }
     /// Invokes `CheckConfigureEvcMode_Task` on `ClusterEVCManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn check_configure_evc_mode_task(
+    pub fn check_configure_evc_mode_task(
         &self,
         this: &x::ManagedObjectReference,
         evc_mode_key: &str,
         evc_graphics_mode_key: Option<&str>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckConfigureEvcModeRequestType {
-                    this: this.clone(),
-                    evc_mode_key: evc_mode_key.to_owned(),
-                    evc_graphics_mode_key: evc_graphics_mode_key.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckConfigureEvcModeRequestType {
+            this: this.clone(),
+            evc_mode_key: evc_mode_key.to_owned(),
+            evc_graphics_mode_key: evc_graphics_mode_key.map(str::to_owned),
+        })
     }
     /// Invokes `CheckCustomizationResources` on `CustomizationSpecManager`.
     ///
     /// Declared faults: `CustomizationFault`, `RuntimeFault`.
     #[inline]
-    pub async fn check_customization_resources(
+    pub fn check_customization_resources(
         &self,
         this: &x::ManagedObjectReference,
         guest_os: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CheckCustomizationResourcesRequestType {
-                    this: this.clone(),
-                    guest_os: guest_os.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CheckCustomizationResourcesRequestType {
+            this: this.clone(),
+            guest_os: guest_os.to_owned(),
+        })
     }
     /// Invokes `CheckCustomizationSpec` on `VirtualMachine`.
     ///
     /// Declared faults: `CustomizationFault`, `RuntimeFault`.
     #[inline]
-    pub async fn check_customization_spec(
+    pub fn check_customization_spec(
         &self,
         this: &x::ManagedObjectReference,
         spec: &CustomizationSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CheckCustomizationSpecRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CheckCustomizationSpecRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CheckForUpdates` on `PropertyCollector`.
     ///
     /// Declared faults: `InvalidCollectorVersion`, `RuntimeFault`.
     #[inline]
-    pub async fn check_for_updates(
+    pub fn check_for_updates(
         &self,
         this: &x::ManagedObjectReference,
         version: Option<&str>,
-    ) -> Result<Option<UpdateSet>, crate::Error> {
-        self.invoke(
-                &CheckForUpdatesRequestType {
-                    this: this.clone(),
-                    version: version.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Option<UpdateSet>, crate::Error>,
+    > + 'a {
+        self.call(CheckForUpdatesRequestType {
+            this: this.clone(),
+            version: version.map(str::to_owned),
+        })
     }
     /// Invokes `CheckHostPatch_Task` on `HostPatchManager`.
     ///
     /// Declared faults: `InvalidState`, `PlatformConfigFault`, `RequestCanceled`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn check_host_patch_task(
+    pub fn check_host_patch_task(
         &self,
         this: &x::ManagedObjectReference,
         meta_urls: &[String],
         bundle_urls: &[String],
         spec: Option<&HostPatchManagerPatchManagerOperationSpec>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckHostPatchRequestType {
-                    this: this.clone(),
-                    meta_urls: meta_urls.to_vec(),
-                    bundle_urls: bundle_urls.to_vec(),
-                    spec: spec.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckHostPatchRequestType {
+            this: this.clone(),
+            meta_urls: meta_urls.to_vec(),
+            bundle_urls: bundle_urls.to_vec(),
+            spec: spec.cloned(),
+        })
     }
     /// Invokes `CheckInstantClone_Task` on `VirtualMachineProvisioningChecker`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn check_instant_clone_task(
+    pub fn check_instant_clone_task(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         spec: &VirtualMachineInstantCloneSpec,
         test_type: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckInstantCloneRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    spec: spec.clone(),
-                    test_type: test_type.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckInstantCloneRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            spec: spec.clone(),
+            test_type: test_type.to_vec(),
+        })
     }
     /// Invokes `CheckLicenseFeature` on `LicenseManager`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn check_license_feature(
+    pub fn check_license_feature(
         &self,
         this: &x::ManagedObjectReference,
         host: Option<&x::ManagedObjectReference>,
         feature_key: &str,
-    ) -> Result<bool, crate::Error> {
-        self.invoke(
-                &CheckLicenseFeatureRequestType {
-                    this: this.clone(),
-                    host: host.cloned(),
-                    feature_key: feature_key.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<bool, crate::Error>> + 'a {
+        self.call(CheckLicenseFeatureRequestType {
+            this: this.clone(),
+            host: host.cloned(),
+            feature_key: feature_key.to_owned(),
+        })
     }
     /// Invokes `CheckMigrate_Task` on `VirtualMachineProvisioningChecker`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn check_migrate_task(
+    pub fn check_migrate_task(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
@@ -251,85 +233,81 @@ impl crate::Vim<'_> {
         pool: Option<&x::ManagedObjectReference>,
         state: Option<&VirtualMachinePowerState>,
         test_type: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckMigrateRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    host: host.cloned(),
-                    pool: pool.cloned(),
-                    state: state.cloned(),
-                    test_type: test_type.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckMigrateRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            host: host.cloned(),
+            pool: pool.cloned(),
+            state: state.cloned(),
+            test_type: test_type.to_vec(),
+        })
     }
     /// Invokes `CheckPowerOn_Task` on `VirtualMachineCompatibilityChecker`.
     ///
     /// Declared faults: `DatacenterMismatch`, `InvalidArgument`, `RuntimeFault`.
     #[inline]
-    pub async fn check_power_on_task(
+    pub fn check_power_on_task(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         host: Option<&x::ManagedObjectReference>,
         pool: Option<&x::ManagedObjectReference>,
         test_type: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckPowerOnRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    host: host.cloned(),
-                    pool: pool.cloned(),
-                    test_type: test_type.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckPowerOnRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            host: host.cloned(),
+            pool: pool.cloned(),
+            test_type: test_type.to_vec(),
+        })
     }
     /// Invokes `CheckProfileCompliance_Task` on `Profile`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn check_profile_compliance_task(
+    pub fn check_profile_compliance_task(
         &self,
         this: &x::ManagedObjectReference,
         entity: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckProfileComplianceRequestType {
-                    this: this.clone(),
-                    entity: entity.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckProfileComplianceRequestType {
+            this: this.clone(),
+            entity: entity.to_vec(),
+        })
     }
     /// Invokes `CheckRelocate_Task` on `VirtualMachineProvisioningChecker`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn check_relocate_task(
+    pub fn check_relocate_task(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         spec: &VirtualMachineRelocateSpec,
         test_type: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckRelocateRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    spec: spec.clone(),
-                    test_type: test_type.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckRelocateRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            spec: spec.clone(),
+            test_type: test_type.to_vec(),
+        })
     }
     /// Invokes `CheckVmConfig_Task` on `VirtualMachineCompatibilityChecker`.
     ///
     /// Declared faults: `DatacenterMismatch`, `InvalidArgument`, `RuntimeFault`.
     #[inline]
-    pub async fn check_vm_config_task(
+    pub fn check_vm_config_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &VirtualMachineConfigSpec,
@@ -337,229 +315,205 @@ impl crate::Vim<'_> {
         host: Option<&x::ManagedObjectReference>,
         pool: Option<&x::ManagedObjectReference>,
         test_type: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CheckVmConfigRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                    vm: vm.cloned(),
-                    host: host.cloned(),
-                    pool: pool.cloned(),
-                    test_type: test_type.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CheckVmConfigRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+            vm: vm.cloned(),
+            host: host.cloned(),
+            pool: pool.cloned(),
+            test_type: test_type.to_vec(),
+        })
     }
     /// Invokes `ClearComplianceStatus` on `ProfileComplianceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn clear_compliance_status(
+    pub fn clear_compliance_status(
         &self,
         this: &x::ManagedObjectReference,
         profile: &[x::ManagedObjectReference],
         entity: &[x::ManagedObjectReference],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ClearComplianceStatusRequestType {
-                    this: this.clone(),
-                    profile: profile.to_vec(),
-                    entity: entity.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ClearComplianceStatusRequestType {
+            this: this.clone(),
+            profile: profile.to_vec(),
+            entity: entity.to_vec(),
+        })
     }
     /// Invokes `ClearNFSUser` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn clear_nfs_user(
+    pub fn clear_nfs_user(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ClearNFSUserRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ClearNFSUserRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `ClearSystemEventLog` on `HostHealthStatusSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn clear_system_event_log(
+    pub fn clear_system_event_log(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ClearSystemEventLogRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ClearSystemEventLogRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `ClearTriggeredAlarms` on `AlarmManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn clear_triggered_alarms(
+    pub fn clear_triggered_alarms(
         &self,
         this: &x::ManagedObjectReference,
         filter: &AlarmFilterSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ClearTriggeredAlarmsRequestType {
-                    this: this.clone(),
-                    filter: filter.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ClearTriggeredAlarmsRequestType {
+            this: this.clone(),
+            filter: filter.clone(),
+        })
     }
     /// Invokes `ClearVStorageObjectControlFlags` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn clear_vstorage_object_control_flags(
+    pub fn clear_vstorage_object_control_flags(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         datastore: &x::ManagedObjectReference,
         control_flags: &[String],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ClearVStorageObjectControlFlagsRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    control_flags: control_flags.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ClearVStorageObjectControlFlagsRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            control_flags: control_flags.to_vec(),
+        })
     }
     /// Invokes `CloneSession` on `SessionManager`.
     ///
     /// Declared faults: `InvalidLogin`, `RuntimeFault`.
     #[inline]
-    pub async fn clone_session(
+    pub fn clone_session(
         &self,
         this: &x::ManagedObjectReference,
         clone_ticket: &str,
-    ) -> Result<UserSession, crate::Error> {
-        self.invoke(
-                &CloneSessionRequestType {
-                    this: this.clone(),
-                    clone_ticket: clone_ticket.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<UserSession, crate::Error>> + 'a {
+        self.call(CloneSessionRequestType {
+            this: this.clone(),
+            clone_ticket: clone_ticket.to_owned(),
+        })
     }
     /// Invokes `CloneVApp_Task` on `VirtualApp`.
     ///
     /// Declared faults: `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidState`, `MigrationFault`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn clone_vapp_task(
+    pub fn clone_vapp_task(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         target: &x::ManagedObjectReference,
         spec: &VAppCloneSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CloneVAppRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    target: target.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CloneVAppRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            target: target.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CloneVM_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `CustomizationFault`, `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidState`, `MigrationFault`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn clone_vm_task(
+    pub fn clone_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         folder: &x::ManagedObjectReference,
         name: &str,
         spec: &VirtualMachineCloneSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CloneVMRequestType {
-                    this: this.clone(),
-                    folder: folder.clone(),
-                    name: name.to_owned(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CloneVMRequestType {
+            this: this.clone(),
+            folder: folder.clone(),
+            name: name.to_owned(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CloneVStorageObject_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn clone_vstorage_object_task(
+    pub fn clone_vstorage_object_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         datastore: &x::ManagedObjectReference,
         spec: &VslmCloneSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CloneVStorageObjectRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CloneVStorageObjectRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CloseInventoryViewFolder` on `InventoryView`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn close_inventory_view_folder(
+    pub fn close_inventory_view_folder(
         &self,
         this: &x::ManagedObjectReference,
         entity: &[x::ManagedObjectReference],
-    ) -> Result<Vec<x::ManagedObjectReference>, crate::Error> {
-        self.invoke(
-                &CloseInventoryViewFolderRequestType {
-                    this: this.clone(),
-                    entity: entity.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<x::ManagedObjectReference>, crate::Error>,
+    > + 'a {
+        self.call(CloseInventoryViewFolderRequestType {
+            this: this.clone(),
+            entity: entity.to_vec(),
+        })
     }
     /// Invokes `ClusterEnterMaintenanceMode` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn cluster_enter_maintenance_mode(
+    pub fn cluster_enter_maintenance_mode(
         &self,
         this: &x::ManagedObjectReference,
         host: &[x::ManagedObjectReference],
         option: &[AnyOptionValue],
         info: Option<&ClusterComputeResourceMaintenanceInfo>,
-    ) -> Result<ClusterEnterMaintenanceResult, crate::Error> {
-        self.invoke(
-                &ClusterEnterMaintenanceModeRequestType {
-                    this: this.clone(),
-                    host: host.to_vec(),
-                    option: option.to_vec(),
-                    info: info.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<ClusterEnterMaintenanceResult, crate::Error>,
+    > + 'a {
+        self.call(ClusterEnterMaintenanceModeRequestType {
+            this: this.clone(),
+            host: host.to_vec(),
+            option: option.to_vec(),
+            info: info.cloned(),
+        })
     }
     /// Invokes `CompositeHostProfile_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn composite_host_profile_task(
+    pub fn composite_host_profile_task(
         &self,
         this: &x::ManagedObjectReference,
         source: &x::ManagedObjectReference,
@@ -568,336 +522,304 @@ impl crate::Vim<'_> {
         to_be_replaced_with: Option<&HostApplyProfile>,
         to_be_deleted: Option<&HostApplyProfile>,
         enable_status_to_be_copied: Option<&HostApplyProfile>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CompositeHostProfileRequestType {
-                    this: this.clone(),
-                    source: source.clone(),
-                    targets: targets.to_vec(),
-                    to_be_merged: to_be_merged.cloned(),
-                    to_be_replaced_with: to_be_replaced_with.cloned(),
-                    to_be_deleted: to_be_deleted.cloned(),
-                    enable_status_to_be_copied: enable_status_to_be_copied.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CompositeHostProfileRequestType {
+            this: this.clone(),
+            source: source.clone(),
+            targets: targets.to_vec(),
+            to_be_merged: to_be_merged.cloned(),
+            to_be_replaced_with: to_be_replaced_with.cloned(),
+            to_be_deleted: to_be_deleted.cloned(),
+            enable_status_to_be_copied: enable_status_to_be_copied.cloned(),
+        })
     }
     /// Invokes `ComputeDiskPartitionInfo` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn compute_disk_partition_info(
+    pub fn compute_disk_partition_info(
         &self,
         this: &x::ManagedObjectReference,
         device_path: &str,
         layout: &HostDiskPartitionLayout,
         partition_format: Option<&str>,
-    ) -> Result<HostDiskPartitionInfo, crate::Error> {
-        self.invoke(
-                &ComputeDiskPartitionInfoRequestType {
-                    this: this.clone(),
-                    device_path: device_path.to_owned(),
-                    layout: layout.clone(),
-                    partition_format: partition_format.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<HostDiskPartitionInfo, crate::Error>,
+    > + 'a {
+        self.call(ComputeDiskPartitionInfoRequestType {
+            this: this.clone(),
+            device_path: device_path.to_owned(),
+            layout: layout.clone(),
+            partition_format: partition_format.map(str::to_owned),
+        })
     }
     /// Invokes `ComputeDiskPartitionInfoForResize` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn compute_disk_partition_info_for_resize(
+    pub fn compute_disk_partition_info_for_resize(
         &self,
         this: &x::ManagedObjectReference,
         partition: &HostScsiDiskPartition,
         block_range: &HostDiskPartitionBlockRange,
         partition_format: Option<&str>,
-    ) -> Result<HostDiskPartitionInfo, crate::Error> {
-        self.invoke(
-                &ComputeDiskPartitionInfoForResizeRequestType {
-                    this: this.clone(),
-                    partition: partition.clone(),
-                    block_range: block_range.clone(),
-                    partition_format: partition_format.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<HostDiskPartitionInfo, crate::Error>,
+    > + 'a {
+        self.call(ComputeDiskPartitionInfoForResizeRequestType {
+            this: this.clone(),
+            partition: partition.clone(),
+            block_range: block_range.clone(),
+            partition_format: partition_format.map(str::to_owned),
+        })
     }
     /// Invokes `ConfigureCryptoKey` on `HostSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn configure_crypto_key(
+    pub fn configure_crypto_key(
         &self,
         this: &x::ManagedObjectReference,
         key_id: Option<&CryptoKeyId>,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ConfigureCryptoKeyRequestType {
-                    this: this.clone(),
-                    key_id: key_id.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ConfigureCryptoKeyRequestType {
+            this: this.clone(),
+            key_id: key_id.cloned(),
+        })
     }
     /// Invokes `ConfigureDatastoreIORM_Task` on `StorageResourceManager`.
     ///
     /// Declared faults: `IORMNotSupportedHostOnDatastore`, `InaccessibleDatastore`, `RuntimeFault`.
     #[inline]
-    pub async fn configure_datastore_iorm_task(
+    pub fn configure_datastore_iorm_task(
         &self,
         this: &x::ManagedObjectReference,
         datastore: &x::ManagedObjectReference,
         spec: &StorageIORMConfigSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ConfigureDatastoreIORMRequestType {
-                    this: this.clone(),
-                    datastore: datastore.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ConfigureDatastoreIORMRequestType {
+            this: this.clone(),
+            datastore: datastore.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ConfigureDatastorePrincipal` on `HostDatastoreSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn configure_datastore_principal(
+    pub fn configure_datastore_principal(
         &self,
         this: &x::ManagedObjectReference,
         user_name: &str,
         password: Option<&str>,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ConfigureDatastorePrincipalRequestType {
-                    this: this.clone(),
-                    user_name: user_name.to_owned(),
-                    password: password.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ConfigureDatastorePrincipalRequestType {
+            this: this.clone(),
+            user_name: user_name.to_owned(),
+            password: password.map(str::to_owned),
+        })
     }
     /// Invokes `ConfigureEvcMode_Task` on `ClusterEVCManager`.
     ///
     /// Declared faults: `EVCConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn configure_evc_mode_task(
+    pub fn configure_evc_mode_task(
         &self,
         this: &x::ManagedObjectReference,
         evc_mode_key: &str,
         evc_graphics_mode_key: Option<&str>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ConfigureEvcModeRequestType {
-                    this: this.clone(),
-                    evc_mode_key: evc_mode_key.to_owned(),
-                    evc_graphics_mode_key: evc_graphics_mode_key.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ConfigureEvcModeRequestType {
+            this: this.clone(),
+            evc_mode_key: evc_mode_key.to_owned(),
+            evc_graphics_mode_key: evc_graphics_mode_key.map(str::to_owned),
+        })
     }
     /// Invokes `ConfigureHCI_Task` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn configure_hci_task(
+    pub fn configure_hci_task(
         &self,
         this: &x::ManagedObjectReference,
         cluster_spec: &ClusterComputeResourceHCIConfigSpec,
         host_inputs: &[ClusterComputeResourceHostConfigurationInput],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ConfigureHCIRequestType {
-                    this: this.clone(),
-                    cluster_spec: cluster_spec.clone(),
-                    host_inputs: host_inputs.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ConfigureHCIRequestType {
+            this: this.clone(),
+            cluster_spec: cluster_spec.clone(),
+            host_inputs: host_inputs.to_vec(),
+        })
     }
     /// Invokes `ConfigureHostCache_Task` on `HostCacheConfigurationManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn configure_host_cache_task(
+    pub fn configure_host_cache_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &HostCacheConfigurationSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ConfigureHostCacheRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ConfigureHostCacheRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ConfigureLicenseSource` on `LicenseManager`.
     ///
     /// Declared faults: `CannotAccessLocalSource`, `InvalidLicense`, `LicenseServerUnavailable`, `RuntimeFault`.
     #[inline]
-    pub async fn configure_license_source(
+    pub fn configure_license_source(
         &self,
         this: &x::ManagedObjectReference,
         host: Option<&x::ManagedObjectReference>,
         license_source: &AnyLicenseSource,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ConfigureLicenseSourceRequestType {
-                    this: this.clone(),
-                    host: host.cloned(),
-                    license_source: license_source.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ConfigureLicenseSourceRequestType {
+            this: this.clone(),
+            host: host.cloned(),
+            license_source: license_source.clone(),
+        })
     }
     /// Invokes `ConfigurePowerPolicy` on `HostPowerSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn configure_power_policy(
+    pub fn configure_power_policy(
         &self,
         this: &x::ManagedObjectReference,
         key: i32,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ConfigurePowerPolicyRequestType {
-                    this: this.clone(),
-                    key,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ConfigurePowerPolicyRequestType {
+            this: this.clone(),
+            key,
+        })
     }
     /// Invokes `ConfigureStorageDrsForPod_Task` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn configure_storage_drs_for_pod_task(
+    pub fn configure_storage_drs_for_pod_task(
         &self,
         this: &x::ManagedObjectReference,
         pod: &x::ManagedObjectReference,
         spec: &StorageDrsConfigSpec,
         modify: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ConfigureStorageDrsForPodRequestType {
-                    this: this.clone(),
-                    pod: pod.clone(),
-                    spec: spec.clone(),
-                    modify,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ConfigureStorageDrsForPodRequestType {
+            this: this.clone(),
+            pod: pod.clone(),
+            spec: spec.clone(),
+            modify,
+        })
     }
     /// Invokes `ConfigureVFlashResourceEx_Task` on `HostVFlashManager`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn configure_vflash_resource_ex_task(
+    pub fn configure_vflash_resource_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         device_path: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ConfigureVFlashResourceExRequestType {
-                    this: this.clone(),
-                    device_path: device_path.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ConfigureVFlashResourceExRequestType {
+            this: this.clone(),
+            device_path: device_path.to_vec(),
+        })
     }
     /// Invokes `ConnectNvmeController` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn connect_nvme_controller(
+    pub fn connect_nvme_controller(
         &self,
         this: &x::ManagedObjectReference,
         connect_spec: &HostNvmeConnectSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ConnectNvmeControllerRequestType {
-                    this: this.clone(),
-                    connect_spec: connect_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ConnectNvmeControllerRequestType {
+            this: this.clone(),
+            connect_spec: connect_spec.clone(),
+        })
     }
     /// Invokes `ConnectNvmeControllerEx_Task` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn connect_nvme_controller_ex_task(
+    pub fn connect_nvme_controller_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         connect_spec: &[HostNvmeConnectSpec],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ConnectNvmeControllerExRequestType {
-                    this: this.clone(),
-                    connect_spec: connect_spec.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ConnectNvmeControllerExRequestType {
+            this: this.clone(),
+            connect_spec: connect_spec.to_vec(),
+        })
     }
     /// Invokes `ConsolidateVMDisks_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `FileFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn consolidate_vm_disks_task(
+    pub fn consolidate_vm_disks_task(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ConsolidateVMDisksRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ConsolidateVMDisksRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `ContinueRetrievePropertiesEx` on `PropertyCollector`.
     ///
     /// Declared faults: `InvalidProperty`, `RuntimeFault`.
     #[inline]
-    pub async fn continue_retrieve_properties_ex(
+    pub fn continue_retrieve_properties_ex(
         &self,
         this: &x::ManagedObjectReference,
         token: &str,
-    ) -> Result<RetrieveResult, crate::Error> {
-        self.invoke(
-                &ContinueRetrievePropertiesExRequestType {
-                    this: this.clone(),
-                    token: token.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<RetrieveResult, crate::Error>> + 'a {
+        self.call(ContinueRetrievePropertiesExRequestType {
+            this: this.clone(),
+            token: token.to_owned(),
+        })
     }
     /// Invokes `ConvertNamespacePathToUuidPath` on `DatastoreNamespaceManager`.
     ///
     /// Declared faults: `InvalidDatastore`, `InvalidDatastorePath`, `RuntimeFault`.
     #[inline]
-    pub async fn convert_namespace_path_to_uuid_path(
+    pub fn convert_namespace_path_to_uuid_path(
         &self,
         this: &x::ManagedObjectReference,
         datacenter: Option<&x::ManagedObjectReference>,
         namespace_url: &str,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &ConvertNamespacePathToUuidPathRequestType {
-                    this: this.clone(),
-                    datacenter: datacenter.cloned(),
-                    namespace_url: namespace_url.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(ConvertNamespacePathToUuidPathRequestType {
+            this: this.clone(),
+            datacenter: datacenter.cloned(),
+            namespace_url: namespace_url.to_owned(),
+        })
     }
     /// Invokes `CopyDatastoreFile_Task` on `FileManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `RuntimeFault`.
     #[inline]
-    pub async fn copy_datastore_file_task(
+    pub fn copy_datastore_file_task(
         &self,
         this: &x::ManagedObjectReference,
         source_name: &str,
@@ -905,24 +827,23 @@ impl crate::Vim<'_> {
         destination_name: &str,
         destination_datacenter: Option<&x::ManagedObjectReference>,
         force: Option<bool>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CopyDatastoreFileRequestType {
-                    this: this.clone(),
-                    source_name: source_name.to_owned(),
-                    source_datacenter: source_datacenter.cloned(),
-                    destination_name: destination_name.to_owned(),
-                    destination_datacenter: destination_datacenter.cloned(),
-                    force,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CopyDatastoreFileRequestType {
+            this: this.clone(),
+            source_name: source_name.to_owned(),
+            source_datacenter: source_datacenter.cloned(),
+            destination_name: destination_name.to_owned(),
+            destination_datacenter: destination_datacenter.cloned(),
+            force,
+        })
     }
     /// Invokes `CopyVirtualDisk_Task` on `VirtualDiskManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidDiskFormat`, `RuntimeFault`.
     #[inline]
-    pub async fn copy_virtual_disk_task(
+    pub fn copy_virtual_disk_task(
         &self,
         this: &x::ManagedObjectReference,
         source_name: &str,
@@ -931,129 +852,122 @@ impl crate::Vim<'_> {
         dest_datacenter: Option<&x::ManagedObjectReference>,
         dest_spec: Option<&AnyVirtualDiskSpec>,
         force: Option<bool>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CopyVirtualDiskRequestType {
-                    this: this.clone(),
-                    source_name: source_name.to_owned(),
-                    source_datacenter: source_datacenter.cloned(),
-                    dest_name: dest_name.to_owned(),
-                    dest_datacenter: dest_datacenter.cloned(),
-                    dest_spec: dest_spec.cloned(),
-                    force,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CopyVirtualDiskRequestType {
+            this: this.clone(),
+            source_name: source_name.to_owned(),
+            source_datacenter: source_datacenter.cloned(),
+            dest_name: dest_name.to_owned(),
+            dest_datacenter: dest_datacenter.cloned(),
+            dest_spec: dest_spec.cloned(),
+            force,
+        })
     }
     /// Invokes `CreateAlarm` on `AlarmManager`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_alarm(
+    pub fn create_alarm(
         &self,
         this: &x::ManagedObjectReference,
         entity: &x::ManagedObjectReference,
         spec: &AnyAlarmSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateAlarmRequestType {
-                    this: this.clone(),
-                    entity: entity.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateAlarmRequestType {
+            this: this.clone(),
+            entity: entity.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateChildVM_Task` on `ResourcePool`.
     ///
     /// Declared faults: `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidName`, `OutOfBounds`, `RuntimeFault`, `VmConfigFault`.
     #[inline]
-    pub async fn create_child_vm_task(
+    pub fn create_child_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         config: &VirtualMachineConfigSpec,
         host: Option<&x::ManagedObjectReference>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateChildVMRequestType {
-                    this: this.clone(),
-                    config: config.clone(),
-                    host: host.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateChildVMRequestType {
+            this: this.clone(),
+            config: config.clone(),
+            host: host.cloned(),
+        })
     }
     /// Invokes `CreateCluster` on `Folder`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_cluster(
+    pub fn create_cluster(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         spec: &ClusterConfigSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateClusterRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateClusterRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateClusterEx` on `Folder`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_cluster_ex(
+    pub fn create_cluster_ex(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         spec: &ClusterConfigSpecEx,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateClusterExRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateClusterExRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateCollectorForEvents` on `EventManager`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn create_collector_for_events(
+    pub fn create_collector_for_events(
         &self,
         this: &x::ManagedObjectReference,
         filter: &EventFilterSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateCollectorForEventsRequestType {
-                    this: this.clone(),
-                    filter: filter.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateCollectorForEventsRequestType {
+            this: this.clone(),
+            filter: filter.clone(),
+        })
     }
     /// Invokes `CreateCollectorForTasks` on `TaskManager`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn create_collector_for_tasks(
+    pub fn create_collector_for_tasks(
         &self,
         this: &x::ManagedObjectReference,
         filter: &TaskFilterSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateCollectorForTasksRequestType {
-                    this: this.clone(),
-                    filter: filter.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateCollectorForTasksRequestType {
+            this: this.clone(),
+            filter: filter.clone(),
+        })
     }
     /// Invokes `CreateCollectorWithInfoFilterForTasks` on `TaskManager`.
     ///
@@ -1061,195 +975,177 @@ impl crate::Vim<'_> {
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn create_collector_with_info_filter_for_tasks(
+    pub fn create_collector_with_info_filter_for_tasks(
         &self,
         this: &x::ManagedObjectReference,
         filter: &TaskFilterSpec,
         info_filter: Option<&TaskInfoFilterSpec>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateCollectorWithInfoFilterForTasksRequestType {
-                    this: this.clone(),
-                    filter: filter.clone(),
-                    info_filter: info_filter.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateCollectorWithInfoFilterForTasksRequestType {
+            this: this.clone(),
+            filter: filter.clone(),
+            info_filter: info_filter.cloned(),
+        })
     }
     /// Invokes `CreateContainerView` on `ViewManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_container_view(
+    pub fn create_container_view(
         &self,
         this: &x::ManagedObjectReference,
         container: &x::ManagedObjectReference,
         type_: &[String],
         recursive: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateContainerViewRequestType {
-                    this: this.clone(),
-                    container: container.clone(),
-                    type_: type_.to_vec(),
-                    recursive,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateContainerViewRequestType {
+            this: this.clone(),
+            container: container.clone(),
+            type_: type_.to_vec(),
+            recursive,
+        })
     }
     /// Invokes `CreateCustomizationSpec` on `CustomizationSpecManager`.
     ///
     /// Declared faults: `AlreadyExists`, `CustomizationFault`, `RuntimeFault`.
     #[inline]
-    pub async fn create_customization_spec(
+    pub fn create_customization_spec(
         &self,
         this: &x::ManagedObjectReference,
         item: &CustomizationSpecItem,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CreateCustomizationSpecRequestType {
-                    this: this.clone(),
-                    item: item.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CreateCustomizationSpecRequestType {
+            this: this.clone(),
+            item: item.clone(),
+        })
     }
     /// Invokes `CreateDVPortgroup_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DuplicateName`, `DvsFault`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_dv_portgroup_task(
+    pub fn create_dv_portgroup_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &DVPortgroupConfigSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateDVPortgroupRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateDVPortgroupRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateDVS_Task` on `Folder`.
     ///
     /// Declared faults: `DuplicateName`, `DvsFault`, `DvsNotAuthorized`, `InvalidName`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn create_dvs_task(
+    pub fn create_dvs_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &DVSCreateSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateDVSRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateDVSRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateDatacenter` on `Folder`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_datacenter(
+    pub fn create_datacenter(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateDatacenterRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateDatacenterRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+        })
     }
     /// Invokes `CreateDefaultProfile` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_default_profile(
+    pub fn create_default_profile(
         &self,
         this: &x::ManagedObjectReference,
         profile_type: &str,
         profile_type_name: Option<&str>,
         profile: Option<&x::ManagedObjectReference>,
-    ) -> Result<AnyApplyProfile, crate::Error> {
-        self.invoke(
-                &CreateDefaultProfileRequestType {
-                    this: this.clone(),
-                    profile_type: profile_type.to_owned(),
-                    profile_type_name: profile_type_name.map(str::to_owned),
-                    profile: profile.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<AnyApplyProfile, crate::Error>> + 'a {
+        self.call(CreateDefaultProfileRequestType {
+            this: this.clone(),
+            profile_type: profile_type.to_owned(),
+            profile_type_name: profile_type_name.map(str::to_owned),
+            profile: profile.cloned(),
+        })
     }
     /// Invokes `CreateDescriptor` on `OvfManager`.
     ///
     /// Declared faults: `ConcurrentAccess`, `FileFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn create_descriptor(
+    pub fn create_descriptor(
         &self,
         this: &x::ManagedObjectReference,
         obj: &x::ManagedObjectReference,
         cdp: &OvfCreateDescriptorParams,
-    ) -> Result<OvfCreateDescriptorResult, crate::Error> {
-        self.invoke(
-                &CreateDescriptorRequestType {
-                    this: this.clone(),
-                    obj: obj.clone(),
-                    cdp: cdp.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<OvfCreateDescriptorResult, crate::Error>,
+    > + 'a {
+        self.call(CreateDescriptorRequestType {
+            this: this.clone(),
+            obj: obj.clone(),
+            cdp: cdp.clone(),
+        })
     }
     /// Invokes `CreateDiagnosticPartition` on `HostDiagnosticSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn create_diagnostic_partition(
+    pub fn create_diagnostic_partition(
         &self,
         this: &x::ManagedObjectReference,
         spec: &HostDiagnosticPartitionCreateSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CreateDiagnosticPartitionRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CreateDiagnosticPartitionRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateDirectory` on `DatastoreNamespaceManager`.
     ///
     /// Declared faults: `CannotCreateFile`, `FileAlreadyExists`, `InvalidDatastore`, `RuntimeFault`.
     #[inline]
-    pub async fn create_directory(
+    pub fn create_directory(
         &self,
         this: &x::ManagedObjectReference,
         datastore: &x::ManagedObjectReference,
         display_name: Option<&str>,
         policy: Option<&str>,
         size: Option<i64>,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &CreateDirectoryRequestType {
-                    this: this.clone(),
-                    datastore: datastore.clone(),
-                    display_name: display_name.map(str::to_owned),
-                    policy: policy.map(str::to_owned),
-                    size,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(CreateDirectoryRequestType {
+            this: this.clone(),
+            datastore: datastore.clone(),
+            display_name: display_name.map(str::to_owned),
+            policy: policy.map(str::to_owned),
+            size,
+        })
     }
     /// Invokes `CreateDiskFromSnapshot_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn create_disk_from_snapshot_task(
+    pub fn create_disk_from_snapshot_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
@@ -1262,345 +1158,318 @@ impl crate::Vim<'_> {
         is_linked_clone: Option<bool>,
         target_id: Option<&ID>,
         target_datastore: Option<&x::ManagedObjectReference>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateDiskFromSnapshotRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    snapshot_id: snapshot_id.clone(),
-                    name: name.to_owned(),
-                    profile: profile.to_vec(),
-                    crypto: crypto.cloned(),
-                    path: path.map(str::to_owned),
-                    is_linked_clone,
-                    target_id: target_id.cloned(),
-                    target_datastore: target_datastore.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateDiskFromSnapshotRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            snapshot_id: snapshot_id.clone(),
+            name: name.to_owned(),
+            profile: profile.to_vec(),
+            crypto: crypto.cloned(),
+            path: path.map(str::to_owned),
+            is_linked_clone,
+            target_id: target_id.cloned(),
+            target_datastore: target_datastore.cloned(),
+        })
     }
     /// Invokes `CreateDisk_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `RuntimeFault`.
     #[inline]
-    pub async fn create_disk_task(
+    pub fn create_disk_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &VslmCreateSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateDiskRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateDiskRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateFilter` on `PropertyCollector`.
     ///
     /// Declared faults: `InvalidProperty`, `RuntimeFault`.
     #[inline]
-    pub async fn create_filter(
+    pub fn create_filter(
         &self,
         this: &x::ManagedObjectReference,
         spec: &PropertyFilterSpec,
         partial_updates: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateFilterRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                    partial_updates,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateFilterRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+            partial_updates,
+        })
     }
     /// Invokes `CreateFolder` on `Folder`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_folder(
+    pub fn create_folder(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateFolderRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateFolderRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+        })
     }
     /// Invokes `CreateGroup` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `AlreadyExists`, `RuntimeFault`.
     #[inline]
-    pub async fn create_group(
+    pub fn create_group(
         &self,
         this: &x::ManagedObjectReference,
         group: &AnyHostAccountSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CreateGroupRequestType {
-                    this: this.clone(),
-                    group: group.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CreateGroupRequestType {
+            this: this.clone(),
+            group: group.clone(),
+        })
     }
     /// Invokes `CreateImportSpec` on `OvfManager`.
     ///
     /// Declared faults: `ConcurrentAccess`, `FileFault`, `InvalidDatastore`, `InvalidState`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn create_import_spec(
+    pub fn create_import_spec(
         &self,
         this: &x::ManagedObjectReference,
         ovf_descriptor: &str,
         resource_pool: &x::ManagedObjectReference,
         datastore: &x::ManagedObjectReference,
         cisp: &AnyOvfCreateImportSpecParams,
-    ) -> Result<OvfCreateImportSpecResult, crate::Error> {
-        self.invoke(
-                &CreateImportSpecRequestType {
-                    this: this.clone(),
-                    ovf_descriptor: ovf_descriptor.to_owned(),
-                    resource_pool: resource_pool.clone(),
-                    datastore: datastore.clone(),
-                    cisp: cisp.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<OvfCreateImportSpecResult, crate::Error>,
+    > + 'a {
+        self.call(CreateImportSpecRequestType {
+            this: this.clone(),
+            ovf_descriptor: ovf_descriptor.to_owned(),
+            resource_pool: resource_pool.clone(),
+            datastore: datastore.clone(),
+            cisp: cisp.clone(),
+        })
     }
     /// Invokes `CreateInventoryView` on `ViewManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_inventory_view(
+    pub fn create_inventory_view(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateInventoryViewRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateInventoryViewRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `CreateIpPool` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_ip_pool(
+    pub fn create_ip_pool(
         &self,
         this: &x::ManagedObjectReference,
         dc: &x::ManagedObjectReference,
         pool: &IpPool,
-    ) -> Result<i32, crate::Error> {
-        self.invoke(
-                &CreateIpPoolRequestType {
-                    this: this.clone(),
-                    dc: dc.clone(),
-                    pool: pool.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<i32, crate::Error>> + 'a {
+        self.call(CreateIpPoolRequestType {
+            this: this.clone(),
+            dc: dc.clone(),
+            pool: pool.clone(),
+        })
     }
     /// Invokes `CreateListView` on `ViewManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_list_view(
+    pub fn create_list_view(
         &self,
         this: &x::ManagedObjectReference,
         obj: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateListViewRequestType {
-                    this: this.clone(),
-                    obj: obj.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateListViewRequestType {
+            this: this.clone(),
+            obj: obj.to_vec(),
+        })
     }
     /// Invokes `CreateListViewFromView` on `ViewManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_list_view_from_view(
+    pub fn create_list_view_from_view(
         &self,
         this: &x::ManagedObjectReference,
         view: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateListViewFromViewRequestType {
-                    this: this.clone(),
-                    view: view.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateListViewFromViewRequestType {
+            this: this.clone(),
+            view: view.clone(),
+        })
     }
     /// Invokes `CreateLocalDatastore` on `HostDatastoreSystem`.
     ///
     /// Declared faults: `DuplicateName`, `FileNotFound`, `HostConfigFault`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_local_datastore(
+    pub fn create_local_datastore(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         path: &str,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateLocalDatastoreRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    path: path.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateLocalDatastoreRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            path: path.to_owned(),
+        })
     }
     /// Invokes `CreateNasDatastore` on `HostDatastoreSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `DuplicateName`, `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn create_nas_datastore(
+    pub fn create_nas_datastore(
         &self,
         this: &x::ManagedObjectReference,
         spec: &HostNasVolumeSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateNasDatastoreRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateNasDatastoreRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateNvdimmNamespace_Task` on `HostNvdimmSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `InvalidHostState`, `RuntimeFault`.
     #[inline]
-    pub async fn create_nvdimm_namespace_task(
+    pub fn create_nvdimm_namespace_task(
         &self,
         this: &x::ManagedObjectReference,
         create_spec: &NvdimmNamespaceCreateSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateNvdimmNamespaceRequestType {
-                    this: this.clone(),
-                    create_spec: create_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateNvdimmNamespaceRequestType {
+            this: this.clone(),
+            create_spec: create_spec.clone(),
+        })
     }
     /// Invokes `CreateNvdimmPMemNamespace_Task` on `HostNvdimmSystem`.
     ///
     /// Declared faults: `AlreadyExists`, `HostConfigFault`, `InvalidHostState`, `RuntimeFault`.
     #[inline]
-    pub async fn create_nvdimm_p_mem_namespace_task(
+    pub fn create_nvdimm_p_mem_namespace_task(
         &self,
         this: &x::ManagedObjectReference,
         create_spec: &NvdimmPMemNamespaceCreateSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateNvdimmPMemNamespaceRequestType {
-                    this: this.clone(),
-                    create_spec: create_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateNvdimmPMemNamespaceRequestType {
+            this: this.clone(),
+            create_spec: create_spec.clone(),
+        })
     }
     /// Invokes `CreateNvmeOverRdmaAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn create_nvme_over_rdma_adapter(
+    pub fn create_nvme_over_rdma_adapter(
         &self,
         this: &x::ManagedObjectReference,
         rdma_device_name: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CreateNvmeOverRdmaAdapterRequestType {
-                    this: this.clone(),
-                    rdma_device_name: rdma_device_name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CreateNvmeOverRdmaAdapterRequestType {
+            this: this.clone(),
+            rdma_device_name: rdma_device_name.to_owned(),
+        })
     }
     /// Invokes `CreateObjectScheduledTask` on `ScheduledTaskManager`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_object_scheduled_task(
+    pub fn create_object_scheduled_task(
         &self,
         this: &x::ManagedObjectReference,
         obj: &x::ManagedObjectReference,
         spec: &AnyScheduledTaskSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateObjectScheduledTaskRequestType {
-                    this: this.clone(),
-                    obj: obj.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateObjectScheduledTaskRequestType {
+            this: this.clone(),
+            obj: obj.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreatePerfInterval` on `PerformanceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_perf_interval(
+    pub fn create_perf_interval(
         &self,
         this: &x::ManagedObjectReference,
         interval_id: &PerfInterval,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CreatePerfIntervalRequestType {
-                    this: this.clone(),
-                    interval_id: interval_id.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CreatePerfIntervalRequestType {
+            this: this.clone(),
+            interval_id: interval_id.clone(),
+        })
     }
     /// Invokes `CreateProfile` on `ProfileManager`.
     ///
     /// Declared faults: `DuplicateName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_profile(
+    pub fn create_profile(
         &self,
         this: &x::ManagedObjectReference,
         create_spec: &AnyProfileCreateSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateProfileRequestType {
-                    this: this.clone(),
-                    create_spec: create_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateProfileRequestType {
+            this: this.clone(),
+            create_spec: create_spec.clone(),
+        })
     }
     /// Invokes `CreatePropertyCollector` on `PropertyCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_property_collector(
+    pub fn create_property_collector(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreatePropertyCollectorRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreatePropertyCollectorRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `CreateRegistryKeyInGuest` on `GuestWindowsRegistryManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn create_registry_key_in_guest(
+    pub fn create_registry_key_in_guest(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
@@ -1608,193 +1477,179 @@ impl crate::Vim<'_> {
         key_name: &GuestRegKeyNameSpec,
         is_volatile: bool,
         class_type: Option<&str>,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CreateRegistryKeyInGuestRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                    key_name: key_name.clone(),
-                    is_volatile,
-                    class_type: class_type.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CreateRegistryKeyInGuestRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+            key_name: key_name.clone(),
+            is_volatile,
+            class_type: class_type.map(str::to_owned),
+        })
     }
     /// Invokes `CreateResourcePool` on `ResourcePool`.
     ///
     /// Declared faults: `DuplicateName`, `InsufficientResourcesFault`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_resource_pool(
+    pub fn create_resource_pool(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         spec: &ResourceConfigSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateResourcePoolRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateResourcePoolRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateScheduledTask` on `ScheduledTaskManager`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_scheduled_task(
+    pub fn create_scheduled_task(
         &self,
         this: &x::ManagedObjectReference,
         entity: &x::ManagedObjectReference,
         spec: &AnyScheduledTaskSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateScheduledTaskRequestType {
-                    this: this.clone(),
-                    entity: entity.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateScheduledTaskRequestType {
+            this: this.clone(),
+            entity: entity.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateScreenshot_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `FileFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn create_screenshot_task(
+    pub fn create_screenshot_task(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateScreenshotRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateScreenshotRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `CreateSecondaryVMEx_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `FileFault`, `InsufficientResourcesFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`, `VmFaultToleranceIssue`.
     #[inline]
-    pub async fn create_secondary_vm_ex_task(
+    pub fn create_secondary_vm_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         host: Option<&x::ManagedObjectReference>,
         spec: Option<&FaultToleranceConfigSpec>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateSecondaryVMExRequestType {
-                    this: this.clone(),
-                    host: host.cloned(),
-                    spec: spec.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateSecondaryVMExRequestType {
+            this: this.clone(),
+            host: host.cloned(),
+            spec: spec.cloned(),
+        })
     }
     /// Invokes `CreateSecondaryVM_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `FileFault`, `InsufficientResourcesFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`, `VmFaultToleranceIssue`.
     #[inline]
-    pub async fn create_secondary_vm_task(
+    pub fn create_secondary_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         host: Option<&x::ManagedObjectReference>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateSecondaryVMRequestType {
-                    this: this.clone(),
-                    host: host.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateSecondaryVMRequestType {
+            this: this.clone(),
+            host: host.cloned(),
+        })
     }
     /// Invokes `CreateSnapshotEx_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `FileFault`, `InvalidName`, `InvalidState`, `RuntimeFault`, `SnapshotFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn create_snapshot_ex_task(
+    pub fn create_snapshot_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         description: Option<&str>,
         memory: bool,
         quiesce_spec: Option<&AnyVirtualMachineGuestQuiesceSpec>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateSnapshotExRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    description: description.map(str::to_owned),
-                    memory,
-                    quiesce_spec: quiesce_spec.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateSnapshotExRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            description: description.map(str::to_owned),
+            memory,
+            quiesce_spec: quiesce_spec.cloned(),
+        })
     }
     /// Invokes `CreateSnapshot_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `FileFault`, `InvalidName`, `InvalidState`, `RuntimeFault`, `SnapshotFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn create_snapshot_task(
+    pub fn create_snapshot_task(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         description: Option<&str>,
         memory: bool,
         quiesce: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateSnapshotRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    description: description.map(str::to_owned),
-                    memory,
-                    quiesce,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateSnapshotRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            description: description.map(str::to_owned),
+            memory,
+            quiesce,
+        })
     }
     /// Invokes `CreateSoftwareAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn create_software_adapter(
+    pub fn create_software_adapter(
         &self,
         this: &x::ManagedObjectReference,
         spec: &AnyHostHbaCreateSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CreateSoftwareAdapterRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CreateSoftwareAdapterRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateStoragePod` on `Folder`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn create_storage_pod(
+    pub fn create_storage_pod(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateStoragePodRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateStoragePodRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+        })
     }
     /// Invokes `CreateTask` on `TaskManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_task(
+    pub fn create_task(
         &self,
         this: &x::ManagedObjectReference,
         obj: &x::ManagedObjectReference,
@@ -1803,25 +1658,22 @@ impl crate::Vim<'_> {
         cancelable: bool,
         parent_task_key: Option<&str>,
         activation_id: Option<&str>,
-    ) -> Result<TaskInfo, crate::Error> {
-        self.invoke(
-                &CreateTaskRequestType {
-                    this: this.clone(),
-                    obj: obj.clone(),
-                    task_type_id: task_type_id.to_owned(),
-                    initiated_by: initiated_by.map(str::to_owned),
-                    cancelable,
-                    parent_task_key: parent_task_key.map(str::to_owned),
-                    activation_id: activation_id.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<TaskInfo, crate::Error>> + 'a {
+        self.call(CreateTaskRequestType {
+            this: this.clone(),
+            obj: obj.clone(),
+            task_type_id: task_type_id.to_owned(),
+            initiated_by: initiated_by.map(str::to_owned),
+            cancelable,
+            parent_task_key: parent_task_key.map(str::to_owned),
+            activation_id: activation_id.map(str::to_owned),
+        })
     }
     /// Invokes `CreateTemporaryDirectoryInGuest` on `GuestFileManager`.
     ///
     /// Declared faults: `FileFault`, `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn create_temporary_directory_in_guest(
+    pub fn create_temporary_directory_in_guest(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
@@ -1829,24 +1681,21 @@ impl crate::Vim<'_> {
         prefix: &str,
         suffix: &str,
         directory_path: Option<&str>,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &CreateTemporaryDirectoryInGuestRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                    prefix: prefix.to_owned(),
-                    suffix: suffix.to_owned(),
-                    directory_path: directory_path.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(CreateTemporaryDirectoryInGuestRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+            prefix: prefix.to_owned(),
+            suffix: suffix.to_owned(),
+            directory_path: directory_path.map(str::to_owned),
+        })
     }
     /// Invokes `CreateTemporaryFileInGuest` on `GuestFileManager`.
     ///
     /// Declared faults: `FileFault`, `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn create_temporary_file_in_guest(
+    pub fn create_temporary_file_in_guest(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
@@ -1854,133 +1703,122 @@ impl crate::Vim<'_> {
         prefix: &str,
         suffix: &str,
         directory_path: Option<&str>,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &CreateTemporaryFileInGuestRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                    prefix: prefix.to_owned(),
-                    suffix: suffix.to_owned(),
-                    directory_path: directory_path.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(CreateTemporaryFileInGuestRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+            prefix: prefix.to_owned(),
+            suffix: suffix.to_owned(),
+            directory_path: directory_path.map(str::to_owned),
+        })
     }
     /// Invokes `CreateUser` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `AlreadyExists`, `RuntimeFault`.
     #[inline]
-    pub async fn create_user(
+    pub fn create_user(
         &self,
         this: &x::ManagedObjectReference,
         user: &AnyHostAccountSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &CreateUserRequestType {
-                    this: this.clone(),
-                    user: user.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(CreateUserRequestType {
+            this: this.clone(),
+            user: user.clone(),
+        })
     }
     /// Invokes `CreateVApp` on `ResourcePool`.
     ///
     /// Declared faults: `DuplicateName`, `InsufficientResourcesFault`, `InvalidName`, `InvalidState`, `RuntimeFault`, `VmConfigFault`.
     #[inline]
-    pub async fn create_vapp(
+    pub fn create_vapp(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         res_spec: &ResourceConfigSpec,
         config_spec: &VAppConfigSpec,
         vm_folder: Option<&x::ManagedObjectReference>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateVAppRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    res_spec: res_spec.clone(),
-                    config_spec: config_spec.clone(),
-                    vm_folder: vm_folder.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateVAppRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            res_spec: res_spec.clone(),
+            config_spec: config_spec.clone(),
+            vm_folder: vm_folder.cloned(),
+        })
     }
     /// Invokes `CreateVM_Task` on `Folder`.
     ///
     /// Declared faults: `AlreadyExists`, `DuplicateName`, `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidName`, `InvalidState`, `OutOfBounds`, `RuntimeFault`, `VmConfigFault`.
     #[inline]
-    pub async fn create_vm_task(
+    pub fn create_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         config: &VirtualMachineConfigSpec,
         pool: &x::ManagedObjectReference,
         host: Option<&x::ManagedObjectReference>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateVMRequestType {
-                    this: this.clone(),
-                    config: config.clone(),
-                    pool: pool.clone(),
-                    host: host.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateVMRequestType {
+            this: this.clone(),
+            config: config.clone(),
+            pool: pool.clone(),
+            host: host.cloned(),
+        })
     }
     /// Invokes `CreateVirtualDisk_Task` on `VirtualDiskManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `RuntimeFault`.
     #[inline]
-    pub async fn create_virtual_disk_task(
+    pub fn create_virtual_disk_task(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         datacenter: Option<&x::ManagedObjectReference>,
         spec: &AnyVirtualDiskSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateVirtualDiskRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    datacenter: datacenter.cloned(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateVirtualDiskRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            datacenter: datacenter.cloned(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateVmfsDatastore` on `HostDatastoreSystem`.
     ///
     /// Declared faults: `DuplicateName`, `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn create_vmfs_datastore(
+    pub fn create_vmfs_datastore(
         &self,
         this: &x::ManagedObjectReference,
         spec: &VmfsDatastoreCreateSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateVmfsDatastoreRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateVmfsDatastoreRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `CreateVvolDatastore` on `HostDatastoreSystem`.
     ///
     /// Declared faults: `DuplicateName`, `HostConfigFault`, `InvalidName`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn create_vvol_datastore(
+    pub fn create_vvol_datastore(
         &self,
         this: &x::ManagedObjectReference,
         spec: &HostDatastoreSystemVvolDatastoreSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateVvolDatastoreRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateVvolDatastoreRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
 }

@@ -3,13 +3,13 @@
 
 mod abandon_to_change;
 mod check_to_create;
-mod crypto_to_disable;
-mod disconnect_to_generate;
-mod get_to_import;
-mod increase_to_mount;
-mod move_to_query;
+mod crypto_to_discover;
+mod dissociate_to_get;
+mod has_to_install;
+mod instant_to_perform;
+mod place_to_query;
 mod read_to_remove;
-mod rename_to_retrieve;
-mod revert_to_unbind;
-mod uninstall_to_update;
+mod rename_to_revert;
+mod rewind_to_unmount;
+mod unregister_to_update;
 mod upgrade_to_unregister;

@@ -6,61 +6,52 @@ use crate::xml as x;
 
 // Parameters mirror the operation's.
 #[allow(clippy::too_many_arguments)]
-impl crate::Vim<'_> {
+impl<'a> crate::Vim<'a> {
     /// Invokes `ReadEnvironmentVariableInGuest` on `GuestProcessManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn read_environment_variable_in_guest(
+    pub fn read_environment_variable_in_guest(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         auth: &AnyGuestAuthentication,
         names: &[String],
-    ) -> Result<Vec<String>, crate::Error> {
-        self.invoke(
-                &ReadEnvironmentVariableInGuestRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                    names: names.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<String>, crate::Error>> + 'a {
+        self.call(ReadEnvironmentVariableInGuestRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+            names: names.to_vec(),
+        })
     }
     /// Invokes `ReadNextEvents` on `EventHistoryCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn read_next_events(
+    pub fn read_next_events(
         &self,
         this: &x::ManagedObjectReference,
         max_count: i32,
-    ) -> Result<Vec<AnyEvent>, crate::Error> {
-        self.invoke(
-                &ReadNextEventsRequestType {
-                    this: this.clone(),
-                    max_count,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<AnyEvent>, crate::Error>> + 'a {
+        self.call(ReadNextEventsRequestType {
+            this: this.clone(),
+            max_count,
+        })
     }
     /// Invokes `ReadNextTasks` on `TaskHistoryCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn read_next_tasks(
+    pub fn read_next_tasks(
         &self,
         this: &x::ManagedObjectReference,
         max_count: i32,
-    ) -> Result<Vec<TaskInfo>, crate::Error> {
-        self.invoke(
-                &ReadNextTasksRequestType {
-                    this: this.clone(),
-                    max_count,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<TaskInfo>, crate::Error>> + 'a {
+        self.call(ReadNextTasksRequestType {
+            this: this.clone(),
+            max_count,
+        })
     }
     /// Invokes `ReadNextTasksByViewSpec` on `TaskManager`.
     ///
@@ -68,139 +59,123 @@ impl crate::Vim<'_> {
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn read_next_tasks_by_view_spec(
+    pub fn read_next_tasks_by_view_spec(
         &self,
         this: &x::ManagedObjectReference,
         view_spec: &AnyTaskManagerTaskViewSpec,
         filter_spec: &TaskFilterSpec,
         info_filter_spec: Option<&TaskInfoFilterSpec>,
-    ) -> Result<Vec<TaskInfo>, crate::Error> {
-        self.invoke(
-                &ReadNextTasksByViewSpecRequestType {
-                    this: this.clone(),
-                    view_spec: view_spec.clone(),
-                    filter_spec: filter_spec.clone(),
-                    info_filter_spec: info_filter_spec.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<TaskInfo>, crate::Error>> + 'a {
+        self.call(ReadNextTasksByViewSpecRequestType {
+            this: this.clone(),
+            view_spec: view_spec.clone(),
+            filter_spec: filter_spec.clone(),
+            info_filter_spec: info_filter_spec.cloned(),
+        })
     }
     /// Invokes `ReadPreviousEvents` on `EventHistoryCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn read_previous_events(
+    pub fn read_previous_events(
         &self,
         this: &x::ManagedObjectReference,
         max_count: i32,
-    ) -> Result<Vec<AnyEvent>, crate::Error> {
-        self.invoke(
-                &ReadPreviousEventsRequestType {
-                    this: this.clone(),
-                    max_count,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<AnyEvent>, crate::Error>> + 'a {
+        self.call(ReadPreviousEventsRequestType {
+            this: this.clone(),
+            max_count,
+        })
     }
     /// Invokes `ReadPreviousTasks` on `TaskHistoryCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn read_previous_tasks(
+    pub fn read_previous_tasks(
         &self,
         this: &x::ManagedObjectReference,
         max_count: i32,
-    ) -> Result<Vec<TaskInfo>, crate::Error> {
-        self.invoke(
-                &ReadPreviousTasksRequestType {
-                    this: this.clone(),
-                    max_count,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<TaskInfo>, crate::Error>> + 'a {
+        self.call(ReadPreviousTasksRequestType {
+            this: this.clone(),
+            max_count,
+        })
     }
     /// Invokes `RebootGuest` on `VirtualMachine`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `TaskInProgress`, `ToolsUnavailable`.
     #[inline]
-    pub async fn reboot_guest(
+    pub fn reboot_guest(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RebootGuestRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RebootGuestRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RebootHost_Task` on `HostSystem`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn reboot_host_task(
+    pub fn reboot_host_task(
         &self,
         this: &x::ManagedObjectReference,
         force: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RebootHostRequestType {
-                    this: this.clone(),
-                    force,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RebootHostRequestType {
+            this: this.clone(),
+            force,
+        })
     }
     /// Invokes `RecommendDatastores` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn recommend_datastores(
+    pub fn recommend_datastores(
         &self,
         this: &x::ManagedObjectReference,
         storage_spec: &StoragePlacementSpec,
-    ) -> Result<StoragePlacementResult, crate::Error> {
-        self.invoke(
-                &RecommendDatastoresRequestType {
-                    this: this.clone(),
-                    storage_spec: storage_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<StoragePlacementResult, crate::Error>,
+    > + 'a {
+        self.call(RecommendDatastoresRequestType {
+            this: this.clone(),
+            storage_spec: storage_spec.clone(),
+        })
     }
     /// Invokes `RecommendHostsForVm` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn recommend_hosts_for_vm(
+    pub fn recommend_hosts_for_vm(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         pool: Option<&x::ManagedObjectReference>,
-    ) -> Result<Vec<ClusterHostRecommendation>, crate::Error> {
-        self.invoke(
-                &RecommendHostsForVmRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    pool: pool.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<ClusterHostRecommendation>, crate::Error>,
+    > + 'a {
+        self.call(RecommendHostsForVmRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            pool: pool.cloned(),
+        })
     }
     /// Invokes `RecommissionVsanNode_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `VsanFault`.
     #[inline]
-    pub async fn recommission_vsan_node_task(
+    pub fn recommission_vsan_node_task(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RecommissionVsanNodeRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RecommissionVsanNodeRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `ReconcileDatastoreInventoryEx_Task` on `VcenterVStorageObjectManager`.
     ///
@@ -208,736 +183,639 @@ impl crate::Vim<'_> {
     ///
     /// Declared faults: `FileFault`, `InvalidArgument`, `InvalidDatastore`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn reconcile_datastore_inventory_ex_task(
+    pub fn reconcile_datastore_inventory_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &VStorageObjectReconcileSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconcileDatastoreInventoryExRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconcileDatastoreInventoryExRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ReconcileDatastoreInventory_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `InvalidDatastore`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn reconcile_datastore_inventory_task(
+    pub fn reconcile_datastore_inventory_task(
         &self,
         this: &x::ManagedObjectReference,
         datastore: &x::ManagedObjectReference,
         deep_cleansing: Option<bool>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconcileDatastoreInventoryRequestType {
-                    this: this.clone(),
-                    datastore: datastore.clone(),
-                    deep_cleansing,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconcileDatastoreInventoryRequestType {
+            this: this.clone(),
+            datastore: datastore.clone(),
+            deep_cleansing,
+        })
     }
     /// Invokes `ReconfigVM_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `ConcurrentAccess`, `DuplicateName`, `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidName`, `InvalidState`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn reconfig_vm_task(
+    pub fn reconfig_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &VirtualMachineConfigSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconfigVMRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconfigVMRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ReconfigurationSatisfiable` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`, `VimFault`.
     #[inline]
-    pub async fn reconfiguration_satisfiable(
+    pub fn reconfiguration_satisfiable(
         &self,
         this: &x::ManagedObjectReference,
         pcbs: &[VsanPolicyChangeBatch],
         ignore_satisfiability: Option<bool>,
-    ) -> Result<Vec<VsanPolicySatisfiability>, crate::Error> {
-        self.invoke(
-                &ReconfigurationSatisfiableRequestType {
-                    this: this.clone(),
-                    pcbs: pcbs.to_vec(),
-                    ignore_satisfiability,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<VsanPolicySatisfiability>, crate::Error>,
+    > + 'a {
+        self.call(ReconfigurationSatisfiableRequestType {
+            this: this.clone(),
+            pcbs: pcbs.to_vec(),
+            ignore_satisfiability,
+        })
     }
     /// Invokes `ReconfigureAlarm` on `Alarm`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_alarm(
+    pub fn reconfigure_alarm(
         &self,
         this: &x::ManagedObjectReference,
         spec: &AnyAlarmSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReconfigureAlarmRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReconfigureAlarmRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ReconfigureAutostart` on `HostAutoStartManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_autostart(
+    pub fn reconfigure_autostart(
         &self,
         this: &x::ManagedObjectReference,
         spec: &HostAutoStartManagerConfig,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReconfigureAutostartRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReconfigureAutostartRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ReconfigureCluster_Task` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_cluster_task(
+    pub fn reconfigure_cluster_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &ClusterConfigSpec,
         modify: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconfigureClusterRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                    modify,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconfigureClusterRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+            modify,
+        })
     }
     /// Invokes `ReconfigureComputeResource_Task` on `ComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_compute_resource_task(
+    pub fn reconfigure_compute_resource_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &AnyComputeResourceConfigSpec,
         modify: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconfigureComputeResourceRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                    modify,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconfigureComputeResourceRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+            modify,
+        })
     }
     /// Invokes `ReconfigureDVPort_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `ConcurrentAccess`, `DvsFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_dv_port_task(
+    pub fn reconfigure_dv_port_task(
         &self,
         this: &x::ManagedObjectReference,
         port: &[DVPortConfigSpec],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconfigureDVPortRequestType {
-                    this: this.clone(),
-                    port: port.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconfigureDVPortRequestType {
+            this: this.clone(),
+            port: port.to_vec(),
+        })
     }
     /// Invokes `ReconfigureDVPortgroup_Task` on `DistributedVirtualPortgroup`.
     ///
     /// Declared faults: `ConcurrentAccess`, `DuplicateName`, `DvsFault`, `InvalidName`, `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_dv_portgroup_task(
+    pub fn reconfigure_dv_portgroup_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &DVPortgroupConfigSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconfigureDVPortgroupRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconfigureDVPortgroupRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ReconfigureDatacenter_Task` on `Datacenter`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_datacenter_task(
+    pub fn reconfigure_datacenter_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &DatacenterConfigSpec,
         modify: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconfigureDatacenterRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                    modify,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconfigureDatacenterRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+            modify,
+        })
     }
     /// Invokes `ReconfigureDomObject` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_dom_object(
+    pub fn reconfigure_dom_object(
         &self,
         this: &x::ManagedObjectReference,
         uuid: &str,
         policy: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReconfigureDomObjectRequestType {
-                    this: this.clone(),
-                    uuid: uuid.to_owned(),
-                    policy: policy.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReconfigureDomObjectRequestType {
+            this: this.clone(),
+            uuid: uuid.to_owned(),
+            policy: policy.to_owned(),
+        })
     }
     /// Invokes `ReconfigureDvs_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `AlreadyExists`, `ConcurrentAccess`, `DuplicateName`, `DvsFault`, `DvsNotAuthorized`, `InvalidName`, `InvalidState`, `LimitExceeded`, `NotFound`, `ResourceInUse`, `ResourceNotAvailable`, `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_dvs_task(
+    pub fn reconfigure_dvs_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &AnyDVSConfigSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconfigureDvsRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconfigureDvsRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ReconfigureHostForDAS_Task` on `HostSystem`.
     ///
     /// Declared faults: `DasConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_host_for_das_task(
+    pub fn reconfigure_host_for_das_task(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconfigureHostForDASRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconfigureHostForDASRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `ReconfigureScheduledTask` on `ScheduledTask`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_scheduled_task(
+    pub fn reconfigure_scheduled_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &AnyScheduledTaskSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReconfigureScheduledTaskRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReconfigureScheduledTaskRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ReconfigureServiceConsoleReservation` on `HostMemorySystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_service_console_reservation(
+    pub fn reconfigure_service_console_reservation(
         &self,
         this: &x::ManagedObjectReference,
         cfg_bytes: i64,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReconfigureServiceConsoleReservationRequestType {
-                    this: this.clone(),
-                    cfg_bytes,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReconfigureServiceConsoleReservationRequestType {
+            this: this.clone(),
+            cfg_bytes,
+        })
     }
     /// Invokes `ReconfigureSnmpAgent` on `HostSnmpSystem`.
     ///
     /// Declared faults: `InsufficientResourcesFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_snmp_agent(
+    pub fn reconfigure_snmp_agent(
         &self,
         this: &x::ManagedObjectReference,
         spec: &HostSnmpConfigSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReconfigureSnmpAgentRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReconfigureSnmpAgentRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ReconfigureVirtualMachineReservation` on `HostMemorySystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn reconfigure_virtual_machine_reservation(
+    pub fn reconfigure_virtual_machine_reservation(
         &self,
         this: &x::ManagedObjectReference,
         spec: &VirtualMachineMemoryReservationSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReconfigureVirtualMachineReservationRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReconfigureVirtualMachineReservationRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `ReconnectHost_Task` on `HostSystem`.
     ///
     /// Declared faults: `HostConnectFault`, `InvalidLogin`, `InvalidName`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn reconnect_host_task(
+    pub fn reconnect_host_task(
         &self,
         this: &x::ManagedObjectReference,
         cnx_spec: Option<&HostConnectSpec>,
         reconnect_spec: Option<&HostSystemReconnectSpec>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReconnectHostRequestType {
-                    this: this.clone(),
-                    cnx_spec: cnx_spec.cloned(),
-                    reconnect_spec: reconnect_spec.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReconnectHostRequestType {
+            this: this.clone(),
+            cnx_spec: cnx_spec.cloned(),
+            reconnect_spec: reconnect_spec.cloned(),
+        })
     }
     /// Invokes `RectifyDvsHost_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn rectify_dvs_host_task(
+    pub fn rectify_dvs_host_task(
         &self,
         this: &x::ManagedObjectReference,
         hosts: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RectifyDvsHostRequestType {
-                    this: this.clone(),
-                    hosts: hosts.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RectifyDvsHostRequestType {
+            this: this.clone(),
+            hosts: hosts.to_vec(),
+        })
     }
     /// Invokes `RectifyDvsOnHost_Task` on `DistributedVirtualSwitchManager`.
     ///
     /// Declared faults: `DvsFault`, `RuntimeFault`.
     #[inline]
-    pub async fn rectify_dvs_on_host_task(
+    pub fn rectify_dvs_on_host_task(
         &self,
         this: &x::ManagedObjectReference,
         hosts: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RectifyDvsOnHostRequestType {
-                    this: this.clone(),
-                    hosts: hosts.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RectifyDvsOnHostRequestType {
+            this: this.clone(),
+            hosts: hosts.to_vec(),
+        })
     }
     /// Invokes `Refresh` on `HostPciPassthruSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh(
+    pub fn refresh(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshDVPortState` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn refresh_dv_port_state(
+    pub fn refresh_dv_port_state(
         &self,
         this: &x::ManagedObjectReference,
         port_keys: &[String],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshDVPortStateRequestType {
-                    this: this.clone(),
-                    port_keys: port_keys.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshDVPortStateRequestType {
+            this: this.clone(),
+            port_keys: port_keys.to_vec(),
+        })
     }
     /// Invokes `RefreshDatastore` on `Datastore`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn refresh_datastore(
+    pub fn refresh_datastore(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshDatastoreRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshDatastoreRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshDatastoreStorageInfo` on `Datastore`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_datastore_storage_info(
+    pub fn refresh_datastore_storage_info(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshDatastoreStorageInfoRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshDatastoreStorageInfoRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshDateTimeSystem` on `HostDateTimeSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_date_time_system(
+    pub fn refresh_date_time_system(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshDateTimeSystemRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshDateTimeSystemRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshFirewall` on `HostFirewallSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_firewall(
+    pub fn refresh_firewall(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshFirewallRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshFirewallRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshGraphicsManager` on `HostGraphicsManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_graphics_manager(
+    pub fn refresh_graphics_manager(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshGraphicsManagerRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshGraphicsManagerRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshHealthStatusSystem` on `HostHealthStatusSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_health_status_system(
+    pub fn refresh_health_status_system(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshHealthStatusSystemRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshHealthStatusSystemRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshNetworkSystem` on `HostNetworkSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_network_system(
+    pub fn refresh_network_system(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshNetworkSystemRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshNetworkSystemRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshRecommendation` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_recommendation(
+    pub fn refresh_recommendation(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshRecommendationRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshRecommendationRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshRuntime` on `ResourcePool`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_runtime(
+    pub fn refresh_runtime(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshRuntimeRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshRuntimeRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshServices` on `HostServiceSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_services(
+    pub fn refresh_services(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshServicesRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshServicesRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshStorageDrsRecommendation` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_storage_drs_recommendation(
+    pub fn refresh_storage_drs_recommendation(
         &self,
         this: &x::ManagedObjectReference,
         pod: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshStorageDrsRecommendationRequestType {
-                    this: this.clone(),
-                    pod: pod.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshStorageDrsRecommendationRequestType {
+            this: this.clone(),
+            pod: pod.clone(),
+        })
     }
     /// Invokes `RefreshStorageDrsRecommendationsForPod_Task` on `StorageResourceManager`.
     ///
     /// Declared faults: `InvalidArgument`, `RuntimeFault`.
     #[inline]
-    pub async fn refresh_storage_drs_recommendations_for_pod_task(
+    pub fn refresh_storage_drs_recommendations_for_pod_task(
         &self,
         this: &x::ManagedObjectReference,
         pod: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RefreshStorageDrsRecommendationsForPodRequestType {
-                    this: this.clone(),
-                    pod: pod.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RefreshStorageDrsRecommendationsForPodRequestType {
+            this: this.clone(),
+            pod: pod.clone(),
+        })
     }
     /// Invokes `RefreshStorageInfo` on `VirtualMachine`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_storage_info(
+    pub fn refresh_storage_info(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshStorageInfoRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshStorageInfoRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RefreshStorageSystem` on `HostStorageSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn refresh_storage_system(
+    pub fn refresh_storage_system(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RefreshStorageSystemRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RefreshStorageSystemRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RegisterChildVM_Task` on `ResourcePool`.
     ///
     /// Declared faults: `AlreadyExists`, `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidName`, `NotFound`, `OutOfBounds`, `RuntimeFault`, `VmConfigFault`.
     #[inline]
-    pub async fn register_child_vm_task(
+    pub fn register_child_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         path: &str,
         name: Option<&str>,
         host: Option<&x::ManagedObjectReference>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RegisterChildVMRequestType {
-                    this: this.clone(),
-                    path: path.to_owned(),
-                    name: name.map(str::to_owned),
-                    host: host.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RegisterChildVMRequestType {
+            this: this.clone(),
+            path: path.to_owned(),
+            name: name.map(str::to_owned),
+            host: host.cloned(),
+        })
     }
     /// Invokes `RegisterDisk` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `AlreadyExists`, `FileFault`, `InvalidDatastore`, `RuntimeFault`.
     #[inline]
-    pub async fn register_disk(
+    pub fn register_disk(
         &self,
         this: &x::ManagedObjectReference,
         path: &str,
         name: Option<&str>,
         id: Option<&ID>,
-    ) -> Result<VStorageObject, crate::Error> {
-        self.invoke(
-                &RegisterDiskRequestType {
-                    this: this.clone(),
-                    path: path.to_owned(),
-                    name: name.map(str::to_owned),
-                    id: id.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<VStorageObject, crate::Error>> + 'a {
+        self.call(RegisterDiskRequestType {
+            this: this.clone(),
+            path: path.to_owned(),
+            name: name.map(str::to_owned),
+            id: id.cloned(),
+        })
     }
     /// Invokes `RegisterExtension` on `ExtensionManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn register_extension(
+    pub fn register_extension(
         &self,
         this: &x::ManagedObjectReference,
         extension: &Extension,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RegisterExtensionRequestType {
-                    this: this.clone(),
-                    extension: extension.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RegisterExtensionRequestType {
+            this: this.clone(),
+            extension: extension.clone(),
+        })
     }
     /// Invokes `RegisterHealthUpdateProvider` on `HealthUpdateManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn register_health_update_provider(
+    pub fn register_health_update_provider(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         health_update_info: &[HealthUpdateInfo],
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &RegisterHealthUpdateProviderRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    health_update_info: health_update_info.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(RegisterHealthUpdateProviderRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            health_update_info: health_update_info.to_vec(),
+        })
     }
     /// Invokes `RegisterKmipServer` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn register_kmip_server(
+    pub fn register_kmip_server(
         &self,
         this: &x::ManagedObjectReference,
         server: &KmipServerSpec,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RegisterKmipServerRequestType {
-                    this: this.clone(),
-                    server: server.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RegisterKmipServerRequestType {
+            this: this.clone(),
+            server: server.clone(),
+        })
     }
     /// Invokes `RegisterKmsCluster` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn register_kms_cluster(
+    pub fn register_kms_cluster(
         &self,
         this: &x::ManagedObjectReference,
         cluster_id: &KeyProviderId,
         management_type: Option<&str>,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RegisterKmsClusterRequestType {
-                    this: this.clone(),
-                    cluster_id: cluster_id.clone(),
-                    management_type: management_type.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RegisterKmsClusterRequestType {
+            this: this.clone(),
+            cluster_id: cluster_id.clone(),
+            management_type: management_type.map(str::to_owned),
+        })
     }
     /// Invokes `RegisterVM_Task` on `Folder`.
     ///
     /// Declared faults: `AlreadyExists`, `DuplicateName`, `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidName`, `InvalidState`, `NotFound`, `OutOfBounds`, `RuntimeFault`, `VmConfigFault`.
     #[inline]
-    pub async fn register_vm_task(
+    pub fn register_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         path: &str,
@@ -945,375 +823,329 @@ impl crate::Vim<'_> {
         as_template: bool,
         pool: Option<&x::ManagedObjectReference>,
         host: Option<&x::ManagedObjectReference>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RegisterVMRequestType {
-                    this: this.clone(),
-                    path: path.to_owned(),
-                    name: name.map(str::to_owned),
-                    as_template,
-                    pool: pool.cloned(),
-                    host: host.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RegisterVMRequestType {
+            this: this.clone(),
+            path: path.to_owned(),
+            name: name.map(str::to_owned),
+            as_template,
+            pool: pool.cloned(),
+            host: host.cloned(),
+        })
     }
     /// Invokes `ReleaseCredentialsInGuest` on `GuestAuthManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn release_credentials_in_guest(
+    pub fn release_credentials_in_guest(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         auth: &AnyGuestAuthentication,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReleaseCredentialsInGuestRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReleaseCredentialsInGuestRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+        })
     }
     /// Invokes `ReleaseIpAllocation` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn release_ip_allocation(
+    pub fn release_ip_allocation(
         &self,
         this: &x::ManagedObjectReference,
         dc: &x::ManagedObjectReference,
         pool_id: i32,
         allocation_id: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReleaseIpAllocationRequestType {
-                    this: this.clone(),
-                    dc: dc.clone(),
-                    pool_id,
-                    allocation_id: allocation_id.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReleaseIpAllocationRequestType {
+            this: this.clone(),
+            dc: dc.clone(),
+            pool_id,
+            allocation_id: allocation_id.to_owned(),
+        })
     }
     /// Invokes `ReleaseManagedSnapshot` on `VirtualDiskManager`.
     ///
     /// Declared faults: `FileNotFound`, `InvalidDatastore`, `RuntimeFault`.
     #[inline]
-    pub async fn release_managed_snapshot(
+    pub fn release_managed_snapshot(
         &self,
         this: &x::ManagedObjectReference,
         vdisk: &str,
         datacenter: Option<&x::ManagedObjectReference>,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReleaseManagedSnapshotRequestType {
-                    this: this.clone(),
-                    vdisk: vdisk.to_owned(),
-                    datacenter: datacenter.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReleaseManagedSnapshotRequestType {
+            this: this.clone(),
+            vdisk: vdisk.to_owned(),
+            datacenter: datacenter.cloned(),
+        })
     }
     /// Invokes `Reload` on `ManagedEntity`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn reload(
+    pub fn reload(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ReloadRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ReloadRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RelocateVM_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidState`, `MigrationFault`, `RuntimeFault`, `Timedout`, `VmConfigFault`.
     #[inline]
-    pub async fn relocate_vm_task(
+    pub fn relocate_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         spec: &VirtualMachineRelocateSpec,
         priority: Option<&VirtualMachineMovePriority>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RelocateVMRequestType {
-                    this: this.clone(),
-                    spec: spec.clone(),
-                    priority: priority.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RelocateVMRequestType {
+            this: this.clone(),
+            spec: spec.clone(),
+            priority: priority.cloned(),
+        })
     }
     /// Invokes `RelocateVStorageObject_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn relocate_vstorage_object_task(
+    pub fn relocate_vstorage_object_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         datastore: &x::ManagedObjectReference,
         spec: &VslmRelocateSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RelocateVStorageObjectRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RelocateVStorageObjectRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `RemoveAlarm` on `Alarm`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn remove_alarm(
+    pub fn remove_alarm(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveAlarmRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveAlarmRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RemoveAllSnapshots_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `SnapshotFault`, `TaskInProgress`.
     #[inline]
-    pub async fn remove_all_snapshots_task(
+    pub fn remove_all_snapshots_task(
         &self,
         this: &x::ManagedObjectReference,
         consolidate: Option<bool>,
         spec: Option<&SnapshotSelectionSpec>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RemoveAllSnapshotsRequestType {
-                    this: this.clone(),
-                    consolidate,
-                    spec: spec.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RemoveAllSnapshotsRequestType {
+            this: this.clone(),
+            consolidate,
+            spec: spec.cloned(),
+        })
     }
     /// Invokes `RemoveAssignedLicense` on `LicenseAssignmentManager`.
     ///
     /// Declared faults: `LicenseEntityNotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_assigned_license(
+    pub fn remove_assigned_license(
         &self,
         this: &x::ManagedObjectReference,
         entity_id: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveAssignedLicenseRequestType {
-                    this: this.clone(),
-                    entity_id: entity_id.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveAssignedLicenseRequestType {
+            this: this.clone(),
+            entity_id: entity_id.to_owned(),
+        })
     }
     /// Invokes `RemoveAuthorizationRole` on `AuthorizationManager`.
     ///
     /// Declared faults: `NotFound`, `RemoveFailed`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_authorization_role(
+    pub fn remove_authorization_role(
         &self,
         this: &x::ManagedObjectReference,
         role_id: i32,
         fail_if_used: bool,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveAuthorizationRoleRequestType {
-                    this: this.clone(),
-                    role_id,
-                    fail_if_used,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveAuthorizationRoleRequestType {
+            this: this.clone(),
+            role_id,
+            fail_if_used,
+        })
     }
     /// Invokes `RemoveCustomFieldDef` on `CustomFieldsManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn remove_custom_field_def(
+    pub fn remove_custom_field_def(
         &self,
         this: &x::ManagedObjectReference,
         key: i32,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveCustomFieldDefRequestType {
-                    this: this.clone(),
-                    key,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveCustomFieldDefRequestType {
+            this: this.clone(),
+            key,
+        })
     }
     /// Invokes `RemoveDatastore` on `HostDatastoreSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_datastore(
+    pub fn remove_datastore(
         &self,
         this: &x::ManagedObjectReference,
         datastore: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveDatastoreRequestType {
-                    this: this.clone(),
-                    datastore: datastore.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveDatastoreRequestType {
+            this: this.clone(),
+            datastore: datastore.clone(),
+        })
     }
     /// Invokes `RemoveDatastoreEx_Task` on `HostDatastoreSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_datastore_ex_task(
+    pub fn remove_datastore_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         datastore: &[x::ManagedObjectReference],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RemoveDatastoreExRequestType {
-                    this: this.clone(),
-                    datastore: datastore.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RemoveDatastoreExRequestType {
+            this: this.clone(),
+            datastore: datastore.to_vec(),
+        })
     }
     /// Invokes `RemoveDiskMapping_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn remove_disk_mapping_task(
+    pub fn remove_disk_mapping_task(
         &self,
         this: &x::ManagedObjectReference,
         mapping: &[VsanHostDiskMapping],
         maintenance_spec: Option<&HostMaintenanceSpec>,
         timeout: Option<i32>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RemoveDiskMappingRequestType {
-                    this: this.clone(),
-                    mapping: mapping.to_vec(),
-                    maintenance_spec: maintenance_spec.cloned(),
-                    timeout,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RemoveDiskMappingRequestType {
+            this: this.clone(),
+            mapping: mapping.to_vec(),
+            maintenance_spec: maintenance_spec.cloned(),
+            timeout,
+        })
     }
     /// Invokes `RemoveDisk_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn remove_disk_task(
+    pub fn remove_disk_task(
         &self,
         this: &x::ManagedObjectReference,
         disk: &[HostScsiDisk],
         maintenance_spec: Option<&HostMaintenanceSpec>,
         timeout: Option<i32>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RemoveDiskRequestType {
-                    this: this.clone(),
-                    disk: disk.to_vec(),
-                    maintenance_spec: maintenance_spec.cloned(),
-                    timeout,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RemoveDiskRequestType {
+            this: this.clone(),
+            disk: disk.to_vec(),
+            maintenance_spec: maintenance_spec.cloned(),
+            timeout,
+        })
     }
     /// Invokes `RemoveEntityPermission` on `AuthorizationManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_entity_permission(
+    pub fn remove_entity_permission(
         &self,
         this: &x::ManagedObjectReference,
         entity: &x::ManagedObjectReference,
         user: &str,
         is_group: bool,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveEntityPermissionRequestType {
-                    this: this.clone(),
-                    entity: entity.clone(),
-                    user: user.to_owned(),
-                    is_group,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveEntityPermissionRequestType {
+            this: this.clone(),
+            entity: entity.clone(),
+            user: user.to_owned(),
+            is_group,
+        })
     }
     /// Invokes `RemoveFilter` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_filter(
+    pub fn remove_filter(
         &self,
         this: &x::ManagedObjectReference,
         filter_id: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveFilterRequestType {
-                    this: this.clone(),
-                    filter_id: filter_id.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveFilterRequestType {
+            this: this.clone(),
+            filter_id: filter_id.to_owned(),
+        })
     }
     /// Invokes `RemoveFilterEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_filter_entities(
+    pub fn remove_filter_entities(
         &self,
         this: &x::ManagedObjectReference,
         filter_id: &str,
         entities: &[x::ManagedObjectReference],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveFilterEntitiesRequestType {
-                    this: this.clone(),
-                    filter_id: filter_id.to_owned(),
-                    entities: entities.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveFilterEntitiesRequestType {
+            this: this.clone(),
+            filter_id: filter_id.to_owned(),
+            entities: entities.to_vec(),
+        })
     }
     /// Invokes `RemoveGroup` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `RuntimeFault`, `UserNotFound`.
     #[inline]
-    pub async fn remove_group(
+    pub fn remove_group(
         &self,
         this: &x::ManagedObjectReference,
         group_name: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveGroupRequestType {
-                    this: this.clone(),
-                    group_name: group_name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveGroupRequestType {
+            this: this.clone(),
+            group_name: group_name.to_owned(),
+        })
     }
     /// Invokes `RemoveGuestAlias` on `GuestAliasManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn remove_guest_alias(
+    pub fn remove_guest_alias(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
@@ -1321,331 +1153,279 @@ impl crate::Vim<'_> {
         username: &str,
         base64_cert: &str,
         subject: &AnyGuestAuthSubject,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveGuestAliasRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                    username: username.to_owned(),
-                    base64_cert: base64_cert.to_owned(),
-                    subject: subject.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveGuestAliasRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+            username: username.to_owned(),
+            base64_cert: base64_cert.to_owned(),
+            subject: subject.clone(),
+        })
     }
     /// Invokes `RemoveGuestAliasByCert` on `GuestAliasManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn remove_guest_alias_by_cert(
+    pub fn remove_guest_alias_by_cert(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         auth: &AnyGuestAuthentication,
         username: &str,
         base64_cert: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveGuestAliasByCertRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                    username: username.to_owned(),
-                    base64_cert: base64_cert.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveGuestAliasByCertRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+            username: username.to_owned(),
+            base64_cert: base64_cert.to_owned(),
+        })
     }
     /// Invokes `RemoveInternetScsiSendTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_internet_scsi_send_targets(
+    pub fn remove_internet_scsi_send_targets(
         &self,
         this: &x::ManagedObjectReference,
         i_scsi_hba_device: &str,
         targets: &[HostInternetScsiHbaSendTarget],
         force: Option<bool>,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveInternetScsiSendTargetsRequestType {
-                    this: this.clone(),
-                    i_scsi_hba_device: i_scsi_hba_device.to_owned(),
-                    targets: targets.to_vec(),
-                    force,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveInternetScsiSendTargetsRequestType {
+            this: this.clone(),
+            i_scsi_hba_device: i_scsi_hba_device.to_owned(),
+            targets: targets.to_vec(),
+            force,
+        })
     }
     /// Invokes `RemoveInternetScsiStaticTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_internet_scsi_static_targets(
+    pub fn remove_internet_scsi_static_targets(
         &self,
         this: &x::ManagedObjectReference,
         i_scsi_hba_device: &str,
         targets: &[HostInternetScsiHbaStaticTarget],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveInternetScsiStaticTargetsRequestType {
-                    this: this.clone(),
-                    i_scsi_hba_device: i_scsi_hba_device.to_owned(),
-                    targets: targets.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveInternetScsiStaticTargetsRequestType {
+            this: this.clone(),
+            i_scsi_hba_device: i_scsi_hba_device.to_owned(),
+            targets: targets.to_vec(),
+        })
     }
     /// Invokes `RemoveKey` on `CryptoManager`.
     ///
     /// Declared faults: `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_key(
+    pub fn remove_key(
         &self,
         this: &x::ManagedObjectReference,
         key: &CryptoKeyId,
         force: bool,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveKeyRequestType {
-                    this: this.clone(),
-                    key: key.clone(),
-                    force,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveKeyRequestType {
+            this: this.clone(),
+            key: key.clone(),
+            force,
+        })
     }
     /// Invokes `RemoveKeys` on `CryptoManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn remove_keys(
+    pub fn remove_keys(
         &self,
         this: &x::ManagedObjectReference,
         keys: &[CryptoKeyId],
         force: bool,
-    ) -> Result<Vec<CryptoKeyResult>, crate::Error> {
-        self.invoke(
-                &RemoveKeysRequestType {
-                    this: this.clone(),
-                    keys: keys.to_vec(),
-                    force,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<CryptoKeyResult>, crate::Error>,
+    > + 'a {
+        self.call(RemoveKeysRequestType {
+            this: this.clone(),
+            keys: keys.to_vec(),
+            force,
+        })
     }
     /// Invokes `RemoveKmipServer` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn remove_kmip_server(
+    pub fn remove_kmip_server(
         &self,
         this: &x::ManagedObjectReference,
         cluster_id: &KeyProviderId,
         server_name: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveKmipServerRequestType {
-                    this: this.clone(),
-                    cluster_id: cluster_id.clone(),
-                    server_name: server_name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveKmipServerRequestType {
+            this: this.clone(),
+            cluster_id: cluster_id.clone(),
+            server_name: server_name.to_owned(),
+        })
     }
     /// Invokes `RemoveLicense` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn remove_license(
+    pub fn remove_license(
         &self,
         this: &x::ManagedObjectReference,
         license_key: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveLicenseRequestType {
-                    this: this.clone(),
-                    license_key: license_key.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveLicenseRequestType {
+            this: this.clone(),
+            license_key: license_key.to_owned(),
+        })
     }
     /// Invokes `RemoveLicenseLabel` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn remove_license_label(
+    pub fn remove_license_label(
         &self,
         this: &x::ManagedObjectReference,
         license_key: &str,
         label_key: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveLicenseLabelRequestType {
-                    this: this.clone(),
-                    license_key: license_key.to_owned(),
-                    label_key: label_key.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveLicenseLabelRequestType {
+            this: this.clone(),
+            license_key: license_key.to_owned(),
+            label_key: label_key.to_owned(),
+        })
     }
     /// Invokes `RemoveMonitoredEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_monitored_entities(
+    pub fn remove_monitored_entities(
         &self,
         this: &x::ManagedObjectReference,
         provider_id: &str,
         entities: &[x::ManagedObjectReference],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveMonitoredEntitiesRequestType {
-                    this: this.clone(),
-                    provider_id: provider_id.to_owned(),
-                    entities: entities.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveMonitoredEntitiesRequestType {
+            this: this.clone(),
+            provider_id: provider_id.to_owned(),
+            entities: entities.to_vec(),
+        })
     }
     /// Invokes `RemoveNetworkResourcePool` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `InvalidName`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_network_resource_pool(
+    pub fn remove_network_resource_pool(
         &self,
         this: &x::ManagedObjectReference,
         key: &[String],
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveNetworkResourcePoolRequestType {
-                    this: this.clone(),
-                    key: key.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveNetworkResourcePoolRequestType {
+            this: this.clone(),
+            key: key.to_vec(),
+        })
     }
     /// Invokes `RemoveNvmeOverRdmaAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_nvme_over_rdma_adapter(
+    pub fn remove_nvme_over_rdma_adapter(
         &self,
         this: &x::ManagedObjectReference,
         hba_device_name: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveNvmeOverRdmaAdapterRequestType {
-                    this: this.clone(),
-                    hba_device_name: hba_device_name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveNvmeOverRdmaAdapterRequestType {
+            this: this.clone(),
+            hba_device_name: hba_device_name.to_owned(),
+        })
     }
     /// Invokes `RemovePerfInterval` on `PerformanceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn remove_perf_interval(
+    pub fn remove_perf_interval(
         &self,
         this: &x::ManagedObjectReference,
         sample_period: i32,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemovePerfIntervalRequestType {
-                    this: this.clone(),
-                    sample_period,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemovePerfIntervalRequestType {
+            this: this.clone(),
+            sample_period,
+        })
     }
     /// Invokes `RemovePortGroup` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_port_group(
+    pub fn remove_port_group(
         &self,
         this: &x::ManagedObjectReference,
         pg_name: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemovePortGroupRequestType {
-                    this: this.clone(),
-                    pg_name: pg_name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemovePortGroupRequestType {
+            this: this.clone(),
+            pg_name: pg_name.to_owned(),
+        })
     }
     /// Invokes `RemoveScheduledTask` on `ScheduledTask`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_scheduled_task(
+    pub fn remove_scheduled_task(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveScheduledTaskRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveScheduledTaskRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `RemoveServiceConsoleVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_service_console_virtual_nic(
+    pub fn remove_service_console_virtual_nic(
         &self,
         this: &x::ManagedObjectReference,
         device: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveServiceConsoleVirtualNicRequestType {
-                    this: this.clone(),
-                    device: device.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveServiceConsoleVirtualNicRequestType {
+            this: this.clone(),
+            device: device.to_owned(),
+        })
     }
     /// Invokes `RemoveSmartCardTrustAnchor` on `HostActiveDirectoryAuthentication`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_smart_card_trust_anchor(
+    pub fn remove_smart_card_trust_anchor(
         &self,
         this: &x::ManagedObjectReference,
         issuer: &str,
         serial: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveSmartCardTrustAnchorRequestType {
-                    this: this.clone(),
-                    issuer: issuer.to_owned(),
-                    serial: serial.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveSmartCardTrustAnchorRequestType {
+            this: this.clone(),
+            issuer: issuer.to_owned(),
+            serial: serial.to_owned(),
+        })
     }
     /// Invokes `RemoveSmartCardTrustAnchorByFingerprint` on `HostActiveDirectoryAuthentication`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_smart_card_trust_anchor_by_fingerprint(
+    pub fn remove_smart_card_trust_anchor_by_fingerprint(
         &self,
         this: &x::ManagedObjectReference,
         fingerprint: &str,
         digest: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveSmartCardTrustAnchorByFingerprintRequestType {
-                    this: this.clone(),
-                    fingerprint: fingerprint.to_owned(),
-                    digest: digest.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveSmartCardTrustAnchorByFingerprintRequestType {
+            this: this.clone(),
+            fingerprint: fingerprint.to_owned(),
+            digest: digest.to_owned(),
+        })
     }
     /// Invokes `RemoveSmartCardTrustAnchorCertificate` on `HostActiveDirectoryAuthentication`.
     ///
@@ -1653,104 +1433,88 @@ impl crate::Vim<'_> {
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_smart_card_trust_anchor_certificate(
+    pub fn remove_smart_card_trust_anchor_certificate(
         &self,
         this: &x::ManagedObjectReference,
         certificate: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveSmartCardTrustAnchorCertificateRequestType {
-                    this: this.clone(),
-                    certificate: certificate.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveSmartCardTrustAnchorCertificateRequestType {
+            this: this.clone(),
+            certificate: certificate.to_owned(),
+        })
     }
     /// Invokes `RemoveSnapshot_Task` on `VirtualMachineSnapshot`.
     ///
     /// Declared faults: `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn remove_snapshot_task(
+    pub fn remove_snapshot_task(
         &self,
         this: &x::ManagedObjectReference,
         remove_children: bool,
         consolidate: Option<bool>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &RemoveSnapshotRequestType {
-                    this: this.clone(),
-                    remove_children,
-                    consolidate,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(RemoveSnapshotRequestType {
+            this: this.clone(),
+            remove_children,
+            consolidate,
+        })
     }
     /// Invokes `RemoveSoftwareAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_software_adapter(
+    pub fn remove_software_adapter(
         &self,
         this: &x::ManagedObjectReference,
         hba_device_name: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveSoftwareAdapterRequestType {
-                    this: this.clone(),
-                    hba_device_name: hba_device_name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveSoftwareAdapterRequestType {
+            this: this.clone(),
+            hba_device_name: hba_device_name.to_owned(),
+        })
     }
     /// Invokes `RemoveUser` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `RuntimeFault`, `UserNotFound`.
     #[inline]
-    pub async fn remove_user(
+    pub fn remove_user(
         &self,
         this: &x::ManagedObjectReference,
         user_name: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveUserRequestType {
-                    this: this.clone(),
-                    user_name: user_name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveUserRequestType {
+            this: this.clone(),
+            user_name: user_name.to_owned(),
+        })
     }
     /// Invokes `RemoveVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_virtual_nic(
+    pub fn remove_virtual_nic(
         &self,
         this: &x::ManagedObjectReference,
         device: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveVirtualNicRequestType {
-                    this: this.clone(),
-                    device: device.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveVirtualNicRequestType {
+            this: this.clone(),
+            device: device.to_owned(),
+        })
     }
     /// Invokes `RemoveVirtualSwitch` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
     #[inline]
-    pub async fn remove_virtual_switch(
+    pub fn remove_virtual_switch(
         &self,
         this: &x::ManagedObjectReference,
         vswitch_name: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &RemoveVirtualSwitchRequestType {
-                    this: this.clone(),
-                    vswitch_name: vswitch_name.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(RemoveVirtualSwitchRequestType {
+            this: this.clone(),
+            vswitch_name: vswitch_name.to_owned(),
+        })
     }
 }

@@ -6,177 +6,163 @@ use crate::xml as x;
 
 // Parameters mirror the operation's.
 #[allow(clippy::too_many_arguments)]
-impl crate::Vim<'_> {
+impl<'a> crate::Vim<'a> {
     /// Invokes `UpgradeIoFilter_Task` on `IoFilterManager`.
     ///
     /// Declared faults: `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn upgrade_io_filter_task(
+    pub fn upgrade_io_filter_task(
         &self,
         this: &x::ManagedObjectReference,
         filter_id: &str,
         comp_res: &x::ManagedObjectReference,
         vib_url: &str,
         vib_ssl_trust: Option<&AnyIoFilterManagerSslTrust>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &UpgradeIoFilterRequestType {
-                    this: this.clone(),
-                    filter_id: filter_id.to_owned(),
-                    comp_res: comp_res.clone(),
-                    vib_url: vib_url.to_owned(),
-                    vib_ssl_trust: vib_ssl_trust.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(UpgradeIoFilterRequestType {
+            this: this.clone(),
+            filter_id: filter_id.to_owned(),
+            comp_res: comp_res.clone(),
+            vib_url: vib_url.to_owned(),
+            vib_ssl_trust: vib_ssl_trust.cloned(),
+        })
     }
     /// Invokes `UpgradeTools_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `TaskInProgress`, `ToolsUnavailable`, `VmConfigFault`, `VmToolsUpgradeFault`.
     #[inline]
-    pub async fn upgrade_tools_task(
+    pub fn upgrade_tools_task(
         &self,
         this: &x::ManagedObjectReference,
         installer_options: Option<&str>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &UpgradeToolsRequestType {
-                    this: this.clone(),
-                    installer_options: installer_options.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(UpgradeToolsRequestType {
+            this: this.clone(),
+            installer_options: installer_options.map(str::to_owned),
+        })
     }
     /// Invokes `UpgradeVM_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `AlreadyUpgraded`, `InvalidState`, `NoDiskFound`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn upgrade_vm_task(
+    pub fn upgrade_vm_task(
         &self,
         this: &x::ManagedObjectReference,
         version: Option<&str>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &UpgradeVMRequestType {
-                    this: this.clone(),
-                    version: version.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(UpgradeVMRequestType {
+            this: this.clone(),
+            version: version.map(str::to_owned),
+        })
     }
     /// Invokes `UpgradeVmLayout` on `HostStorageSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn upgrade_vm_layout(
+    pub fn upgrade_vm_layout(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &UpgradeVmLayoutRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(UpgradeVmLayoutRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `UpgradeVmfs` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn upgrade_vmfs(
+    pub fn upgrade_vmfs(
         &self,
         this: &x::ManagedObjectReference,
         vmfs_path: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &UpgradeVmfsRequestType {
-                    this: this.clone(),
-                    vmfs_path: vmfs_path.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(UpgradeVmfsRequestType {
+            this: this.clone(),
+            vmfs_path: vmfs_path.to_owned(),
+        })
     }
     /// Invokes `UpgradeVsanObjects` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`, `VsanFault`.
     #[inline]
-    pub async fn upgrade_vsan_objects(
+    pub fn upgrade_vsan_objects(
         &self,
         this: &x::ManagedObjectReference,
         uuids: &[String],
         new_version: i32,
-    ) -> Result<Vec<HostVsanInternalSystemVsanObjectOperationResult>, crate::Error> {
-        self.invoke(
-                &UpgradeVsanObjectsRequestType {
-                    this: this.clone(),
-                    uuids: uuids.to_vec(),
-                    new_version,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<
+            Vec<HostVsanInternalSystemVsanObjectOperationResult>,
+            crate::Error,
+        >,
+    > + 'a {
+        self.call(UpgradeVsanObjectsRequestType {
+            this: this.clone(),
+            uuids: uuids.to_vec(),
+            new_version,
+        })
     }
     /// Invokes `UploadClientCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn upload_client_cert(
+    pub fn upload_client_cert(
         &self,
         this: &x::ManagedObjectReference,
         cluster: &KeyProviderId,
         certificate: &str,
         private_key: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &UploadClientCertRequestType {
-                    this: this.clone(),
-                    cluster: cluster.clone(),
-                    certificate: certificate.to_owned(),
-                    private_key: private_key.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(UploadClientCertRequestType {
+            this: this.clone(),
+            cluster: cluster.clone(),
+            certificate: certificate.to_owned(),
+            private_key: private_key.to_owned(),
+        })
     }
     /// Invokes `UploadKmipServerCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn upload_kmip_server_cert(
+    pub fn upload_kmip_server_cert(
         &self,
         this: &x::ManagedObjectReference,
         cluster: &KeyProviderId,
         certificate: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &UploadKmipServerCertRequestType {
-                    this: this.clone(),
-                    cluster: cluster.clone(),
-                    certificate: certificate.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(UploadKmipServerCertRequestType {
+            this: this.clone(),
+            cluster: cluster.clone(),
+            certificate: certificate.to_owned(),
+        })
     }
     /// Invokes `VCenterUpdateVStorageObjectMetadataEx_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn vcenter_update_vstorage_object_metadata_ex_task(
+    pub fn vcenter_update_vstorage_object_metadata_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         datastore: &x::ManagedObjectReference,
         metadata: &[KeyValue],
         delete_keys: &[String],
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &VCenterUpdateVStorageObjectMetadataExRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    metadata: metadata.to_vec(),
-                    delete_keys: delete_keys.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(VCenterUpdateVStorageObjectMetadataExRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            metadata: metadata.to_vec(),
+            delete_keys: delete_keys.to_vec(),
+        })
     }
     /// Invokes `VStorageObjectCreateSnapshotEx_Task` on `VStorageObjectManagerBase`.
     ///
@@ -184,45 +170,43 @@ impl crate::Vim<'_> {
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn vstorage_object_create_snapshot_ex_task(
+    pub fn vstorage_object_create_snapshot_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         datastore: &x::ManagedObjectReference,
         description: &str,
         snapshot_id: Option<&ID>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &VStorageObjectCreateSnapshotExRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    description: description.to_owned(),
-                    snapshot_id: snapshot_id.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(VStorageObjectCreateSnapshotExRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            description: description.to_owned(),
+            snapshot_id: snapshot_id.cloned(),
+        })
     }
     /// Invokes `VStorageObjectCreateSnapshot_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn vstorage_object_create_snapshot_task(
+    pub fn vstorage_object_create_snapshot_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         datastore: &x::ManagedObjectReference,
         description: &str,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &VStorageObjectCreateSnapshotRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    description: description.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(VStorageObjectCreateSnapshotRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            description: description.to_owned(),
+        })
     }
     /// Invokes `VStorageObjectDeleteSnapshotEx2_Task` on `VStorageObjectManagerBase`.
     ///
@@ -230,22 +214,21 @@ impl crate::Vim<'_> {
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn vstorage_object_delete_snapshot_ex2_task(
+    pub fn vstorage_object_delete_snapshot_ex2_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         datastore: &x::ManagedObjectReference,
         snapshot_id: &ID,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &VStorageObjectDeleteSnapshotEx2RequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    snapshot_id: snapshot_id.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(VStorageObjectDeleteSnapshotEx2RequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            snapshot_id: snapshot_id.clone(),
+        })
     }
     /// Invokes `VStorageObjectDeleteSnapshotEx_Task` on `VStorageObjectManagerBase`.
     ///
@@ -253,22 +236,21 @@ impl crate::Vim<'_> {
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn vstorage_object_delete_snapshot_ex_task(
+    pub fn vstorage_object_delete_snapshot_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         datastore: &x::ManagedObjectReference,
         snapshot_id: &ID,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &VStorageObjectDeleteSnapshotExRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    snapshot_id: snapshot_id.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(VStorageObjectDeleteSnapshotExRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            snapshot_id: snapshot_id.clone(),
+        })
     }
     /// Invokes `VStorageObjectExtendDiskEx_Task` on `VStorageObjectManagerBase`.
     ///
@@ -276,87 +258,81 @@ impl crate::Vim<'_> {
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn vstorage_object_extend_disk_ex_task(
+    pub fn vstorage_object_extend_disk_ex_task(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
         datastore: &x::ManagedObjectReference,
         new_capacity_in_mb: i64,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &VStorageObjectExtendDiskExRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    new_capacity_in_mb,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(VStorageObjectExtendDiskExRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            new_capacity_in_mb,
+        })
     }
     /// Invokes `ValidateCredentialsInGuest` on `GuestAuthManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn validate_credentials_in_guest(
+    pub fn validate_credentials_in_guest(
         &self,
         this: &x::ManagedObjectReference,
         vm: &x::ManagedObjectReference,
         auth: &AnyGuestAuthentication,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &ValidateCredentialsInGuestRequestType {
-                    this: this.clone(),
-                    vm: vm.clone(),
-                    auth: auth.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(ValidateCredentialsInGuestRequestType {
+            this: this.clone(),
+            vm: vm.clone(),
+            auth: auth.clone(),
+        })
     }
     /// Invokes `ValidateHCIConfiguration` on `ClusterComputeResource`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn validate_hci_configuration(
+    pub fn validate_hci_configuration(
         &self,
         this: &x::ManagedObjectReference,
         hci_config_spec: Option<&ClusterComputeResourceHCIConfigSpec>,
         hosts: &[x::ManagedObjectReference],
-    ) -> Result<Vec<AnyClusterComputeResourceValidationResultBase>, crate::Error> {
-        self.invoke(
-                &ValidateHCIConfigurationRequestType {
-                    this: this.clone(),
-                    hci_config_spec: hci_config_spec.cloned(),
-                    hosts: hosts.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<AnyClusterComputeResourceValidationResultBase>, crate::Error>,
+    > + 'a {
+        self.call(ValidateHCIConfigurationRequestType {
+            this: this.clone(),
+            hci_config_spec: hci_config_spec.cloned(),
+            hosts: hosts.to_vec(),
+        })
     }
     /// Invokes `ValidateHost` on `OvfManager`.
     ///
     /// Declared faults: `ConcurrentAccess`, `FileFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
     #[inline]
-    pub async fn validate_host(
+    pub fn validate_host(
         &self,
         this: &x::ManagedObjectReference,
         ovf_descriptor: &str,
         host: &x::ManagedObjectReference,
         vhp: &OvfValidateHostParams,
-    ) -> Result<OvfValidateHostResult, crate::Error> {
-        self.invoke(
-                &ValidateHostRequestType {
-                    this: this.clone(),
-                    ovf_descriptor: ovf_descriptor.to_owned(),
-                    host: host.clone(),
-                    vhp: vhp.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<OvfValidateHostResult, crate::Error>,
+    > + 'a {
+        self.call(ValidateHostRequestType {
+            this: this.clone(),
+            ovf_descriptor: ovf_descriptor.to_owned(),
+            host: host.clone(),
+            vhp: vhp.clone(),
+        })
     }
     /// Invokes `ValidateHostProfileComposition_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn validate_host_profile_composition_task(
+    pub fn validate_host_profile_composition_task(
         &self,
         this: &x::ManagedObjectReference,
         source: &x::ManagedObjectReference,
@@ -366,26 +342,25 @@ impl crate::Vim<'_> {
         to_be_deleted: Option<&HostApplyProfile>,
         enable_status_to_be_copied: Option<&HostApplyProfile>,
         error_only: Option<bool>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ValidateHostProfileCompositionRequestType {
-                    this: this.clone(),
-                    source: source.clone(),
-                    targets: targets.to_vec(),
-                    to_be_merged: to_be_merged.cloned(),
-                    to_replace_with: to_replace_with.cloned(),
-                    to_be_deleted: to_be_deleted.cloned(),
-                    enable_status_to_be_copied: enable_status_to_be_copied.cloned(),
-                    error_only,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ValidateHostProfileCompositionRequestType {
+            this: this.clone(),
+            source: source.clone(),
+            targets: targets.to_vec(),
+            to_be_merged: to_be_merged.cloned(),
+            to_replace_with: to_replace_with.cloned(),
+            to_be_deleted: to_be_deleted.cloned(),
+            enable_status_to_be_copied: enable_status_to_be_copied.cloned(),
+            error_only,
+        })
     }
     /// Invokes `ValidateMigration` on `ServiceInstance`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn validate_migration(
+    pub fn validate_migration(
         &self,
         this: &x::ManagedObjectReference,
         vm: &[x::ManagedObjectReference],
@@ -393,43 +368,39 @@ impl crate::Vim<'_> {
         test_type: &[String],
         pool: Option<&x::ManagedObjectReference>,
         host: Option<&x::ManagedObjectReference>,
-    ) -> Result<Vec<AnyEvent>, crate::Error> {
-        self.invoke(
-                &ValidateMigrationRequestType {
-                    this: this.clone(),
-                    vm: vm.to_vec(),
-                    state: state.cloned(),
-                    test_type: test_type.to_vec(),
-                    pool: pool.cloned(),
-                    host: host.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<AnyEvent>, crate::Error>> + 'a {
+        self.call(ValidateMigrationRequestType {
+            this: this.clone(),
+            vm: vm.to_vec(),
+            state: state.cloned(),
+            test_type: test_type.to_vec(),
+            pool: pool.cloned(),
+            host: host.cloned(),
+        })
     }
     /// Invokes `ValidateStoragePodConfig` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn validate_storage_pod_config(
+    pub fn validate_storage_pod_config(
         &self,
         this: &x::ManagedObjectReference,
         pod: &x::ManagedObjectReference,
         spec: &StorageDrsConfigSpec,
-    ) -> Result<Option<LocalizedMethodFault>, crate::Error> {
-        self.invoke(
-                &ValidateStoragePodConfigRequestType {
-                    this: this.clone(),
-                    pod: pod.clone(),
-                    spec: spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Option<LocalizedMethodFault>, crate::Error>,
+    > + 'a {
+        self.call(ValidateStoragePodConfigRequestType {
+            this: this.clone(),
+            pod: pod.clone(),
+            spec: spec.clone(),
+        })
     }
     /// Invokes `VstorageObjectVCenterQueryChangedDiskAreas` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidArgument`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
     #[inline]
-    pub async fn vstorage_object_vcenter_query_changed_disk_areas(
+    pub fn vstorage_object_vcenter_query_changed_disk_areas(
         &self,
         this: &x::ManagedObjectReference,
         id: &ID,
@@ -437,339 +408,309 @@ impl crate::Vim<'_> {
         snapshot_id: &ID,
         start_offset: i64,
         change_id: &str,
-    ) -> Result<DiskChangeInfo, crate::Error> {
-        self.invoke(
-                &VstorageObjectVCenterQueryChangedDiskAreasRequestType {
-                    this: this.clone(),
-                    id: id.clone(),
-                    datastore: datastore.clone(),
-                    snapshot_id: snapshot_id.clone(),
-                    start_offset,
-                    change_id: change_id.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<DiskChangeInfo, crate::Error>> + 'a {
+        self.call(VstorageObjectVCenterQueryChangedDiskAreasRequestType {
+            this: this.clone(),
+            id: id.clone(),
+            datastore: datastore.clone(),
+            snapshot_id: snapshot_id.clone(),
+            start_offset,
+            change_id: change_id.to_owned(),
+        })
     }
     /// Invokes `WaitForUpdates` on `PropertyCollector`.
     ///
     /// Declared faults: `InvalidCollectorVersion`, `RuntimeFault`.
     #[inline]
-    pub async fn wait_for_updates(
+    pub fn wait_for_updates(
         &self,
         this: &x::ManagedObjectReference,
         version: Option<&str>,
-    ) -> Result<UpdateSet, crate::Error> {
-        self.invoke(
-                &WaitForUpdatesRequestType {
-                    this: this.clone(),
-                    version: version.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<UpdateSet, crate::Error>> + 'a {
+        self.call(WaitForUpdatesRequestType {
+            this: this.clone(),
+            version: version.map(str::to_owned),
+        })
     }
     /// Invokes `WaitForUpdatesEx` on `PropertyCollector`.
     ///
     /// Declared faults: `InvalidCollectorVersion`, `RuntimeFault`.
     #[inline]
-    pub async fn wait_for_updates_ex(
+    pub fn wait_for_updates_ex(
         &self,
         this: &x::ManagedObjectReference,
         version: Option<&str>,
         options: Option<&WaitOptions>,
-    ) -> Result<Option<UpdateSet>, crate::Error> {
-        self.invoke(
-                &WaitForUpdatesExRequestType {
-                    this: this.clone(),
-                    version: version.map(str::to_owned),
-                    options: options.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Option<UpdateSet>, crate::Error>,
+    > + 'a {
+        self.call(WaitForUpdatesExRequestType {
+            this: this.clone(),
+            version: version.map(str::to_owned),
+            options: options.cloned(),
+        })
     }
     /// Invokes `XmlToCustomizationSpecItem` on `CustomizationSpecManager`.
     ///
     /// Declared faults: `CustomizationFault`, `RuntimeFault`.
     #[inline]
-    pub async fn xml_to_customization_spec_item(
+    pub fn xml_to_customization_spec_item(
         &self,
         this: &x::ManagedObjectReference,
         spec_item_xml: &str,
-    ) -> Result<CustomizationSpecItem, crate::Error> {
-        self.invoke(
-                &XmlToCustomizationSpecItemRequestType {
-                    this: this.clone(),
-                    spec_item_xml: spec_item_xml.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<CustomizationSpecItem, crate::Error>,
+    > + 'a {
+        self.call(XmlToCustomizationSpecItemRequestType {
+            this: this.clone(),
+            spec_item_xml: spec_item_xml.to_owned(),
+        })
     }
     /// Invokes `ZeroFillVirtualDisk_Task` on `VirtualDiskManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `RuntimeFault`.
     #[inline]
-    pub async fn zero_fill_virtual_disk_task(
+    pub fn zero_fill_virtual_disk_task(
         &self,
         this: &x::ManagedObjectReference,
         name: &str,
         datacenter: Option<&x::ManagedObjectReference>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ZeroFillVirtualDiskRequestType {
-                    this: this.clone(),
-                    name: name.to_owned(),
-                    datacenter: datacenter.cloned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ZeroFillVirtualDiskRequestType {
+            this: this.clone(),
+            name: name.to_owned(),
+            datacenter: datacenter.cloned(),
+        })
     }
     /// Invokes `configureVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn configure_vcha_task(
+    pub fn configure_vcha_task(
         &self,
         this: &x::ManagedObjectReference,
         config_spec: &VchaClusterConfigSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ConfigureVchaRequestType {
-                    this: this.clone(),
-                    config_spec: config_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ConfigureVchaRequestType {
+            this: this.clone(),
+            config_spec: config_spec.clone(),
+        })
     }
     /// Invokes `createPassiveNode_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_passive_node_task(
+    pub fn create_passive_node_task(
         &self,
         this: &x::ManagedObjectReference,
         passive_deployment_spec: &PassiveNodeDeploymentSpec,
         source_vc_spec: &SourceNodeSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreatePassiveNodeRequestType {
-                    this: this.clone(),
-                    passive_deployment_spec: passive_deployment_spec.clone(),
-                    source_vc_spec: source_vc_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreatePassiveNodeRequestType {
+            this: this.clone(),
+            passive_deployment_spec: passive_deployment_spec.clone(),
+            source_vc_spec: source_vc_spec.clone(),
+        })
     }
     /// Invokes `createWitnessNode_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn create_witness_node_task(
+    pub fn create_witness_node_task(
         &self,
         this: &x::ManagedObjectReference,
         witness_deployment_spec: &AnyNodeDeploymentSpec,
         source_vc_spec: &SourceNodeSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &CreateWitnessNodeRequestType {
-                    this: this.clone(),
-                    witness_deployment_spec: witness_deployment_spec.clone(),
-                    source_vc_spec: source_vc_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(CreateWitnessNodeRequestType {
+            this: this.clone(),
+            witness_deployment_spec: witness_deployment_spec.clone(),
+            source_vc_spec: source_vc_spec.clone(),
+        })
     }
     /// Invokes `deployVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn deploy_vcha_task(
+    pub fn deploy_vcha_task(
         &self,
         this: &x::ManagedObjectReference,
         deployment_spec: &VchaClusterDeploymentSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &DeployVchaRequestType {
-                    this: this.clone(),
-                    deployment_spec: deployment_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(DeployVchaRequestType {
+            this: this.clone(),
+            deployment_spec: deployment_spec.clone(),
+        })
     }
     /// Invokes `destroyVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn destroy_vcha_task(
+    pub fn destroy_vcha_task(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &DestroyVchaRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(DestroyVchaRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `fetchSoftwarePackages` on `HostImageConfigManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn fetch_software_packages(
+    pub fn fetch_software_packages(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<Vec<SoftwarePackage>, crate::Error> {
-        self.invoke(
-                &FetchSoftwarePackagesRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<SoftwarePackage>, crate::Error>,
+    > + 'a {
+        self.call(FetchSoftwarePackagesRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `getClusterMode` on `FailoverClusterManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn get_cluster_mode(
+    pub fn get_cluster_mode(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &GetClusterModeRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(GetClusterModeRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `getVchaConfig` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn get_vcha_config(
+    pub fn get_vcha_config(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<VchaClusterConfigInfo, crate::Error> {
-        self.invoke(
-                &GetVchaConfigRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<VchaClusterConfigInfo, crate::Error>,
+    > + 'a {
+        self.call(GetVchaConfigRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `initiateFailover_Task` on `FailoverClusterManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn initiate_failover_task(
+    pub fn initiate_failover_task(
         &self,
         this: &x::ManagedObjectReference,
         planned: bool,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &InitiateFailoverRequestType {
-                    this: this.clone(),
-                    planned,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(InitiateFailoverRequestType {
+            this: this.clone(),
+            planned,
+        })
     }
     /// Invokes `installDate` on `HostImageConfigManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn install_date(
+    pub fn install_date(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::DateTime, crate::Error> {
-        self.invoke(
-                &InstallDateRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<x::DateTime, crate::Error>> + 'a {
+        self.call(InstallDateRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `prepareVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn prepare_vcha_task(
+    pub fn prepare_vcha_task(
         &self,
         this: &x::ManagedObjectReference,
         network_spec: &VchaClusterNetworkSpec,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &PrepareVchaRequestType {
-                    this: this.clone(),
-                    network_spec: network_spec.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(PrepareVchaRequestType {
+            this: this.clone(),
+            network_spec: network_spec.clone(),
+        })
     }
     /// Invokes `queryDatacenterConfigOptionDescriptor` on `Datacenter`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn query_datacenter_config_option_descriptor(
+    pub fn query_datacenter_config_option_descriptor(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<Vec<VirtualMachineConfigOptionDescriptor>, crate::Error> {
-        self.invoke(
-                &QueryDatacenterConfigOptionDescriptorRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<Vec<VirtualMachineConfigOptionDescriptor>, crate::Error>,
+    > + 'a {
+        self.call(QueryDatacenterConfigOptionDescriptorRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `reloadVirtualMachineFromPath_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `AlreadyExists`, `FileFault`, `InvalidPowerState`, `InvalidState`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
     #[inline]
-    pub async fn reload_virtual_machine_from_path_task(
+    pub fn reload_virtual_machine_from_path_task(
         &self,
         this: &x::ManagedObjectReference,
         configuration_path: &str,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &ReloadVirtualMachineFromPathRequestType {
-                    this: this.clone(),
-                    configuration_path: configuration_path.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(ReloadVirtualMachineFromPathRequestType {
+            this: this.clone(),
+            configuration_path: configuration_path.to_owned(),
+        })
     }
     /// Invokes `setClusterMode_Task` on `FailoverClusterManager`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn set_cluster_mode_task(
+    pub fn set_cluster_mode_task(
         &self,
         this: &x::ManagedObjectReference,
         mode: &str,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &SetClusterModeRequestType {
-                    this: this.clone(),
-                    mode: mode.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(SetClusterModeRequestType {
+            this: this.clone(),
+            mode: mode.to_owned(),
+        })
     }
     /// Invokes `setCustomValue` on `ExtensibleManagedObject`.
     ///
     /// Declared faults: `RuntimeFault`.
     #[inline]
-    pub async fn set_custom_value(
+    pub fn set_custom_value(
         &self,
         this: &x::ManagedObjectReference,
         key: &str,
         value: &str,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &SetCustomValueRequestType {
-                    this: this.clone(),
-                    key: key.to_owned(),
-                    value: value.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(SetCustomValueRequestType {
+            this: this.clone(),
+            key: key.to_owned(),
+            value: value.to_owned(),
+        })
     }
     /// Invokes `startDpuFailover` on `HostNetworkSystem`.
     ///
@@ -777,34 +718,30 @@ impl crate::Vim<'_> {
     ///
     /// Declared faults: `InvalidArgument`, `RuntimeFault`.
     #[inline]
-    pub async fn start_dpu_failover(
+    pub fn start_dpu_failover(
         &self,
         this: &x::ManagedObjectReference,
         dvs_name: &str,
         target_dpu_alias: Option<&str>,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &StartDpuFailoverRequestType {
-                    this: this.clone(),
-                    dvs_name: dvs_name.to_owned(),
-                    target_dpu_alias: target_dpu_alias.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(StartDpuFailoverRequestType {
+            this: this.clone(),
+            dvs_name: dvs_name.to_owned(),
+            target_dpu_alias: target_dpu_alias.map(str::to_owned),
+        })
     }
     /// Invokes `unregisterVApp_Task` on `VirtualApp`.
     ///
     /// Declared faults: `ConcurrentAccess`, `InvalidState`, `RuntimeFault`.
     #[inline]
-    pub async fn unregister_vapp_task(
+    pub fn unregister_vapp_task(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &UnregisterVAppRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(UnregisterVAppRequestType {
+            this: this.clone(),
+        })
     }
 }

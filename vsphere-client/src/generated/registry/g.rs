@@ -220,40 +220,7 @@ impl std::fmt::Debug for Object {
 
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Object::GuestPermissionDenied(a), Object::GuestPermissionDenied(b)) => **a == **b,
-            (Object::GuestPosixFileAttributes(a), Object::GuestPosixFileAttributes(b)) => **a == **b,
-            (Object::GuestProcessInfo(a), Object::GuestProcessInfo(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::GuestProcessNotFound(a), Object::GuestProcessNotFound(b)) => **a == **b,
-            (Object::GuestProgramSpec(a), Object::GuestProgramSpec(b)) => **a == **b,
-            (Object::GuestQuiesceEndGuestQuiesceError(a), Object::GuestQuiesceEndGuestQuiesceError(b)) => **a == **b,
-            (Object::GuestRegKeyNameSpec(a), Object::GuestRegKeyNameSpec(b)) => **a == **b,
-            (Object::GuestRegKeyRecordSpec(a), Object::GuestRegKeyRecordSpec(b)) => **a == **b,
-            (Object::GuestRegKeySpec(a), Object::GuestRegKeySpec(b)) => **a == **b,
-            (Object::GuestRegKeyWowSpec(a), Object::GuestRegKeyWowSpec(b)) => **a == **b,
-            (Object::GuestRegValueBinarySpec(a), Object::GuestRegValueBinarySpec(b)) => **a == **b,
-            (Object::GuestRegValueDataSpec(a), Object::GuestRegValueDataSpec(b)) => **a == **b,
-            (Object::GuestRegValueDwordSpec(a), Object::GuestRegValueDwordSpec(b)) => **a == **b,
-            (Object::GuestRegValueExpandStringSpec(a), Object::GuestRegValueExpandStringSpec(b)) => **a == **b,
-            (Object::GuestRegValueMultiStringSpec(a), Object::GuestRegValueMultiStringSpec(b)) => **a == **b,
-            (Object::GuestRegValueNameSpec(a), Object::GuestRegValueNameSpec(b)) => **a == **b,
-            (Object::GuestRegValueQwordSpec(a), Object::GuestRegValueQwordSpec(b)) => **a == **b,
-            (Object::GuestRegValueSpec(a), Object::GuestRegValueSpec(b)) => **a == **b,
-            (Object::GuestRegValueStringSpec(a), Object::GuestRegValueStringSpec(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::GuestRegistryFault(a), Object::GuestRegistryFault(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyAlreadyExists(a), Object::GuestRegistryKeyAlreadyExists(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyFault(a), Object::GuestRegistryKeyFault(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyHasSubkeys(a), Object::GuestRegistryKeyHasSubkeys(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyInvalid(a), Object::GuestRegistryKeyInvalid(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::GuestRegistryKeyParentVolatile(a), Object::GuestRegistryKeyParentVolatile(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::GuestRegistryValueFault(a), Object::GuestRegistryValueFault(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::GuestRegistryValueNotFound(a), Object::GuestRegistryValueNotFound(b)) => **a == **b,
-            (Object::GuestScreenInfo(a), Object::GuestScreenInfo(b)) => **a == **b,
-            (Object::GuestStackInfo(a), Object::GuestStackInfo(b)) => **a == **b,
-            (Object::GuestWindowsFileAttributes(a), Object::GuestWindowsFileAttributes(b)) => **a == **b,
-            (Object::GuestWindowsProgramSpec(a), Object::GuestWindowsProgramSpec(b)) => **a == **b,
-            #[allow(unreachable_patterns)] _ => false,
-        }
+        x::same_object(self, other)
     }
 }
 

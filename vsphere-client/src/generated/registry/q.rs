@@ -467,14 +467,7 @@ impl std::fmt::Debug for Object {
 
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            #[cfg(feature = "all-faults")] (Object::QuarantineModeFault(a), Object::QuarantineModeFault(b)) => **a == **b,
-            (Object::QuarantineModeFaultFaultType(a), Object::QuarantineModeFaultFaultType(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::QuestionPending(a), Object::QuestionPending(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::QuiesceDatastoreIOForHAFailed(a), Object::QuiesceDatastoreIOForHAFailed(b)) => **a == **b,
-            (Object::QuiesceMode(a), Object::QuiesceMode(b)) => **a == **b,
-            #[allow(unreachable_patterns)] _ => false,
-        }
+        x::same_object(self, other)
     }
 }
 

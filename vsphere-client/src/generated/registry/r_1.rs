@@ -756,47 +756,7 @@ impl std::fmt::Debug for Object {
 
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            #[cfg(feature = "all-faults")] (Object::RDMConversionNotSupported(a), Object::RDMConversionNotSupported(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RDMNotPreserved(a), Object::RDMNotPreserved(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RDMNotSupported(a), Object::RDMNotSupported(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RDMNotSupportedOnDatastore(a), Object::RDMNotSupportedOnDatastore(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RDMPointsToInaccessibleDisk(a), Object::RDMPointsToInaccessibleDisk(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RawDiskNotSupported(a), Object::RawDiskNotSupported(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReadHostResourcePoolTreeFailed(a), Object::ReadHostResourcePoolTreeFailed(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReadOnlyDisksWithLegacyDestination(a), Object::ReadOnlyDisksWithLegacyDestination(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RebootRequired(a), Object::RebootRequired(b)) => **a == **b,
-            (Object::RecommendationReasonCode(a), Object::RecommendationReasonCode(b)) => **a == **b,
-            (Object::RecommendationType(a), Object::RecommendationType(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RecordReplayDisabled(a), Object::RecordReplayDisabled(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::RecoveryEvent(a), Object::RecoveryEvent(b)) => **a == **b,
-            (Object::RecurrentTaskScheduler(a), Object::RecurrentTaskScheduler(b)) => **a == **b,
-            (Object::Relation(a), Object::Relation(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RemoteDeviceNotSupported(a), Object::RemoteDeviceNotSupported(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::RemoteTSMEnabledEvent(a), Object::RemoteTSMEnabledEvent(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RemoveFailed(a), Object::RemoveFailed(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReplicationConfigFault(a), Object::ReplicationConfigFault(b)) => **a == **b,
-            (Object::ReplicationConfigSpec(a), Object::ReplicationConfigSpec(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReplicationDiskConfigFault(a), Object::ReplicationDiskConfigFault(b)) => **a == **b,
-            (Object::ReplicationDiskConfigFaultReasonForFault(a), Object::ReplicationDiskConfigFaultReasonForFault(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReplicationFault(a), Object::ReplicationFault(b)) => **a == **b,
-            (Object::ReplicationGroupId(a), Object::ReplicationGroupId(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReplicationIncompatibleWithFT(a), Object::ReplicationIncompatibleWithFT(b)) => **a == **b,
-            (Object::ReplicationInfoDiskSettings(a), Object::ReplicationInfoDiskSettings(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReplicationInvalidOptions(a), Object::ReplicationInvalidOptions(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReplicationNotSupportedOnHost(a), Object::ReplicationNotSupportedOnHost(b)) => **a == **b,
-            (Object::ReplicationSpec(a), Object::ReplicationSpec(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReplicationVmConfigFault(a), Object::ReplicationVmConfigFault(b)) => **a == **b,
-            (Object::ReplicationVmConfigFaultReasonForFault(a), Object::ReplicationVmConfigFaultReasonForFault(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReplicationVmFault(a), Object::ReplicationVmFault(b)) => **a == **b,
-            (Object::ReplicationVmFaultReasonForFault(a), Object::ReplicationVmFaultReasonForFault(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ReplicationVmInProgressFault(a), Object::ReplicationVmInProgressFault(b)) => **a == **b,
-            (Object::ReplicationVmInProgressFaultActivity(a), Object::ReplicationVmInProgressFaultActivity(b)) => **a == **b,
-            (Object::ReplicationVmProgressInfo(a), Object::ReplicationVmProgressInfo(b)) => **a == **b,
-            (Object::ReplicationVmState(a), Object::ReplicationVmState(b)) => **a == **b,
-            (Object::RequestCanceled(a), Object::RequestCanceled(b)) => **a == **b,
-            #[allow(unreachable_patterns)] _ => false,
-        }
+        x::same_object(self, other)
     }
 }
 

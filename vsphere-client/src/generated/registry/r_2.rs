@@ -417,42 +417,7 @@ impl std::fmt::Debug for Object {
 
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Object::ResourceAllocationInfo(a), Object::ResourceAllocationInfo(b)) => **a == **b,
-            (Object::ResourceAllocationOption(a), Object::ResourceAllocationOption(b)) => **a == **b,
-            (Object::ResourceConfigOption(a), Object::ResourceConfigOption(b)) => **a == **b,
-            (Object::ResourceConfigSpec(a), Object::ResourceConfigSpec(b)) => **a == **b,
-            (Object::ResourceConfigSpecScaleSharesBehavior(a), Object::ResourceConfigSpecScaleSharesBehavior(b)) => **a == **b,
-            (Object::ResourceInUse(a), Object::ResourceInUse(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::ResourceNotAvailable(a), Object::ResourceNotAvailable(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::ResourcePoolCreatedEvent(a), Object::ResourcePoolCreatedEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::ResourcePoolDestroyedEvent(a), Object::ResourcePoolDestroyedEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::ResourcePoolEvent(a), Object::ResourcePoolEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::ResourcePoolEventArgument(a), Object::ResourcePoolEventArgument(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::ResourcePoolMovedEvent(a), Object::ResourcePoolMovedEvent(b)) => **a == **b,
-            (Object::ResourcePoolQuickStats(a), Object::ResourcePoolQuickStats(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::ResourcePoolReconfiguredEvent(a), Object::ResourcePoolReconfiguredEvent(b)) => **a == **b,
-            (Object::ResourcePoolResourceUsage(a), Object::ResourcePoolResourceUsage(b)) => **a == **b,
-            (Object::ResourcePoolRuntimeInfo(a), Object::ResourcePoolRuntimeInfo(b)) => **a == **b,
-            (Object::ResourcePoolSummary(a), Object::ResourcePoolSummary(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::ResourceViolatedEvent(a), Object::ResourceViolatedEvent(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RestrictedByAdministrator(a), Object::RestrictedByAdministrator(b)) => **a == **b,
-            (Object::RestrictedVersion(a), Object::RestrictedVersion(b)) => **a == **b,
-            (Object::RetrieveOptions(a), Object::RetrieveOptions(b)) => **a == **b,
-            (Object::RetrieveResult(a), Object::RetrieveResult(b)) => **a == **b,
-            (Object::RetrieveVStorageObjSpec(a), Object::RetrieveVStorageObjSpec(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::RoleAddedEvent(a), Object::RoleAddedEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::RoleEvent(a), Object::RoleEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::RoleEventArgument(a), Object::RoleEventArgument(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::RoleRemovedEvent(a), Object::RoleRemovedEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::RoleUpdatedEvent(a), Object::RoleUpdatedEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::RollbackEvent(a), Object::RollbackEvent(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RollbackFailure(a), Object::RollbackFailure(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::RuleViolation(a), Object::RuleViolation(b)) => **a == **b,
-            (Object::RunScriptAction(a), Object::RunScriptAction(b)) => **a == **b,
-            (Object::RuntimeFault(a), Object::RuntimeFault(b)) => **a == **b,
-            #[allow(unreachable_patterns)] _ => false,
-        }
+        x::same_object(self, other)
     }
 }
 

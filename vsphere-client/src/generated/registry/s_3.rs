@@ -362,52 +362,7 @@ impl std::fmt::Debug for Object {
 
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Object::StorageDrsPodConfigInfo(a), Object::StorageDrsPodConfigInfo(b)) => **a == **b,
-            (Object::StorageDrsPodConfigInfoBehavior(a), Object::StorageDrsPodConfigInfoBehavior(b)) => **a == **b,
-            (Object::StorageDrsPodConfigSpec(a), Object::StorageDrsPodConfigSpec(b)) => **a == **b,
-            (Object::StorageDrsPodSelectionSpec(a), Object::StorageDrsPodSelectionSpec(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::StorageDrsRelocateDisabled(a), Object::StorageDrsRelocateDisabled(b)) => **a == **b,
-            (Object::StorageDrsSpaceLoadBalanceConfig(a), Object::StorageDrsSpaceLoadBalanceConfig(b)) => **a == **b,
-            (Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(a), Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::StorageDrsStaleHmsCollection(a), Object::StorageDrsStaleHmsCollection(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::StorageDrsUnableToMoveFiles(a), Object::StorageDrsUnableToMoveFiles(b)) => **a == **b,
-            (Object::StorageDrsVmConfigInfo(a), Object::StorageDrsVmConfigInfo(b)) => **a == **b,
-            (Object::StorageDrsVmConfigSpec(a), Object::StorageDrsVmConfigSpec(b)) => **a == **b,
-            (Object::StorageIOAllocationInfo(a), Object::StorageIOAllocationInfo(b)) => **a == **b,
-            (Object::StorageIOAllocationOption(a), Object::StorageIOAllocationOption(b)) => **a == **b,
-            (Object::StorageIORMConfigOption(a), Object::StorageIORMConfigOption(b)) => **a == **b,
-            (Object::StorageIORMConfigSpec(a), Object::StorageIORMConfigSpec(b)) => **a == **b,
-            (Object::StorageIORMInfo(a), Object::StorageIORMInfo(b)) => **a == **b,
-            (Object::StorageIORMThresholdMode(a), Object::StorageIORMThresholdMode(b)) => **a == **b,
-            (Object::StorageMigrationAction(a), Object::StorageMigrationAction(b)) => **a == **b,
-            (Object::StoragePerformanceSummary(a), Object::StoragePerformanceSummary(b)) => **a == **b,
-            (Object::StoragePlacementAction(a), Object::StoragePlacementAction(b)) => **a == **b,
-            (Object::StoragePlacementResult(a), Object::StoragePlacementResult(b)) => **a == **b,
-            (Object::StoragePlacementSpec(a), Object::StoragePlacementSpec(b)) => **a == **b,
-            (Object::StoragePlacementSpecPlacementType(a), Object::StoragePlacementSpecPlacementType(b)) => **a == **b,
-            (Object::StoragePodSummary(a), Object::StoragePodSummary(b)) => **a == **b,
-            (Object::StorageProfile(a), Object::StorageProfile(b)) => **a == **b,
-            (Object::StorageRequirement(a), Object::StorageRequirement(b)) => **a == **b,
-            (Object::StorageResourceManagerStorageProfileStatistics(a), Object::StorageResourceManagerStorageProfileStatistics(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::StorageVMotionNotSupported(a), Object::StorageVMotionNotSupported(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::StorageVmotionIncompatible(a), Object::StorageVmotionIncompatible(b)) => **a == **b,
-            (Object::StringExpression(a), Object::StringExpression(b)) => **a == **b,
-            (Object::StringOption(a), Object::StringOption(b)) => **a == **b,
-            (Object::StringPolicy(a), Object::StringPolicy(b)) => **a == **b,
-            (Object::StructuredCustomizations(a), Object::StructuredCustomizations(b)) => **a == **b,
-            (Object::SubnetInfo(a), Object::SubnetInfo(b)) => **a == **b,
-            (Object::SubnetInfoFolderInfo(a), Object::SubnetInfoFolderInfo(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::SuspendedRelocateNotSupported(a), Object::SuspendedRelocateNotSupported(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::SwapDatastoreNotWritableOnHost(a), Object::SwapDatastoreNotWritableOnHost(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::SwapDatastoreUnset(a), Object::SwapDatastoreUnset(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::SwapPlacementOverrideNotSupported(a), Object::SwapPlacementOverrideNotSupported(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::SwitchIpUnset(a), Object::SwitchIpUnset(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::SwitchNotInUpgradeMode(a), Object::SwitchNotInUpgradeMode(b)) => **a == **b,
-            (Object::SystemError(a), Object::SystemError(b)) => **a == **b,
-            (Object::SystemEventInfo(a), Object::SystemEventInfo(b)) => **a == **b,
-            #[allow(unreachable_patterns)] _ => false,
-        }
+        x::same_object(self, other)
     }
 }
 

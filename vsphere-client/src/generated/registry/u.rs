@@ -649,51 +649,7 @@ impl std::fmt::Debug for Object {
 
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            #[cfg(feature = "all-faults")] (Object::UnSupportedDatastoreForVFlash(a), Object::UnSupportedDatastoreForVFlash(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UncommittedUndoableDisk(a), Object::UncommittedUndoableDisk(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnconfiguredPropertyValue(a), Object::UnconfiguredPropertyValue(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UncustomizableGuest(a), Object::UncustomizableGuest(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnexpectedCustomizationFault(a), Object::UnexpectedCustomizationFault(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnexpectedFault(a), Object::UnexpectedFault(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UnlicensedVirtualMachinesEvent(a), Object::UnlicensedVirtualMachinesEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UnlicensedVirtualMachinesFoundEvent(a), Object::UnlicensedVirtualMachinesFoundEvent(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnrecognizedHost(a), Object::UnrecognizedHost(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnsharedSwapVMotionNotSupported(a), Object::UnsharedSwapVMotionNotSupported(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnsupportedDatastore(a), Object::UnsupportedDatastore(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnsupportedGuest(a), Object::UnsupportedGuest(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnsupportedVimApiVersion(a), Object::UnsupportedVimApiVersion(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnsupportedVmxLocation(a), Object::UnsupportedVmxLocation(b)) => **a == **b,
-            (Object::UntrustedCertificate(a), Object::UntrustedCertificate(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UnusedVirtualDiskBlocksNotScrubbed(a), Object::UnusedVirtualDiskBlocksNotScrubbed(b)) => **a == **b,
-            (Object::UpdateSet(a), Object::UpdateSet(b)) => **a == **b,
-            (Object::UpdateVirtualMachineFilesResult(a), Object::UpdateVirtualMachineFilesResult(b)) => **a == **b,
-            (Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(a), Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UpdatedAgentBeingRestartedEvent(a), Object::UpdatedAgentBeingRestartedEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UpgradeEvent(a), Object::UpgradeEvent(b)) => **a == **b,
-            (Object::UpgradePolicy(a), Object::UpgradePolicy(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UplinkPortMtuNotSupportEvent(a), Object::UplinkPortMtuNotSupportEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UplinkPortMtuSupportEvent(a), Object::UplinkPortMtuSupportEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UplinkPortVlanTrunkedEvent(a), Object::UplinkPortVlanTrunkedEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UplinkPortVlanUntrunkedEvent(a), Object::UplinkPortVlanUntrunkedEvent(b)) => **a == **b,
-            (Object::UsbScanCodeSpec(a), Object::UsbScanCodeSpec(b)) => **a == **b,
-            (Object::UsbScanCodeSpecKeyEvent(a), Object::UsbScanCodeSpecKeyEvent(b)) => **a == **b,
-            (Object::UsbScanCodeSpecModifierType(a), Object::UsbScanCodeSpecModifierType(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UserAssignedToGroup(a), Object::UserAssignedToGroup(b)) => **a == **b,
-            (Object::UserGroupProfile(a), Object::UserGroupProfile(b)) => **a == **b,
-            (Object::UserInputRequiredParameterMetadata(a), Object::UserInputRequiredParameterMetadata(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UserLoginSessionEvent(a), Object::UserLoginSessionEvent(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UserLogoutSessionEvent(a), Object::UserLogoutSessionEvent(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::UserNotFound(a), Object::UserNotFound(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UserPasswordChanged(a), Object::UserPasswordChanged(b)) => **a == **b,
-            (Object::UserPrivilegeResult(a), Object::UserPrivilegeResult(b)) => **a == **b,
-            (Object::UserProfile(a), Object::UserProfile(b)) => **a == **b,
-            (Object::UserSearchResult(a), Object::UserSearchResult(b)) => **a == **b,
-            (Object::UserSession(a), Object::UserSession(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UserUnassignedFromGroup(a), Object::UserUnassignedFromGroup(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::UserUpgradeEvent(a), Object::UserUpgradeEvent(b)) => **a == **b,
-            #[allow(unreachable_patterns)] _ => false,
-        }
+        x::same_object(self, other)
     }
 }
 

@@ -235,27 +235,7 @@ impl std::fmt::Debug for Object {
 
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Object::WaitOptions(a), Object::WaitOptions(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::WakeOnLanNotSupported(a), Object::WakeOnLanNotSupported(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::WakeOnLanNotSupportedByVmotionNIC(a), Object::WakeOnLanNotSupportedByVmotionNIC(b)) => **a == **b,
-            #[cfg(feature = "all-events")] (Object::WarningUpgradeEvent(a), Object::WarningUpgradeEvent(b)) => **a == **b,
-            (Object::WeekOfMonth(a), Object::WeekOfMonth(b)) => **a == **b,
-            (Object::WeeklyTaskScheduler(a), Object::WeeklyTaskScheduler(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::WillLoseHAProtection(a), Object::WillLoseHAProtection(b)) => **a == **b,
-            (Object::WillLoseHAProtectionResolution(a), Object::WillLoseHAProtectionResolution(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::WillModifyConfigCpuRequirements(a), Object::WillModifyConfigCpuRequirements(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::WillResetSnapshotDirectory(a), Object::WillResetSnapshotDirectory(b)) => **a == **b,
-            (Object::WinNetBIOSConfigInfo(a), Object::WinNetBIOSConfigInfo(b)) => **a == **b,
-            #[cfg(feature = "all-faults")] (Object::WipeDiskFault(a), Object::WipeDiskFault(b)) => **a == **b,
-            (Object::WitnessNodeInfo(a), Object::WitnessNodeInfo(b)) => **a == **b,
-            (Object::VslmDiskInfoFlag(a), Object::VslmDiskInfoFlag(b)) => **a == **b,
-            (Object::VslmInfrastructureObjectPolicy(a), Object::VslmInfrastructureObjectPolicy(b)) => **a == **b,
-            (Object::VslmInfrastructureObjectPolicySpec(a), Object::VslmInfrastructureObjectPolicySpec(b)) => **a == **b,
-            (Object::VslmVClockInfo(a), Object::VslmVClockInfo(b)) => **a == **b,
-            (Object::VslmVStorageObjectControlFlag(a), Object::VslmVStorageObjectControlFlag(b)) => **a == **b,
-            #[allow(unreachable_patterns)] _ => false,
-        }
+        x::same_object(self, other)
     }
 }
 

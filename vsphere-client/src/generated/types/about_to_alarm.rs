@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `AboutInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AboutInfo {
     /// `name`.
     pub name: String,
@@ -43,6 +43,16 @@ impl x::SchemaType for AboutInfo {
     const TYPE_NAME: &'static str = "AboutInfo";
 }
 impl x::Structure for AboutInfo {}
+impl std::fmt::Debug for AboutInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AboutInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for AboutInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AboutInfo {
     fn decode_field(
         &mut self,
@@ -92,7 +102,7 @@ impl x::Fields for AboutInfo {
 /// `AccountCreatedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AccountCreatedEvent {
     /// The fields `AccountCreatedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -107,6 +117,18 @@ impl x::SchemaType for AccountCreatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AccountCreatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AccountCreatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AccountCreatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AccountCreatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AccountCreatedEvent {
     type Target = HostEvent;
@@ -147,7 +169,7 @@ impl x::Fields for AccountCreatedEvent {
 /// `AccountRemovedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AccountRemovedEvent {
     /// The fields `AccountRemovedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -162,6 +184,18 @@ impl x::SchemaType for AccountRemovedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AccountRemovedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AccountRemovedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AccountRemovedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AccountRemovedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AccountRemovedEvent {
     type Target = HostEvent;
@@ -202,7 +236,7 @@ impl x::Fields for AccountRemovedEvent {
 /// `AccountUpdatedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AccountUpdatedEvent {
     /// The fields `AccountUpdatedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -219,6 +253,18 @@ impl x::SchemaType for AccountUpdatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AccountUpdatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AccountUpdatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AccountUpdatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AccountUpdatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AccountUpdatedEvent {
     type Target = HostEvent;
@@ -260,12 +306,22 @@ impl x::Fields for AccountUpdatedEvent {
 /// `Action` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyAction`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct Action {}
 impl x::SchemaType for Action {
     const TYPE_NAME: &'static str = "Action";
 }
 impl x::Structure for Action {}
+impl std::fmt::Debug for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Action", x::fields_ref(self))
+    }
+}
+impl PartialEq for Action {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for Action {
     fn decode_field(
         &mut self,
@@ -280,7 +336,7 @@ impl x::Fields for Action {
 /// `ActiveDirectoryFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ActiveDirectoryFault {
     /// The fields `ActiveDirectoryFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -293,6 +349,18 @@ impl x::SchemaType for ActiveDirectoryFault {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ActiveDirectoryFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ActiveDirectoryFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ActiveDirectoryFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ActiveDirectoryFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for ActiveDirectoryFault {
     type Target = VimFault;
@@ -330,7 +398,7 @@ impl x::Fields for ActiveDirectoryFault {
 /// `ActiveDirectoryProfile` (extends `ApplyProfile`).
 ///
 /// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ActiveDirectoryProfile {
     /// The fields `ActiveDirectoryProfile` inherits from `ApplyProfile`.
     pub apply_profile: ApplyProfile,
@@ -339,6 +407,16 @@ impl x::SchemaType for ActiveDirectoryProfile {
     const TYPE_NAME: &'static str = "ActiveDirectoryProfile";
 }
 impl x::Structure for ActiveDirectoryProfile {}
+impl std::fmt::Debug for ActiveDirectoryProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ActiveDirectoryProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for ActiveDirectoryProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for ActiveDirectoryProfile {
     type Target = ApplyProfile;
     #[inline]
@@ -369,7 +447,7 @@ impl x::Fields for ActiveDirectoryProfile {
 /// `ActiveVMsBlockingEVC` (extends `EVCConfigFault`).
 ///
 /// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ActiveVMsBlockingEVC {
     /// The fields `ActiveVMsBlockingEVC` inherits from `EVCConfigFault`.
     pub evc_config_fault: EVCConfigFault,
@@ -386,6 +464,18 @@ impl x::SchemaType for ActiveVMsBlockingEVC {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ActiveVMsBlockingEVC {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ActiveVMsBlockingEVC {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ActiveVMsBlockingEVC", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ActiveVMsBlockingEVC {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl Clone for ActiveVMsBlockingEVC {
     fn clone(&self) -> Self {
@@ -439,7 +529,7 @@ impl x::Fields for ActiveVMsBlockingEVC {
 /// `AdminDisabled` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AdminDisabled {
     /// The fields `AdminDisabled` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
@@ -450,6 +540,18 @@ impl x::SchemaType for AdminDisabled {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for AdminDisabled {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for AdminDisabled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AdminDisabled", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for AdminDisabled {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for AdminDisabled {
     type Target = HostConfigFault;
@@ -483,7 +585,7 @@ impl x::Fields for AdminDisabled {
 /// `AdminNotDisabled` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AdminNotDisabled {
     /// The fields `AdminNotDisabled` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
@@ -494,6 +596,18 @@ impl x::SchemaType for AdminNotDisabled {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for AdminNotDisabled {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for AdminNotDisabled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AdminNotDisabled", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for AdminNotDisabled {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for AdminNotDisabled {
     type Target = HostConfigFault;
@@ -527,7 +641,7 @@ impl x::Fields for AdminNotDisabled {
 /// `AdminPasswordNotChangedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AdminPasswordNotChangedEvent {
     /// The fields `AdminPasswordNotChangedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -538,6 +652,18 @@ impl x::SchemaType for AdminPasswordNotChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AdminPasswordNotChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AdminPasswordNotChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AdminPasswordNotChangedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AdminPasswordNotChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AdminPasswordNotChangedEvent {
     type Target = HostEvent;
@@ -571,7 +697,7 @@ impl x::Fields for AdminPasswordNotChangedEvent {
 /// `AffinityConfigured` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AffinityConfigured {
     /// The fields `AffinityConfigured` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
@@ -584,6 +710,18 @@ impl x::SchemaType for AffinityConfigured {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for AffinityConfigured {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for AffinityConfigured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AffinityConfigured", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for AffinityConfigured {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl Clone for AffinityConfigured {
     fn clone(&self) -> Self {
@@ -630,7 +768,7 @@ impl x::Fields for AffinityConfigured {
 /// `AfterStartupTaskScheduler` (extends `TaskScheduler`).
 ///
 /// The fields of `TaskScheduler` are in `task_scheduler`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AfterStartupTaskScheduler {
     /// The fields `AfterStartupTaskScheduler` inherits from `TaskScheduler`.
     pub task_scheduler: TaskScheduler,
@@ -641,6 +779,16 @@ impl x::SchemaType for AfterStartupTaskScheduler {
     const TYPE_NAME: &'static str = "AfterStartupTaskScheduler";
 }
 impl x::Structure for AfterStartupTaskScheduler {}
+impl std::fmt::Debug for AfterStartupTaskScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AfterStartupTaskScheduler", x::fields_ref(self))
+    }
+}
+impl PartialEq for AfterStartupTaskScheduler {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for AfterStartupTaskScheduler {
     type Target = TaskScheduler;
     #[inline]
@@ -676,7 +824,7 @@ impl x::Fields for AfterStartupTaskScheduler {
 /// `AgentInstallFailed` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AgentInstallFailed {
     /// The fields `AgentInstallFailed` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
@@ -693,6 +841,18 @@ impl x::SchemaType for AgentInstallFailed {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for AgentInstallFailed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for AgentInstallFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AgentInstallFailed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for AgentInstallFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for AgentInstallFailed {
     type Target = HostConnectFault;
@@ -735,7 +895,7 @@ impl x::Fields for AgentInstallFailed {
 /// `AlarmAcknowledgedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmAcknowledgedEvent {
     /// The fields `AlarmAcknowledgedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -750,6 +910,18 @@ impl x::SchemaType for AlarmAcknowledgedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmAcknowledgedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmAcknowledgedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmAcknowledgedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmAcknowledgedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmAcknowledgedEvent {
     type Target = AlarmEvent;
@@ -789,12 +961,22 @@ impl x::Fields for AlarmAcknowledgedEvent {
 /// `AlarmAction` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyAlarmAction`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmAction {}
 impl x::SchemaType for AlarmAction {
     const TYPE_NAME: &'static str = "AlarmAction";
 }
 impl x::Structure for AlarmAction {}
+impl std::fmt::Debug for AlarmAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmAction", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmAction {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AlarmAction {
     fn decode_field(
         &mut self,
@@ -809,7 +991,7 @@ impl x::Fields for AlarmAction {
 /// `AlarmActionTriggeredEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmActionTriggeredEvent {
     /// The fields `AlarmActionTriggeredEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -824,6 +1006,18 @@ impl x::SchemaType for AlarmActionTriggeredEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmActionTriggeredEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmActionTriggeredEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmActionTriggeredEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmActionTriggeredEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmActionTriggeredEvent {
     type Target = AlarmEvent;
@@ -864,7 +1058,7 @@ impl x::Fields for AlarmActionTriggeredEvent {
 /// `AlarmClearedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmClearedEvent {
     /// The fields `AlarmClearedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -881,6 +1075,18 @@ impl x::SchemaType for AlarmClearedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmClearedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmClearedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmClearedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmClearedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmClearedEvent {
     type Target = AlarmEvent;
@@ -923,7 +1129,7 @@ impl x::Fields for AlarmClearedEvent {
 /// `AlarmCreatedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmCreatedEvent {
     /// The fields `AlarmCreatedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -936,6 +1142,18 @@ impl x::SchemaType for AlarmCreatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmCreatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmCreatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmCreatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmCreatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmCreatedEvent {
     type Target = AlarmEvent;
@@ -971,7 +1189,7 @@ impl x::Fields for AlarmCreatedEvent {
     }
 }
 /// `AlarmDescription` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AlarmDescription {
     /// `expr`.
     pub expr: Vec<AnyTypeDescription>,
@@ -998,6 +1216,16 @@ impl x::SchemaType for AlarmDescription {
     const TYPE_NAME: &'static str = "AlarmDescription";
 }
 impl x::Structure for AlarmDescription {}
+impl std::fmt::Debug for AlarmDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmDescription", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmDescription {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AlarmDescription {
     fn clone(&self) -> Self {
         Self {
@@ -1068,7 +1296,7 @@ impl x::Fields for AlarmDescription {
 /// `AlarmEmailCompletedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmEmailCompletedEvent {
     /// The fields `AlarmEmailCompletedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -1083,6 +1311,18 @@ impl x::SchemaType for AlarmEmailCompletedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmEmailCompletedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmEmailCompletedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmEmailCompletedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmEmailCompletedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmEmailCompletedEvent {
     type Target = AlarmEvent;
@@ -1123,7 +1363,7 @@ impl x::Fields for AlarmEmailCompletedEvent {
 /// `AlarmEmailFailedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmEmailFailedEvent {
     /// The fields `AlarmEmailFailedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -1140,6 +1380,18 @@ impl x::SchemaType for AlarmEmailFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmEmailFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmEmailFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmEmailFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmEmailFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmEmailFailedEvent {
     type Target = AlarmEvent;
@@ -1182,7 +1434,7 @@ impl x::Fields for AlarmEmailFailedEvent {
 /// `AlarmEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmEvent {
     /// The fields `AlarmEvent` inherits from `Event`.
     pub event: Event,
@@ -1195,6 +1447,18 @@ impl x::SchemaType for AlarmEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmEvent {
     type Target = Event;
@@ -1233,7 +1497,7 @@ impl x::Fields for AlarmEvent {
 /// `AlarmEventArgument` (extends `EntityEventArgument`).
 ///
 /// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmEventArgument {
     /// The fields `AlarmEventArgument` inherits from `EntityEventArgument`.
     pub entity_event_argument: EntityEventArgument,
@@ -1246,6 +1510,18 @@ impl x::SchemaType for AlarmEventArgument {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmEventArgument {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmEventArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmEventArgument", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmEventArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmEventArgument {
     type Target = EntityEventArgument;
@@ -1283,12 +1559,22 @@ impl x::Fields for AlarmEventArgument {
 /// `AlarmExpression` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyAlarmExpression`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmExpression {}
 impl x::SchemaType for AlarmExpression {
     const TYPE_NAME: &'static str = "AlarmExpression";
 }
 impl x::Structure for AlarmExpression {}
+impl std::fmt::Debug for AlarmExpression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmExpression", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmExpression {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AlarmExpression {
     fn decode_field(
         &mut self,
@@ -1300,7 +1586,7 @@ impl x::Fields for AlarmExpression {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `AlarmFilterSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AlarmFilterSpec {
     /// `status`.
     pub status: Vec<ManagedEntityStatus>,
@@ -1313,6 +1599,16 @@ impl x::SchemaType for AlarmFilterSpec {
     const TYPE_NAME: &'static str = "AlarmFilterSpec";
 }
 impl x::Structure for AlarmFilterSpec {}
+impl std::fmt::Debug for AlarmFilterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmFilterSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmFilterSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AlarmFilterSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1346,7 +1642,7 @@ impl x::Fields for AlarmFilterSpec {
 /// `AlarmInfo` (extends `AlarmSpec`).
 ///
 /// The fields of `AlarmSpec` are in `alarm_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmInfo {
     /// The fields `AlarmInfo` inherits from `AlarmSpec`.
     pub alarm_spec: AlarmSpec,
@@ -1367,6 +1663,16 @@ impl x::SchemaType for AlarmInfo {
     const TYPE_NAME: &'static str = "AlarmInfo";
 }
 impl x::Structure for AlarmInfo {}
+impl std::fmt::Debug for AlarmInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for AlarmInfo {
     type Target = AlarmSpec;
     #[inline]
@@ -1412,7 +1718,7 @@ impl x::Fields for AlarmInfo {
 /// `AlarmReconfiguredEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmReconfiguredEvent {
     /// The fields `AlarmReconfiguredEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -1427,6 +1733,18 @@ impl x::SchemaType for AlarmReconfiguredEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmReconfiguredEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmReconfiguredEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmReconfiguredEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmReconfiguredEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmReconfiguredEvent {
     type Target = AlarmEvent;
@@ -1467,7 +1785,7 @@ impl x::Fields for AlarmReconfiguredEvent {
 /// `AlarmRemovedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmRemovedEvent {
     /// The fields `AlarmRemovedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -1480,6 +1798,18 @@ impl x::SchemaType for AlarmRemovedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmRemovedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmRemovedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmRemovedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmRemovedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmRemovedEvent {
     type Target = AlarmEvent;
@@ -1518,7 +1848,7 @@ impl x::Fields for AlarmRemovedEvent {
 /// `AlarmScriptCompleteEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmScriptCompleteEvent {
     /// The fields `AlarmScriptCompleteEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -1533,6 +1863,18 @@ impl x::SchemaType for AlarmScriptCompleteEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmScriptCompleteEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmScriptCompleteEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmScriptCompleteEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmScriptCompleteEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmScriptCompleteEvent {
     type Target = AlarmEvent;
@@ -1573,7 +1915,7 @@ impl x::Fields for AlarmScriptCompleteEvent {
 /// `AlarmScriptFailedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmScriptFailedEvent {
     /// The fields `AlarmScriptFailedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -1590,6 +1932,18 @@ impl x::SchemaType for AlarmScriptFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmScriptFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmScriptFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmScriptFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmScriptFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmScriptFailedEvent {
     type Target = AlarmEvent;
@@ -1629,7 +1983,7 @@ impl x::Fields for AlarmScriptFailedEvent {
     }
 }
 /// `AlarmSetting` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmSetting {
     /// `toleranceRange`.
     pub tolerance_range: i32,
@@ -1640,6 +1994,16 @@ impl x::SchemaType for AlarmSetting {
     const TYPE_NAME: &'static str = "AlarmSetting";
 }
 impl x::Structure for AlarmSetting {}
+impl std::fmt::Debug for AlarmSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmSetting", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmSetting {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AlarmSetting {
     fn decode_field(
         &mut self,
@@ -1663,7 +2027,7 @@ impl x::Fields for AlarmSetting {
 /// `AlarmSnmpCompletedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmSnmpCompletedEvent {
     /// The fields `AlarmSnmpCompletedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -1676,6 +2040,18 @@ impl x::SchemaType for AlarmSnmpCompletedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmSnmpCompletedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmSnmpCompletedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmSnmpCompletedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmSnmpCompletedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmSnmpCompletedEvent {
     type Target = AlarmEvent;
@@ -1714,7 +2090,7 @@ impl x::Fields for AlarmSnmpCompletedEvent {
 /// `AlarmSnmpFailedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmSnmpFailedEvent {
     /// The fields `AlarmSnmpFailedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -1729,6 +2105,18 @@ impl x::SchemaType for AlarmSnmpFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmSnmpFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmSnmpFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmSnmpFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmSnmpFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmSnmpFailedEvent {
     type Target = AlarmEvent;
@@ -1768,7 +2156,7 @@ impl x::Fields for AlarmSnmpFailedEvent {
 /// `AlarmSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyAlarmSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmSpec {
     /// `name`.
     pub name: String,
@@ -1791,6 +2179,16 @@ impl x::SchemaType for AlarmSpec {
     const TYPE_NAME: &'static str = "AlarmSpec";
 }
 impl x::Structure for AlarmSpec {}
+impl std::fmt::Debug for AlarmSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AlarmSpec {
     fn decode_field(
         &mut self,
@@ -1823,7 +2221,7 @@ impl x::Fields for AlarmSpec {
     }
 }
 /// `AlarmState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmState {
     /// `key`.
     pub key: String,
@@ -1850,6 +2248,16 @@ impl x::SchemaType for AlarmState {
     const TYPE_NAME: &'static str = "AlarmState";
 }
 impl x::Structure for AlarmState {}
+impl std::fmt::Debug for AlarmState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmState", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AlarmState {
     fn decode_field(
         &mut self,
@@ -1893,7 +2301,7 @@ impl x::ArrayItem for AlarmState {
 /// `AlarmStatusChangedEvent` (extends `AlarmEvent`).
 ///
 /// The fields of `AlarmEvent` are in `alarm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmStatusChangedEvent {
     /// The fields `AlarmStatusChangedEvent` inherits from `AlarmEvent`.
     pub alarm_event: AlarmEvent,
@@ -1912,6 +2320,18 @@ impl x::SchemaType for AlarmStatusChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for AlarmStatusChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for AlarmStatusChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmStatusChangedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for AlarmStatusChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for AlarmStatusChangedEvent {
     type Target = AlarmEvent;
@@ -1953,7 +2373,7 @@ impl x::Fields for AlarmStatusChangedEvent {
     }
 }
 /// `AlarmTriggeringAction` (extends `AlarmAction`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AlarmTriggeringAction {
     /// `action`.
     pub action: AnyAction,
@@ -1972,6 +2392,16 @@ impl x::SchemaType for AlarmTriggeringAction {
     const TYPE_NAME: &'static str = "AlarmTriggeringAction";
 }
 impl x::Structure for AlarmTriggeringAction {}
+impl std::fmt::Debug for AlarmTriggeringAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmTriggeringAction", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmTriggeringAction {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AlarmTriggeringAction {
     fn clone(&self) -> Self {
         Self {
@@ -2012,7 +2442,7 @@ impl x::Fields for AlarmTriggeringAction {
     }
 }
 /// `AlarmTriggeringActionTransitionSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AlarmTriggeringActionTransitionSpec {
     /// `startState`.
     pub start_state: ManagedEntityStatus,
@@ -2025,6 +2455,16 @@ impl x::SchemaType for AlarmTriggeringActionTransitionSpec {
     const TYPE_NAME: &'static str = "AlarmTriggeringActionTransitionSpec";
 }
 impl x::Structure for AlarmTriggeringActionTransitionSpec {}
+impl std::fmt::Debug for AlarmTriggeringActionTransitionSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AlarmTriggeringActionTransitionSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for AlarmTriggeringActionTransitionSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AlarmTriggeringActionTransitionSpec {
     fn decode_field(
         &mut self,

@@ -63,15 +63,7 @@ impl std::fmt::Debug for AnyAction {
 }
 impl PartialEq for AnyAction {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Action(a), Self::Action(b)) => **a == **b,
-            (Self::CreateTaskAction(a), Self::CreateTaskAction(b)) => **a == **b,
-            (Self::MethodAction(a), Self::MethodAction(b)) => **a == **b,
-            (Self::RunScriptAction(a), Self::RunScriptAction(b)) => **a == **b,
-            (Self::SendEmailAction(a), Self::SendEmailAction(b)) => **a == **b,
-            (Self::SendSNMPAction(a), Self::SendSNMPAction(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyAction {
@@ -334,14 +326,7 @@ impl std::fmt::Debug for AnyAlarmAction {
 }
 impl PartialEq for AnyAlarmAction {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::AlarmAction(a), Self::AlarmAction(b)) => **a == **b,
-            (Self::AlarmTriggeringAction(a), Self::AlarmTriggeringAction(b)) => {
-                **a == **b
-            }
-            (Self::GroupAlarmAction(a), Self::GroupAlarmAction(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyAlarmAction {
@@ -525,17 +510,7 @@ impl std::fmt::Debug for AnyAlarmExpression {
 }
 impl PartialEq for AnyAlarmExpression {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::AlarmExpression(a), Self::AlarmExpression(b)) => **a == **b,
-            (Self::AndAlarmExpression(a), Self::AndAlarmExpression(b)) => **a == **b,
-            (Self::EventAlarmExpression(a), Self::EventAlarmExpression(b)) => **a == **b,
-            (Self::MetricAlarmExpression(a), Self::MetricAlarmExpression(b)) => {
-                **a == **b
-            }
-            (Self::OrAlarmExpression(a), Self::OrAlarmExpression(b)) => **a == **b,
-            (Self::StateAlarmExpression(a), Self::StateAlarmExpression(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyAlarmExpression {
@@ -803,11 +778,7 @@ impl std::fmt::Debug for AnyAlarmSpec {
 }
 impl PartialEq for AnyAlarmSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::AlarmSpec(a), Self::AlarmSpec(b)) => **a == **b,
-            (Self::AlarmInfo(a), Self::AlarmInfo(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyAlarmSpec {
@@ -942,18 +913,7 @@ impl std::fmt::Debug for AnyAnswerFileCreateSpec {
 }
 impl PartialEq for AnyAnswerFileCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::AnswerFileCreateSpec(a), Self::AnswerFileCreateSpec(b)) => **a == **b,
-            (
-                Self::AnswerFileOptionsCreateSpec(a),
-                Self::AnswerFileOptionsCreateSpec(b),
-            ) => **a == **b,
-            (
-                Self::AnswerFileSerializedCreateSpec(a),
-                Self::AnswerFileSerializedCreateSpec(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyAnswerFileCreateSpec {
@@ -1249,74 +1209,7 @@ impl std::fmt::Debug for AnyApplyProfile {
 }
 impl PartialEq for AnyApplyProfile {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ApplyProfile(a), Self::ApplyProfile(b)) => **a == **b,
-            (Self::ActiveDirectoryProfile(a), Self::ActiveDirectoryProfile(b)) => {
-                **a == **b
-            }
-            (Self::AuthenticationProfile(a), Self::AuthenticationProfile(b)) => {
-                **a == **b
-            }
-            (Self::DateTimeProfile(a), Self::DateTimeProfile(b)) => **a == **b,
-            (Self::DvsHostVNicProfile(a), Self::DvsHostVNicProfile(b)) => **a == **b,
-            (Self::DvsProfile(a), Self::DvsProfile(b)) => **a == **b,
-            (
-                Self::DvsServiceConsoleVNicProfile(a),
-                Self::DvsServiceConsoleVNicProfile(b),
-            ) => **a == **b,
-            (Self::DvsVNicProfile(a), Self::DvsVNicProfile(b)) => **a == **b,
-            (Self::FirewallProfile(a), Self::FirewallProfile(b)) => **a == **b,
-            (
-                Self::FirewallProfileRulesetProfile(a),
-                Self::FirewallProfileRulesetProfile(b),
-            ) => **a == **b,
-            (Self::HostApplyProfile(a), Self::HostApplyProfile(b)) => **a == **b,
-            (Self::HostMemoryProfile(a), Self::HostMemoryProfile(b)) => **a == **b,
-            (Self::HostPortGroupProfile(a), Self::HostPortGroupProfile(b)) => **a == **b,
-            (Self::IpAddressProfile(a), Self::IpAddressProfile(b)) => **a == **b,
-            (Self::IpRouteProfile(a), Self::IpRouteProfile(b)) => **a == **b,
-            (Self::LinkProfile(a), Self::LinkProfile(b)) => **a == **b,
-            (Self::NasStorageProfile(a), Self::NasStorageProfile(b)) => **a == **b,
-            (Self::NetStackInstanceProfile(a), Self::NetStackInstanceProfile(b)) => {
-                **a == **b
-            }
-            (Self::NetworkPolicyProfile(a), Self::NetworkPolicyProfile(b)) => **a == **b,
-            (Self::NetworkProfile(a), Self::NetworkProfile(b)) => **a == **b,
-            (
-                Self::NetworkProfileDnsConfigProfile(a),
-                Self::NetworkProfileDnsConfigProfile(b),
-            ) => **a == **b,
-            (Self::NsxHostVNicProfile(a), Self::NsxHostVNicProfile(b)) => **a == **b,
-            (Self::NumPortsProfile(a), Self::NumPortsProfile(b)) => **a == **b,
-            (Self::OpaqueSwitchProfile(a), Self::OpaqueSwitchProfile(b)) => **a == **b,
-            (Self::OptionProfile(a), Self::OptionProfile(b)) => **a == **b,
-            (Self::PermissionProfile(a), Self::PermissionProfile(b)) => **a == **b,
-            (Self::PhysicalNicProfile(a), Self::PhysicalNicProfile(b)) => **a == **b,
-            (Self::PnicUplinkProfile(a), Self::PnicUplinkProfile(b)) => **a == **b,
-            (Self::PortGroupProfile(a), Self::PortGroupProfile(b)) => **a == **b,
-            (
-                Self::ProfileApplyProfileElement(a),
-                Self::ProfileApplyProfileElement(b),
-            ) => **a == **b,
-            (Self::SecurityProfile(a), Self::SecurityProfile(b)) => **a == **b,
-            (
-                Self::ServiceConsolePortGroupProfile(a),
-                Self::ServiceConsolePortGroupProfile(b),
-            ) => **a == **b,
-            (Self::ServiceProfile(a), Self::ServiceProfile(b)) => **a == **b,
-            (Self::StaticRouteProfile(a), Self::StaticRouteProfile(b)) => **a == **b,
-            (Self::StorageProfile(a), Self::StorageProfile(b)) => **a == **b,
-            (Self::UserGroupProfile(a), Self::UserGroupProfile(b)) => **a == **b,
-            (Self::UserProfile(a), Self::UserProfile(b)) => **a == **b,
-            (Self::VirtualSwitchProfile(a), Self::VirtualSwitchProfile(b)) => **a == **b,
-            (
-                Self::VirtualSwitchSelectionProfile(a),
-                Self::VirtualSwitchSelectionProfile(b),
-            ) => **a == **b,
-            (Self::VlanProfile(a), Self::VlanProfile(b)) => **a == **b,
-            (Self::VmPortGroupProfile(a), Self::VmPortGroupProfile(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyApplyProfile {

@@ -65,24 +65,7 @@ impl std::fmt::Debug for AnyBaseConfigInfoBackingInfo {
 }
 impl PartialEq for AnyBaseConfigInfoBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::BaseConfigInfoBackingInfo(a), Self::BaseConfigInfoBackingInfo(b)) => {
-                **a == **b
-            }
-            (
-                Self::BaseConfigInfoDiskFileBackingInfo(a),
-                Self::BaseConfigInfoDiskFileBackingInfo(b),
-            ) => **a == **b,
-            (
-                Self::BaseConfigInfoFileBackingInfo(a),
-                Self::BaseConfigInfoFileBackingInfo(b),
-            ) => **a == **b,
-            (
-                Self::BaseConfigInfoRawDiskMappingBackingInfo(a),
-                Self::BaseConfigInfoRawDiskMappingBackingInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyBaseConfigInfoBackingInfo {
@@ -309,21 +292,7 @@ impl std::fmt::Debug for AnyBaseConfigInfoFileBackingInfo {
 }
 impl PartialEq for AnyBaseConfigInfoFileBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::BaseConfigInfoFileBackingInfo(a),
-                Self::BaseConfigInfoFileBackingInfo(b),
-            ) => **a == **b,
-            (
-                Self::BaseConfigInfoDiskFileBackingInfo(a),
-                Self::BaseConfigInfoDiskFileBackingInfo(b),
-            ) => **a == **b,
-            (
-                Self::BaseConfigInfoRawDiskMappingBackingInfo(a),
-                Self::BaseConfigInfoRawDiskMappingBackingInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyBaseConfigInfoFileBackingInfo {
@@ -550,38 +519,7 @@ impl std::fmt::Debug for AnyClusterAction {
 }
 impl PartialEq for AnyClusterAction {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ClusterAction(a), Self::ClusterAction(b)) => **a == **b,
-            (
-                Self::ClusterClusterInitialPlacementAction(a),
-                Self::ClusterClusterInitialPlacementAction(b),
-            ) => **a == **b,
-            (
-                Self::ClusterHostInfraUpdateHaModeAction(a),
-                Self::ClusterHostInfraUpdateHaModeAction(b),
-            ) => **a == **b,
-            (Self::ClusterHostPowerAction(a), Self::ClusterHostPowerAction(b)) => {
-                **a == **b
-            }
-            (
-                Self::ClusterInitialPlacementAction(a),
-                Self::ClusterInitialPlacementAction(b),
-            ) => **a == **b,
-            (Self::ClusterMigrationAction(a), Self::ClusterMigrationAction(b)) => {
-                **a == **b
-            }
-            (Self::HbrDiskMigrationAction(a), Self::HbrDiskMigrationAction(b)) => {
-                **a == **b
-            }
-            (Self::PlacementAction(a), Self::PlacementAction(b)) => **a == **b,
-            (Self::StorageMigrationAction(a), Self::StorageMigrationAction(b)) => {
-                **a == **b
-            }
-            (Self::StoragePlacementAction(a), Self::StoragePlacementAction(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyClusterAction {
@@ -1002,21 +940,7 @@ impl std::fmt::Debug for AnyClusterComputeResourceValidationResultBase {
 }
 impl PartialEq for AnyClusterComputeResourceValidationResultBase {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::ClusterComputeResourceValidationResultBase(a),
-                Self::ClusterComputeResourceValidationResultBase(b),
-            ) => **a == **b,
-            (
-                Self::ClusterComputeResourceDVSConfigurationValidation(a),
-                Self::ClusterComputeResourceDVSConfigurationValidation(b),
-            ) => **a == **b,
-            (
-                Self::ClusterComputeResourceHostConfigurationValidation(a),
-                Self::ClusterComputeResourceHostConfigurationValidation(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyClusterComputeResourceValidationResultBase {

@@ -75,25 +75,7 @@ impl std::fmt::Debug for AnyClusterDasAdmissionControlInfo {
 }
 impl PartialEq for AnyClusterDasAdmissionControlInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::ClusterDasAdmissionControlInfo(a),
-                Self::ClusterDasAdmissionControlInfo(b),
-            ) => **a == **b,
-            (
-                Self::ClusterFailoverHostAdmissionControlInfo(a),
-                Self::ClusterFailoverHostAdmissionControlInfo(b),
-            ) => **a == **b,
-            (
-                Self::ClusterFailoverLevelAdmissionControlInfo(a),
-                Self::ClusterFailoverLevelAdmissionControlInfo(b),
-            ) => **a == **b,
-            (
-                Self::ClusterFailoverResourcesAdmissionControlInfo(a),
-                Self::ClusterFailoverResourcesAdmissionControlInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyClusterDasAdmissionControlInfo {
@@ -358,25 +340,7 @@ impl std::fmt::Debug for AnyClusterDasAdmissionControlPolicy {
 }
 impl PartialEq for AnyClusterDasAdmissionControlPolicy {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::ClusterDasAdmissionControlPolicy(a),
-                Self::ClusterDasAdmissionControlPolicy(b),
-            ) => **a == **b,
-            (
-                Self::ClusterFailoverHostAdmissionControlPolicy(a),
-                Self::ClusterFailoverHostAdmissionControlPolicy(b),
-            ) => **a == **b,
-            (
-                Self::ClusterFailoverLevelAdmissionControlPolicy(a),
-                Self::ClusterFailoverLevelAdmissionControlPolicy(b),
-            ) => **a == **b,
-            (
-                Self::ClusterFailoverResourcesAdmissionControlPolicy(a),
-                Self::ClusterFailoverResourcesAdmissionControlPolicy(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyClusterDasAdmissionControlPolicy {
@@ -624,17 +588,7 @@ impl std::fmt::Debug for AnyClusterDasAdvancedRuntimeInfo {
 }
 impl PartialEq for AnyClusterDasAdvancedRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::ClusterDasAdvancedRuntimeInfo(a),
-                Self::ClusterDasAdvancedRuntimeInfo(b),
-            ) => **a == **b,
-            (
-                Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(a),
-                Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyClusterDasAdvancedRuntimeInfo {
@@ -789,13 +743,7 @@ impl std::fmt::Debug for AnyClusterDasData {
 }
 impl PartialEq for AnyClusterDasData {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ClusterDasData(a), Self::ClusterDasData(b)) => **a == **b,
-            (Self::ClusterDasDataSummary(a), Self::ClusterDasDataSummary(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyClusterDasData {
@@ -935,13 +883,7 @@ impl std::fmt::Debug for AnyClusterDasHostInfo {
 }
 impl PartialEq for AnyClusterDasHostInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ClusterDasHostInfo(a), Self::ClusterDasHostInfo(b)) => **a == **b,
-            (Self::ClusterDasAamHostInfo(a), Self::ClusterDasAamHostInfo(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyClusterDasHostInfo {
@@ -1089,17 +1031,7 @@ impl std::fmt::Debug for AnyClusterDrsFaultsFaultsByVm {
 }
 impl PartialEq for AnyClusterDrsFaultsFaultsByVm {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::ClusterDrsFaultsFaultsByVm(a),
-                Self::ClusterDrsFaultsFaultsByVm(b),
-            ) => **a == **b,
-            (
-                Self::ClusterDrsFaultsFaultsByVirtualDisk(a),
-                Self::ClusterDrsFaultsFaultsByVirtualDisk(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyClusterDrsFaultsFaultsByVm {

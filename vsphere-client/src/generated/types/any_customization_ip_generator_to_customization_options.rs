@@ -63,28 +63,7 @@ impl std::fmt::Debug for AnyCustomizationIpGenerator {
 }
 impl PartialEq for AnyCustomizationIpGenerator {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::CustomizationIpGenerator(a), Self::CustomizationIpGenerator(b)) => {
-                **a == **b
-            }
-            (
-                Self::CustomizationCustomIpGenerator(a),
-                Self::CustomizationCustomIpGenerator(b),
-            ) => **a == **b,
-            (
-                Self::CustomizationDhcpIpGenerator(a),
-                Self::CustomizationDhcpIpGenerator(b),
-            ) => **a == **b,
-            (Self::CustomizationDisableIpV4(a), Self::CustomizationDisableIpV4(b)) => {
-                **a == **b
-            }
-            (Self::CustomizationFixedIp(a), Self::CustomizationFixedIp(b)) => **a == **b,
-            (
-                Self::CustomizationUnknownIpGenerator(a),
-                Self::CustomizationUnknownIpGenerator(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyCustomizationIpGenerator {
@@ -374,36 +353,7 @@ impl std::fmt::Debug for AnyCustomizationIpV6Generator {
 }
 impl PartialEq for AnyCustomizationIpV6Generator {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::CustomizationIpV6Generator(a),
-                Self::CustomizationIpV6Generator(b),
-            ) => **a == **b,
-            (
-                Self::CustomizationAutoIpV6Generator(a),
-                Self::CustomizationAutoIpV6Generator(b),
-            ) => **a == **b,
-            (
-                Self::CustomizationCustomIpV6Generator(a),
-                Self::CustomizationCustomIpV6Generator(b),
-            ) => **a == **b,
-            (
-                Self::CustomizationDhcpIpV6Generator(a),
-                Self::CustomizationDhcpIpV6Generator(b),
-            ) => **a == **b,
-            (Self::CustomizationFixedIpV6(a), Self::CustomizationFixedIpV6(b)) => {
-                **a == **b
-            }
-            (
-                Self::CustomizationStatelessIpV6Generator(a),
-                Self::CustomizationStatelessIpV6Generator(b),
-            ) => **a == **b,
-            (
-                Self::CustomizationUnknownIpV6Generator(a),
-                Self::CustomizationUnknownIpV6Generator(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyCustomizationIpV6Generator {
@@ -732,26 +682,7 @@ impl std::fmt::Debug for AnyCustomizationName {
 }
 impl PartialEq for AnyCustomizationName {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::CustomizationName(a), Self::CustomizationName(b)) => **a == **b,
-            (Self::CustomizationCustomName(a), Self::CustomizationCustomName(b)) => {
-                **a == **b
-            }
-            (Self::CustomizationFixedName(a), Self::CustomizationFixedName(b)) => {
-                **a == **b
-            }
-            (Self::CustomizationPrefixName(a), Self::CustomizationPrefixName(b)) => {
-                **a == **b
-            }
-            (Self::CustomizationUnknownName(a), Self::CustomizationUnknownName(b)) => {
-                **a == **b
-            }
-            (
-                Self::CustomizationVirtualMachineName(a),
-                Self::CustomizationVirtualMachineName(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyCustomizationName {
@@ -1013,16 +944,7 @@ impl std::fmt::Debug for AnyCustomizationOptions {
 }
 impl PartialEq for AnyCustomizationOptions {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::CustomizationOptions(a), Self::CustomizationOptions(b)) => **a == **b,
-            (Self::CustomizationLinuxOptions(a), Self::CustomizationLinuxOptions(b)) => {
-                **a == **b
-            }
-            (Self::CustomizationWinOptions(a), Self::CustomizationWinOptions(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyCustomizationOptions {

@@ -76,21 +76,7 @@ impl std::fmt::Debug for AnyDirectPathProfileManagerCapacityResult {
 }
 impl PartialEq for AnyDirectPathProfileManagerCapacityResult {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::DirectPathProfileManagerCapacityResult(a),
-                Self::DirectPathProfileManagerCapacityResult(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerCapacityInfo(a),
-                Self::DirectPathProfileManagerCapacityInfo(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerCapacityUnknown(a),
-                Self::DirectPathProfileManagerCapacityUnknown(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDirectPathProfileManagerCapacityResult {
@@ -331,29 +317,7 @@ impl std::fmt::Debug for AnyDirectPathProfileManagerDirectPathConfig {
 }
 impl PartialEq for AnyDirectPathProfileManagerDirectPathConfig {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::DirectPathProfileManagerDirectPathConfig(a),
-                Self::DirectPathProfileManagerDirectPathConfig(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerDvxDirectPathConfig(a),
-                Self::DirectPathProfileManagerDvxDirectPathConfig(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerDynamicDirectPathConfig(a),
-                Self::DirectPathProfileManagerDynamicDirectPathConfig(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(a),
-                Self::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerVmiopDirectPathConfig(a),
-                Self::DirectPathProfileManagerVmiopDirectPathConfig(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDirectPathProfileManagerDirectPathConfig {
@@ -662,21 +626,7 @@ impl std::fmt::Debug for AnyDirectPathProfileManagerTargetEntity {
 }
 impl PartialEq for AnyDirectPathProfileManagerTargetEntity {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::DirectPathProfileManagerTargetEntity(a),
-                Self::DirectPathProfileManagerTargetEntity(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerTargetCluster(a),
-                Self::DirectPathProfileManagerTargetCluster(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerTargetHost(a),
-                Self::DirectPathProfileManagerTargetHost(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDirectPathProfileManagerTargetEntity {
@@ -890,17 +840,7 @@ impl std::fmt::Debug for AnyDistributedVirtualSwitchHostMemberBacking {
 }
 impl PartialEq for AnyDistributedVirtualSwitchHostMemberBacking {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::DistributedVirtualSwitchHostMemberBacking(a),
-                Self::DistributedVirtualSwitchHostMemberBacking(b),
-            ) => **a == **b,
-            (
-                Self::DistributedVirtualSwitchHostMemberPnicBacking(a),
-                Self::DistributedVirtualSwitchHostMemberPnicBacking(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDistributedVirtualSwitchHostMemberBacking {
@@ -1100,25 +1040,7 @@ impl std::fmt::Debug for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
 }
 impl PartialEq for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(a),
-                Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(b),
-            ) => **a == **b,
-            (
-                Self::DistributedVirtualSwitchManagerHostArrayFilter(a),
-                Self::DistributedVirtualSwitchManagerHostArrayFilter(b),
-            ) => **a == **b,
-            (
-                Self::DistributedVirtualSwitchManagerHostContainerFilter(a),
-                Self::DistributedVirtualSwitchManagerHostContainerFilter(b),
-            ) => **a == **b,
-            (
-                Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(a),
-                Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {

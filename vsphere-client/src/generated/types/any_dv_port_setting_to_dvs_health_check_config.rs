@@ -51,11 +51,7 @@ impl std::fmt::Debug for AnyDVPortSetting {
 }
 impl PartialEq for AnyDVPortSetting {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::DVPortSetting(a), Self::DVPortSetting(b)) => **a == **b,
-            (Self::VMwareDVSPortSetting(a), Self::VMwareDVSPortSetting(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDVPortSetting {
@@ -199,13 +195,7 @@ impl std::fmt::Debug for AnyDVPortgroupPolicy {
 }
 impl PartialEq for AnyDVPortgroupPolicy {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::DVPortgroupPolicy(a), Self::DVPortgroupPolicy(b)) => **a == **b,
-            (Self::VMwareDVSPortgroupPolicy(a), Self::VMwareDVSPortgroupPolicy(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDVPortgroupPolicy {
@@ -351,11 +341,7 @@ impl std::fmt::Debug for AnyDVSConfigInfo {
 }
 impl PartialEq for AnyDVSConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::DVSConfigInfo(a), Self::DVSConfigInfo(b)) => **a == **b,
-            (Self::VMwareDVSConfigInfo(a), Self::VMwareDVSConfigInfo(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDVSConfigInfo {
@@ -499,11 +485,7 @@ impl std::fmt::Debug for AnyDVSConfigSpec {
 }
 impl PartialEq for AnyDVSConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::DVSConfigSpec(a), Self::DVSConfigSpec(b)) => **a == **b,
-            (Self::VMwareDVSConfigSpec(a), Self::VMwareDVSConfigSpec(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDVSConfigSpec {
@@ -647,14 +629,7 @@ impl std::fmt::Debug for AnyDVSFeatureCapability {
 }
 impl PartialEq for AnyDVSFeatureCapability {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::DVSFeatureCapability(a), Self::DVSFeatureCapability(b)) => **a == **b,
-            (
-                Self::VMwareDVSFeatureCapability(a),
-                Self::VMwareDVSFeatureCapability(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDVSFeatureCapability {
@@ -800,16 +775,7 @@ impl std::fmt::Debug for AnyDVSHealthCheckCapability {
 }
 impl PartialEq for AnyDVSHealthCheckCapability {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::DVSHealthCheckCapability(a), Self::DVSHealthCheckCapability(b)) => {
-                **a == **b
-            }
-            (
-                Self::VMwareDVSHealthCheckCapability(a),
-                Self::VMwareDVSHealthCheckCapability(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDVSHealthCheckCapability {
@@ -975,22 +941,7 @@ impl std::fmt::Debug for AnyDVSHealthCheckConfig {
 }
 impl PartialEq for AnyDVSHealthCheckConfig {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::DVSHealthCheckConfig(a), Self::DVSHealthCheckConfig(b)) => **a == **b,
-            (
-                Self::VMwareDVSHealthCheckConfig(a),
-                Self::VMwareDVSHealthCheckConfig(b),
-            ) => **a == **b,
-            (
-                Self::VMwareDVSTeamingHealthCheckConfig(a),
-                Self::VMwareDVSTeamingHealthCheckConfig(b),
-            ) => **a == **b,
-            (
-                Self::VMwareDVSVlanMtuHealthCheckConfig(a),
-                Self::VMwareDVSVlanMtuHealthCheckConfig(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDVSHealthCheckConfig {

@@ -51,14 +51,7 @@ impl std::fmt::Debug for AnyDVSUplinkPortPolicy {
 }
 impl PartialEq for AnyDVSUplinkPortPolicy {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::DVSUplinkPortPolicy(a), Self::DVSUplinkPortPolicy(b)) => **a == **b,
-            (
-                Self::DVSNameArrayUplinkPortPolicy(a),
-                Self::DVSNameArrayUplinkPortPolicy(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDVSUplinkPortPolicy {
@@ -215,16 +208,7 @@ impl std::fmt::Debug for AnyDatastoreInfo {
 }
 impl PartialEq for AnyDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::DatastoreInfo(a), Self::DatastoreInfo(b)) => **a == **b,
-            (Self::LocalDatastoreInfo(a), Self::LocalDatastoreInfo(b)) => **a == **b,
-            (Self::NasDatastoreInfo(a), Self::NasDatastoreInfo(b)) => **a == **b,
-            (Self::PMemDatastoreInfo(a), Self::PMemDatastoreInfo(b)) => **a == **b,
-            (Self::VmfsDatastoreInfo(a), Self::VmfsDatastoreInfo(b)) => **a == **b,
-            (Self::VsanDatastoreInfo(a), Self::VsanDatastoreInfo(b)) => **a == **b,
-            (Self::VvolDatastoreInfo(a), Self::VvolDatastoreInfo(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDatastoreInfo {
@@ -546,22 +530,7 @@ impl std::fmt::Debug for AnyDescription {
 }
 impl PartialEq for AnyDescription {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Description(a), Self::Description(b)) => **a == **b,
-            (Self::EVCMode(a), Self::EVCMode(b)) => **a == **b,
-            (Self::ElementDescription(a), Self::ElementDescription(b)) => **a == **b,
-            (Self::ExtendedDescription(a), Self::ExtendedDescription(b)) => **a == **b,
-            (
-                Self::ExtendedElementDescription(a),
-                Self::ExtendedElementDescription(b),
-            ) => **a == **b,
-            (Self::FeatureEVCMode(a), Self::FeatureEVCMode(b)) => **a == **b,
-            (Self::MethodDescription(a), Self::MethodDescription(b)) => **a == **b,
-            (Self::OptionDef(a), Self::OptionDef(b)) => **a == **b,
-            (Self::ScheduledTaskDetail(a), Self::ScheduledTaskDetail(b)) => **a == **b,
-            (Self::TypeDescription(a), Self::TypeDescription(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDescription {
@@ -969,25 +938,7 @@ impl std::fmt::Debug for AnyDirectPathProfileManagerCapacityQuerySpec {
 }
 impl PartialEq for AnyDirectPathProfileManagerCapacityQuerySpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::DirectPathProfileManagerCapacityQuerySpec(a),
-                Self::DirectPathProfileManagerCapacityQuerySpec(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerCapacityQueryByDeviceConfig(a),
-                Self::DirectPathProfileManagerCapacityQueryByDeviceConfig(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerCapacityQueryById(a),
-                Self::DirectPathProfileManagerCapacityQueryById(b),
-            ) => **a == **b,
-            (
-                Self::DirectPathProfileManagerCapacityQueryByName(a),
-                Self::DirectPathProfileManagerCapacityQueryByName(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyDirectPathProfileManagerCapacityQuerySpec {

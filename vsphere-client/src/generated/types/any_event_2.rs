@@ -916,3 +916,8 @@ impl std::fmt::Debug for AnyEvent {
         }
     }
 }
+impl PartialEq for AnyEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_encoding(self, other)
+    }
+}

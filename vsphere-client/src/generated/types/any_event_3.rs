@@ -5,1570 +5,1640 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl PartialEq for AnyEvent {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Event(a), Self::Event(b)) => **a == **b,
+impl Clone for AnyEvent {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Event(v) => Self::Event(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::AccountCreatedEvent(a), Self::AccountCreatedEvent(b)) => **a == **b,
+            Self::AccountCreatedEvent(v) => {
+                Self::AccountCreatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::AccountRemovedEvent(a), Self::AccountRemovedEvent(b)) => **a == **b,
+            Self::AccountRemovedEvent(v) => {
+                Self::AccountRemovedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::AccountUpdatedEvent(a), Self::AccountUpdatedEvent(b)) => **a == **b,
+            Self::AccountUpdatedEvent(v) => {
+                Self::AccountUpdatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::AdminPasswordNotChangedEvent(a),
-                Self::AdminPasswordNotChangedEvent(b),
-            ) => **a == **b,
+            Self::AdminPasswordNotChangedEvent(v) => {
+                Self::AdminPasswordNotChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::AlarmAcknowledgedEvent(a), Self::AlarmAcknowledgedEvent(b)) => {
-                **a == **b
+            Self::AlarmAcknowledgedEvent(v) => {
+                Self::AlarmAcknowledgedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::AlarmActionTriggeredEvent(a), Self::AlarmActionTriggeredEvent(b)) => {
-                **a == **b
+            Self::AlarmActionTriggeredEvent(v) => {
+                Self::AlarmActionTriggeredEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::AlarmClearedEvent(a), Self::AlarmClearedEvent(b)) => **a == **b,
+            Self::AlarmClearedEvent(v) => {
+                Self::AlarmClearedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::AlarmCreatedEvent(a), Self::AlarmCreatedEvent(b)) => **a == **b,
+            Self::AlarmCreatedEvent(v) => {
+                Self::AlarmCreatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::AlarmEmailCompletedEvent(a), Self::AlarmEmailCompletedEvent(b)) => {
-                **a == **b
+            Self::AlarmEmailCompletedEvent(v) => {
+                Self::AlarmEmailCompletedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::AlarmEmailFailedEvent(a), Self::AlarmEmailFailedEvent(b)) => {
-                **a == **b
+            Self::AlarmEmailFailedEvent(v) => {
+                Self::AlarmEmailFailedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::AlarmEvent(a), Self::AlarmEvent(b)) => **a == **b,
+            Self::AlarmEvent(v) => Self::AlarmEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::AlarmReconfiguredEvent(a), Self::AlarmReconfiguredEvent(b)) => {
-                **a == **b
+            Self::AlarmReconfiguredEvent(v) => {
+                Self::AlarmReconfiguredEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::AlarmRemovedEvent(a), Self::AlarmRemovedEvent(b)) => **a == **b,
+            Self::AlarmRemovedEvent(v) => {
+                Self::AlarmRemovedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::AlarmScriptCompleteEvent(a), Self::AlarmScriptCompleteEvent(b)) => {
-                **a == **b
+            Self::AlarmScriptCompleteEvent(v) => {
+                Self::AlarmScriptCompleteEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::AlarmScriptFailedEvent(a), Self::AlarmScriptFailedEvent(b)) => {
-                **a == **b
+            Self::AlarmScriptFailedEvent(v) => {
+                Self::AlarmScriptFailedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::AlarmSnmpCompletedEvent(a), Self::AlarmSnmpCompletedEvent(b)) => {
-                **a == **b
+            Self::AlarmSnmpCompletedEvent(v) => {
+                Self::AlarmSnmpCompletedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::AlarmSnmpFailedEvent(a), Self::AlarmSnmpFailedEvent(b)) => **a == **b,
+            Self::AlarmSnmpFailedEvent(v) => {
+                Self::AlarmSnmpFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::AlarmStatusChangedEvent(a), Self::AlarmStatusChangedEvent(b)) => {
-                **a == **b
+            Self::AlarmStatusChangedEvent(v) => {
+                Self::AlarmStatusChangedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::AllVirtualMachinesLicensedEvent(a),
-                Self::AllVirtualMachinesLicensedEvent(b),
-            ) => **a == **b,
+            Self::AllVirtualMachinesLicensedEvent(v) => {
+                Self::AllVirtualMachinesLicensedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::AlreadyAuthenticatedSessionEvent(a),
-                Self::AlreadyAuthenticatedSessionEvent(b),
-            ) => **a == **b,
+            Self::AlreadyAuthenticatedSessionEvent(v) => {
+                Self::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::AuthorizationEvent(a), Self::AuthorizationEvent(b)) => **a == **b,
+            Self::AuthorizationEvent(v) => {
+                Self::AuthorizationEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::BadUsernameSessionEvent(a), Self::BadUsernameSessionEvent(b)) => {
-                **a == **b
+            Self::BadUsernameSessionEvent(v) => {
+                Self::BadUsernameSessionEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::CanceledHostOperationEvent(a),
-                Self::CanceledHostOperationEvent(b),
-            ) => **a == **b,
+            Self::CanceledHostOperationEvent(v) => {
+                Self::CanceledHostOperationEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::ClusterComplianceCheckedEvent(a),
-                Self::ClusterComplianceCheckedEvent(b),
-            ) => **a == **b,
+            Self::ClusterComplianceCheckedEvent(v) => {
+                Self::ClusterComplianceCheckedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ClusterCreatedEvent(a), Self::ClusterCreatedEvent(b)) => **a == **b,
+            Self::ClusterCreatedEvent(v) => {
+                Self::ClusterCreatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ClusterDestroyedEvent(a), Self::ClusterDestroyedEvent(b)) => {
-                **a == **b
+            Self::ClusterDestroyedEvent(v) => {
+                Self::ClusterDestroyedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ClusterEvent(a), Self::ClusterEvent(b)) => **a == **b,
+            Self::ClusterEvent(v) => Self::ClusterEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::ClusterOvercommittedEvent(a), Self::ClusterOvercommittedEvent(b)) => {
-                **a == **b
+            Self::ClusterOvercommittedEvent(v) => {
+                Self::ClusterOvercommittedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ClusterReconfiguredEvent(a), Self::ClusterReconfiguredEvent(b)) => {
-                **a == **b
+            Self::ClusterReconfiguredEvent(v) => {
+                Self::ClusterReconfiguredEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ClusterStatusChangedEvent(a), Self::ClusterStatusChangedEvent(b)) => {
-                **a == **b
+            Self::ClusterStatusChangedEvent(v) => {
+                Self::ClusterStatusChangedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::CustomFieldDefAddedEvent(a), Self::CustomFieldDefAddedEvent(b)) => {
-                **a == **b
+            Self::CustomFieldDefAddedEvent(v) => {
+                Self::CustomFieldDefAddedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::CustomFieldDefEvent(a), Self::CustomFieldDefEvent(b)) => **a == **b,
+            Self::CustomFieldDefEvent(v) => {
+                Self::CustomFieldDefEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::CustomFieldDefRemovedEvent(a),
-                Self::CustomFieldDefRemovedEvent(b),
-            ) => **a == **b,
+            Self::CustomFieldDefRemovedEvent(v) => {
+                Self::CustomFieldDefRemovedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::CustomFieldDefRenamedEvent(a),
-                Self::CustomFieldDefRenamedEvent(b),
-            ) => **a == **b,
+            Self::CustomFieldDefRenamedEvent(v) => {
+                Self::CustomFieldDefRenamedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::CustomFieldEvent(a), Self::CustomFieldEvent(b)) => **a == **b,
+            Self::CustomFieldEvent(v) => Self::CustomFieldEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::CustomFieldValueChangedEvent(a),
-                Self::CustomFieldValueChangedEvent(b),
-            ) => **a == **b,
+            Self::CustomFieldValueChangedEvent(v) => {
+                Self::CustomFieldValueChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::CustomizationEvent(a), Self::CustomizationEvent(b)) => **a == **b,
+            Self::CustomizationEvent(v) => {
+                Self::CustomizationEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::CustomizationFailed(a), Self::CustomizationFailed(b)) => **a == **b,
+            Self::CustomizationFailed(v) => {
+                Self::CustomizationFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::CustomizationLinuxIdentityFailed(a),
-                Self::CustomizationLinuxIdentityFailed(b),
-            ) => **a == **b,
+            Self::CustomizationLinuxIdentityFailed(v) => {
+                Self::CustomizationLinuxIdentityFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::CustomizationNetworkSetupFailed(a),
-                Self::CustomizationNetworkSetupFailed(b),
-            ) => **a == **b,
+            Self::CustomizationNetworkSetupFailed(v) => {
+                Self::CustomizationNetworkSetupFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::CustomizationStartedEvent(a), Self::CustomizationStartedEvent(b)) => {
-                **a == **b
+            Self::CustomizationStartedEvent(v) => {
+                Self::CustomizationStartedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::CustomizationSucceeded(a), Self::CustomizationSucceeded(b)) => {
-                **a == **b
+            Self::CustomizationSucceeded(v) => {
+                Self::CustomizationSucceeded(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::CustomizationSysprepFailed(a),
-                Self::CustomizationSysprepFailed(b),
-            ) => **a == **b,
+            Self::CustomizationSysprepFailed(v) => {
+                Self::CustomizationSysprepFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::CustomizationUnknownFailure(a),
-                Self::CustomizationUnknownFailure(b),
-            ) => **a == **b,
+            Self::CustomizationUnknownFailure(v) => {
+                Self::CustomizationUnknownFailure(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DVPortgroupCreatedEvent(a), Self::DVPortgroupCreatedEvent(b)) => {
-                **a == **b
+            Self::DVPortgroupCreatedEvent(v) => {
+                Self::DVPortgroupCreatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DVPortgroupDestroyedEvent(a), Self::DVPortgroupDestroyedEvent(b)) => {
-                **a == **b
+            Self::DVPortgroupDestroyedEvent(v) => {
+                Self::DVPortgroupDestroyedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DVPortgroupEvent(a), Self::DVPortgroupEvent(b)) => **a == **b,
+            Self::DVPortgroupEvent(v) => Self::DVPortgroupEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::DVPortgroupReconfiguredEvent(a),
-                Self::DVPortgroupReconfiguredEvent(b),
-            ) => **a == **b,
+            Self::DVPortgroupReconfiguredEvent(v) => {
+                Self::DVPortgroupReconfiguredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DVPortgroupRenamedEvent(a), Self::DVPortgroupRenamedEvent(b)) => {
-                **a == **b
+            Self::DVPortgroupRenamedEvent(v) => {
+                Self::DVPortgroupRenamedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::DasAdmissionControlDisabledEvent(a),
-                Self::DasAdmissionControlDisabledEvent(b),
-            ) => **a == **b,
+            Self::DasAdmissionControlDisabledEvent(v) => {
+                Self::DasAdmissionControlDisabledEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::DasAdmissionControlEnabledEvent(a),
-                Self::DasAdmissionControlEnabledEvent(b),
-            ) => **a == **b,
+            Self::DasAdmissionControlEnabledEvent(v) => {
+                Self::DasAdmissionControlEnabledEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DasAgentFoundEvent(a), Self::DasAgentFoundEvent(b)) => **a == **b,
+            Self::DasAgentFoundEvent(v) => {
+                Self::DasAgentFoundEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DasAgentUnavailableEvent(a), Self::DasAgentUnavailableEvent(b)) => {
-                **a == **b
+            Self::DasAgentUnavailableEvent(v) => {
+                Self::DasAgentUnavailableEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DasClusterIsolatedEvent(a), Self::DasClusterIsolatedEvent(b)) => {
-                **a == **b
+            Self::DasClusterIsolatedEvent(v) => {
+                Self::DasClusterIsolatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DasDisabledEvent(a), Self::DasDisabledEvent(b)) => **a == **b,
+            Self::DasDisabledEvent(v) => Self::DasDisabledEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DasEnabledEvent(a), Self::DasEnabledEvent(b)) => **a == **b,
+            Self::DasEnabledEvent(v) => Self::DasEnabledEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DasHostFailedEvent(a), Self::DasHostFailedEvent(b)) => **a == **b,
+            Self::DasHostFailedEvent(v) => {
+                Self::DasHostFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DasHostIsolatedEvent(a), Self::DasHostIsolatedEvent(b)) => **a == **b,
+            Self::DasHostIsolatedEvent(v) => {
+                Self::DasHostIsolatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DatacenterCreatedEvent(a), Self::DatacenterCreatedEvent(b)) => {
-                **a == **b
+            Self::DatacenterCreatedEvent(v) => {
+                Self::DatacenterCreatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DatacenterEvent(a), Self::DatacenterEvent(b)) => **a == **b,
+            Self::DatacenterEvent(v) => Self::DatacenterEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DatacenterRenamedEvent(a), Self::DatacenterRenamedEvent(b)) => {
-                **a == **b
+            Self::DatacenterRenamedEvent(v) => {
+                Self::DatacenterRenamedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::DatastoreCapacityIncreasedEvent(a),
-                Self::DatastoreCapacityIncreasedEvent(b),
-            ) => **a == **b,
+            Self::DatastoreCapacityIncreasedEvent(v) => {
+                Self::DatastoreCapacityIncreasedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DatastoreDestroyedEvent(a), Self::DatastoreDestroyedEvent(b)) => {
-                **a == **b
+            Self::DatastoreDestroyedEvent(v) => {
+                Self::DatastoreDestroyedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DatastoreDiscoveredEvent(a), Self::DatastoreDiscoveredEvent(b)) => {
-                **a == **b
+            Self::DatastoreDiscoveredEvent(v) => {
+                Self::DatastoreDiscoveredEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DatastoreDuplicatedEvent(a), Self::DatastoreDuplicatedEvent(b)) => {
-                **a == **b
+            Self::DatastoreDuplicatedEvent(v) => {
+                Self::DatastoreDuplicatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DatastoreEvent(a), Self::DatastoreEvent(b)) => **a == **b,
+            Self::DatastoreEvent(v) => Self::DatastoreEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DatastoreFileCopiedEvent(a), Self::DatastoreFileCopiedEvent(b)) => {
-                **a == **b
+            Self::DatastoreFileCopiedEvent(v) => {
+                Self::DatastoreFileCopiedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DatastoreFileDeletedEvent(a), Self::DatastoreFileDeletedEvent(b)) => {
-                **a == **b
+            Self::DatastoreFileDeletedEvent(v) => {
+                Self::DatastoreFileDeletedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DatastoreFileEvent(a), Self::DatastoreFileEvent(b)) => **a == **b,
+            Self::DatastoreFileEvent(v) => {
+                Self::DatastoreFileEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DatastoreFileMovedEvent(a), Self::DatastoreFileMovedEvent(b)) => {
-                **a == **b
+            Self::DatastoreFileMovedEvent(v) => {
+                Self::DatastoreFileMovedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::DatastoreIORMReconfiguredEvent(a),
-                Self::DatastoreIORMReconfiguredEvent(b),
-            ) => **a == **b,
+            Self::DatastoreIORMReconfiguredEvent(v) => {
+                Self::DatastoreIORMReconfiguredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::DatastorePrincipalConfigured(a),
-                Self::DatastorePrincipalConfigured(b),
-            ) => **a == **b,
+            Self::DatastorePrincipalConfigured(v) => {
+                Self::DatastorePrincipalConfigured(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::DatastoreRemovedOnHostEvent(a),
-                Self::DatastoreRemovedOnHostEvent(b),
-            ) => **a == **b,
+            Self::DatastoreRemovedOnHostEvent(v) => {
+                Self::DatastoreRemovedOnHostEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DatastoreRenamedEvent(a), Self::DatastoreRenamedEvent(b)) => {
-                **a == **b
+            Self::DatastoreRenamedEvent(v) => {
+                Self::DatastoreRenamedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::DatastoreRenamedOnHostEvent(a),
-                Self::DatastoreRenamedOnHostEvent(b),
-            ) => **a == **b,
+            Self::DatastoreRenamedOnHostEvent(v) => {
+                Self::DatastoreRenamedOnHostEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DrsDisabledEvent(a), Self::DrsDisabledEvent(b)) => **a == **b,
+            Self::DrsDisabledEvent(v) => Self::DrsDisabledEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DrsEnabledEvent(a), Self::DrsEnabledEvent(b)) => **a == **b,
+            Self::DrsEnabledEvent(v) => Self::DrsEnabledEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::DrsEnteredStandbyModeEvent(a),
-                Self::DrsEnteredStandbyModeEvent(b),
-            ) => **a == **b,
+            Self::DrsEnteredStandbyModeEvent(v) => {
+                Self::DrsEnteredStandbyModeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::DrsEnteringStandbyModeEvent(a),
-                Self::DrsEnteringStandbyModeEvent(b),
-            ) => **a == **b,
+            Self::DrsEnteringStandbyModeEvent(v) => {
+                Self::DrsEnteringStandbyModeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::DrsExitStandbyModeFailedEvent(a),
-                Self::DrsExitStandbyModeFailedEvent(b),
-            ) => **a == **b,
+            Self::DrsExitStandbyModeFailedEvent(v) => {
+                Self::DrsExitStandbyModeFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DrsExitedStandbyModeEvent(a), Self::DrsExitedStandbyModeEvent(b)) => {
-                **a == **b
+            Self::DrsExitedStandbyModeEvent(v) => {
+                Self::DrsExitedStandbyModeEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::DrsExitingStandbyModeEvent(a),
-                Self::DrsExitingStandbyModeEvent(b),
-            ) => **a == **b,
+            Self::DrsExitingStandbyModeEvent(v) => {
+                Self::DrsExitingStandbyModeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DrsInvocationFailedEvent(a), Self::DrsInvocationFailedEvent(b)) => {
-                **a == **b
+            Self::DrsInvocationFailedEvent(v) => {
+                Self::DrsInvocationFailedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::DrsRecoveredFromFailureEvent(a),
-                Self::DrsRecoveredFromFailureEvent(b),
-            ) => **a == **b,
+            Self::DrsRecoveredFromFailureEvent(v) => {
+                Self::DrsRecoveredFromFailureEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::DrsResourceConfigureFailedEvent(a),
-                Self::DrsResourceConfigureFailedEvent(b),
-            ) => **a == **b,
+            Self::DrsResourceConfigureFailedEvent(v) => {
+                Self::DrsResourceConfigureFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::DrsResourceConfigureSyncedEvent(a),
-                Self::DrsResourceConfigureSyncedEvent(b),
-            ) => **a == **b,
+            Self::DrsResourceConfigureSyncedEvent(v) => {
+                Self::DrsResourceConfigureSyncedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DrsRuleComplianceEvent(a), Self::DrsRuleComplianceEvent(b)) => {
-                **a == **b
+            Self::DrsRuleComplianceEvent(v) => {
+                Self::DrsRuleComplianceEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DrsRuleViolationEvent(a), Self::DrsRuleViolationEvent(b)) => {
-                **a == **b
+            Self::DrsRuleViolationEvent(v) => {
+                Self::DrsRuleViolationEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DrsSoftRuleViolationEvent(a), Self::DrsSoftRuleViolationEvent(b)) => {
-                **a == **b
+            Self::DrsSoftRuleViolationEvent(v) => {
+                Self::DrsSoftRuleViolationEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DrsVmMigratedEvent(a), Self::DrsVmMigratedEvent(b)) => **a == **b,
+            Self::DrsVmMigratedEvent(v) => {
+                Self::DrsVmMigratedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DrsVmPoweredOnEvent(a), Self::DrsVmPoweredOnEvent(b)) => **a == **b,
+            Self::DrsVmPoweredOnEvent(v) => {
+                Self::DrsVmPoweredOnEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DuplicateIpDetectedEvent(a), Self::DuplicateIpDetectedEvent(b)) => {
-                **a == **b
+            Self::DuplicateIpDetectedEvent(v) => {
+                Self::DuplicateIpDetectedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DvpgImportEvent(a), Self::DvpgImportEvent(b)) => **a == **b,
+            Self::DvpgImportEvent(v) => Self::DvpgImportEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DvpgRestoreEvent(a), Self::DvpgRestoreEvent(b)) => **a == **b,
+            Self::DvpgRestoreEvent(v) => Self::DvpgRestoreEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DvsCreatedEvent(a), Self::DvsCreatedEvent(b)) => **a == **b,
+            Self::DvsCreatedEvent(v) => Self::DvsCreatedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DvsDestroyedEvent(a), Self::DvsDestroyedEvent(b)) => **a == **b,
+            Self::DvsDestroyedEvent(v) => {
+                Self::DvsDestroyedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsEvent(a), Self::DvsEvent(b)) => **a == **b,
+            Self::DvsEvent(v) => Self::DvsEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::DvsHealthStatusChangeEvent(a),
-                Self::DvsHealthStatusChangeEvent(b),
-            ) => **a == **b,
+            Self::DvsHealthStatusChangeEvent(v) => {
+                Self::DvsHealthStatusChangeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsHostBackInSyncEvent(a), Self::DvsHostBackInSyncEvent(b)) => {
-                **a == **b
+            Self::DvsHostBackInSyncEvent(v) => {
+                Self::DvsHostBackInSyncEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DvsHostJoinedEvent(a), Self::DvsHostJoinedEvent(b)) => **a == **b,
+            Self::DvsHostJoinedEvent(v) => {
+                Self::DvsHostJoinedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsHostLeftEvent(a), Self::DvsHostLeftEvent(b)) => **a == **b,
+            Self::DvsHostLeftEvent(v) => Self::DvsHostLeftEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DvsHostStatusUpdated(a), Self::DvsHostStatusUpdated(b)) => **a == **b,
+            Self::DvsHostStatusUpdated(v) => {
+                Self::DvsHostStatusUpdated(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsHostWentOutOfSyncEvent(a), Self::DvsHostWentOutOfSyncEvent(b)) => {
-                **a == **b
+            Self::DvsHostWentOutOfSyncEvent(v) => {
+                Self::DvsHostWentOutOfSyncEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DvsImportEvent(a), Self::DvsImportEvent(b)) => **a == **b,
+            Self::DvsImportEvent(v) => Self::DvsImportEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DvsMergedEvent(a), Self::DvsMergedEvent(b)) => **a == **b,
+            Self::DvsMergedEvent(v) => Self::DvsMergedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DvsPortBlockedEvent(a), Self::DvsPortBlockedEvent(b)) => **a == **b,
+            Self::DvsPortBlockedEvent(v) => {
+                Self::DvsPortBlockedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortConnectedEvent(a), Self::DvsPortConnectedEvent(b)) => {
-                **a == **b
+            Self::DvsPortConnectedEvent(v) => {
+                Self::DvsPortConnectedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortCreatedEvent(a), Self::DvsPortCreatedEvent(b)) => **a == **b,
+            Self::DvsPortCreatedEvent(v) => {
+                Self::DvsPortCreatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortDeletedEvent(a), Self::DvsPortDeletedEvent(b)) => **a == **b,
+            Self::DvsPortDeletedEvent(v) => {
+                Self::DvsPortDeletedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortDisconnectedEvent(a), Self::DvsPortDisconnectedEvent(b)) => {
-                **a == **b
+            Self::DvsPortDisconnectedEvent(v) => {
+                Self::DvsPortDisconnectedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::DvsPortEnteredPassthruEvent(a),
-                Self::DvsPortEnteredPassthruEvent(b),
-            ) => **a == **b,
+            Self::DvsPortEnteredPassthruEvent(v) => {
+                Self::DvsPortEnteredPassthruEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::DvsPortExitedPassthruEvent(a),
-                Self::DvsPortExitedPassthruEvent(b),
-            ) => **a == **b,
+            Self::DvsPortExitedPassthruEvent(v) => {
+                Self::DvsPortExitedPassthruEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortJoinPortgroupEvent(a), Self::DvsPortJoinPortgroupEvent(b)) => {
-                **a == **b
+            Self::DvsPortJoinPortgroupEvent(v) => {
+                Self::DvsPortJoinPortgroupEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::DvsPortLeavePortgroupEvent(a),
-                Self::DvsPortLeavePortgroupEvent(b),
-            ) => **a == **b,
+            Self::DvsPortLeavePortgroupEvent(v) => {
+                Self::DvsPortLeavePortgroupEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortLinkDownEvent(a), Self::DvsPortLinkDownEvent(b)) => **a == **b,
+            Self::DvsPortLinkDownEvent(v) => {
+                Self::DvsPortLinkDownEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortLinkUpEvent(a), Self::DvsPortLinkUpEvent(b)) => **a == **b,
+            Self::DvsPortLinkUpEvent(v) => {
+                Self::DvsPortLinkUpEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortReconfiguredEvent(a), Self::DvsPortReconfiguredEvent(b)) => {
-                **a == **b
+            Self::DvsPortReconfiguredEvent(v) => {
+                Self::DvsPortReconfiguredEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortRuntimeChangeEvent(a), Self::DvsPortRuntimeChangeEvent(b)) => {
-                **a == **b
+            Self::DvsPortRuntimeChangeEvent(v) => {
+                Self::DvsPortRuntimeChangeEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DvsPortUnblockedEvent(a), Self::DvsPortUnblockedEvent(b)) => {
-                **a == **b
+            Self::DvsPortUnblockedEvent(v) => {
+                Self::DvsPortUnblockedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::DvsPortVendorSpecificStateChangeEvent(a),
-                Self::DvsPortVendorSpecificStateChangeEvent(b),
-            ) => **a == **b,
+            Self::DvsPortVendorSpecificStateChangeEvent(v) => {
+                Self::DvsPortVendorSpecificStateChangeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsReconfiguredEvent(a), Self::DvsReconfiguredEvent(b)) => **a == **b,
+            Self::DvsReconfiguredEvent(v) => {
+                Self::DvsReconfiguredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::DvsRenamedEvent(a), Self::DvsRenamedEvent(b)) => **a == **b,
+            Self::DvsRenamedEvent(v) => Self::DvsRenamedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DvsRestoreEvent(a), Self::DvsRestoreEvent(b)) => **a == **b,
+            Self::DvsRestoreEvent(v) => Self::DvsRestoreEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::DvsUpgradeAvailableEvent(a), Self::DvsUpgradeAvailableEvent(b)) => {
-                **a == **b
+            Self::DvsUpgradeAvailableEvent(v) => {
+                Self::DvsUpgradeAvailableEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DvsUpgradeInProgressEvent(a), Self::DvsUpgradeInProgressEvent(b)) => {
-                **a == **b
+            Self::DvsUpgradeInProgressEvent(v) => {
+                Self::DvsUpgradeInProgressEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DvsUpgradeRejectedEvent(a), Self::DvsUpgradeRejectedEvent(b)) => {
-                **a == **b
+            Self::DvsUpgradeRejectedEvent(v) => {
+                Self::DvsUpgradeRejectedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::DvsUpgradedEvent(a), Self::DvsUpgradedEvent(b)) => **a == **b,
+            Self::DvsUpgradedEvent(v) => Self::DvsUpgradedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::EnteredMaintenanceModeEvent(a),
-                Self::EnteredMaintenanceModeEvent(b),
-            ) => **a == **b,
+            Self::EnteredMaintenanceModeEvent(v) => {
+                Self::EnteredMaintenanceModeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::EnteredStandbyModeEvent(a), Self::EnteredStandbyModeEvent(b)) => {
-                **a == **b
+            Self::EnteredStandbyModeEvent(v) => {
+                Self::EnteredStandbyModeEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::EnteringMaintenanceModeEvent(a),
-                Self::EnteringMaintenanceModeEvent(b),
-            ) => **a == **b,
+            Self::EnteringMaintenanceModeEvent(v) => {
+                Self::EnteringMaintenanceModeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::EnteringStandbyModeEvent(a), Self::EnteringStandbyModeEvent(b)) => {
-                **a == **b
+            Self::EnteringStandbyModeEvent(v) => {
+                Self::EnteringStandbyModeEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ErrorUpgradeEvent(a), Self::ErrorUpgradeEvent(b)) => **a == **b,
+            Self::ErrorUpgradeEvent(v) => {
+                Self::ErrorUpgradeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::EventEx(a), Self::EventEx(b)) => **a == **b,
+            Self::EventEx(v) => Self::EventEx(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::ExitMaintenanceModeEvent(a), Self::ExitMaintenanceModeEvent(b)) => {
-                **a == **b
+            Self::ExitMaintenanceModeEvent(v) => {
+                Self::ExitMaintenanceModeEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::ExitStandbyModeFailedEvent(a),
-                Self::ExitStandbyModeFailedEvent(b),
-            ) => **a == **b,
+            Self::ExitStandbyModeFailedEvent(v) => {
+                Self::ExitStandbyModeFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ExitedStandbyModeEvent(a), Self::ExitedStandbyModeEvent(b)) => {
-                **a == **b
+            Self::ExitedStandbyModeEvent(v) => {
+                Self::ExitedStandbyModeEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ExitingStandbyModeEvent(a), Self::ExitingStandbyModeEvent(b)) => {
-                **a == **b
+            Self::ExitingStandbyModeEvent(v) => {
+                Self::ExitingStandbyModeEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ExtendedEvent(a), Self::ExtendedEvent(b)) => **a == **b,
+            Self::ExtendedEvent(v) => Self::ExtendedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::FailoverLevelRestored(a), Self::FailoverLevelRestored(b)) => {
-                **a == **b
+            Self::FailoverLevelRestored(v) => {
+                Self::FailoverLevelRestored(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::GeneralEvent(a), Self::GeneralEvent(b)) => **a == **b,
+            Self::GeneralEvent(v) => Self::GeneralEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::GeneralHostErrorEvent(a), Self::GeneralHostErrorEvent(b)) => {
-                **a == **b
+            Self::GeneralHostErrorEvent(v) => {
+                Self::GeneralHostErrorEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::GeneralHostInfoEvent(a), Self::GeneralHostInfoEvent(b)) => **a == **b,
+            Self::GeneralHostInfoEvent(v) => {
+                Self::GeneralHostInfoEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::GeneralHostWarningEvent(a), Self::GeneralHostWarningEvent(b)) => {
-                **a == **b
+            Self::GeneralHostWarningEvent(v) => {
+                Self::GeneralHostWarningEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::GeneralUserEvent(a), Self::GeneralUserEvent(b)) => **a == **b,
+            Self::GeneralUserEvent(v) => Self::GeneralUserEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::GeneralVmErrorEvent(a), Self::GeneralVmErrorEvent(b)) => **a == **b,
+            Self::GeneralVmErrorEvent(v) => {
+                Self::GeneralVmErrorEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::GeneralVmInfoEvent(a), Self::GeneralVmInfoEvent(b)) => **a == **b,
+            Self::GeneralVmInfoEvent(v) => {
+                Self::GeneralVmInfoEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::GeneralVmWarningEvent(a), Self::GeneralVmWarningEvent(b)) => {
-                **a == **b
+            Self::GeneralVmWarningEvent(v) => {
+                Self::GeneralVmWarningEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::GhostDvsProxySwitchDetectedEvent(a),
-                Self::GhostDvsProxySwitchDetectedEvent(b),
-            ) => **a == **b,
+            Self::GhostDvsProxySwitchDetectedEvent(v) => {
+                Self::GhostDvsProxySwitchDetectedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::GhostDvsProxySwitchRemovedEvent(a),
-                Self::GhostDvsProxySwitchRemovedEvent(b),
-            ) => **a == **b,
+            Self::GhostDvsProxySwitchRemovedEvent(v) => {
+                Self::GhostDvsProxySwitchRemovedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::GlobalMessageChangedEvent(a), Self::GlobalMessageChangedEvent(b)) => {
-                **a == **b
+            Self::GlobalMessageChangedEvent(v) => {
+                Self::GlobalMessageChangedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HealthStatusChangedEvent(a), Self::HealthStatusChangedEvent(b)) => {
-                **a == **b
+            Self::HealthStatusChangedEvent(v) => {
+                Self::HealthStatusChangedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HostAddFailedEvent(a), Self::HostAddFailedEvent(b)) => **a == **b,
+            Self::HostAddFailedEvent(v) => {
+                Self::HostAddFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostAddedEvent(a), Self::HostAddedEvent(b)) => **a == **b,
+            Self::HostAddedEvent(v) => Self::HostAddedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::HostAdminDisableEvent(a), Self::HostAdminDisableEvent(b)) => {
-                **a == **b
+            Self::HostAdminDisableEvent(v) => {
+                Self::HostAdminDisableEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HostAdminEnableEvent(a), Self::HostAdminEnableEvent(b)) => **a == **b,
+            Self::HostAdminEnableEvent(v) => {
+                Self::HostAdminEnableEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedAccountFailedEvent(a),
-                Self::HostCnxFailedAccountFailedEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedAccountFailedEvent(v) => {
+                Self::HostCnxFailedAccountFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedAlreadyManagedEvent(a),
-                Self::HostCnxFailedAlreadyManagedEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedAlreadyManagedEvent(v) => {
+                Self::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedBadCcagentEvent(a),
-                Self::HostCnxFailedBadCcagentEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedBadCcagentEvent(v) => {
+                Self::HostCnxFailedBadCcagentEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedBadUsernameEvent(a),
-                Self::HostCnxFailedBadUsernameEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedBadUsernameEvent(v) => {
+                Self::HostCnxFailedBadUsernameEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedBadVersionEvent(a),
-                Self::HostCnxFailedBadVersionEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedBadVersionEvent(v) => {
+                Self::HostCnxFailedBadVersionEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedCcagentUpgradeEvent(a),
-                Self::HostCnxFailedCcagentUpgradeEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedCcagentUpgradeEvent(v) => {
+                Self::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostCnxFailedEvent(a), Self::HostCnxFailedEvent(b)) => **a == **b,
+            Self::HostCnxFailedEvent(v) => {
+                Self::HostCnxFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedNetworkErrorEvent(a),
-                Self::HostCnxFailedNetworkErrorEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedNetworkErrorEvent(v) => {
+                Self::HostCnxFailedNetworkErrorEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedNoAccessEvent(a),
-                Self::HostCnxFailedNoAccessEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedNoAccessEvent(v) => {
+                Self::HostCnxFailedNoAccessEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedNoConnectionEvent(a),
-                Self::HostCnxFailedNoConnectionEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedNoConnectionEvent(v) => {
+                Self::HostCnxFailedNoConnectionEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedNoLicenseEvent(a),
-                Self::HostCnxFailedNoLicenseEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedNoLicenseEvent(v) => {
+                Self::HostCnxFailedNoLicenseEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostCnxFailedNotFoundEvent(a),
-                Self::HostCnxFailedNotFoundEvent(b),
-            ) => **a == **b,
+            Self::HostCnxFailedNotFoundEvent(v) => {
+                Self::HostCnxFailedNotFoundEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostCnxFailedTimeoutEvent(a), Self::HostCnxFailedTimeoutEvent(b)) => {
-                **a == **b
+            Self::HostCnxFailedTimeoutEvent(v) => {
+                Self::HostCnxFailedTimeoutEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostComplianceCheckedEvent(a),
-                Self::HostComplianceCheckedEvent(b),
-            ) => **a == **b,
+            Self::HostComplianceCheckedEvent(v) => {
+                Self::HostComplianceCheckedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostCompliantEvent(a), Self::HostCompliantEvent(b)) => **a == **b,
+            Self::HostCompliantEvent(v) => {
+                Self::HostCompliantEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostConfigAppliedEvent(a), Self::HostConfigAppliedEvent(b)) => {
-                **a == **b
+            Self::HostConfigAppliedEvent(v) => {
+                Self::HostConfigAppliedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HostConnectedEvent(a), Self::HostConnectedEvent(b)) => **a == **b,
+            Self::HostConnectedEvent(v) => {
+                Self::HostConnectedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostConnectionLostEvent(a), Self::HostConnectionLostEvent(b)) => {
-                **a == **b
+            Self::HostConnectionLostEvent(v) => {
+                Self::HostConnectionLostEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HostDasDisabledEvent(a), Self::HostDasDisabledEvent(b)) => **a == **b,
+            Self::HostDasDisabledEvent(v) => {
+                Self::HostDasDisabledEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostDasDisablingEvent(a), Self::HostDasDisablingEvent(b)) => {
-                **a == **b
+            Self::HostDasDisablingEvent(v) => {
+                Self::HostDasDisablingEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HostDasEnabledEvent(a), Self::HostDasEnabledEvent(b)) => **a == **b,
+            Self::HostDasEnabledEvent(v) => {
+                Self::HostDasEnabledEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostDasEnablingEvent(a), Self::HostDasEnablingEvent(b)) => **a == **b,
+            Self::HostDasEnablingEvent(v) => {
+                Self::HostDasEnablingEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostDasErrorEvent(a), Self::HostDasErrorEvent(b)) => **a == **b,
+            Self::HostDasErrorEvent(v) => {
+                Self::HostDasErrorEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostDasEvent(a), Self::HostDasEvent(b)) => **a == **b,
+            Self::HostDasEvent(v) => Self::HostDasEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::HostDasOkEvent(a), Self::HostDasOkEvent(b)) => **a == **b,
+            Self::HostDasOkEvent(v) => Self::HostDasOkEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::HostDisconnectedEvent(a), Self::HostDisconnectedEvent(b)) => {
-                **a == **b
+            Self::HostDisconnectedEvent(v) => {
+                Self::HostDisconnectedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostEnableAdminFailedEvent(a),
-                Self::HostEnableAdminFailedEvent(b),
-            ) => **a == **b,
+            Self::HostEnableAdminFailedEvent(v) => {
+                Self::HostEnableAdminFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostEvent(a), Self::HostEvent(b)) => **a == **b,
+            Self::HostEvent(v) => Self::HostEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::HostExtraNetworksEvent(a), Self::HostExtraNetworksEvent(b)) => {
-                **a == **b
+            Self::HostExtraNetworksEvent(v) => {
+                Self::HostExtraNetworksEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostGetShortNameFailedEvent(a),
-                Self::HostGetShortNameFailedEvent(b),
-            ) => **a == **b,
+            Self::HostGetShortNameFailedEvent(v) => {
+                Self::HostGetShortNameFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostInAuditModeEvent(a), Self::HostInAuditModeEvent(b)) => **a == **b,
+            Self::HostInAuditModeEvent(v) => {
+                Self::HostInAuditModeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostInventoryFullEvent(a), Self::HostInventoryFullEvent(b)) => {
-                **a == **b
+            Self::HostInventoryFullEvent(v) => {
+                Self::HostInventoryFullEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostInventoryUnreadableEvent(a),
-                Self::HostInventoryUnreadableEvent(b),
-            ) => **a == **b,
+            Self::HostInventoryUnreadableEvent(v) => {
+                Self::HostInventoryUnreadableEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostIpChangedEvent(a), Self::HostIpChangedEvent(b)) => **a == **b,
+            Self::HostIpChangedEvent(v) => {
+                Self::HostIpChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostIpInconsistentEvent(a), Self::HostIpInconsistentEvent(b)) => {
-                **a == **b
+            Self::HostIpInconsistentEvent(v) => {
+                Self::HostIpInconsistentEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostIpToShortNameFailedEvent(a),
-                Self::HostIpToShortNameFailedEvent(b),
-            ) => **a == **b,
+            Self::HostIpToShortNameFailedEvent(v) => {
+                Self::HostIpToShortNameFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostIsolationIpPingFailedEvent(a),
-                Self::HostIsolationIpPingFailedEvent(b),
-            ) => **a == **b,
+            Self::HostIsolationIpPingFailedEvent(v) => {
+                Self::HostIsolationIpPingFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostLicenseExpiredEvent(a), Self::HostLicenseExpiredEvent(b)) => {
-                **a == **b
+            Self::HostLicenseExpiredEvent(v) => {
+                Self::HostLicenseExpiredEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HostLocalPortCreatedEvent(a), Self::HostLocalPortCreatedEvent(b)) => {
-                **a == **b
+            Self::HostLocalPortCreatedEvent(v) => {
+                Self::HostLocalPortCreatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HostMissingNetworksEvent(a), Self::HostMissingNetworksEvent(b)) => {
-                **a == **b
+            Self::HostMissingNetworksEvent(v) => {
+                Self::HostMissingNetworksEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostMonitoringStateChangedEvent(a),
-                Self::HostMonitoringStateChangedEvent(b),
-            ) => **a == **b,
+            Self::HostMonitoringStateChangedEvent(v) => {
+                Self::HostMonitoringStateChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostNoAvailableNetworksEvent(a),
-                Self::HostNoAvailableNetworksEvent(b),
-            ) => **a == **b,
+            Self::HostNoAvailableNetworksEvent(v) => {
+                Self::HostNoAvailableNetworksEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostNoHAEnabledPortGroupsEvent(a),
-                Self::HostNoHAEnabledPortGroupsEvent(b),
-            ) => **a == **b,
+            Self::HostNoHAEnabledPortGroupsEvent(v) => {
+                Self::HostNoHAEnabledPortGroupsEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostNoRedundantManagementNetworkEvent(a),
-                Self::HostNoRedundantManagementNetworkEvent(b),
-            ) => **a == **b,
+            Self::HostNoRedundantManagementNetworkEvent(v) => {
+                Self::HostNoRedundantManagementNetworkEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostNonCompliantEvent(a), Self::HostNonCompliantEvent(b)) => {
-                **a == **b
+            Self::HostNonCompliantEvent(v) => {
+                Self::HostNonCompliantEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HostNotInClusterEvent(a), Self::HostNotInClusterEvent(b)) => {
-                **a == **b
+            Self::HostNotInClusterEvent(v) => {
+                Self::HostNotInClusterEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::HostOvercommittedEvent(a), Self::HostOvercommittedEvent(b)) => {
-                **a == **b
+            Self::HostOvercommittedEvent(v) => {
+                Self::HostOvercommittedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostPrimaryAgentNotShortNameEvent(a),
-                Self::HostPrimaryAgentNotShortNameEvent(b),
-            ) => **a == **b,
+            Self::HostPrimaryAgentNotShortNameEvent(v) => {
+                Self::HostPrimaryAgentNotShortNameEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostProfileAppliedEvent(a), Self::HostProfileAppliedEvent(b)) => {
-                **a == **b
+            Self::HostProfileAppliedEvent(v) => {
+                Self::HostProfileAppliedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostReconnectionFailedEvent(a),
-                Self::HostReconnectionFailedEvent(b),
-            ) => **a == **b,
+            Self::HostReconnectionFailedEvent(v) => {
+                Self::HostReconnectionFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostRemovedEvent(a), Self::HostRemovedEvent(b)) => **a == **b,
+            Self::HostRemovedEvent(v) => Self::HostRemovedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::HostShortNameInconsistentEvent(a),
-                Self::HostShortNameInconsistentEvent(b),
-            ) => **a == **b,
+            Self::HostShortNameInconsistentEvent(v) => {
+                Self::HostShortNameInconsistentEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostShortNameToIpFailedEvent(a),
-                Self::HostShortNameToIpFailedEvent(b),
-            ) => **a == **b,
+            Self::HostShortNameToIpFailedEvent(v) => {
+                Self::HostShortNameToIpFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostShutdownEvent(a), Self::HostShutdownEvent(b)) => **a == **b,
+            Self::HostShutdownEvent(v) => {
+                Self::HostShutdownEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostSpecificationChangedEvent(a),
-                Self::HostSpecificationChangedEvent(b),
-            ) => **a == **b,
+            Self::HostSpecificationChangedEvent(v) => {
+                Self::HostSpecificationChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostSpecificationRequireEvent(a),
-                Self::HostSpecificationRequireEvent(b),
-            ) => **a == **b,
+            Self::HostSpecificationRequireEvent(v) => {
+                Self::HostSpecificationRequireEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostSpecificationUpdateEvent(a),
-                Self::HostSpecificationUpdateEvent(b),
-            ) => **a == **b,
+            Self::HostSpecificationUpdateEvent(v) => {
+                Self::HostSpecificationUpdateEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostStatusChangedEvent(a), Self::HostStatusChangedEvent(b)) => {
-                **a == **b
+            Self::HostStatusChangedEvent(v) => {
+                Self::HostStatusChangedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostSubSpecificationDeleteEvent(a),
-                Self::HostSubSpecificationDeleteEvent(b),
-            ) => **a == **b,
+            Self::HostSubSpecificationDeleteEvent(v) => {
+                Self::HostSubSpecificationDeleteEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostSubSpecificationUpdateEvent(a),
-                Self::HostSubSpecificationUpdateEvent(b),
-            ) => **a == **b,
+            Self::HostSubSpecificationUpdateEvent(v) => {
+                Self::HostSubSpecificationUpdateEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostSyncFailedEvent(a), Self::HostSyncFailedEvent(b)) => **a == **b,
+            Self::HostSyncFailedEvent(v) => {
+                Self::HostSyncFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostUpgradeFailedEvent(a), Self::HostUpgradeFailedEvent(b)) => {
-                **a == **b
+            Self::HostUpgradeFailedEvent(v) => {
+                Self::HostUpgradeFailedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostUserWorldSwapNotEnabledEvent(a),
-                Self::HostUserWorldSwapNotEnabledEvent(b),
-            ) => **a == **b,
+            Self::HostUserWorldSwapNotEnabledEvent(v) => {
+                Self::HostUserWorldSwapNotEnabledEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::HostVnicConnectedToCustomizedDVPortEvent(a),
-                Self::HostVnicConnectedToCustomizedDVPortEvent(b),
-            ) => **a == **b,
+            Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
+                Self::HostVnicConnectedToCustomizedDVPortEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostWwnChangedEvent(a), Self::HostWwnChangedEvent(b)) => **a == **b,
+            Self::HostWwnChangedEvent(v) => {
+                Self::HostWwnChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::HostWwnConflictEvent(a), Self::HostWwnConflictEvent(b)) => **a == **b,
+            Self::HostWwnConflictEvent(v) => {
+                Self::HostWwnConflictEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::IScsiBootFailureEvent(a), Self::IScsiBootFailureEvent(b)) => {
-                **a == **b
+            Self::IScsiBootFailureEvent(v) => {
+                Self::IScsiBootFailureEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::IncorrectHostInformationEvent(a),
-                Self::IncorrectHostInformationEvent(b),
-            ) => **a == **b,
+            Self::IncorrectHostInformationEvent(v) => {
+                Self::IncorrectHostInformationEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::InfoUpgradeEvent(a), Self::InfoUpgradeEvent(b)) => **a == **b,
+            Self::InfoUpgradeEvent(v) => Self::InfoUpgradeEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::InsufficientFailoverResourcesEvent(a),
-                Self::InsufficientFailoverResourcesEvent(b),
-            ) => **a == **b,
+            Self::InsufficientFailoverResourcesEvent(v) => {
+                Self::InsufficientFailoverResourcesEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::InvalidEditionEvent(a), Self::InvalidEditionEvent(b)) => **a == **b,
+            Self::InvalidEditionEvent(v) => {
+                Self::InvalidEditionEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::LicenseEvent(a), Self::LicenseEvent(b)) => **a == **b,
+            Self::LicenseEvent(v) => Self::LicenseEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::LicenseExpiredEvent(a), Self::LicenseExpiredEvent(b)) => **a == **b,
+            Self::LicenseExpiredEvent(v) => {
+                Self::LicenseExpiredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::LicenseNonComplianceEvent(a), Self::LicenseNonComplianceEvent(b)) => {
-                **a == **b
+            Self::LicenseNonComplianceEvent(v) => {
+                Self::LicenseNonComplianceEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::LicenseRestrictedEvent(a), Self::LicenseRestrictedEvent(b)) => {
-                **a == **b
+            Self::LicenseRestrictedEvent(v) => {
+                Self::LicenseRestrictedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::LicenseServerAvailableEvent(a),
-                Self::LicenseServerAvailableEvent(b),
-            ) => **a == **b,
+            Self::LicenseServerAvailableEvent(v) => {
+                Self::LicenseServerAvailableEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::LicenseServerUnavailableEvent(a),
-                Self::LicenseServerUnavailableEvent(b),
-            ) => **a == **b,
+            Self::LicenseServerUnavailableEvent(v) => {
+                Self::LicenseServerUnavailableEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::LocalDatastoreCreatedEvent(a),
-                Self::LocalDatastoreCreatedEvent(b),
-            ) => **a == **b,
+            Self::LocalDatastoreCreatedEvent(v) => {
+                Self::LocalDatastoreCreatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::LocalTSMEnabledEvent(a), Self::LocalTSMEnabledEvent(b)) => **a == **b,
+            Self::LocalTSMEnabledEvent(v) => {
+                Self::LocalTSMEnabledEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::LockerMisconfiguredEvent(a), Self::LockerMisconfiguredEvent(b)) => {
-                **a == **b
+            Self::LockerMisconfiguredEvent(v) => {
+                Self::LockerMisconfiguredEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::LockerReconfiguredEvent(a), Self::LockerReconfiguredEvent(b)) => {
-                **a == **b
+            Self::LockerReconfiguredEvent(v) => {
+                Self::LockerReconfiguredEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::MigrationErrorEvent(a), Self::MigrationErrorEvent(b)) => **a == **b,
+            Self::MigrationErrorEvent(v) => {
+                Self::MigrationErrorEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::MigrationEvent(a), Self::MigrationEvent(b)) => **a == **b,
+            Self::MigrationEvent(v) => Self::MigrationEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::MigrationHostErrorEvent(a), Self::MigrationHostErrorEvent(b)) => {
-                **a == **b
+            Self::MigrationHostErrorEvent(v) => {
+                Self::MigrationHostErrorEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::MigrationHostWarningEvent(a), Self::MigrationHostWarningEvent(b)) => {
-                **a == **b
+            Self::MigrationHostWarningEvent(v) => {
+                Self::MigrationHostWarningEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::MigrationResourceErrorEvent(a),
-                Self::MigrationResourceErrorEvent(b),
-            ) => **a == **b,
+            Self::MigrationResourceErrorEvent(v) => {
+                Self::MigrationResourceErrorEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::MigrationResourceWarningEvent(a),
-                Self::MigrationResourceWarningEvent(b),
-            ) => **a == **b,
+            Self::MigrationResourceWarningEvent(v) => {
+                Self::MigrationResourceWarningEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::MigrationWarningEvent(a), Self::MigrationWarningEvent(b)) => {
-                **a == **b
+            Self::MigrationWarningEvent(v) => {
+                Self::MigrationWarningEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::MtuMatchEvent(a), Self::MtuMatchEvent(b)) => **a == **b,
+            Self::MtuMatchEvent(v) => Self::MtuMatchEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::MtuMismatchEvent(a), Self::MtuMismatchEvent(b)) => **a == **b,
+            Self::MtuMismatchEvent(v) => Self::MtuMismatchEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::NASDatastoreCreatedEvent(a), Self::NASDatastoreCreatedEvent(b)) => {
-                **a == **b
+            Self::NASDatastoreCreatedEvent(v) => {
+                Self::NASDatastoreCreatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::NetworkRollbackEvent(a), Self::NetworkRollbackEvent(b)) => **a == **b,
+            Self::NetworkRollbackEvent(v) => {
+                Self::NetworkRollbackEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::NoAccessUserEvent(a), Self::NoAccessUserEvent(b)) => **a == **b,
+            Self::NoAccessUserEvent(v) => {
+                Self::NoAccessUserEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::NoDatastoresConfiguredEvent(a),
-                Self::NoDatastoresConfiguredEvent(b),
-            ) => **a == **b,
+            Self::NoDatastoresConfiguredEvent(v) => {
+                Self::NoDatastoresConfiguredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::NoLicenseEvent(a), Self::NoLicenseEvent(b)) => **a == **b,
+            Self::NoLicenseEvent(v) => Self::NoLicenseEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::NoMaintenanceModeDrsRecommendationForVM(a),
-                Self::NoMaintenanceModeDrsRecommendationForVM(b),
-            ) => **a == **b,
+            Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
+                Self::NoMaintenanceModeDrsRecommendationForVM(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::NonVIWorkloadDetectedOnDatastoreEvent(a),
-                Self::NonVIWorkloadDetectedOnDatastoreEvent(b),
-            ) => **a == **b,
+            Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
+                Self::NonVIWorkloadDetectedOnDatastoreEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::NotEnoughResourcesToStartVmEvent(a),
-                Self::NotEnoughResourcesToStartVmEvent(b),
-            ) => **a == **b,
+            Self::NotEnoughResourcesToStartVmEvent(v) => {
+                Self::NotEnoughResourcesToStartVmEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::OutOfSyncDvsHost(a), Self::OutOfSyncDvsHost(b)) => **a == **b,
+            Self::OutOfSyncDvsHost(v) => Self::OutOfSyncDvsHost(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::PermissionAddedEvent(a), Self::PermissionAddedEvent(b)) => **a == **b,
+            Self::PermissionAddedEvent(v) => {
+                Self::PermissionAddedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::PermissionEvent(a), Self::PermissionEvent(b)) => **a == **b,
+            Self::PermissionEvent(v) => Self::PermissionEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::PermissionRemovedEvent(a), Self::PermissionRemovedEvent(b)) => {
-                **a == **b
+            Self::PermissionRemovedEvent(v) => {
+                Self::PermissionRemovedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::PermissionUpdatedEvent(a), Self::PermissionUpdatedEvent(b)) => {
-                **a == **b
+            Self::PermissionUpdatedEvent(v) => {
+                Self::PermissionUpdatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ProfileAssociatedEvent(a), Self::ProfileAssociatedEvent(b)) => {
-                **a == **b
+            Self::ProfileAssociatedEvent(v) => {
+                Self::ProfileAssociatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ProfileChangedEvent(a), Self::ProfileChangedEvent(b)) => **a == **b,
+            Self::ProfileChangedEvent(v) => {
+                Self::ProfileChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ProfileCreatedEvent(a), Self::ProfileCreatedEvent(b)) => **a == **b,
+            Self::ProfileCreatedEvent(v) => {
+                Self::ProfileCreatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ProfileDissociatedEvent(a), Self::ProfileDissociatedEvent(b)) => {
-                **a == **b
+            Self::ProfileDissociatedEvent(v) => {
+                Self::ProfileDissociatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ProfileEvent(a), Self::ProfileEvent(b)) => **a == **b,
+            Self::ProfileEvent(v) => Self::ProfileEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::ProfileReferenceHostChangedEvent(a),
-                Self::ProfileReferenceHostChangedEvent(b),
-            ) => **a == **b,
+            Self::ProfileReferenceHostChangedEvent(v) => {
+                Self::ProfileReferenceHostChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ProfileRemovedEvent(a), Self::ProfileRemovedEvent(b)) => **a == **b,
+            Self::ProfileRemovedEvent(v) => {
+                Self::ProfileRemovedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::RecoveryEvent(a), Self::RecoveryEvent(b)) => **a == **b,
+            Self::RecoveryEvent(v) => Self::RecoveryEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::RemoteTSMEnabledEvent(a), Self::RemoteTSMEnabledEvent(b)) => {
-                **a == **b
+            Self::RemoteTSMEnabledEvent(v) => {
+                Self::RemoteTSMEnabledEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ResourcePoolCreatedEvent(a), Self::ResourcePoolCreatedEvent(b)) => {
-                **a == **b
+            Self::ResourcePoolCreatedEvent(v) => {
+                Self::ResourcePoolCreatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::ResourcePoolDestroyedEvent(a),
-                Self::ResourcePoolDestroyedEvent(b),
-            ) => **a == **b,
+            Self::ResourcePoolDestroyedEvent(v) => {
+                Self::ResourcePoolDestroyedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ResourcePoolEvent(a), Self::ResourcePoolEvent(b)) => **a == **b,
+            Self::ResourcePoolEvent(v) => {
+                Self::ResourcePoolEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ResourcePoolMovedEvent(a), Self::ResourcePoolMovedEvent(b)) => {
-                **a == **b
+            Self::ResourcePoolMovedEvent(v) => {
+                Self::ResourcePoolMovedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::ResourcePoolReconfiguredEvent(a),
-                Self::ResourcePoolReconfiguredEvent(b),
-            ) => **a == **b,
+            Self::ResourcePoolReconfiguredEvent(v) => {
+                Self::ResourcePoolReconfiguredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ResourceViolatedEvent(a), Self::ResourceViolatedEvent(b)) => {
-                **a == **b
+            Self::ResourceViolatedEvent(v) => {
+                Self::ResourceViolatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::RoleAddedEvent(a), Self::RoleAddedEvent(b)) => **a == **b,
+            Self::RoleAddedEvent(v) => Self::RoleAddedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::RoleEvent(a), Self::RoleEvent(b)) => **a == **b,
+            Self::RoleEvent(v) => Self::RoleEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::RoleRemovedEvent(a), Self::RoleRemovedEvent(b)) => **a == **b,
+            Self::RoleRemovedEvent(v) => Self::RoleRemovedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::RoleUpdatedEvent(a), Self::RoleUpdatedEvent(b)) => **a == **b,
+            Self::RoleUpdatedEvent(v) => Self::RoleUpdatedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::RollbackEvent(a), Self::RollbackEvent(b)) => **a == **b,
+            Self::RollbackEvent(v) => Self::RollbackEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::ScheduledTaskCompletedEvent(a),
-                Self::ScheduledTaskCompletedEvent(b),
-            ) => **a == **b,
+            Self::ScheduledTaskCompletedEvent(v) => {
+                Self::ScheduledTaskCompletedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ScheduledTaskCreatedEvent(a), Self::ScheduledTaskCreatedEvent(b)) => {
-                **a == **b
+            Self::ScheduledTaskCreatedEvent(v) => {
+                Self::ScheduledTaskCreatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::ScheduledTaskEmailCompletedEvent(a),
-                Self::ScheduledTaskEmailCompletedEvent(b),
-            ) => **a == **b,
+            Self::ScheduledTaskEmailCompletedEvent(v) => {
+                Self::ScheduledTaskEmailCompletedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::ScheduledTaskEmailFailedEvent(a),
-                Self::ScheduledTaskEmailFailedEvent(b),
-            ) => **a == **b,
+            Self::ScheduledTaskEmailFailedEvent(v) => {
+                Self::ScheduledTaskEmailFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ScheduledTaskEvent(a), Self::ScheduledTaskEvent(b)) => **a == **b,
+            Self::ScheduledTaskEvent(v) => {
+                Self::ScheduledTaskEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ScheduledTaskFailedEvent(a), Self::ScheduledTaskFailedEvent(b)) => {
-                **a == **b
+            Self::ScheduledTaskFailedEvent(v) => {
+                Self::ScheduledTaskFailedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::ScheduledTaskReconfiguredEvent(a),
-                Self::ScheduledTaskReconfiguredEvent(b),
-            ) => **a == **b,
+            Self::ScheduledTaskReconfiguredEvent(v) => {
+                Self::ScheduledTaskReconfiguredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::ScheduledTaskRemovedEvent(a), Self::ScheduledTaskRemovedEvent(b)) => {
-                **a == **b
+            Self::ScheduledTaskRemovedEvent(v) => {
+                Self::ScheduledTaskRemovedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ScheduledTaskStartedEvent(a), Self::ScheduledTaskStartedEvent(b)) => {
-                **a == **b
+            Self::ScheduledTaskStartedEvent(v) => {
+                Self::ScheduledTaskStartedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ServerLicenseExpiredEvent(a), Self::ServerLicenseExpiredEvent(b)) => {
-                **a == **b
+            Self::ServerLicenseExpiredEvent(v) => {
+                Self::ServerLicenseExpiredEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::ServerStartedSessionEvent(a), Self::ServerStartedSessionEvent(b)) => {
-                **a == **b
+            Self::ServerStartedSessionEvent(v) => {
+                Self::ServerStartedSessionEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::SessionEvent(a), Self::SessionEvent(b)) => **a == **b,
+            Self::SessionEvent(v) => Self::SessionEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::SessionTerminatedEvent(a), Self::SessionTerminatedEvent(b)) => {
-                **a == **b
+            Self::SessionTerminatedEvent(v) => {
+                Self::SessionTerminatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::TaskEvent(a), Self::TaskEvent(b)) => **a == **b,
+            Self::TaskEvent(v) => Self::TaskEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::TaskTimeoutEvent(a), Self::TaskTimeoutEvent(b)) => **a == **b,
+            Self::TaskTimeoutEvent(v) => Self::TaskTimeoutEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::TeamingMatchEvent(a), Self::TeamingMatchEvent(b)) => **a == **b,
+            Self::TeamingMatchEvent(v) => {
+                Self::TeamingMatchEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::TeamingMisMatchEvent(a), Self::TeamingMisMatchEvent(b)) => **a == **b,
+            Self::TeamingMisMatchEvent(v) => {
+                Self::TeamingMisMatchEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::TemplateBeingUpgradedEvent(a),
-                Self::TemplateBeingUpgradedEvent(b),
-            ) => **a == **b,
+            Self::TemplateBeingUpgradedEvent(v) => {
+                Self::TemplateBeingUpgradedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::TemplateUpgradeEvent(a), Self::TemplateUpgradeEvent(b)) => **a == **b,
+            Self::TemplateUpgradeEvent(v) => {
+                Self::TemplateUpgradeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::TemplateUpgradeFailedEvent(a),
-                Self::TemplateUpgradeFailedEvent(b),
-            ) => **a == **b,
+            Self::TemplateUpgradeFailedEvent(v) => {
+                Self::TemplateUpgradeFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::TemplateUpgradedEvent(a), Self::TemplateUpgradedEvent(b)) => {
-                **a == **b
+            Self::TemplateUpgradedEvent(v) => {
+                Self::TemplateUpgradedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::TimedOutHostOperationEvent(a),
-                Self::TimedOutHostOperationEvent(b),
-            ) => **a == **b,
+            Self::TimedOutHostOperationEvent(v) => {
+                Self::TimedOutHostOperationEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::UnlicensedVirtualMachinesEvent(a),
-                Self::UnlicensedVirtualMachinesEvent(b),
-            ) => **a == **b,
+            Self::UnlicensedVirtualMachinesEvent(v) => {
+                Self::UnlicensedVirtualMachinesEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::UnlicensedVirtualMachinesFoundEvent(a),
-                Self::UnlicensedVirtualMachinesFoundEvent(b),
-            ) => **a == **b,
+            Self::UnlicensedVirtualMachinesFoundEvent(v) => {
+                Self::UnlicensedVirtualMachinesFoundEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::UpdatedAgentBeingRestartedEvent(a),
-                Self::UpdatedAgentBeingRestartedEvent(b),
-            ) => **a == **b,
+            Self::UpdatedAgentBeingRestartedEvent(v) => {
+                Self::UpdatedAgentBeingRestartedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::UpgradeEvent(a), Self::UpgradeEvent(b)) => **a == **b,
+            Self::UpgradeEvent(v) => Self::UpgradeEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::UplinkPortMtuNotSupportEvent(a),
-                Self::UplinkPortMtuNotSupportEvent(b),
-            ) => **a == **b,
+            Self::UplinkPortMtuNotSupportEvent(v) => {
+                Self::UplinkPortMtuNotSupportEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::UplinkPortMtuSupportEvent(a), Self::UplinkPortMtuSupportEvent(b)) => {
-                **a == **b
+            Self::UplinkPortMtuSupportEvent(v) => {
+                Self::UplinkPortMtuSupportEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::UplinkPortVlanTrunkedEvent(a),
-                Self::UplinkPortVlanTrunkedEvent(b),
-            ) => **a == **b,
+            Self::UplinkPortVlanTrunkedEvent(v) => {
+                Self::UplinkPortVlanTrunkedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::UplinkPortVlanUntrunkedEvent(a),
-                Self::UplinkPortVlanUntrunkedEvent(b),
-            ) => **a == **b,
+            Self::UplinkPortVlanUntrunkedEvent(v) => {
+                Self::UplinkPortVlanUntrunkedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::UserAssignedToGroup(a), Self::UserAssignedToGroup(b)) => **a == **b,
+            Self::UserAssignedToGroup(v) => {
+                Self::UserAssignedToGroup(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::UserLoginSessionEvent(a), Self::UserLoginSessionEvent(b)) => {
-                **a == **b
+            Self::UserLoginSessionEvent(v) => {
+                Self::UserLoginSessionEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::UserLogoutSessionEvent(a), Self::UserLogoutSessionEvent(b)) => {
-                **a == **b
+            Self::UserLogoutSessionEvent(v) => {
+                Self::UserLogoutSessionEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::UserPasswordChanged(a), Self::UserPasswordChanged(b)) => **a == **b,
+            Self::UserPasswordChanged(v) => {
+                Self::UserPasswordChanged(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::UserUnassignedFromGroup(a), Self::UserUnassignedFromGroup(b)) => {
-                **a == **b
+            Self::UserUnassignedFromGroup(v) => {
+                Self::UserUnassignedFromGroup(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::UserUpgradeEvent(a), Self::UserUpgradeEvent(b)) => **a == **b,
+            Self::UserUpgradeEvent(v) => Self::UserUpgradeEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VMFSDatastoreCreatedEvent(a), Self::VMFSDatastoreCreatedEvent(b)) => {
-                **a == **b
+            Self::VMFSDatastoreCreatedEvent(v) => {
+                Self::VMFSDatastoreCreatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::VMFSDatastoreExpandedEvent(a),
-                Self::VMFSDatastoreExpandedEvent(b),
-            ) => **a == **b,
+            Self::VMFSDatastoreExpandedEvent(v) => {
+                Self::VMFSDatastoreExpandedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VMFSDatastoreExtendedEvent(a),
-                Self::VMFSDatastoreExtendedEvent(b),
-            ) => **a == **b,
+            Self::VMFSDatastoreExtendedEvent(v) => {
+                Self::VMFSDatastoreExtendedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VMotionLicenseExpiredEvent(a),
-                Self::VMotionLicenseExpiredEvent(b),
-            ) => **a == **b,
+            Self::VMotionLicenseExpiredEvent(v) => {
+                Self::VMotionLicenseExpiredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VcAgentUninstallFailedEvent(a),
-                Self::VcAgentUninstallFailedEvent(b),
-            ) => **a == **b,
+            Self::VcAgentUninstallFailedEvent(v) => {
+                Self::VcAgentUninstallFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VcAgentUninstalledEvent(a), Self::VcAgentUninstalledEvent(b)) => {
-                **a == **b
+            Self::VcAgentUninstalledEvent(v) => {
+                Self::VcAgentUninstalledEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VcAgentUpgradeFailedEvent(a), Self::VcAgentUpgradeFailedEvent(b)) => {
-                **a == **b
+            Self::VcAgentUpgradeFailedEvent(v) => {
+                Self::VcAgentUpgradeFailedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VcAgentUpgradedEvent(a), Self::VcAgentUpgradedEvent(b)) => **a == **b,
+            Self::VcAgentUpgradedEvent(v) => {
+                Self::VcAgentUpgradedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VimAccountPasswordChangedEvent(a),
-                Self::VimAccountPasswordChangedEvent(b),
-            ) => **a == **b,
+            Self::VimAccountPasswordChangedEvent(v) => {
+                Self::VimAccountPasswordChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmAcquiredMksTicketEvent(a), Self::VmAcquiredMksTicketEvent(b)) => {
-                **a == **b
+            Self::VmAcquiredMksTicketEvent(v) => {
+                Self::VmAcquiredMksTicketEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmAcquiredTicketEvent(a), Self::VmAcquiredTicketEvent(b)) => {
-                **a == **b
+            Self::VmAcquiredTicketEvent(v) => {
+                Self::VmAcquiredTicketEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmAutoRenameEvent(a), Self::VmAutoRenameEvent(b)) => **a == **b,
+            Self::VmAutoRenameEvent(v) => {
+                Self::VmAutoRenameEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmBeingClonedEvent(a), Self::VmBeingClonedEvent(b)) => **a == **b,
+            Self::VmBeingClonedEvent(v) => {
+                Self::VmBeingClonedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmBeingClonedNoFolderEvent(a),
-                Self::VmBeingClonedNoFolderEvent(b),
-            ) => **a == **b,
+            Self::VmBeingClonedNoFolderEvent(v) => {
+                Self::VmBeingClonedNoFolderEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmBeingCreatedEvent(a), Self::VmBeingCreatedEvent(b)) => **a == **b,
+            Self::VmBeingCreatedEvent(v) => {
+                Self::VmBeingCreatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmBeingDeployedEvent(a), Self::VmBeingDeployedEvent(b)) => **a == **b,
+            Self::VmBeingDeployedEvent(v) => {
+                Self::VmBeingDeployedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmBeingHotMigratedEvent(a), Self::VmBeingHotMigratedEvent(b)) => {
-                **a == **b
+            Self::VmBeingHotMigratedEvent(v) => {
+                Self::VmBeingHotMigratedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmBeingMigratedEvent(a), Self::VmBeingMigratedEvent(b)) => **a == **b,
+            Self::VmBeingMigratedEvent(v) => {
+                Self::VmBeingMigratedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmBeingRelocatedEvent(a), Self::VmBeingRelocatedEvent(b)) => {
-                **a == **b
+            Self::VmBeingRelocatedEvent(v) => {
+                Self::VmBeingRelocatedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmCloneEvent(a), Self::VmCloneEvent(b)) => **a == **b,
+            Self::VmCloneEvent(v) => Self::VmCloneEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmCloneFailedEvent(a), Self::VmCloneFailedEvent(b)) => **a == **b,
+            Self::VmCloneFailedEvent(v) => {
+                Self::VmCloneFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmClonedEvent(a), Self::VmClonedEvent(b)) => **a == **b,
+            Self::VmClonedEvent(v) => Self::VmClonedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmConfigMissingEvent(a), Self::VmConfigMissingEvent(b)) => **a == **b,
+            Self::VmConfigMissingEvent(v) => {
+                Self::VmConfigMissingEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmConnectedEvent(a), Self::VmConnectedEvent(b)) => **a == **b,
+            Self::VmConnectedEvent(v) => Self::VmConnectedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmCreatedEvent(a), Self::VmCreatedEvent(b)) => **a == **b,
+            Self::VmCreatedEvent(v) => Self::VmCreatedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmDasBeingResetEvent(a), Self::VmDasBeingResetEvent(b)) => **a == **b,
+            Self::VmDasBeingResetEvent(v) => {
+                Self::VmDasBeingResetEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmDasBeingResetWithScreenshotEvent(a),
-                Self::VmDasBeingResetWithScreenshotEvent(b),
-            ) => **a == **b,
+            Self::VmDasBeingResetWithScreenshotEvent(v) => {
+                Self::VmDasBeingResetWithScreenshotEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmDasResetFailedEvent(a), Self::VmDasResetFailedEvent(b)) => {
-                **a == **b
+            Self::VmDasResetFailedEvent(v) => {
+                Self::VmDasResetFailedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmDasUpdateErrorEvent(a), Self::VmDasUpdateErrorEvent(b)) => {
-                **a == **b
+            Self::VmDasUpdateErrorEvent(v) => {
+                Self::VmDasUpdateErrorEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmDasUpdateOkEvent(a), Self::VmDasUpdateOkEvent(b)) => **a == **b,
+            Self::VmDasUpdateOkEvent(v) => {
+                Self::VmDasUpdateOkEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmDateRolledBackEvent(a), Self::VmDateRolledBackEvent(b)) => {
-                **a == **b
+            Self::VmDateRolledBackEvent(v) => {
+                Self::VmDateRolledBackEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmDeployFailedEvent(a), Self::VmDeployFailedEvent(b)) => **a == **b,
+            Self::VmDeployFailedEvent(v) => {
+                Self::VmDeployFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmDeployedEvent(a), Self::VmDeployedEvent(b)) => **a == **b,
+            Self::VmDeployedEvent(v) => Self::VmDeployedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmDisconnectedEvent(a), Self::VmDisconnectedEvent(b)) => **a == **b,
+            Self::VmDisconnectedEvent(v) => {
+                Self::VmDisconnectedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmDiscoveredEvent(a), Self::VmDiscoveredEvent(b)) => **a == **b,
+            Self::VmDiscoveredEvent(v) => {
+                Self::VmDiscoveredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmDiskFailedEvent(a), Self::VmDiskFailedEvent(b)) => **a == **b,
+            Self::VmDiskFailedEvent(v) => {
+                Self::VmDiskFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmEmigratingEvent(a), Self::VmEmigratingEvent(b)) => **a == **b,
+            Self::VmEmigratingEvent(v) => {
+                Self::VmEmigratingEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmEndRecordingEvent(a), Self::VmEndRecordingEvent(b)) => **a == **b,
+            Self::VmEndRecordingEvent(v) => {
+                Self::VmEndRecordingEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmEndReplayingEvent(a), Self::VmEndReplayingEvent(b)) => **a == **b,
+            Self::VmEndReplayingEvent(v) => {
+                Self::VmEndReplayingEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmEvent(a), Self::VmEvent(b)) => **a == **b,
+            Self::VmEvent(v) => Self::VmEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmFailedMigrateEvent(a), Self::VmFailedMigrateEvent(b)) => **a == **b,
+            Self::VmFailedMigrateEvent(v) => {
+                Self::VmFailedMigrateEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmFailedRelayoutEvent(a), Self::VmFailedRelayoutEvent(b)) => {
-                **a == **b
+            Self::VmFailedRelayoutEvent(v) => {
+                Self::VmFailedRelayoutEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(a),
-                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(b),
-            ) => **a == **b,
+            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
+                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmFailedStartingSecondaryEvent(a),
-                Self::VmFailedStartingSecondaryEvent(b),
-            ) => **a == **b,
+            Self::VmFailedStartingSecondaryEvent(v) => {
+                Self::VmFailedStartingSecondaryEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmFailedToPowerOffEvent(a), Self::VmFailedToPowerOffEvent(b)) => {
-                **a == **b
+            Self::VmFailedToPowerOffEvent(v) => {
+                Self::VmFailedToPowerOffEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmFailedToPowerOnEvent(a), Self::VmFailedToPowerOnEvent(b)) => {
-                **a == **b
+            Self::VmFailedToPowerOnEvent(v) => {
+                Self::VmFailedToPowerOnEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmFailedToRebootGuestEvent(a),
-                Self::VmFailedToRebootGuestEvent(b),
-            ) => **a == **b,
+            Self::VmFailedToRebootGuestEvent(v) => {
+                Self::VmFailedToRebootGuestEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmFailedToResetEvent(a), Self::VmFailedToResetEvent(b)) => **a == **b,
+            Self::VmFailedToResetEvent(v) => {
+                Self::VmFailedToResetEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmFailedToShutdownGuestEvent(a),
-                Self::VmFailedToShutdownGuestEvent(b),
-            ) => **a == **b,
+            Self::VmFailedToShutdownGuestEvent(v) => {
+                Self::VmFailedToShutdownGuestEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmFailedToStandbyGuestEvent(a),
-                Self::VmFailedToStandbyGuestEvent(b),
-            ) => **a == **b,
+            Self::VmFailedToStandbyGuestEvent(v) => {
+                Self::VmFailedToStandbyGuestEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmFailedToSuspendEvent(a), Self::VmFailedToSuspendEvent(b)) => {
-                **a == **b
+            Self::VmFailedToSuspendEvent(v) => {
+                Self::VmFailedToSuspendEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmFailedUpdatingSecondaryConfig(a),
-                Self::VmFailedUpdatingSecondaryConfig(b),
-            ) => **a == **b,
+            Self::VmFailedUpdatingSecondaryConfig(v) => {
+                Self::VmFailedUpdatingSecondaryConfig(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmFailoverFailed(a), Self::VmFailoverFailed(b)) => **a == **b,
+            Self::VmFailoverFailed(v) => Self::VmFailoverFailed(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::VmFaultToleranceStateChangedEvent(a),
-                Self::VmFaultToleranceStateChangedEvent(b),
-            ) => **a == **b,
+            Self::VmFaultToleranceStateChangedEvent(v) => {
+                Self::VmFaultToleranceStateChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmFaultToleranceTurnedOffEvent(a),
-                Self::VmFaultToleranceTurnedOffEvent(b),
-            ) => **a == **b,
+            Self::VmFaultToleranceTurnedOffEvent(v) => {
+                Self::VmFaultToleranceTurnedOffEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmFaultToleranceVmTerminatedEvent(a),
-                Self::VmFaultToleranceVmTerminatedEvent(b),
-            ) => **a == **b,
+            Self::VmFaultToleranceVmTerminatedEvent(v) => {
+                Self::VmFaultToleranceVmTerminatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmGuestOSCrashedEvent(a), Self::VmGuestOSCrashedEvent(b)) => {
-                **a == **b
+            Self::VmGuestOSCrashedEvent(v) => {
+                Self::VmGuestOSCrashedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmGuestRebootEvent(a), Self::VmGuestRebootEvent(b)) => **a == **b,
+            Self::VmGuestRebootEvent(v) => {
+                Self::VmGuestRebootEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmGuestShutdownEvent(a), Self::VmGuestShutdownEvent(b)) => **a == **b,
+            Self::VmGuestShutdownEvent(v) => {
+                Self::VmGuestShutdownEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmGuestStandbyEvent(a), Self::VmGuestStandbyEvent(b)) => **a == **b,
+            Self::VmGuestStandbyEvent(v) => {
+                Self::VmGuestStandbyEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmHealthMonitoringStateChangedEvent(a),
-                Self::VmHealthMonitoringStateChangedEvent(b),
-            ) => **a == **b,
+            Self::VmHealthMonitoringStateChangedEvent(v) => {
+                Self::VmHealthMonitoringStateChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmInstanceUuidAssignedEvent(a),
-                Self::VmInstanceUuidAssignedEvent(b),
-            ) => **a == **b,
+            Self::VmInstanceUuidAssignedEvent(v) => {
+                Self::VmInstanceUuidAssignedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmInstanceUuidChangedEvent(a),
-                Self::VmInstanceUuidChangedEvent(b),
-            ) => **a == **b,
+            Self::VmInstanceUuidChangedEvent(v) => {
+                Self::VmInstanceUuidChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmInstanceUuidConflictEvent(a),
-                Self::VmInstanceUuidConflictEvent(b),
-            ) => **a == **b,
+            Self::VmInstanceUuidConflictEvent(v) => {
+                Self::VmInstanceUuidConflictEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmMacAssignedEvent(a), Self::VmMacAssignedEvent(b)) => **a == **b,
+            Self::VmMacAssignedEvent(v) => {
+                Self::VmMacAssignedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmMacChangedEvent(a), Self::VmMacChangedEvent(b)) => **a == **b,
+            Self::VmMacChangedEvent(v) => {
+                Self::VmMacChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmMacConflictEvent(a), Self::VmMacConflictEvent(b)) => **a == **b,
+            Self::VmMacConflictEvent(v) => {
+                Self::VmMacConflictEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmMaxFTRestartCountReached(a),
-                Self::VmMaxFTRestartCountReached(b),
-            ) => **a == **b,
+            Self::VmMaxFTRestartCountReached(v) => {
+                Self::VmMaxFTRestartCountReached(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmMaxRestartCountReached(a), Self::VmMaxRestartCountReached(b)) => {
-                **a == **b
+            Self::VmMaxRestartCountReached(v) => {
+                Self::VmMaxRestartCountReached(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmMessageErrorEvent(a), Self::VmMessageErrorEvent(b)) => **a == **b,
+            Self::VmMessageErrorEvent(v) => {
+                Self::VmMessageErrorEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmMessageEvent(a), Self::VmMessageEvent(b)) => **a == **b,
+            Self::VmMessageEvent(v) => Self::VmMessageEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmMessageWarningEvent(a), Self::VmMessageWarningEvent(b)) => {
-                **a == **b
+            Self::VmMessageWarningEvent(v) => {
+                Self::VmMessageWarningEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmMigratedEvent(a), Self::VmMigratedEvent(b)) => **a == **b,
+            Self::VmMigratedEvent(v) => Self::VmMigratedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::VmNoCompatibleHostForSecondaryEvent(a),
-                Self::VmNoCompatibleHostForSecondaryEvent(b),
-            ) => **a == **b,
+            Self::VmNoCompatibleHostForSecondaryEvent(v) => {
+                Self::VmNoCompatibleHostForSecondaryEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmNoNetworkAccessEvent(a), Self::VmNoNetworkAccessEvent(b)) => {
-                **a == **b
+            Self::VmNoNetworkAccessEvent(v) => {
+                Self::VmNoNetworkAccessEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmOrphanedEvent(a), Self::VmOrphanedEvent(b)) => **a == **b,
+            Self::VmOrphanedEvent(v) => Self::VmOrphanedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::VmPowerOffOnIsolationEvent(a),
-                Self::VmPowerOffOnIsolationEvent(b),
-            ) => **a == **b,
+            Self::VmPowerOffOnIsolationEvent(v) => {
+                Self::VmPowerOffOnIsolationEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmPoweredOffEvent(a), Self::VmPoweredOffEvent(b)) => **a == **b,
+            Self::VmPoweredOffEvent(v) => {
+                Self::VmPoweredOffEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmPoweredOnEvent(a), Self::VmPoweredOnEvent(b)) => **a == **b,
+            Self::VmPoweredOnEvent(v) => Self::VmPoweredOnEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::VmPoweringOnWithCustomizedDVPortEvent(a),
-                Self::VmPoweringOnWithCustomizedDVPortEvent(b),
-            ) => **a == **b,
+            Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
+                Self::VmPoweringOnWithCustomizedDVPortEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmPrimaryFailoverEvent(a), Self::VmPrimaryFailoverEvent(b)) => {
-                **a == **b
+            Self::VmPrimaryFailoverEvent(v) => {
+                Self::VmPrimaryFailoverEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmReconfiguredEvent(a), Self::VmReconfiguredEvent(b)) => **a == **b,
+            Self::VmReconfiguredEvent(v) => {
+                Self::VmReconfiguredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmRegisteredEvent(a), Self::VmRegisteredEvent(b)) => **a == **b,
+            Self::VmRegisteredEvent(v) => {
+                Self::VmRegisteredEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmRelayoutSuccessfulEvent(a), Self::VmRelayoutSuccessfulEvent(b)) => {
-                **a == **b
+            Self::VmRelayoutSuccessfulEvent(v) => {
+                Self::VmRelayoutSuccessfulEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmRelayoutUpToDateEvent(a), Self::VmRelayoutUpToDateEvent(b)) => {
-                **a == **b
+            Self::VmRelayoutUpToDateEvent(v) => {
+                Self::VmRelayoutUpToDateEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmReloadFromPathEvent(a), Self::VmReloadFromPathEvent(b)) => {
-                **a == **b
+            Self::VmReloadFromPathEvent(v) => {
+                Self::VmReloadFromPathEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmReloadFromPathFailedEvent(a),
-                Self::VmReloadFromPathFailedEvent(b),
-            ) => **a == **b,
+            Self::VmReloadFromPathFailedEvent(v) => {
+                Self::VmReloadFromPathFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmRelocateFailedEvent(a), Self::VmRelocateFailedEvent(b)) => {
-                **a == **b
+            Self::VmRelocateFailedEvent(v) => {
+                Self::VmRelocateFailedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmRelocateSpecEvent(a), Self::VmRelocateSpecEvent(b)) => **a == **b,
+            Self::VmRelocateSpecEvent(v) => {
+                Self::VmRelocateSpecEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmRelocatedEvent(a), Self::VmRelocatedEvent(b)) => **a == **b,
+            Self::VmRelocatedEvent(v) => Self::VmRelocatedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::VmRemoteConsoleConnectedEvent(a),
-                Self::VmRemoteConsoleConnectedEvent(b),
-            ) => **a == **b,
+            Self::VmRemoteConsoleConnectedEvent(v) => {
+                Self::VmRemoteConsoleConnectedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmRemoteConsoleDisconnectedEvent(a),
-                Self::VmRemoteConsoleDisconnectedEvent(b),
-            ) => **a == **b,
+            Self::VmRemoteConsoleDisconnectedEvent(v) => {
+                Self::VmRemoteConsoleDisconnectedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmRemovedEvent(a), Self::VmRemovedEvent(b)) => **a == **b,
+            Self::VmRemovedEvent(v) => Self::VmRemovedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmRenamedEvent(a), Self::VmRenamedEvent(b)) => **a == **b,
+            Self::VmRenamedEvent(v) => Self::VmRenamedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (
-                Self::VmRequirementsExceedCurrentEVCModeEvent(a),
-                Self::VmRequirementsExceedCurrentEVCModeEvent(b),
-            ) => **a == **b,
+            Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
+                Self::VmRequirementsExceedCurrentEVCModeEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmResettingEvent(a), Self::VmResettingEvent(b)) => **a == **b,
+            Self::VmResettingEvent(v) => Self::VmResettingEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmResourcePoolMovedEvent(a), Self::VmResourcePoolMovedEvent(b)) => {
-                **a == **b
+            Self::VmResourcePoolMovedEvent(v) => {
+                Self::VmResourcePoolMovedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmResourceReallocatedEvent(a),
-                Self::VmResourceReallocatedEvent(b),
-            ) => **a == **b,
+            Self::VmResourceReallocatedEvent(v) => {
+                Self::VmResourceReallocatedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmRestartedOnAlternateHostEvent(a),
-                Self::VmRestartedOnAlternateHostEvent(b),
-            ) => **a == **b,
+            Self::VmRestartedOnAlternateHostEvent(v) => {
+                Self::VmRestartedOnAlternateHostEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmResumingEvent(a), Self::VmResumingEvent(b)) => **a == **b,
+            Self::VmResumingEvent(v) => Self::VmResumingEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmSecondaryAddedEvent(a), Self::VmSecondaryAddedEvent(b)) => {
-                **a == **b
+            Self::VmSecondaryAddedEvent(v) => {
+                Self::VmSecondaryAddedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmSecondaryDisabledBySystemEvent(a),
-                Self::VmSecondaryDisabledBySystemEvent(b),
-            ) => **a == **b,
+            Self::VmSecondaryDisabledBySystemEvent(v) => {
+                Self::VmSecondaryDisabledBySystemEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmSecondaryDisabledEvent(a), Self::VmSecondaryDisabledEvent(b)) => {
-                **a == **b
+            Self::VmSecondaryDisabledEvent(v) => {
+                Self::VmSecondaryDisabledEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmSecondaryEnabledEvent(a), Self::VmSecondaryEnabledEvent(b)) => {
-                **a == **b
+            Self::VmSecondaryEnabledEvent(v) => {
+                Self::VmSecondaryEnabledEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmSecondaryStartedEvent(a), Self::VmSecondaryStartedEvent(b)) => {
-                **a == **b
+            Self::VmSecondaryStartedEvent(v) => {
+                Self::VmSecondaryStartedEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmShutdownOnIsolationEvent(a),
-                Self::VmShutdownOnIsolationEvent(b),
-            ) => **a == **b,
+            Self::VmShutdownOnIsolationEvent(v) => {
+                Self::VmShutdownOnIsolationEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmStartRecordingEvent(a), Self::VmStartRecordingEvent(b)) => {
-                **a == **b
+            Self::VmStartRecordingEvent(v) => {
+                Self::VmStartRecordingEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmStartReplayingEvent(a), Self::VmStartReplayingEvent(b)) => {
-                **a == **b
+            Self::VmStartReplayingEvent(v) => {
+                Self::VmStartReplayingEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmStartingEvent(a), Self::VmStartingEvent(b)) => **a == **b,
+            Self::VmStartingEvent(v) => Self::VmStartingEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmStartingSecondaryEvent(a), Self::VmStartingSecondaryEvent(b)) => {
-                **a == **b
+            Self::VmStartingSecondaryEvent(v) => {
+                Self::VmStartingSecondaryEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmStaticMacConflictEvent(a), Self::VmStaticMacConflictEvent(b)) => {
-                **a == **b
+            Self::VmStaticMacConflictEvent(v) => {
+                Self::VmStaticMacConflictEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmStoppingEvent(a), Self::VmStoppingEvent(b)) => **a == **b,
+            Self::VmStoppingEvent(v) => Self::VmStoppingEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmSuspendedEvent(a), Self::VmSuspendedEvent(b)) => **a == **b,
+            Self::VmSuspendedEvent(v) => Self::VmSuspendedEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmSuspendingEvent(a), Self::VmSuspendingEvent(b)) => **a == **b,
+            Self::VmSuspendingEvent(v) => {
+                Self::VmSuspendingEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmTimedoutStartingSecondaryEvent(a),
-                Self::VmTimedoutStartingSecondaryEvent(b),
-            ) => **a == **b,
+            Self::VmTimedoutStartingSecondaryEvent(v) => {
+                Self::VmTimedoutStartingSecondaryEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmUnsupportedStartingEvent(a),
-                Self::VmUnsupportedStartingEvent(b),
-            ) => **a == **b,
+            Self::VmUnsupportedStartingEvent(v) => {
+                Self::VmUnsupportedStartingEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmUpgradeCompleteEvent(a), Self::VmUpgradeCompleteEvent(b)) => {
-                **a == **b
+            Self::VmUpgradeCompleteEvent(v) => {
+                Self::VmUpgradeCompleteEvent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-events")]
-            (Self::VmUpgradeFailedEvent(a), Self::VmUpgradeFailedEvent(b)) => **a == **b,
+            Self::VmUpgradeFailedEvent(v) => {
+                Self::VmUpgradeFailedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmUpgradingEvent(a), Self::VmUpgradingEvent(b)) => **a == **b,
+            Self::VmUpgradingEvent(v) => Self::VmUpgradingEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-events")]
-            (Self::VmUuidAssignedEvent(a), Self::VmUuidAssignedEvent(b)) => **a == **b,
+            Self::VmUuidAssignedEvent(v) => {
+                Self::VmUuidAssignedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmUuidChangedEvent(a), Self::VmUuidChangedEvent(b)) => **a == **b,
+            Self::VmUuidChangedEvent(v) => {
+                Self::VmUuidChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmUuidConflictEvent(a), Self::VmUuidConflictEvent(b)) => **a == **b,
+            Self::VmUuidConflictEvent(v) => {
+                Self::VmUuidConflictEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmVnicPoolReservationViolationClearEvent(a),
-                Self::VmVnicPoolReservationViolationClearEvent(b),
-            ) => **a == **b,
+            Self::VmVnicPoolReservationViolationClearEvent(v) => {
+                Self::VmVnicPoolReservationViolationClearEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (
-                Self::VmVnicPoolReservationViolationRaiseEvent(a),
-                Self::VmVnicPoolReservationViolationRaiseEvent(b),
-            ) => **a == **b,
+            Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
+                Self::VmVnicPoolReservationViolationRaiseEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmWwnAssignedEvent(a), Self::VmWwnAssignedEvent(b)) => **a == **b,
+            Self::VmWwnAssignedEvent(v) => {
+                Self::VmWwnAssignedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmWwnChangedEvent(a), Self::VmWwnChangedEvent(b)) => **a == **b,
+            Self::VmWwnChangedEvent(v) => {
+                Self::VmWwnChangedEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::VmWwnConflictEvent(a), Self::VmWwnConflictEvent(b)) => **a == **b,
+            Self::VmWwnConflictEvent(v) => {
+                Self::VmWwnConflictEvent(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-events")]
-            (Self::WarningUpgradeEvent(a), Self::WarningUpgradeEvent(b)) => **a == **b,
-            #[allow(unreachable_patterns)]
-            _ => false,
+            Self::WarningUpgradeEvent(v) => {
+                Self::WarningUpgradeEvent(Box::new((**v).clone()))
+            }
         }
     }
 }

@@ -5,1639 +5,2043 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl Clone for AnyEvent {
-    fn clone(&self) -> Self {
+impl x::Encode for AnyEvent {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
-            Self::Event(v) => Self::Event(Box::new((**v).clone())),
+            Self::Event(v) => x::Encode::encode_as(&**v, w, tag, None),
             #[cfg(feature = "all-events")]
             Self::AccountCreatedEvent(v) => {
-                Self::AccountCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AccountCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AccountRemovedEvent(v) => {
-                Self::AccountRemovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AccountRemovedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AccountUpdatedEvent(v) => {
-                Self::AccountUpdatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AccountUpdatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AdminPasswordNotChangedEvent(v) => {
-                Self::AdminPasswordNotChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AdminPasswordNotChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmAcknowledgedEvent(v) => {
-                Self::AlarmAcknowledgedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmAcknowledgedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmActionTriggeredEvent(v) => {
-                Self::AlarmActionTriggeredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmActionTriggeredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmClearedEvent(v) => {
-                Self::AlarmClearedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmClearedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmCreatedEvent(v) => {
-                Self::AlarmCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmEmailCompletedEvent(v) => {
-                Self::AlarmEmailCompletedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailCompletedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmEmailFailedEvent(v) => {
-                Self::AlarmEmailFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailFailedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmEvent(v) => Self::AlarmEvent(Box::new((**v).clone())),
+            Self::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("AlarmEvent")),
             #[cfg(feature = "all-events")]
             Self::AlarmReconfiguredEvent(v) => {
-                Self::AlarmReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmReconfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmRemovedEvent(v) => {
-                Self::AlarmRemovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmRemovedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmScriptCompleteEvent(v) => {
-                Self::AlarmScriptCompleteEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptCompleteEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmScriptFailedEvent(v) => {
-                Self::AlarmScriptFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmSnmpCompletedEvent(v) => {
-                Self::AlarmSnmpCompletedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpCompletedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmSnmpFailedEvent(v) => {
-                Self::AlarmSnmpFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AlarmStatusChangedEvent(v) => {
-                Self::AlarmStatusChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlarmStatusChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::AllVirtualMachinesLicensedEvent(v) => {
-                Self::AllVirtualMachinesLicensedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("AllVirtualMachinesLicensedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::AlreadyAuthenticatedSessionEvent(v) => {
-                Self::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("AlreadyAuthenticatedSessionEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::AuthorizationEvent(v) => {
-                Self::AuthorizationEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AuthorizationEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::BadUsernameSessionEvent(v) => {
-                Self::BadUsernameSessionEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("BadUsernameSessionEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::CanceledHostOperationEvent(v) => {
-                Self::CanceledHostOperationEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CanceledHostOperationEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ClusterComplianceCheckedEvent(v) => {
-                Self::ClusterComplianceCheckedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterComplianceCheckedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ClusterCreatedEvent(v) => {
-                Self::ClusterCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ClusterDestroyedEvent(v) => {
-                Self::ClusterDestroyedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterDestroyedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::ClusterEvent(v) => Self::ClusterEvent(Box::new((**v).clone())),
+            Self::ClusterEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::ClusterOvercommittedEvent(v) => {
-                Self::ClusterOvercommittedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterOvercommittedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ClusterReconfiguredEvent(v) => {
-                Self::ClusterReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterReconfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ClusterStatusChangedEvent(v) => {
-                Self::ClusterStatusChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ClusterStatusChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomFieldDefAddedEvent(v) => {
-                Self::CustomFieldDefAddedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefAddedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomFieldDefEvent(v) => {
-                Self::CustomFieldDefEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomFieldDefRemovedEvent(v) => {
-                Self::CustomFieldDefRemovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRemovedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomFieldDefRenamedEvent(v) => {
-                Self::CustomFieldDefRenamedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRenamedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::CustomFieldEvent(v) => Self::CustomFieldEvent(Box::new((**v).clone())),
+            Self::CustomFieldEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::CustomFieldValueChangedEvent(v) => {
-                Self::CustomFieldValueChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldValueChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomizationEvent(v) => {
-                Self::CustomizationEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomizationFailed(v) => {
-                Self::CustomizationFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationFailed"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomizationLinuxIdentityFailed(v) => {
-                Self::CustomizationLinuxIdentityFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CustomizationLinuxIdentityFailed"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::CustomizationNetworkSetupFailed(v) => {
-                Self::CustomizationNetworkSetupFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CustomizationNetworkSetupFailed"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::CustomizationStartedEvent(v) => {
-                Self::CustomizationStartedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationStartedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomizationSucceeded(v) => {
-                Self::CustomizationSucceeded(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSucceeded"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomizationSysprepFailed(v) => {
-                Self::CustomizationSysprepFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSysprepFailed"))
             }
             #[cfg(feature = "all-events")]
             Self::CustomizationUnknownFailure(v) => {
-                Self::CustomizationUnknownFailure(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationUnknownFailure"))
             }
             #[cfg(feature = "all-events")]
             Self::DVPortgroupCreatedEvent(v) => {
-                Self::DVPortgroupCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DVPortgroupDestroyedEvent(v) => {
-                Self::DVPortgroupDestroyedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupDestroyedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DVPortgroupEvent(v) => Self::DVPortgroupEvent(Box::new((**v).clone())),
+            Self::DVPortgroupEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::DVPortgroupReconfiguredEvent(v) => {
-                Self::DVPortgroupReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupReconfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DVPortgroupRenamedEvent(v) => {
-                Self::DVPortgroupRenamedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupRenamedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DasAdmissionControlDisabledEvent(v) => {
-                Self::DasAdmissionControlDisabledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DasAdmissionControlDisabledEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::DasAdmissionControlEnabledEvent(v) => {
-                Self::DasAdmissionControlEnabledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DasAdmissionControlEnabledEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::DasAgentFoundEvent(v) => {
-                Self::DasAgentFoundEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DasAgentFoundEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DasAgentUnavailableEvent(v) => {
-                Self::DasAgentUnavailableEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DasAgentUnavailableEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DasClusterIsolatedEvent(v) => {
-                Self::DasClusterIsolatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DasClusterIsolatedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DasDisabledEvent(v) => Self::DasDisabledEvent(Box::new((**v).clone())),
+            Self::DasDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasDisabledEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::DasEnabledEvent(v) => Self::DasEnabledEvent(Box::new((**v).clone())),
+            Self::DasEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasEnabledEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::DasHostFailedEvent(v) => {
-                Self::DasHostFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DasHostFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DasHostIsolatedEvent(v) => {
-                Self::DasHostIsolatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DasHostIsolatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatacenterCreatedEvent(v) => {
-                Self::DatacenterCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DatacenterEvent(v) => Self::DatacenterEvent(Box::new((**v).clone())),
+            Self::DatacenterEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::DatacenterRenamedEvent(v) => {
-                Self::DatacenterRenamedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterRenamedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreCapacityIncreasedEvent(v) => {
-                Self::DatastoreCapacityIncreasedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DatastoreCapacityIncreasedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreDestroyedEvent(v) => {
-                Self::DatastoreDestroyedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDestroyedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreDiscoveredEvent(v) => {
-                Self::DatastoreDiscoveredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDiscoveredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreDuplicatedEvent(v) => {
-                Self::DatastoreDuplicatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDuplicatedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreEvent(v) => Self::DatastoreEvent(Box::new((**v).clone())),
+            Self::DatastoreEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::DatastoreFileCopiedEvent(v) => {
-                Self::DatastoreFileCopiedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileCopiedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreFileDeletedEvent(v) => {
-                Self::DatastoreFileDeletedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileDeletedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreFileEvent(v) => {
-                Self::DatastoreFileEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreFileMovedEvent(v) => {
-                Self::DatastoreFileMovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileMovedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreIORMReconfiguredEvent(v) => {
-                Self::DatastoreIORMReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DatastoreIORMReconfiguredEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::DatastorePrincipalConfigured(v) => {
-                Self::DatastorePrincipalConfigured(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastorePrincipalConfigured"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreRemovedOnHostEvent(v) => {
-                Self::DatastoreRemovedOnHostEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRemovedOnHostEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreRenamedEvent(v) => {
-                Self::DatastoreRenamedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DatastoreRenamedOnHostEvent(v) => {
-                Self::DatastoreRenamedOnHostEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedOnHostEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DrsDisabledEvent(v) => Self::DrsDisabledEvent(Box::new((**v).clone())),
+            Self::DrsDisabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsDisabledEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::DrsEnabledEvent(v) => Self::DrsEnabledEvent(Box::new((**v).clone())),
+            Self::DrsEnabledEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsEnabledEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::DrsEnteredStandbyModeEvent(v) => {
-                Self::DrsEnteredStandbyModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteredStandbyModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsEnteringStandbyModeEvent(v) => {
-                Self::DrsEnteringStandbyModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteringStandbyModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsExitStandbyModeFailedEvent(v) => {
-                Self::DrsExitStandbyModeFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsExitStandbyModeFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsExitedStandbyModeEvent(v) => {
-                Self::DrsExitedStandbyModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsExitedStandbyModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsExitingStandbyModeEvent(v) => {
-                Self::DrsExitingStandbyModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsExitingStandbyModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsInvocationFailedEvent(v) => {
-                Self::DrsInvocationFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsInvocationFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsRecoveredFromFailureEvent(v) => {
-                Self::DrsRecoveredFromFailureEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsRecoveredFromFailureEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsResourceConfigureFailedEvent(v) => {
-                Self::DrsResourceConfigureFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DrsResourceConfigureFailedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::DrsResourceConfigureSyncedEvent(v) => {
-                Self::DrsResourceConfigureSyncedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DrsResourceConfigureSyncedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::DrsRuleComplianceEvent(v) => {
-                Self::DrsRuleComplianceEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleComplianceEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsRuleViolationEvent(v) => {
-                Self::DrsRuleViolationEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleViolationEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsSoftRuleViolationEvent(v) => {
-                Self::DrsSoftRuleViolationEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsSoftRuleViolationEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsVmMigratedEvent(v) => {
-                Self::DrsVmMigratedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsVmMigratedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DrsVmPoweredOnEvent(v) => {
-                Self::DrsVmPoweredOnEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsVmPoweredOnEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DuplicateIpDetectedEvent(v) => {
-                Self::DuplicateIpDetectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DuplicateIpDetectedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DvpgImportEvent(v) => Self::DvpgImportEvent(Box::new((**v).clone())),
+            Self::DvpgImportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvpgImportEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::DvpgRestoreEvent(v) => Self::DvpgRestoreEvent(Box::new((**v).clone())),
+            Self::DvpgRestoreEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvpgRestoreEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::DvsCreatedEvent(v) => Self::DvsCreatedEvent(Box::new((**v).clone())),
+            Self::DvsCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsCreatedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::DvsDestroyedEvent(v) => {
-                Self::DvsDestroyedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsDestroyedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DvsEvent(v) => Self::DvsEvent(Box::new((**v).clone())),
+            Self::DvsEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("DvsEvent")),
             #[cfg(feature = "all-events")]
             Self::DvsHealthStatusChangeEvent(v) => {
-                Self::DvsHealthStatusChangeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHealthStatusChangeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsHostBackInSyncEvent(v) => {
-                Self::DvsHostBackInSyncEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostBackInSyncEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsHostJoinedEvent(v) => {
-                Self::DvsHostJoinedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostJoinedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DvsHostLeftEvent(v) => Self::DvsHostLeftEvent(Box::new((**v).clone())),
+            Self::DvsHostLeftEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostLeftEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::DvsHostStatusUpdated(v) => {
-                Self::DvsHostStatusUpdated(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostStatusUpdated"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsHostWentOutOfSyncEvent(v) => {
-                Self::DvsHostWentOutOfSyncEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsHostWentOutOfSyncEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DvsImportEvent(v) => Self::DvsImportEvent(Box::new((**v).clone())),
+            Self::DvsImportEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsImportEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::DvsMergedEvent(v) => Self::DvsMergedEvent(Box::new((**v).clone())),
+            Self::DvsMergedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsMergedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::DvsPortBlockedEvent(v) => {
-                Self::DvsPortBlockedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortBlockedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortConnectedEvent(v) => {
-                Self::DvsPortConnectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortConnectedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortCreatedEvent(v) => {
-                Self::DvsPortCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortDeletedEvent(v) => {
-                Self::DvsPortDeletedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDeletedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortDisconnectedEvent(v) => {
-                Self::DvsPortDisconnectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDisconnectedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortEnteredPassthruEvent(v) => {
-                Self::DvsPortEnteredPassthruEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortEnteredPassthruEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortExitedPassthruEvent(v) => {
-                Self::DvsPortExitedPassthruEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortExitedPassthruEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortJoinPortgroupEvent(v) => {
-                Self::DvsPortJoinPortgroupEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortJoinPortgroupEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortLeavePortgroupEvent(v) => {
-                Self::DvsPortLeavePortgroupEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLeavePortgroupEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortLinkDownEvent(v) => {
-                Self::DvsPortLinkDownEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkDownEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortLinkUpEvent(v) => {
-                Self::DvsPortLinkUpEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkUpEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortReconfiguredEvent(v) => {
-                Self::DvsPortReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortReconfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortRuntimeChangeEvent(v) => {
-                Self::DvsPortRuntimeChangeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortRuntimeChangeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortUnblockedEvent(v) => {
-                Self::DvsPortUnblockedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsPortUnblockedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsPortVendorSpecificStateChangeEvent(v) => {
-                Self::DvsPortVendorSpecificStateChangeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DvsPortVendorSpecificStateChangeEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::DvsReconfiguredEvent(v) => {
-                Self::DvsReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsReconfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DvsRenamedEvent(v) => Self::DvsRenamedEvent(Box::new((**v).clone())),
+            Self::DvsRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsRenamedEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::DvsRestoreEvent(v) => Self::DvsRestoreEvent(Box::new((**v).clone())),
+            Self::DvsRestoreEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsRestoreEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::DvsUpgradeAvailableEvent(v) => {
-                Self::DvsUpgradeAvailableEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeAvailableEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsUpgradeInProgressEvent(v) => {
-                Self::DvsUpgradeInProgressEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeInProgressEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::DvsUpgradeRejectedEvent(v) => {
-                Self::DvsUpgradeRejectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeRejectedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::DvsUpgradedEvent(v) => Self::DvsUpgradedEvent(Box::new((**v).clone())),
+            Self::DvsUpgradedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::EnteredMaintenanceModeEvent(v) => {
-                Self::EnteredMaintenanceModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EnteredMaintenanceModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::EnteredStandbyModeEvent(v) => {
-                Self::EnteredStandbyModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EnteredStandbyModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::EnteringMaintenanceModeEvent(v) => {
-                Self::EnteringMaintenanceModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EnteringMaintenanceModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::EnteringStandbyModeEvent(v) => {
-                Self::EnteringStandbyModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EnteringStandbyModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ErrorUpgradeEvent(v) => {
-                Self::ErrorUpgradeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ErrorUpgradeEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::EventEx(v) => Self::EventEx(Box::new((**v).clone())),
+            Self::EventEx(v) => x::Encode::encode_as(&**v, w, tag, Some("EventEx")),
             #[cfg(feature = "all-events")]
             Self::ExitMaintenanceModeEvent(v) => {
-                Self::ExitMaintenanceModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ExitMaintenanceModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ExitStandbyModeFailedEvent(v) => {
-                Self::ExitStandbyModeFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ExitStandbyModeFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ExitedStandbyModeEvent(v) => {
-                Self::ExitedStandbyModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ExitedStandbyModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ExitingStandbyModeEvent(v) => {
-                Self::ExitingStandbyModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ExitingStandbyModeEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::ExtendedEvent(v) => Self::ExtendedEvent(Box::new((**v).clone())),
+            Self::ExtendedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExtendedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::FailoverLevelRestored(v) => {
-                Self::FailoverLevelRestored(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FailoverLevelRestored"))
             }
             #[cfg(feature = "all-events")]
-            Self::GeneralEvent(v) => Self::GeneralEvent(Box::new((**v).clone())),
+            Self::GeneralEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::GeneralHostErrorEvent(v) => {
-                Self::GeneralHostErrorEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostErrorEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::GeneralHostInfoEvent(v) => {
-                Self::GeneralHostInfoEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostInfoEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::GeneralHostWarningEvent(v) => {
-                Self::GeneralHostWarningEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostWarningEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::GeneralUserEvent(v) => Self::GeneralUserEvent(Box::new((**v).clone())),
+            Self::GeneralUserEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralUserEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::GeneralVmErrorEvent(v) => {
-                Self::GeneralVmErrorEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmErrorEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::GeneralVmInfoEvent(v) => {
-                Self::GeneralVmInfoEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmInfoEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::GeneralVmWarningEvent(v) => {
-                Self::GeneralVmWarningEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmWarningEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::GhostDvsProxySwitchDetectedEvent(v) => {
-                Self::GhostDvsProxySwitchDetectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("GhostDvsProxySwitchDetectedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::GhostDvsProxySwitchRemovedEvent(v) => {
-                Self::GhostDvsProxySwitchRemovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("GhostDvsProxySwitchRemovedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::GlobalMessageChangedEvent(v) => {
-                Self::GlobalMessageChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GlobalMessageChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HealthStatusChangedEvent(v) => {
-                Self::HealthStatusChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HealthStatusChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostAddFailedEvent(v) => {
-                Self::HostAddFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostAddFailedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::HostAddedEvent(v) => Self::HostAddedEvent(Box::new((**v).clone())),
+            Self::HostAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostAddedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::HostAdminDisableEvent(v) => {
-                Self::HostAdminDisableEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostAdminDisableEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostAdminEnableEvent(v) => {
-                Self::HostAdminEnableEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostAdminEnableEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedAccountFailedEvent(v) => {
-                Self::HostCnxFailedAccountFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedAccountFailedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedAlreadyManagedEvent(v) => {
-                Self::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedAlreadyManagedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedBadCcagentEvent(v) => {
-                Self::HostCnxFailedBadCcagentEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadCcagentEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedBadUsernameEvent(v) => {
-                Self::HostCnxFailedBadUsernameEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadUsernameEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedBadVersionEvent(v) => {
-                Self::HostCnxFailedBadVersionEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadVersionEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedCcagentUpgradeEvent(v) => {
-                Self::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedCcagentUpgradeEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedEvent(v) => {
-                Self::HostCnxFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedNetworkErrorEvent(v) => {
-                Self::HostCnxFailedNetworkErrorEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedNetworkErrorEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedNoAccessEvent(v) => {
-                Self::HostCnxFailedNoAccessEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoAccessEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedNoConnectionEvent(v) => {
-                Self::HostCnxFailedNoConnectionEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostCnxFailedNoConnectionEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedNoLicenseEvent(v) => {
-                Self::HostCnxFailedNoLicenseEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoLicenseEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedNotFoundEvent(v) => {
-                Self::HostCnxFailedNotFoundEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNotFoundEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostCnxFailedTimeoutEvent(v) => {
-                Self::HostCnxFailedTimeoutEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedTimeoutEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostComplianceCheckedEvent(v) => {
-                Self::HostComplianceCheckedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostComplianceCheckedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostCompliantEvent(v) => {
-                Self::HostCompliantEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCompliantEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostConfigAppliedEvent(v) => {
-                Self::HostConfigAppliedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostConfigAppliedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostConnectedEvent(v) => {
-                Self::HostConnectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostConnectedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostConnectionLostEvent(v) => {
-                Self::HostConnectionLostEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostConnectionLostEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostDasDisabledEvent(v) => {
-                Self::HostDasDisabledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisabledEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostDasDisablingEvent(v) => {
-                Self::HostDasDisablingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisablingEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostDasEnabledEvent(v) => {
-                Self::HostDasEnabledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnabledEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostDasEnablingEvent(v) => {
-                Self::HostDasEnablingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnablingEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostDasErrorEvent(v) => {
-                Self::HostDasErrorEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasErrorEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::HostDasEvent(v) => Self::HostDasEvent(Box::new((**v).clone())),
+            Self::HostDasEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::HostDasOkEvent(v) => Self::HostDasOkEvent(Box::new((**v).clone())),
+            Self::HostDasOkEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostDasOkEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::HostDisconnectedEvent(v) => {
-                Self::HostDisconnectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostDisconnectedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostEnableAdminFailedEvent(v) => {
-                Self::HostEnableAdminFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostEnableAdminFailedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::HostEvent(v) => Self::HostEvent(Box::new((**v).clone())),
+            Self::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("HostEvent")),
             #[cfg(feature = "all-events")]
             Self::HostExtraNetworksEvent(v) => {
-                Self::HostExtraNetworksEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostExtraNetworksEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostGetShortNameFailedEvent(v) => {
-                Self::HostGetShortNameFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostGetShortNameFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostInAuditModeEvent(v) => {
-                Self::HostInAuditModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostInAuditModeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostInventoryFullEvent(v) => {
-                Self::HostInventoryFullEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryFullEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostInventoryUnreadableEvent(v) => {
-                Self::HostInventoryUnreadableEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryUnreadableEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostIpChangedEvent(v) => {
-                Self::HostIpChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostIpChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostIpInconsistentEvent(v) => {
-                Self::HostIpInconsistentEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostIpInconsistentEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostIpToShortNameFailedEvent(v) => {
-                Self::HostIpToShortNameFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostIpToShortNameFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostIsolationIpPingFailedEvent(v) => {
-                Self::HostIsolationIpPingFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostIsolationIpPingFailedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostLicenseExpiredEvent(v) => {
-                Self::HostLicenseExpiredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostLicenseExpiredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostLocalPortCreatedEvent(v) => {
-                Self::HostLocalPortCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostLocalPortCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostMissingNetworksEvent(v) => {
-                Self::HostMissingNetworksEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostMissingNetworksEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostMonitoringStateChangedEvent(v) => {
-                Self::HostMonitoringStateChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostMonitoringStateChangedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostNoAvailableNetworksEvent(v) => {
-                Self::HostNoAvailableNetworksEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostNoAvailableNetworksEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostNoHAEnabledPortGroupsEvent(v) => {
-                Self::HostNoHAEnabledPortGroupsEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostNoHAEnabledPortGroupsEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostNoRedundantManagementNetworkEvent(v) => {
-                Self::HostNoRedundantManagementNetworkEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostNoRedundantManagementNetworkEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostNonCompliantEvent(v) => {
-                Self::HostNonCompliantEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostNonCompliantEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostNotInClusterEvent(v) => {
-                Self::HostNotInClusterEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostNotInClusterEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostOvercommittedEvent(v) => {
-                Self::HostOvercommittedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostOvercommittedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostPrimaryAgentNotShortNameEvent(v) => {
-                Self::HostPrimaryAgentNotShortNameEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostPrimaryAgentNotShortNameEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostProfileAppliedEvent(v) => {
-                Self::HostProfileAppliedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostProfileAppliedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostReconnectionFailedEvent(v) => {
-                Self::HostReconnectionFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostReconnectionFailedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::HostRemovedEvent(v) => Self::HostRemovedEvent(Box::new((**v).clone())),
+            Self::HostRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostRemovedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::HostShortNameInconsistentEvent(v) => {
-                Self::HostShortNameInconsistentEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostShortNameInconsistentEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostShortNameToIpFailedEvent(v) => {
-                Self::HostShortNameToIpFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostShortNameToIpFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostShutdownEvent(v) => {
-                Self::HostShutdownEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostShutdownEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostSpecificationChangedEvent(v) => {
-                Self::HostSpecificationChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostSpecificationRequireEvent(v) => {
-                Self::HostSpecificationRequireEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationRequireEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostSpecificationUpdateEvent(v) => {
-                Self::HostSpecificationUpdateEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationUpdateEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostStatusChangedEvent(v) => {
-                Self::HostStatusChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostStatusChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostSubSpecificationDeleteEvent(v) => {
-                Self::HostSubSpecificationDeleteEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostSubSpecificationDeleteEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostSubSpecificationUpdateEvent(v) => {
-                Self::HostSubSpecificationUpdateEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostSubSpecificationUpdateEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostSyncFailedEvent(v) => {
-                Self::HostSyncFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostSyncFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostUpgradeFailedEvent(v) => {
-                Self::HostUpgradeFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostUpgradeFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostUserWorldSwapNotEnabledEvent(v) => {
-                Self::HostUserWorldSwapNotEnabledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostUserWorldSwapNotEnabledEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
-                Self::HostVnicConnectedToCustomizedDVPortEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostVnicConnectedToCustomizedDVPortEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::HostWwnChangedEvent(v) => {
-                Self::HostWwnChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostWwnChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::HostWwnConflictEvent(v) => {
-                Self::HostWwnConflictEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostWwnConflictEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::IScsiBootFailureEvent(v) => {
-                Self::IScsiBootFailureEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IScsiBootFailureEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::IncorrectHostInformationEvent(v) => {
-                Self::IncorrectHostInformationEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IncorrectHostInformationEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::InfoUpgradeEvent(v) => Self::InfoUpgradeEvent(Box::new((**v).clone())),
+            Self::InfoUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InfoUpgradeEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::InsufficientFailoverResourcesEvent(v) => {
-                Self::InsufficientFailoverResourcesEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientFailoverResourcesEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::InvalidEditionEvent(v) => {
-                Self::InvalidEditionEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidEditionEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::LicenseEvent(v) => Self::LicenseEvent(Box::new((**v).clone())),
+            Self::LicenseEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::LicenseExpiredEvent(v) => {
-                Self::LicenseExpiredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseExpiredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::LicenseNonComplianceEvent(v) => {
-                Self::LicenseNonComplianceEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseNonComplianceEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::LicenseRestrictedEvent(v) => {
-                Self::LicenseRestrictedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseRestrictedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::LicenseServerAvailableEvent(v) => {
-                Self::LicenseServerAvailableEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerAvailableEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::LicenseServerUnavailableEvent(v) => {
-                Self::LicenseServerUnavailableEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerUnavailableEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::LocalDatastoreCreatedEvent(v) => {
-                Self::LocalDatastoreCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LocalDatastoreCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::LocalTSMEnabledEvent(v) => {
-                Self::LocalTSMEnabledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LocalTSMEnabledEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::LockerMisconfiguredEvent(v) => {
-                Self::LockerMisconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LockerMisconfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::LockerReconfiguredEvent(v) => {
-                Self::LockerReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LockerReconfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::MigrationErrorEvent(v) => {
-                Self::MigrationErrorEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationErrorEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::MigrationEvent(v) => Self::MigrationEvent(Box::new((**v).clone())),
+            Self::MigrationEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::MigrationHostErrorEvent(v) => {
-                Self::MigrationHostErrorEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostErrorEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::MigrationHostWarningEvent(v) => {
-                Self::MigrationHostWarningEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostWarningEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::MigrationResourceErrorEvent(v) => {
-                Self::MigrationResourceErrorEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceErrorEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::MigrationResourceWarningEvent(v) => {
-                Self::MigrationResourceWarningEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceWarningEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::MigrationWarningEvent(v) => {
-                Self::MigrationWarningEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationWarningEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::MtuMatchEvent(v) => Self::MtuMatchEvent(Box::new((**v).clone())),
+            Self::MtuMatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MtuMatchEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::MtuMismatchEvent(v) => Self::MtuMismatchEvent(Box::new((**v).clone())),
+            Self::MtuMismatchEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MtuMismatchEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::NASDatastoreCreatedEvent(v) => {
-                Self::NASDatastoreCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NASDatastoreCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::NetworkRollbackEvent(v) => {
-                Self::NetworkRollbackEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NetworkRollbackEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::NoAccessUserEvent(v) => {
-                Self::NoAccessUserEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoAccessUserEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::NoDatastoresConfiguredEvent(v) => {
-                Self::NoDatastoresConfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoDatastoresConfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::NoLicenseEvent(v) => Self::NoLicenseEvent(Box::new((**v).clone())),
+            Self::NoLicenseEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoLicenseEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
-                Self::NoMaintenanceModeDrsRecommendationForVM(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NoMaintenanceModeDrsRecommendationForVM"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
-                Self::NonVIWorkloadDetectedOnDatastoreEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NonVIWorkloadDetectedOnDatastoreEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::NotEnoughResourcesToStartVmEvent(v) => {
-                Self::NotEnoughResourcesToStartVmEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NotEnoughResourcesToStartVmEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
-            Self::OutOfSyncDvsHost(v) => Self::OutOfSyncDvsHost(Box::new((**v).clone())),
+            Self::OutOfSyncDvsHost(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OutOfSyncDvsHost"))
+            }
             #[cfg(feature = "all-events")]
             Self::PermissionAddedEvent(v) => {
-                Self::PermissionAddedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionAddedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::PermissionEvent(v) => Self::PermissionEvent(Box::new((**v).clone())),
+            Self::PermissionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::PermissionRemovedEvent(v) => {
-                Self::PermissionRemovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionRemovedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::PermissionUpdatedEvent(v) => {
-                Self::PermissionUpdatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PermissionUpdatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ProfileAssociatedEvent(v) => {
-                Self::ProfileAssociatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileAssociatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ProfileChangedEvent(v) => {
-                Self::ProfileChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ProfileCreatedEvent(v) => {
-                Self::ProfileCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ProfileDissociatedEvent(v) => {
-                Self::ProfileDissociatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileDissociatedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::ProfileEvent(v) => Self::ProfileEvent(Box::new((**v).clone())),
+            Self::ProfileEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::ProfileReferenceHostChangedEvent(v) => {
-                Self::ProfileReferenceHostChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ProfileReferenceHostChangedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::ProfileRemovedEvent(v) => {
-                Self::ProfileRemovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileRemovedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::RecoveryEvent(v) => Self::RecoveryEvent(Box::new((**v).clone())),
+            Self::RecoveryEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RecoveryEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::RemoteTSMEnabledEvent(v) => {
-                Self::RemoteTSMEnabledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("RemoteTSMEnabledEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ResourcePoolCreatedEvent(v) => {
-                Self::ResourcePoolCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ResourcePoolDestroyedEvent(v) => {
-                Self::ResourcePoolDestroyedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolDestroyedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ResourcePoolEvent(v) => {
-                Self::ResourcePoolEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ResourcePoolMovedEvent(v) => {
-                Self::ResourcePoolMovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolMovedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ResourcePoolReconfiguredEvent(v) => {
-                Self::ResourcePoolReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolReconfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ResourceViolatedEvent(v) => {
-                Self::ResourceViolatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ResourceViolatedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::RoleAddedEvent(v) => Self::RoleAddedEvent(Box::new((**v).clone())),
+            Self::RoleAddedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RoleAddedEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::RoleEvent(v) => Self::RoleEvent(Box::new((**v).clone())),
+            Self::RoleEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("RoleEvent")),
             #[cfg(feature = "all-events")]
-            Self::RoleRemovedEvent(v) => Self::RoleRemovedEvent(Box::new((**v).clone())),
+            Self::RoleRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RoleRemovedEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::RoleUpdatedEvent(v) => Self::RoleUpdatedEvent(Box::new((**v).clone())),
+            Self::RoleUpdatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RoleUpdatedEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::RollbackEvent(v) => Self::RollbackEvent(Box::new((**v).clone())),
+            Self::RollbackEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RollbackEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::ScheduledTaskCompletedEvent(v) => {
-                Self::ScheduledTaskCompletedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCompletedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ScheduledTaskCreatedEvent(v) => {
-                Self::ScheduledTaskCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ScheduledTaskEmailCompletedEvent(v) => {
-                Self::ScheduledTaskEmailCompletedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ScheduledTaskEmailCompletedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::ScheduledTaskEmailFailedEvent(v) => {
-                Self::ScheduledTaskEmailFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEmailFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ScheduledTaskEvent(v) => {
-                Self::ScheduledTaskEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ScheduledTaskFailedEvent(v) => {
-                Self::ScheduledTaskFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ScheduledTaskReconfiguredEvent(v) => {
-                Self::ScheduledTaskReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ScheduledTaskReconfiguredEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::ScheduledTaskRemovedEvent(v) => {
-                Self::ScheduledTaskRemovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskRemovedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ScheduledTaskStartedEvent(v) => {
-                Self::ScheduledTaskStartedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskStartedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ServerLicenseExpiredEvent(v) => {
-                Self::ServerLicenseExpiredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ServerLicenseExpiredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::ServerStartedSessionEvent(v) => {
-                Self::ServerStartedSessionEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ServerStartedSessionEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::SessionEvent(v) => Self::SessionEvent(Box::new((**v).clone())),
+            Self::SessionEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SessionEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::SessionTerminatedEvent(v) => {
-                Self::SessionTerminatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SessionTerminatedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::TaskEvent(v) => Self::TaskEvent(Box::new((**v).clone())),
+            Self::TaskEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("TaskEvent")),
             #[cfg(feature = "all-events")]
-            Self::TaskTimeoutEvent(v) => Self::TaskTimeoutEvent(Box::new((**v).clone())),
+            Self::TaskTimeoutEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TaskTimeoutEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::TeamingMatchEvent(v) => {
-                Self::TeamingMatchEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TeamingMatchEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::TeamingMisMatchEvent(v) => {
-                Self::TeamingMisMatchEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TeamingMisMatchEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::TemplateBeingUpgradedEvent(v) => {
-                Self::TemplateBeingUpgradedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateBeingUpgradedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::TemplateUpgradeEvent(v) => {
-                Self::TemplateUpgradeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::TemplateUpgradeFailedEvent(v) => {
-                Self::TemplateUpgradeFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::TemplateUpgradedEvent(v) => {
-                Self::TemplateUpgradedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::TimedOutHostOperationEvent(v) => {
-                Self::TimedOutHostOperationEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TimedOutHostOperationEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::UnlicensedVirtualMachinesEvent(v) => {
-                Self::UnlicensedVirtualMachinesEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UnlicensedVirtualMachinesEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::UnlicensedVirtualMachinesFoundEvent(v) => {
-                Self::UnlicensedVirtualMachinesFoundEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UnlicensedVirtualMachinesFoundEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::UpdatedAgentBeingRestartedEvent(v) => {
-                Self::UpdatedAgentBeingRestartedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UpdatedAgentBeingRestartedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
-            Self::UpgradeEvent(v) => Self::UpgradeEvent(Box::new((**v).clone())),
+            Self::UpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UpgradeEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::UplinkPortMtuNotSupportEvent(v) => {
-                Self::UplinkPortMtuNotSupportEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuNotSupportEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::UplinkPortMtuSupportEvent(v) => {
-                Self::UplinkPortMtuSupportEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuSupportEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::UplinkPortVlanTrunkedEvent(v) => {
-                Self::UplinkPortVlanTrunkedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanTrunkedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::UplinkPortVlanUntrunkedEvent(v) => {
-                Self::UplinkPortVlanUntrunkedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanUntrunkedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::UserAssignedToGroup(v) => {
-                Self::UserAssignedToGroup(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UserAssignedToGroup"))
             }
             #[cfg(feature = "all-events")]
             Self::UserLoginSessionEvent(v) => {
-                Self::UserLoginSessionEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UserLoginSessionEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::UserLogoutSessionEvent(v) => {
-                Self::UserLogoutSessionEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UserLogoutSessionEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::UserPasswordChanged(v) => {
-                Self::UserPasswordChanged(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UserPasswordChanged"))
             }
             #[cfg(feature = "all-events")]
             Self::UserUnassignedFromGroup(v) => {
-                Self::UserUnassignedFromGroup(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UserUnassignedFromGroup"))
             }
             #[cfg(feature = "all-events")]
-            Self::UserUpgradeEvent(v) => Self::UserUpgradeEvent(Box::new((**v).clone())),
+            Self::UserUpgradeEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserUpgradeEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VMFSDatastoreCreatedEvent(v) => {
-                Self::VMFSDatastoreCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VMFSDatastoreExpandedEvent(v) => {
-                Self::VMFSDatastoreExpandedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExpandedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VMFSDatastoreExtendedEvent(v) => {
-                Self::VMFSDatastoreExtendedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExtendedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VMotionLicenseExpiredEvent(v) => {
-                Self::VMotionLicenseExpiredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionLicenseExpiredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VcAgentUninstallFailedEvent(v) => {
-                Self::VcAgentUninstallFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstallFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VcAgentUninstalledEvent(v) => {
-                Self::VcAgentUninstalledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstalledEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VcAgentUpgradeFailedEvent(v) => {
-                Self::VcAgentUpgradeFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradeFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VcAgentUpgradedEvent(v) => {
-                Self::VcAgentUpgradedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VimAccountPasswordChangedEvent(v) => {
-                Self::VimAccountPasswordChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VimAccountPasswordChangedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmAcquiredMksTicketEvent(v) => {
-                Self::VmAcquiredMksTicketEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredMksTicketEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmAcquiredTicketEvent(v) => {
-                Self::VmAcquiredTicketEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredTicketEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmAutoRenameEvent(v) => {
-                Self::VmAutoRenameEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmAutoRenameEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmBeingClonedEvent(v) => {
-                Self::VmBeingClonedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmBeingClonedNoFolderEvent(v) => {
-                Self::VmBeingClonedNoFolderEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedNoFolderEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmBeingCreatedEvent(v) => {
-                Self::VmBeingCreatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingCreatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmBeingDeployedEvent(v) => {
-                Self::VmBeingDeployedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingDeployedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmBeingHotMigratedEvent(v) => {
-                Self::VmBeingHotMigratedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingHotMigratedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmBeingMigratedEvent(v) => {
-                Self::VmBeingMigratedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingMigratedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmBeingRelocatedEvent(v) => {
-                Self::VmBeingRelocatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmBeingRelocatedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmCloneEvent(v) => Self::VmCloneEvent(Box::new((**v).clone())),
+            Self::VmCloneEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmCloneEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmCloneFailedEvent(v) => {
-                Self::VmCloneFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmCloneFailedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmClonedEvent(v) => Self::VmClonedEvent(Box::new((**v).clone())),
+            Self::VmClonedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmClonedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmConfigMissingEvent(v) => {
-                Self::VmConfigMissingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmConfigMissingEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmConnectedEvent(v) => Self::VmConnectedEvent(Box::new((**v).clone())),
+            Self::VmConnectedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmConnectedEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::VmCreatedEvent(v) => Self::VmCreatedEvent(Box::new((**v).clone())),
+            Self::VmCreatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmCreatedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmDasBeingResetEvent(v) => {
-                Self::VmDasBeingResetEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasBeingResetEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmDasBeingResetWithScreenshotEvent(v) => {
-                Self::VmDasBeingResetWithScreenshotEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmDasBeingResetWithScreenshotEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmDasResetFailedEvent(v) => {
-                Self::VmDasResetFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasResetFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmDasUpdateErrorEvent(v) => {
-                Self::VmDasUpdateErrorEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateErrorEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmDasUpdateOkEvent(v) => {
-                Self::VmDasUpdateOkEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateOkEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmDateRolledBackEvent(v) => {
-                Self::VmDateRolledBackEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmDateRolledBackEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmDeployFailedEvent(v) => {
-                Self::VmDeployFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmDeployFailedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmDeployedEvent(v) => Self::VmDeployedEvent(Box::new((**v).clone())),
+            Self::VmDeployedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmDeployedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmDisconnectedEvent(v) => {
-                Self::VmDisconnectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmDisconnectedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmDiscoveredEvent(v) => {
-                Self::VmDiscoveredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmDiscoveredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmDiskFailedEvent(v) => {
-                Self::VmDiskFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmDiskFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmEmigratingEvent(v) => {
-                Self::VmEmigratingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmEmigratingEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmEndRecordingEvent(v) => {
-                Self::VmEndRecordingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmEndRecordingEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmEndReplayingEvent(v) => {
-                Self::VmEndReplayingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmEndReplayingEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmEvent(v) => Self::VmEvent(Box::new((**v).clone())),
+            Self::VmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("VmEvent")),
             #[cfg(feature = "all-events")]
             Self::VmFailedMigrateEvent(v) => {
-                Self::VmFailedMigrateEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedMigrateEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedRelayoutEvent(v) => {
-                Self::VmFailedRelayoutEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedRelayoutEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
-                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFailedRelayoutOnVmfs2DatastoreEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedStartingSecondaryEvent(v) => {
-                Self::VmFailedStartingSecondaryEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFailedStartingSecondaryEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedToPowerOffEvent(v) => {
-                Self::VmFailedToPowerOffEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOffEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedToPowerOnEvent(v) => {
-                Self::VmFailedToPowerOnEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOnEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedToRebootGuestEvent(v) => {
-                Self::VmFailedToRebootGuestEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToRebootGuestEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedToResetEvent(v) => {
-                Self::VmFailedToResetEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToResetEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedToShutdownGuestEvent(v) => {
-                Self::VmFailedToShutdownGuestEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToShutdownGuestEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedToStandbyGuestEvent(v) => {
-                Self::VmFailedToStandbyGuestEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToStandbyGuestEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedToSuspendEvent(v) => {
-                Self::VmFailedToSuspendEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToSuspendEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmFailedUpdatingSecondaryConfig(v) => {
-                Self::VmFailedUpdatingSecondaryConfig(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFailedUpdatingSecondaryConfig"),
+                )
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailoverFailed(v) => Self::VmFailoverFailed(Box::new((**v).clone())),
+            Self::VmFailoverFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmFailoverFailed"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmFaultToleranceStateChangedEvent(v) => {
-                Self::VmFaultToleranceStateChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceStateChangedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmFaultToleranceTurnedOffEvent(v) => {
-                Self::VmFaultToleranceTurnedOffEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceTurnedOffEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmFaultToleranceVmTerminatedEvent(v) => {
-                Self::VmFaultToleranceVmTerminatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceVmTerminatedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmGuestOSCrashedEvent(v) => {
-                Self::VmGuestOSCrashedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestOSCrashedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmGuestRebootEvent(v) => {
-                Self::VmGuestRebootEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestRebootEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmGuestShutdownEvent(v) => {
-                Self::VmGuestShutdownEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestShutdownEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmGuestStandbyEvent(v) => {
-                Self::VmGuestStandbyEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmGuestStandbyEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmHealthMonitoringStateChangedEvent(v) => {
-                Self::VmHealthMonitoringStateChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmHealthMonitoringStateChangedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmInstanceUuidAssignedEvent(v) => {
-                Self::VmInstanceUuidAssignedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidAssignedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmInstanceUuidChangedEvent(v) => {
-                Self::VmInstanceUuidChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmInstanceUuidConflictEvent(v) => {
-                Self::VmInstanceUuidConflictEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidConflictEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmMacAssignedEvent(v) => {
-                Self::VmMacAssignedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmMacAssignedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmMacChangedEvent(v) => {
-                Self::VmMacChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmMacChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmMacConflictEvent(v) => {
-                Self::VmMacConflictEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmMacConflictEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmMaxFTRestartCountReached(v) => {
-                Self::VmMaxFTRestartCountReached(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmMaxFTRestartCountReached"))
             }
             #[cfg(feature = "all-events")]
             Self::VmMaxRestartCountReached(v) => {
-                Self::VmMaxRestartCountReached(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmMaxRestartCountReached"))
             }
             #[cfg(feature = "all-events")]
             Self::VmMessageErrorEvent(v) => {
-                Self::VmMessageErrorEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmMessageErrorEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmMessageEvent(v) => Self::VmMessageEvent(Box::new((**v).clone())),
+            Self::VmMessageEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMessageEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmMessageWarningEvent(v) => {
-                Self::VmMessageWarningEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmMessageWarningEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmMigratedEvent(v) => Self::VmMigratedEvent(Box::new((**v).clone())),
+            Self::VmMigratedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmMigratedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmNoCompatibleHostForSecondaryEvent(v) => {
-                Self::VmNoCompatibleHostForSecondaryEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmNoCompatibleHostForSecondaryEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmNoNetworkAccessEvent(v) => {
-                Self::VmNoNetworkAccessEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmNoNetworkAccessEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmOrphanedEvent(v) => Self::VmOrphanedEvent(Box::new((**v).clone())),
+            Self::VmOrphanedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmOrphanedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmPowerOffOnIsolationEvent(v) => {
-                Self::VmPowerOffOnIsolationEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmPowerOffOnIsolationEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmPoweredOffEvent(v) => {
-                Self::VmPoweredOffEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOffEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmPoweredOnEvent(v) => Self::VmPoweredOnEvent(Box::new((**v).clone())),
+            Self::VmPoweredOnEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOnEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
-                Self::VmPoweringOnWithCustomizedDVPortEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmPoweringOnWithCustomizedDVPortEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmPrimaryFailoverEvent(v) => {
-                Self::VmPrimaryFailoverEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmPrimaryFailoverEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmReconfiguredEvent(v) => {
-                Self::VmReconfiguredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmReconfiguredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmRegisteredEvent(v) => {
-                Self::VmRegisteredEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmRegisteredEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmRelayoutSuccessfulEvent(v) => {
-                Self::VmRelayoutSuccessfulEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutSuccessfulEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmRelayoutUpToDateEvent(v) => {
-                Self::VmRelayoutUpToDateEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutUpToDateEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmReloadFromPathEvent(v) => {
-                Self::VmReloadFromPathEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmReloadFromPathFailedEvent(v) => {
-                Self::VmReloadFromPathFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmRelocateFailedEvent(v) => {
-                Self::VmRelocateFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateFailedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmRelocateSpecEvent(v) => {
-                Self::VmRelocateSpecEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateSpecEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmRelocatedEvent(v) => Self::VmRelocatedEvent(Box::new((**v).clone())),
+            Self::VmRelocatedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRelocatedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmRemoteConsoleConnectedEvent(v) => {
-                Self::VmRemoteConsoleConnectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmRemoteConsoleConnectedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmRemoteConsoleDisconnectedEvent(v) => {
-                Self::VmRemoteConsoleDisconnectedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmRemoteConsoleDisconnectedEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
-            Self::VmRemovedEvent(v) => Self::VmRemovedEvent(Box::new((**v).clone())),
+            Self::VmRemovedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRemovedEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::VmRenamedEvent(v) => Self::VmRenamedEvent(Box::new((**v).clone())),
+            Self::VmRenamedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmRenamedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
-                Self::VmRequirementsExceedCurrentEVCModeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmRequirementsExceedCurrentEVCModeEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
-            Self::VmResettingEvent(v) => Self::VmResettingEvent(Box::new((**v).clone())),
+            Self::VmResettingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResettingEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmResourcePoolMovedEvent(v) => {
-                Self::VmResourcePoolMovedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmResourcePoolMovedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmResourceReallocatedEvent(v) => {
-                Self::VmResourceReallocatedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmResourceReallocatedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmRestartedOnAlternateHostEvent(v) => {
-                Self::VmRestartedOnAlternateHostEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmRestartedOnAlternateHostEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
-            Self::VmResumingEvent(v) => Self::VmResumingEvent(Box::new((**v).clone())),
+            Self::VmResumingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmResumingEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmSecondaryAddedEvent(v) => {
-                Self::VmSecondaryAddedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryAddedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmSecondaryDisabledBySystemEvent(v) => {
-                Self::VmSecondaryDisabledBySystemEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmSecondaryDisabledBySystemEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmSecondaryDisabledEvent(v) => {
-                Self::VmSecondaryDisabledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryDisabledEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmSecondaryEnabledEvent(v) => {
-                Self::VmSecondaryEnabledEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryEnabledEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmSecondaryStartedEvent(v) => {
-                Self::VmSecondaryStartedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryStartedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmShutdownOnIsolationEvent(v) => {
-                Self::VmShutdownOnIsolationEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmShutdownOnIsolationEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmStartRecordingEvent(v) => {
-                Self::VmStartRecordingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartRecordingEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmStartReplayingEvent(v) => {
-                Self::VmStartReplayingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartReplayingEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmStartingEvent(v) => Self::VmStartingEvent(Box::new((**v).clone())),
+            Self::VmStartingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartingEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmStartingSecondaryEvent(v) => {
-                Self::VmStartingSecondaryEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmStartingSecondaryEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmStaticMacConflictEvent(v) => {
-                Self::VmStaticMacConflictEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmStaticMacConflictEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmStoppingEvent(v) => Self::VmStoppingEvent(Box::new((**v).clone())),
+            Self::VmStoppingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmStoppingEvent"))
+            }
             #[cfg(feature = "all-events")]
-            Self::VmSuspendedEvent(v) => Self::VmSuspendedEvent(Box::new((**v).clone())),
+            Self::VmSuspendedEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendedEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmSuspendingEvent(v) => {
-                Self::VmSuspendingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendingEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmTimedoutStartingSecondaryEvent(v) => {
-                Self::VmTimedoutStartingSecondaryEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmTimedoutStartingSecondaryEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmUnsupportedStartingEvent(v) => {
-                Self::VmUnsupportedStartingEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmUnsupportedStartingEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmUpgradeCompleteEvent(v) => {
-                Self::VmUpgradeCompleteEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeCompleteEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmUpgradeFailedEvent(v) => {
-                Self::VmUpgradeFailedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeFailedEvent"))
             }
             #[cfg(feature = "all-events")]
-            Self::VmUpgradingEvent(v) => Self::VmUpgradingEvent(Box::new((**v).clone())),
+            Self::VmUpgradingEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradingEvent"))
+            }
             #[cfg(feature = "all-events")]
             Self::VmUuidAssignedEvent(v) => {
-                Self::VmUuidAssignedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmUuidAssignedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmUuidChangedEvent(v) => {
-                Self::VmUuidChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmUuidChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmUuidConflictEvent(v) => {
-                Self::VmUuidConflictEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmUuidConflictEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmVnicPoolReservationViolationClearEvent(v) => {
-                Self::VmVnicPoolReservationViolationClearEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmVnicPoolReservationViolationClearEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
-                Self::VmVnicPoolReservationViolationRaiseEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmVnicPoolReservationViolationRaiseEvent"),
+                )
             }
             #[cfg(feature = "all-events")]
             Self::VmWwnAssignedEvent(v) => {
-                Self::VmWwnAssignedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnAssignedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmWwnChangedEvent(v) => {
-                Self::VmWwnChangedEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnChangedEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::VmWwnConflictEvent(v) => {
-                Self::VmWwnConflictEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnConflictEvent"))
             }
             #[cfg(feature = "all-events")]
             Self::WarningUpgradeEvent(v) => {
-                Self::WarningUpgradeEvent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("WarningUpgradeEvent"))
             }
         }
     }

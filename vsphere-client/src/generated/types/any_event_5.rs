@@ -5,2044 +5,1971 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::Encode for AnyEvent {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        match self {
-            Self::Event(v) => x::Encode::encode_as(&**v, w, tag, None),
+impl AnyEvent {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::AccountCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AccountCreatedEvent"))
+            Ok(chunks::a_1::Object::AccountCreatedEvent(v)) => {
+                return Ok(Self::AccountCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AccountRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AccountRemovedEvent"))
+            Ok(chunks::a_1::Object::AccountRemovedEvent(v)) => {
+                return Ok(Self::AccountRemovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AccountUpdatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AccountUpdatedEvent"))
+            Ok(chunks::a_1::Object::AccountUpdatedEvent(v)) => {
+                return Ok(Self::AccountUpdatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AdminPasswordNotChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AdminPasswordNotChangedEvent"))
+            Ok(chunks::a_1::Object::AdminPasswordNotChangedEvent(v)) => {
+                return Ok(Self::AdminPasswordNotChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmAcknowledgedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmAcknowledgedEvent"))
+            Ok(chunks::a_1::Object::AlarmAcknowledgedEvent(v)) => {
+                return Ok(Self::AlarmAcknowledgedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmActionTriggeredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmActionTriggeredEvent"))
+            Ok(chunks::a_1::Object::AlarmActionTriggeredEvent(v)) => {
+                return Ok(Self::AlarmActionTriggeredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmClearedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmClearedEvent"))
+            Ok(chunks::a_1::Object::AlarmClearedEvent(v)) => {
+                return Ok(Self::AlarmClearedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmCreatedEvent"))
+            Ok(chunks::a_1::Object::AlarmCreatedEvent(v)) => {
+                return Ok(Self::AlarmCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmEmailCompletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailCompletedEvent"))
+            Ok(chunks::a_1::Object::AlarmEmailCompletedEvent(v)) => {
+                return Ok(Self::AlarmEmailCompletedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmEmailFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmEmailFailedEvent"))
+            Ok(chunks::a_1::Object::AlarmEmailFailedEvent(v)) => {
+                return Ok(Self::AlarmEmailFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("AlarmEvent")),
+            Ok(chunks::a_1::Object::AlarmEvent(v)) => return Ok(Self::AlarmEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::AlarmReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmReconfiguredEvent"))
+            Ok(chunks::a_1::Object::AlarmReconfiguredEvent(v)) => {
+                return Ok(Self::AlarmReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmRemovedEvent"))
+            Ok(chunks::a_1::Object::AlarmRemovedEvent(v)) => {
+                return Ok(Self::AlarmRemovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmScriptCompleteEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptCompleteEvent"))
+            Ok(chunks::a_1::Object::AlarmScriptCompleteEvent(v)) => {
+                return Ok(Self::AlarmScriptCompleteEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmScriptFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmScriptFailedEvent"))
+            Ok(chunks::a_1::Object::AlarmScriptFailedEvent(v)) => {
+                return Ok(Self::AlarmScriptFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmSnmpCompletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpCompletedEvent"))
+            Ok(chunks::a_1::Object::AlarmSnmpCompletedEvent(v)) => {
+                return Ok(Self::AlarmSnmpCompletedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmSnmpFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmSnmpFailedEvent"))
+            Ok(chunks::a_1::Object::AlarmSnmpFailedEvent(v)) => {
+                return Ok(Self::AlarmSnmpFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlarmStatusChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlarmStatusChangedEvent"))
+            Ok(chunks::a_1::Object::AlarmStatusChangedEvent(v)) => {
+                return Ok(Self::AlarmStatusChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AllVirtualMachinesLicensedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("AllVirtualMachinesLicensedEvent"),
-                )
+            Ok(chunks::a_1::Object::AllVirtualMachinesLicensedEvent(v)) => {
+                return Ok(Self::AllVirtualMachinesLicensedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::AlreadyAuthenticatedSessionEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("AlreadyAuthenticatedSessionEvent"),
-                )
+            Ok(chunks::a_1::Object::AlreadyAuthenticatedSessionEvent(v)) => {
+                return Ok(Self::AlreadyAuthenticatedSessionEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::AuthorizationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AuthorizationEvent"))
+            Ok(chunks::a_9::Object::AuthorizationEvent(v)) => {
+                return Ok(Self::AuthorizationEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::BadUsernameSessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("BadUsernameSessionEvent"))
+            Ok(chunks::b_to_c::Object::BadUsernameSessionEvent(v)) => {
+                return Ok(Self::BadUsernameSessionEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CanceledHostOperationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CanceledHostOperationEvent"))
+            Ok(chunks::b_to_c::Object::CanceledHostOperationEvent(v)) => {
+                return Ok(Self::CanceledHostOperationEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::ClusterComplianceCheckedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterComplianceCheckedEvent"))
+            Ok(chunks::c_1::Object::ClusterComplianceCheckedEvent(v)) => {
+                return Ok(Self::ClusterComplianceCheckedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ClusterCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterCreatedEvent"))
+            Ok(chunks::c_1::Object::ClusterCreatedEvent(v)) => {
+                return Ok(Self::ClusterCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ClusterDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterDestroyedEvent"))
+            Ok(chunks::c_1::Object::ClusterDestroyedEvent(v)) => {
+                return Ok(Self::ClusterDestroyedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::ClusterEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterEvent"))
-            }
+            Ok(chunks::c_2::Object::ClusterEvent(v)) => return Ok(Self::ClusterEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::ClusterOvercommittedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterOvercommittedEvent"))
+            Ok(chunks::c_2::Object::ClusterOvercommittedEvent(v)) => {
+                return Ok(Self::ClusterOvercommittedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ClusterReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterReconfiguredEvent"))
+            Ok(chunks::c_2::Object::ClusterReconfiguredEvent(v)) => {
+                return Ok(Self::ClusterReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ClusterStatusChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ClusterStatusChangedEvent"))
+            Ok(chunks::c_2::Object::ClusterStatusChangedEvent(v)) => {
+                return Ok(Self::ClusterStatusChangedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::CustomFieldDefAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefAddedEvent"))
+            Ok(chunks::c_4::Object::CustomFieldDefAddedEvent(v)) => {
+                return Ok(Self::CustomFieldDefAddedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomFieldDefEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefEvent"))
+            Ok(chunks::c_4::Object::CustomFieldDefEvent(v)) => {
+                return Ok(Self::CustomFieldDefEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomFieldDefRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRemovedEvent"))
+            Ok(chunks::c_4::Object::CustomFieldDefRemovedEvent(v)) => {
+                return Ok(Self::CustomFieldDefRemovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomFieldDefRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldDefRenamedEvent"))
+            Ok(chunks::c_4::Object::CustomFieldDefRenamedEvent(v)) => {
+                return Ok(Self::CustomFieldDefRenamedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomFieldEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldEvent"))
+            Ok(chunks::c_4::Object::CustomFieldEvent(v)) => {
+                return Ok(Self::CustomFieldEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomFieldValueChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomFieldValueChangedEvent"))
+            Ok(chunks::c_4::Object::CustomFieldValueChangedEvent(v)) => {
+                return Ok(Self::CustomFieldValueChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomizationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationEvent"))
+            Ok(chunks::c_4::Object::CustomizationEvent(v)) => {
+                return Ok(Self::CustomizationEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomizationFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationFailed"))
+            Ok(chunks::c_4::Object::CustomizationFailed(v)) => {
+                return Ok(Self::CustomizationFailed(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomizationLinuxIdentityFailed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CustomizationLinuxIdentityFailed"),
-                )
+            Ok(chunks::c_4::Object::CustomizationLinuxIdentityFailed(v)) => {
+                return Ok(Self::CustomizationLinuxIdentityFailed(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomizationNetworkSetupFailed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CustomizationNetworkSetupFailed"),
-                )
+            Ok(chunks::c_4::Object::CustomizationNetworkSetupFailed(v)) => {
+                return Ok(Self::CustomizationNetworkSetupFailed(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomizationStartedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationStartedEvent"))
+            Ok(chunks::c_4::Object::CustomizationStartedEvent(v)) => {
+                return Ok(Self::CustomizationStartedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomizationSucceeded(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSucceeded"))
+            Ok(chunks::c_4::Object::CustomizationSucceeded(v)) => {
+                return Ok(Self::CustomizationSucceeded(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomizationSysprepFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationSysprepFailed"))
+            Ok(chunks::c_4::Object::CustomizationSysprepFailed(v)) => {
+                return Ok(Self::CustomizationSysprepFailed(v));
             }
             #[cfg(feature = "all-events")]
-            Self::CustomizationUnknownFailure(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationUnknownFailure"))
+            Ok(chunks::c_4::Object::CustomizationUnknownFailure(v)) => {
+                return Ok(Self::CustomizationUnknownFailure(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::DVPortgroupCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupCreatedEvent"))
+            Ok(chunks::d_1::Object::DVPortgroupCreatedEvent(v)) => {
+                return Ok(Self::DVPortgroupCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DVPortgroupDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupDestroyedEvent"))
+            Ok(chunks::d_1::Object::DVPortgroupDestroyedEvent(v)) => {
+                return Ok(Self::DVPortgroupDestroyedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DVPortgroupEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupEvent"))
+            Ok(chunks::d_1::Object::DVPortgroupEvent(v)) => {
+                return Ok(Self::DVPortgroupEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DVPortgroupReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupReconfiguredEvent"))
+            Ok(chunks::d_1::Object::DVPortgroupReconfiguredEvent(v)) => {
+                return Ok(Self::DVPortgroupReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DVPortgroupRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortgroupRenamedEvent"))
+            Ok(chunks::d_1::Object::DVPortgroupRenamedEvent(v)) => {
+                return Ok(Self::DVPortgroupRenamedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DasAdmissionControlDisabledEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DasAdmissionControlDisabledEvent"),
-                )
+            Ok(chunks::d_1::Object::DasAdmissionControlDisabledEvent(v)) => {
+                return Ok(Self::DasAdmissionControlDisabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DasAdmissionControlEnabledEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DasAdmissionControlEnabledEvent"),
-                )
+            Ok(chunks::d_1::Object::DasAdmissionControlEnabledEvent(v)) => {
+                return Ok(Self::DasAdmissionControlEnabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DasAgentFoundEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasAgentFoundEvent"))
+            Ok(chunks::d_1::Object::DasAgentFoundEvent(v)) => {
+                return Ok(Self::DasAgentFoundEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DasAgentUnavailableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasAgentUnavailableEvent"))
+            Ok(chunks::d_1::Object::DasAgentUnavailableEvent(v)) => {
+                return Ok(Self::DasAgentUnavailableEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DasClusterIsolatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasClusterIsolatedEvent"))
+            Ok(chunks::d_1::Object::DasClusterIsolatedEvent(v)) => {
+                return Ok(Self::DasClusterIsolatedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::DasDisabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasDisabledEvent"))
+            Ok(chunks::d_2::Object::DasDisabledEvent(v)) => {
+                return Ok(Self::DasDisabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DasEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasEnabledEvent"))
+            Ok(chunks::d_2::Object::DasEnabledEvent(v)) => {
+                return Ok(Self::DasEnabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DasHostFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasHostFailedEvent"))
+            Ok(chunks::d_2::Object::DasHostFailedEvent(v)) => {
+                return Ok(Self::DasHostFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DasHostIsolatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasHostIsolatedEvent"))
+            Ok(chunks::d_2::Object::DasHostIsolatedEvent(v)) => {
+                return Ok(Self::DasHostIsolatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatacenterCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatacenterCreatedEvent"))
+            Ok(chunks::d_2::Object::DatacenterCreatedEvent(v)) => {
+                return Ok(Self::DatacenterCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatacenterEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatacenterEvent"))
+            Ok(chunks::d_2::Object::DatacenterEvent(v)) => {
+                return Ok(Self::DatacenterEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatacenterRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatacenterRenamedEvent"))
+            Ok(chunks::d_2::Object::DatacenterRenamedEvent(v)) => {
+                return Ok(Self::DatacenterRenamedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreCapacityIncreasedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DatastoreCapacityIncreasedEvent"),
-                )
+            Ok(chunks::d_2::Object::DatastoreCapacityIncreasedEvent(v)) => {
+                return Ok(Self::DatastoreCapacityIncreasedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDestroyedEvent"))
+            Ok(chunks::d_2::Object::DatastoreDestroyedEvent(v)) => {
+                return Ok(Self::DatastoreDestroyedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreDiscoveredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDiscoveredEvent"))
+            Ok(chunks::d_2::Object::DatastoreDiscoveredEvent(v)) => {
+                return Ok(Self::DatastoreDiscoveredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreDuplicatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreDuplicatedEvent"))
+            Ok(chunks::d_2::Object::DatastoreDuplicatedEvent(v)) => {
+                return Ok(Self::DatastoreDuplicatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreEvent"))
+            Ok(chunks::d_2::Object::DatastoreEvent(v)) => {
+                return Ok(Self::DatastoreEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreFileCopiedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileCopiedEvent"))
+            Ok(chunks::d_2::Object::DatastoreFileCopiedEvent(v)) => {
+                return Ok(Self::DatastoreFileCopiedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreFileDeletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileDeletedEvent"))
+            Ok(chunks::d_2::Object::DatastoreFileDeletedEvent(v)) => {
+                return Ok(Self::DatastoreFileDeletedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreFileEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileEvent"))
+            Ok(chunks::d_2::Object::DatastoreFileEvent(v)) => {
+                return Ok(Self::DatastoreFileEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreFileMovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreFileMovedEvent"))
+            Ok(chunks::d_2::Object::DatastoreFileMovedEvent(v)) => {
+                return Ok(Self::DatastoreFileMovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreIORMReconfiguredEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DatastoreIORMReconfiguredEvent"),
-                )
+            Ok(chunks::d_2::Object::DatastoreIORMReconfiguredEvent(v)) => {
+                return Ok(Self::DatastoreIORMReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastorePrincipalConfigured(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastorePrincipalConfigured"))
+            Ok(chunks::d_2::Object::DatastorePrincipalConfigured(v)) => {
+                return Ok(Self::DatastorePrincipalConfigured(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreRemovedOnHostEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRemovedOnHostEvent"))
+            Ok(chunks::d_2::Object::DatastoreRemovedOnHostEvent(v)) => {
+                return Ok(Self::DatastoreRemovedOnHostEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedEvent"))
+            Ok(chunks::d_2::Object::DatastoreRenamedEvent(v)) => {
+                return Ok(Self::DatastoreRenamedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DatastoreRenamedOnHostEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreRenamedOnHostEvent"))
+            Ok(chunks::d_2::Object::DatastoreRenamedOnHostEvent(v)) => {
+                return Ok(Self::DatastoreRenamedOnHostEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::DrsDisabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsDisabledEvent"))
+            Ok(chunks::d_4::Object::DrsDisabledEvent(v)) => {
+                return Ok(Self::DrsDisabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsEnabledEvent"))
+            Ok(chunks::d_4::Object::DrsEnabledEvent(v)) => {
+                return Ok(Self::DrsEnabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsEnteredStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteredStandbyModeEvent"))
+            Ok(chunks::d_4::Object::DrsEnteredStandbyModeEvent(v)) => {
+                return Ok(Self::DrsEnteredStandbyModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsEnteringStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsEnteringStandbyModeEvent"))
+            Ok(chunks::d_4::Object::DrsEnteringStandbyModeEvent(v)) => {
+                return Ok(Self::DrsEnteringStandbyModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsExitStandbyModeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsExitStandbyModeFailedEvent"))
+            Ok(chunks::d_4::Object::DrsExitStandbyModeFailedEvent(v)) => {
+                return Ok(Self::DrsExitStandbyModeFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsExitedStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsExitedStandbyModeEvent"))
+            Ok(chunks::d_4::Object::DrsExitedStandbyModeEvent(v)) => {
+                return Ok(Self::DrsExitedStandbyModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsExitingStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsExitingStandbyModeEvent"))
+            Ok(chunks::d_4::Object::DrsExitingStandbyModeEvent(v)) => {
+                return Ok(Self::DrsExitingStandbyModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsInvocationFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsInvocationFailedEvent"))
+            Ok(chunks::d_4::Object::DrsInvocationFailedEvent(v)) => {
+                return Ok(Self::DrsInvocationFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsRecoveredFromFailureEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsRecoveredFromFailureEvent"))
+            Ok(chunks::d_4::Object::DrsRecoveredFromFailureEvent(v)) => {
+                return Ok(Self::DrsRecoveredFromFailureEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsResourceConfigureFailedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DrsResourceConfigureFailedEvent"),
-                )
+            Ok(chunks::d_4::Object::DrsResourceConfigureFailedEvent(v)) => {
+                return Ok(Self::DrsResourceConfigureFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsResourceConfigureSyncedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DrsResourceConfigureSyncedEvent"),
-                )
+            Ok(chunks::d_4::Object::DrsResourceConfigureSyncedEvent(v)) => {
+                return Ok(Self::DrsResourceConfigureSyncedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsRuleComplianceEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleComplianceEvent"))
+            Ok(chunks::d_4::Object::DrsRuleComplianceEvent(v)) => {
+                return Ok(Self::DrsRuleComplianceEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsRuleViolationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsRuleViolationEvent"))
+            Ok(chunks::d_4::Object::DrsRuleViolationEvent(v)) => {
+                return Ok(Self::DrsRuleViolationEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsSoftRuleViolationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsSoftRuleViolationEvent"))
+            Ok(chunks::d_4::Object::DrsSoftRuleViolationEvent(v)) => {
+                return Ok(Self::DrsSoftRuleViolationEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsVmMigratedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsVmMigratedEvent"))
+            Ok(chunks::d_4::Object::DrsVmMigratedEvent(v)) => {
+                return Ok(Self::DrsVmMigratedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DrsVmPoweredOnEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsVmPoweredOnEvent"))
+            Ok(chunks::d_4::Object::DrsVmPoweredOnEvent(v)) => {
+                return Ok(Self::DrsVmPoweredOnEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DuplicateIpDetectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DuplicateIpDetectedEvent"))
+            Ok(chunks::d_4::Object::DuplicateIpDetectedEvent(v)) => {
+                return Ok(Self::DuplicateIpDetectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvpgImportEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvpgImportEvent"))
+            Ok(chunks::d_4::Object::DvpgImportEvent(v)) => {
+                return Ok(Self::DvpgImportEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvpgRestoreEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvpgRestoreEvent"))
+            Ok(chunks::d_4::Object::DvpgRestoreEvent(v)) => {
+                return Ok(Self::DvpgRestoreEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsCreatedEvent"))
+            Ok(chunks::d_4::Object::DvsCreatedEvent(v)) => {
+                return Ok(Self::DvsCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsDestroyedEvent"))
+            Ok(chunks::d_4::Object::DvsDestroyedEvent(v)) => {
+                return Ok(Self::DvsDestroyedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("DvsEvent")),
+            Ok(chunks::d_4::Object::DvsEvent(v)) => return Ok(Self::DvsEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::DvsHealthStatusChangeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHealthStatusChangeEvent"))
+            Ok(chunks::d_4::Object::DvsHealthStatusChangeEvent(v)) => {
+                return Ok(Self::DvsHealthStatusChangeEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::DvsHostBackInSyncEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostBackInSyncEvent"))
+            Ok(chunks::d_5::Object::DvsHostBackInSyncEvent(v)) => {
+                return Ok(Self::DvsHostBackInSyncEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsHostJoinedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostJoinedEvent"))
+            Ok(chunks::d_5::Object::DvsHostJoinedEvent(v)) => {
+                return Ok(Self::DvsHostJoinedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsHostLeftEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostLeftEvent"))
+            Ok(chunks::d_5::Object::DvsHostLeftEvent(v)) => {
+                return Ok(Self::DvsHostLeftEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsHostStatusUpdated(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostStatusUpdated"))
+            Ok(chunks::d_5::Object::DvsHostStatusUpdated(v)) => {
+                return Ok(Self::DvsHostStatusUpdated(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsHostWentOutOfSyncEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsHostWentOutOfSyncEvent"))
+            Ok(chunks::d_5::Object::DvsHostWentOutOfSyncEvent(v)) => {
+                return Ok(Self::DvsHostWentOutOfSyncEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsImportEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsImportEvent"))
+            Ok(chunks::d_5::Object::DvsImportEvent(v)) => {
+                return Ok(Self::DvsImportEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsMergedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsMergedEvent"))
+            Ok(chunks::d_5::Object::DvsMergedEvent(v)) => {
+                return Ok(Self::DvsMergedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortBlockedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortBlockedEvent"))
+            Ok(chunks::d_5::Object::DvsPortBlockedEvent(v)) => {
+                return Ok(Self::DvsPortBlockedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortConnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortConnectedEvent"))
+            Ok(chunks::d_5::Object::DvsPortConnectedEvent(v)) => {
+                return Ok(Self::DvsPortConnectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortCreatedEvent"))
+            Ok(chunks::d_5::Object::DvsPortCreatedEvent(v)) => {
+                return Ok(Self::DvsPortCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortDeletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDeletedEvent"))
+            Ok(chunks::d_5::Object::DvsPortDeletedEvent(v)) => {
+                return Ok(Self::DvsPortDeletedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortDisconnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortDisconnectedEvent"))
+            Ok(chunks::d_5::Object::DvsPortDisconnectedEvent(v)) => {
+                return Ok(Self::DvsPortDisconnectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortEnteredPassthruEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortEnteredPassthruEvent"))
+            Ok(chunks::d_5::Object::DvsPortEnteredPassthruEvent(v)) => {
+                return Ok(Self::DvsPortEnteredPassthruEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortExitedPassthruEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortExitedPassthruEvent"))
+            Ok(chunks::d_5::Object::DvsPortExitedPassthruEvent(v)) => {
+                return Ok(Self::DvsPortExitedPassthruEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortJoinPortgroupEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortJoinPortgroupEvent"))
+            Ok(chunks::d_5::Object::DvsPortJoinPortgroupEvent(v)) => {
+                return Ok(Self::DvsPortJoinPortgroupEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortLeavePortgroupEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLeavePortgroupEvent"))
+            Ok(chunks::d_5::Object::DvsPortLeavePortgroupEvent(v)) => {
+                return Ok(Self::DvsPortLeavePortgroupEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortLinkDownEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkDownEvent"))
+            Ok(chunks::d_5::Object::DvsPortLinkDownEvent(v)) => {
+                return Ok(Self::DvsPortLinkDownEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortLinkUpEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortLinkUpEvent"))
+            Ok(chunks::d_5::Object::DvsPortLinkUpEvent(v)) => {
+                return Ok(Self::DvsPortLinkUpEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortReconfiguredEvent"))
+            Ok(chunks::d_5::Object::DvsPortReconfiguredEvent(v)) => {
+                return Ok(Self::DvsPortReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortRuntimeChangeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortRuntimeChangeEvent"))
+            Ok(chunks::d_5::Object::DvsPortRuntimeChangeEvent(v)) => {
+                return Ok(Self::DvsPortRuntimeChangeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortUnblockedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsPortUnblockedEvent"))
+            Ok(chunks::d_5::Object::DvsPortUnblockedEvent(v)) => {
+                return Ok(Self::DvsPortUnblockedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsPortVendorSpecificStateChangeEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DvsPortVendorSpecificStateChangeEvent"),
-                )
+            Ok(chunks::d_5::Object::DvsPortVendorSpecificStateChangeEvent(v)) => {
+                return Ok(Self::DvsPortVendorSpecificStateChangeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsReconfiguredEvent"))
+            Ok(chunks::d_5::Object::DvsReconfiguredEvent(v)) => {
+                return Ok(Self::DvsReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsRenamedEvent"))
+            Ok(chunks::d_5::Object::DvsRenamedEvent(v)) => {
+                return Ok(Self::DvsRenamedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsRestoreEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsRestoreEvent"))
+            Ok(chunks::d_5::Object::DvsRestoreEvent(v)) => {
+                return Ok(Self::DvsRestoreEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsUpgradeAvailableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeAvailableEvent"))
+            Ok(chunks::d_5::Object::DvsUpgradeAvailableEvent(v)) => {
+                return Ok(Self::DvsUpgradeAvailableEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsUpgradeInProgressEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeInProgressEvent"))
+            Ok(chunks::d_5::Object::DvsUpgradeInProgressEvent(v)) => {
+                return Ok(Self::DvsUpgradeInProgressEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsUpgradeRejectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradeRejectedEvent"))
+            Ok(chunks::d_5::Object::DvsUpgradeRejectedEvent(v)) => {
+                return Ok(Self::DvsUpgradeRejectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::DvsUpgradedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsUpgradedEvent"))
+            Ok(chunks::d_5::Object::DvsUpgradedEvent(v)) => {
+                return Ok(Self::DvsUpgradedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
+            Ok(chunks::e::Object::Event(v)) => return Ok(Self::Event(v)),
             #[cfg(feature = "all-events")]
-            Self::EnteredMaintenanceModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EnteredMaintenanceModeEvent"))
+            Ok(chunks::e::Object::EnteredMaintenanceModeEvent(v)) => {
+                return Ok(Self::EnteredMaintenanceModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::EnteredStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EnteredStandbyModeEvent"))
+            Ok(chunks::e::Object::EnteredStandbyModeEvent(v)) => {
+                return Ok(Self::EnteredStandbyModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::EnteringMaintenanceModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EnteringMaintenanceModeEvent"))
+            Ok(chunks::e::Object::EnteringMaintenanceModeEvent(v)) => {
+                return Ok(Self::EnteringMaintenanceModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::EnteringStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EnteringStandbyModeEvent"))
+            Ok(chunks::e::Object::EnteringStandbyModeEvent(v)) => {
+                return Ok(Self::EnteringStandbyModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ErrorUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ErrorUpgradeEvent"))
+            Ok(chunks::e::Object::ErrorUpgradeEvent(v)) => {
+                return Ok(Self::ErrorUpgradeEvent(v));
             }
-            #[cfg(feature = "all-events")]
-            Self::EventEx(v) => x::Encode::encode_as(&**v, w, tag, Some("EventEx")),
             #[cfg(feature = "all-events")]
-            Self::ExitMaintenanceModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExitMaintenanceModeEvent"))
-            }
+            Ok(chunks::e::Object::EventEx(v)) => return Ok(Self::EventEx(v)),
             #[cfg(feature = "all-events")]
-            Self::ExitStandbyModeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExitStandbyModeFailedEvent"))
+            Ok(chunks::e::Object::ExitMaintenanceModeEvent(v)) => {
+                return Ok(Self::ExitMaintenanceModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ExitedStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExitedStandbyModeEvent"))
+            Ok(chunks::e::Object::ExitStandbyModeFailedEvent(v)) => {
+                return Ok(Self::ExitStandbyModeFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ExitingStandbyModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExitingStandbyModeEvent"))
+            Ok(chunks::e::Object::ExitedStandbyModeEvent(v)) => {
+                return Ok(Self::ExitedStandbyModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ExtendedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExtendedEvent"))
+            Ok(chunks::e::Object::ExitingStandbyModeEvent(v)) => {
+                return Ok(Self::ExitingStandbyModeEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::FailoverLevelRestored(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FailoverLevelRestored"))
+            Ok(chunks::e_to_f::Object::ExtendedEvent(v)) => {
+                return Ok(Self::ExtendedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GeneralEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralEvent"))
+            Ok(chunks::e_to_f::Object::FailoverLevelRestored(v)) => {
+                return Ok(Self::FailoverLevelRestored(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::GeneralHostErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostErrorEvent"))
+            Ok(chunks::f_to_g::Object::GeneralEvent(v)) => {
+                return Ok(Self::GeneralEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GeneralHostInfoEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostInfoEvent"))
+            Ok(chunks::f_to_g::Object::GeneralHostErrorEvent(v)) => {
+                return Ok(Self::GeneralHostErrorEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GeneralHostWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralHostWarningEvent"))
+            Ok(chunks::f_to_g::Object::GeneralHostInfoEvent(v)) => {
+                return Ok(Self::GeneralHostInfoEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GeneralUserEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralUserEvent"))
+            Ok(chunks::f_to_g::Object::GeneralHostWarningEvent(v)) => {
+                return Ok(Self::GeneralHostWarningEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GeneralVmErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmErrorEvent"))
+            Ok(chunks::f_to_g::Object::GeneralUserEvent(v)) => {
+                return Ok(Self::GeneralUserEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GeneralVmInfoEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmInfoEvent"))
+            Ok(chunks::f_to_g::Object::GeneralVmErrorEvent(v)) => {
+                return Ok(Self::GeneralVmErrorEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GeneralVmWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GeneralVmWarningEvent"))
+            Ok(chunks::f_to_g::Object::GeneralVmInfoEvent(v)) => {
+                return Ok(Self::GeneralVmInfoEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GhostDvsProxySwitchDetectedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("GhostDvsProxySwitchDetectedEvent"),
-                )
+            Ok(chunks::f_to_g::Object::GeneralVmWarningEvent(v)) => {
+                return Ok(Self::GeneralVmWarningEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GhostDvsProxySwitchRemovedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("GhostDvsProxySwitchRemovedEvent"),
-                )
+            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchDetectedEvent(v)) => {
+                return Ok(Self::GhostDvsProxySwitchDetectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::GlobalMessageChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GlobalMessageChangedEvent"))
+            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchRemovedEvent(v)) => {
+                return Ok(Self::GhostDvsProxySwitchRemovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HealthStatusChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HealthStatusChangedEvent"))
+            Ok(chunks::f_to_g::Object::GlobalMessageChangedEvent(v)) => {
+                return Ok(Self::GlobalMessageChangedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostAddFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostAddFailedEvent"))
+            Ok(chunks::h_1::Object::HealthStatusChangedEvent(v)) => {
+                return Ok(Self::HealthStatusChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostAddedEvent"))
+            Ok(chunks::h_1::Object::HostAddFailedEvent(v)) => {
+                return Ok(Self::HostAddFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostAdminDisableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostAdminDisableEvent"))
+            Ok(chunks::h_1::Object::HostAddedEvent(v)) => {
+                return Ok(Self::HostAddedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostAdminEnableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostAdminEnableEvent"))
+            Ok(chunks::h_1::Object::HostAdminDisableEvent(v)) => {
+                return Ok(Self::HostAdminDisableEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedAccountFailedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedAccountFailedEvent"),
-                )
+            Ok(chunks::h_1::Object::HostAdminEnableEvent(v)) => {
+                return Ok(Self::HostAdminEnableEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedAlreadyManagedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedAlreadyManagedEvent"),
-                )
+            Ok(chunks::h_1::Object::HostCnxFailedAccountFailedEvent(v)) => {
+                return Ok(Self::HostCnxFailedAccountFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedBadCcagentEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadCcagentEvent"))
+            Ok(chunks::h_1::Object::HostCnxFailedAlreadyManagedEvent(v)) => {
+                return Ok(Self::HostCnxFailedAlreadyManagedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedBadUsernameEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadUsernameEvent"))
+            Ok(chunks::h_1::Object::HostCnxFailedBadCcagentEvent(v)) => {
+                return Ok(Self::HostCnxFailedBadCcagentEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedBadVersionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedBadVersionEvent"))
+            Ok(chunks::h_1::Object::HostCnxFailedBadUsernameEvent(v)) => {
+                return Ok(Self::HostCnxFailedBadUsernameEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedCcagentUpgradeEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedCcagentUpgradeEvent"),
-                )
+            Ok(chunks::h_1::Object::HostCnxFailedBadVersionEvent(v)) => {
+                return Ok(Self::HostCnxFailedBadVersionEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedEvent"))
+            Ok(chunks::h_1::Object::HostCnxFailedCcagentUpgradeEvent(v)) => {
+                return Ok(Self::HostCnxFailedCcagentUpgradeEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedNetworkErrorEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedNetworkErrorEvent"),
-                )
+            Ok(chunks::h_10::Object::HostVnicConnectedToCustomizedDVPortEvent(v)) => {
+                return Ok(Self::HostVnicConnectedToCustomizedDVPortEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedNoAccessEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoAccessEvent"))
+            Ok(chunks::h_10::Object::HostWwnChangedEvent(v)) => {
+                return Ok(Self::HostWwnChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedNoConnectionEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostCnxFailedNoConnectionEvent"),
-                )
+            Ok(chunks::h_10::Object::HostWwnConflictEvent(v)) => {
+                return Ok(Self::HostWwnConflictEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedNoLicenseEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNoLicenseEvent"))
+            Ok(chunks::h_2::Object::HostCnxFailedEvent(v)) => {
+                return Ok(Self::HostCnxFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedNotFoundEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedNotFoundEvent"))
+            Ok(chunks::h_2::Object::HostCnxFailedNetworkErrorEvent(v)) => {
+                return Ok(Self::HostCnxFailedNetworkErrorEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCnxFailedTimeoutEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCnxFailedTimeoutEvent"))
+            Ok(chunks::h_2::Object::HostCnxFailedNoAccessEvent(v)) => {
+                return Ok(Self::HostCnxFailedNoAccessEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostComplianceCheckedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostComplianceCheckedEvent"))
+            Ok(chunks::h_2::Object::HostCnxFailedNoConnectionEvent(v)) => {
+                return Ok(Self::HostCnxFailedNoConnectionEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostCompliantEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCompliantEvent"))
+            Ok(chunks::h_2::Object::HostCnxFailedNoLicenseEvent(v)) => {
+                return Ok(Self::HostCnxFailedNoLicenseEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostConfigAppliedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostConfigAppliedEvent"))
+            Ok(chunks::h_2::Object::HostCnxFailedNotFoundEvent(v)) => {
+                return Ok(Self::HostCnxFailedNotFoundEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostConnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostConnectedEvent"))
+            Ok(chunks::h_2::Object::HostCnxFailedTimeoutEvent(v)) => {
+                return Ok(Self::HostCnxFailedTimeoutEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostConnectionLostEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostConnectionLostEvent"))
+            Ok(chunks::h_2::Object::HostComplianceCheckedEvent(v)) => {
+                return Ok(Self::HostComplianceCheckedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostDasDisabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisabledEvent"))
+            Ok(chunks::h_2::Object::HostCompliantEvent(v)) => {
+                return Ok(Self::HostCompliantEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostDasDisablingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasDisablingEvent"))
+            Ok(chunks::h_2::Object::HostConfigAppliedEvent(v)) => {
+                return Ok(Self::HostConfigAppliedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostDasEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnabledEvent"))
+            Ok(chunks::h_2::Object::HostConnectedEvent(v)) => {
+                return Ok(Self::HostConnectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostDasEnablingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasEnablingEvent"))
+            Ok(chunks::h_2::Object::HostConnectionLostEvent(v)) => {
+                return Ok(Self::HostConnectionLostEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostDasErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasErrorEvent"))
+            Ok(chunks::h_2::Object::HostDasDisabledEvent(v)) => {
+                return Ok(Self::HostDasDisabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostDasEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasEvent"))
+            Ok(chunks::h_2::Object::HostDasDisablingEvent(v)) => {
+                return Ok(Self::HostDasDisablingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostDasOkEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDasOkEvent"))
+            Ok(chunks::h_2::Object::HostDasEnabledEvent(v)) => {
+                return Ok(Self::HostDasEnabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostDisconnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostDisconnectedEvent"))
+            Ok(chunks::h_2::Object::HostDasEnablingEvent(v)) => {
+                return Ok(Self::HostDasEnablingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostEnableAdminFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostEnableAdminFailedEvent"))
+            Ok(chunks::h_2::Object::HostDasErrorEvent(v)) => {
+                return Ok(Self::HostDasErrorEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("HostEvent")),
+            Ok(chunks::h_2::Object::HostDasEvent(v)) => return Ok(Self::HostDasEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::HostExtraNetworksEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostExtraNetworksEvent"))
+            Ok(chunks::h_2::Object::HostDasOkEvent(v)) => {
+                return Ok(Self::HostDasOkEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostGetShortNameFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostGetShortNameFailedEvent"))
+            Ok(chunks::h_3::Object::HostDisconnectedEvent(v)) => {
+                return Ok(Self::HostDisconnectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostInAuditModeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostInAuditModeEvent"))
+            Ok(chunks::h_3::Object::HostEnableAdminFailedEvent(v)) => {
+                return Ok(Self::HostEnableAdminFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostInventoryFullEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryFullEvent"))
-            }
+            Ok(chunks::h_3::Object::HostEvent(v)) => return Ok(Self::HostEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::HostInventoryUnreadableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryUnreadableEvent"))
+            Ok(chunks::h_3::Object::HostExtraNetworksEvent(v)) => {
+                return Ok(Self::HostExtraNetworksEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostIpChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostIpChangedEvent"))
+            Ok(chunks::h_4::Object::HostGetShortNameFailedEvent(v)) => {
+                return Ok(Self::HostGetShortNameFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostIpInconsistentEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostIpInconsistentEvent"))
+            Ok(chunks::h_4::Object::HostInAuditModeEvent(v)) => {
+                return Ok(Self::HostInAuditModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostIpToShortNameFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostIpToShortNameFailedEvent"))
+            Ok(chunks::h_4::Object::HostInventoryFullEvent(v)) => {
+                return Ok(Self::HostInventoryFullEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostIsolationIpPingFailedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostIsolationIpPingFailedEvent"),
-                )
+            Ok(chunks::h_4::Object::HostInventoryUnreadableEvent(v)) => {
+                return Ok(Self::HostInventoryUnreadableEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostLicenseExpiredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostLicenseExpiredEvent"))
+            Ok(chunks::h_4::Object::HostIpChangedEvent(v)) => {
+                return Ok(Self::HostIpChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostLocalPortCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostLocalPortCreatedEvent"))
+            Ok(chunks::h_4::Object::HostIpInconsistentEvent(v)) => {
+                return Ok(Self::HostIpInconsistentEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostMissingNetworksEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostMissingNetworksEvent"))
+            Ok(chunks::h_5::Object::HostIpToShortNameFailedEvent(v)) => {
+                return Ok(Self::HostIpToShortNameFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostMonitoringStateChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostMonitoringStateChangedEvent"),
-                )
+            Ok(chunks::h_5::Object::HostIsolationIpPingFailedEvent(v)) => {
+                return Ok(Self::HostIsolationIpPingFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostNoAvailableNetworksEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostNoAvailableNetworksEvent"))
+            Ok(chunks::h_5::Object::HostLicenseExpiredEvent(v)) => {
+                return Ok(Self::HostLicenseExpiredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostNoHAEnabledPortGroupsEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostNoHAEnabledPortGroupsEvent"),
-                )
+            Ok(chunks::h_5::Object::HostLocalPortCreatedEvent(v)) => {
+                return Ok(Self::HostLocalPortCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostNoRedundantManagementNetworkEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostNoRedundantManagementNetworkEvent"),
-                )
+            Ok(chunks::h_5::Object::HostMissingNetworksEvent(v)) => {
+                return Ok(Self::HostMissingNetworksEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostNonCompliantEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostNonCompliantEvent"))
+            Ok(chunks::h_5::Object::HostMonitoringStateChangedEvent(v)) => {
+                return Ok(Self::HostMonitoringStateChangedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostNotInClusterEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostNotInClusterEvent"))
+            Ok(chunks::h_6::Object::HostNoAvailableNetworksEvent(v)) => {
+                return Ok(Self::HostNoAvailableNetworksEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostOvercommittedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostOvercommittedEvent"))
+            Ok(chunks::h_6::Object::HostNoHAEnabledPortGroupsEvent(v)) => {
+                return Ok(Self::HostNoHAEnabledPortGroupsEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostPrimaryAgentNotShortNameEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostPrimaryAgentNotShortNameEvent"),
-                )
+            Ok(chunks::h_6::Object::HostNoRedundantManagementNetworkEvent(v)) => {
+                return Ok(Self::HostNoRedundantManagementNetworkEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostProfileAppliedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostProfileAppliedEvent"))
+            Ok(chunks::h_6::Object::HostNonCompliantEvent(v)) => {
+                return Ok(Self::HostNonCompliantEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostReconnectionFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostReconnectionFailedEvent"))
+            Ok(chunks::h_6::Object::HostNotInClusterEvent(v)) => {
+                return Ok(Self::HostNotInClusterEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostRemovedEvent"))
+            Ok(chunks::h_6::Object::HostOvercommittedEvent(v)) => {
+                return Ok(Self::HostOvercommittedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostShortNameInconsistentEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostShortNameInconsistentEvent"),
-                )
+            Ok(chunks::h_7::Object::HostPrimaryAgentNotShortNameEvent(v)) => {
+                return Ok(Self::HostPrimaryAgentNotShortNameEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostShortNameToIpFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostShortNameToIpFailedEvent"))
+            Ok(chunks::h_7::Object::HostProfileAppliedEvent(v)) => {
+                return Ok(Self::HostProfileAppliedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostShutdownEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostShutdownEvent"))
+            Ok(chunks::h_8::Object::HostReconnectionFailedEvent(v)) => {
+                return Ok(Self::HostReconnectionFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostSpecificationChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationChangedEvent"))
+            Ok(chunks::h_8::Object::HostRemovedEvent(v)) => {
+                return Ok(Self::HostRemovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostSpecificationRequireEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationRequireEvent"))
+            Ok(chunks::h_8::Object::HostShortNameInconsistentEvent(v)) => {
+                return Ok(Self::HostShortNameInconsistentEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostSpecificationUpdateEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostSpecificationUpdateEvent"))
+            Ok(chunks::h_8::Object::HostShortNameToIpFailedEvent(v)) => {
+                return Ok(Self::HostShortNameToIpFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostStatusChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostStatusChangedEvent"))
+            Ok(chunks::h_8::Object::HostShutdownEvent(v)) => {
+                return Ok(Self::HostShutdownEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostSubSpecificationDeleteEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostSubSpecificationDeleteEvent"),
-                )
+            Ok(chunks::h_8::Object::HostSpecificationChangedEvent(v)) => {
+                return Ok(Self::HostSpecificationChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostSubSpecificationUpdateEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostSubSpecificationUpdateEvent"),
-                )
+            Ok(chunks::h_8::Object::HostSpecificationRequireEvent(v)) => {
+                return Ok(Self::HostSpecificationRequireEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostSyncFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostSyncFailedEvent"))
+            Ok(chunks::h_8::Object::HostSpecificationUpdateEvent(v)) => {
+                return Ok(Self::HostSpecificationUpdateEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostUpgradeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostUpgradeFailedEvent"))
+            Ok(chunks::h_8::Object::HostStatusChangedEvent(v)) => {
+                return Ok(Self::HostStatusChangedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::HostUserWorldSwapNotEnabledEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostUserWorldSwapNotEnabledEvent"),
-                )
+            Ok(chunks::h_9::Object::HostSubSpecificationDeleteEvent(v)) => {
+                return Ok(Self::HostSubSpecificationDeleteEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostVnicConnectedToCustomizedDVPortEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostVnicConnectedToCustomizedDVPortEvent"),
-                )
+            Ok(chunks::h_9::Object::HostSubSpecificationUpdateEvent(v)) => {
+                return Ok(Self::HostSubSpecificationUpdateEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostWwnChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostWwnChangedEvent"))
+            Ok(chunks::h_9::Object::HostSyncFailedEvent(v)) => {
+                return Ok(Self::HostSyncFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::HostWwnConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostWwnConflictEvent"))
+            Ok(chunks::h_9::Object::HostUpgradeFailedEvent(v)) => {
+                return Ok(Self::HostUpgradeFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::IScsiBootFailureEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IScsiBootFailureEvent"))
+            Ok(chunks::h_9::Object::HostUserWorldSwapNotEnabledEvent(v)) => {
+                return Ok(Self::HostUserWorldSwapNotEnabledEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::IncorrectHostInformationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IncorrectHostInformationEvent"))
+            Ok(chunks::i_1::Object::IScsiBootFailureEvent(v)) => {
+                return Ok(Self::IScsiBootFailureEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::InfoUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InfoUpgradeEvent"))
+            Ok(chunks::i_1::Object::IncorrectHostInformationEvent(v)) => {
+                return Ok(Self::IncorrectHostInformationEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::InsufficientFailoverResourcesEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientFailoverResourcesEvent"),
-                )
+            Ok(chunks::i_1::Object::InfoUpgradeEvent(v)) => {
+                return Ok(Self::InfoUpgradeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::InvalidEditionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidEditionEvent"))
+            Ok(chunks::i_1::Object::InsufficientFailoverResourcesEvent(v)) => {
+                return Ok(Self::InsufficientFailoverResourcesEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::LicenseEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseEvent"))
+            Ok(chunks::i_1::Object::InvalidEditionEvent(v)) => {
+                return Ok(Self::InvalidEditionEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::LicenseExpiredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseExpiredEvent"))
+            Ok(chunks::j_to_l::Object::LicenseEvent(v)) => {
+                return Ok(Self::LicenseEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::LicenseNonComplianceEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseNonComplianceEvent"))
+            Ok(chunks::j_to_l::Object::LicenseExpiredEvent(v)) => {
+                return Ok(Self::LicenseExpiredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::LicenseRestrictedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseRestrictedEvent"))
+            Ok(chunks::j_to_l::Object::LicenseNonComplianceEvent(v)) => {
+                return Ok(Self::LicenseNonComplianceEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::LicenseServerAvailableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerAvailableEvent"))
+            Ok(chunks::j_to_l::Object::LicenseRestrictedEvent(v)) => {
+                return Ok(Self::LicenseRestrictedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::LicenseServerUnavailableEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerUnavailableEvent"))
+            Ok(chunks::j_to_l::Object::LicenseServerAvailableEvent(v)) => {
+                return Ok(Self::LicenseServerAvailableEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::LocalDatastoreCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LocalDatastoreCreatedEvent"))
+            Ok(chunks::j_to_l::Object::LicenseServerUnavailableEvent(v)) => {
+                return Ok(Self::LicenseServerUnavailableEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::LocalTSMEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LocalTSMEnabledEvent"))
+            Ok(chunks::j_to_l::Object::LocalDatastoreCreatedEvent(v)) => {
+                return Ok(Self::LocalDatastoreCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::LockerMisconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LockerMisconfiguredEvent"))
+            Ok(chunks::j_to_l::Object::LocalTSMEnabledEvent(v)) => {
+                return Ok(Self::LocalTSMEnabledEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::LockerReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LockerReconfiguredEvent"))
+            Ok(chunks::l_to_m::Object::LockerMisconfiguredEvent(v)) => {
+                return Ok(Self::LockerMisconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::MigrationErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationErrorEvent"))
+            Ok(chunks::l_to_m::Object::LockerReconfiguredEvent(v)) => {
+                return Ok(Self::LockerReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::MigrationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationEvent"))
+            Ok(chunks::l_to_m::Object::MigrationErrorEvent(v)) => {
+                return Ok(Self::MigrationErrorEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::MigrationHostErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostErrorEvent"))
+            Ok(chunks::l_to_m::Object::MigrationEvent(v)) => {
+                return Ok(Self::MigrationEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::MigrationHostWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationHostWarningEvent"))
+            Ok(chunks::l_to_m::Object::MigrationHostErrorEvent(v)) => {
+                return Ok(Self::MigrationHostErrorEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::MigrationResourceErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceErrorEvent"))
+            Ok(chunks::l_to_m::Object::MigrationHostWarningEvent(v)) => {
+                return Ok(Self::MigrationHostWarningEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::MigrationResourceWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationResourceWarningEvent"))
+            Ok(chunks::l_to_m::Object::MigrationResourceErrorEvent(v)) => {
+                return Ok(Self::MigrationResourceErrorEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::MigrationWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationWarningEvent"))
+            Ok(chunks::l_to_m::Object::MigrationResourceWarningEvent(v)) => {
+                return Ok(Self::MigrationResourceWarningEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::MtuMatchEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MtuMatchEvent"))
+            Ok(chunks::l_to_m::Object::MigrationWarningEvent(v)) => {
+                return Ok(Self::MigrationWarningEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::MtuMismatchEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MtuMismatchEvent"))
+            Ok(chunks::l_to_m::Object::MtuMatchEvent(v)) => {
+                return Ok(Self::MtuMatchEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::NASDatastoreCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NASDatastoreCreatedEvent"))
+            Ok(chunks::l_to_m::Object::MtuMismatchEvent(v)) => {
+                return Ok(Self::MtuMismatchEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::NetworkRollbackEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NetworkRollbackEvent"))
+            Ok(chunks::n_1::Object::NASDatastoreCreatedEvent(v)) => {
+                return Ok(Self::NASDatastoreCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::NoAccessUserEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoAccessUserEvent"))
+            Ok(chunks::n_1::Object::NetworkRollbackEvent(v)) => {
+                return Ok(Self::NetworkRollbackEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::NoDatastoresConfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoDatastoresConfiguredEvent"))
+            Ok(chunks::n_1::Object::NoAccessUserEvent(v)) => {
+                return Ok(Self::NoAccessUserEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::NoLicenseEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoLicenseEvent"))
+            Ok(chunks::n_1::Object::NoDatastoresConfiguredEvent(v)) => {
+                return Ok(Self::NoDatastoresConfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::NoMaintenanceModeDrsRecommendationForVM(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NoMaintenanceModeDrsRecommendationForVM"),
-                )
+            Ok(chunks::n_1::Object::NoLicenseEvent(v)) => {
+                return Ok(Self::NoLicenseEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::NonVIWorkloadDetectedOnDatastoreEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NonVIWorkloadDetectedOnDatastoreEvent"),
-                )
+            Ok(chunks::n_1::Object::NoMaintenanceModeDrsRecommendationForVM(v)) => {
+                return Ok(Self::NoMaintenanceModeDrsRecommendationForVM(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::NotEnoughResourcesToStartVmEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NotEnoughResourcesToStartVmEvent"),
-                )
+            Ok(chunks::n_2::Object::NonVIWorkloadDetectedOnDatastoreEvent(v)) => {
+                return Ok(Self::NonVIWorkloadDetectedOnDatastoreEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::OutOfSyncDvsHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OutOfSyncDvsHost"))
+            Ok(chunks::n_2::Object::NotEnoughResourcesToStartVmEvent(v)) => {
+                return Ok(Self::NotEnoughResourcesToStartVmEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::PermissionAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PermissionAddedEvent"))
+            Ok(chunks::o_1::Object::OutOfSyncDvsHost(v)) => {
+                return Ok(Self::OutOfSyncDvsHost(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::PermissionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PermissionEvent"))
+            Ok(chunks::p_1::Object::PermissionAddedEvent(v)) => {
+                return Ok(Self::PermissionAddedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::PermissionRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PermissionRemovedEvent"))
+            Ok(chunks::p_1::Object::PermissionEvent(v)) => {
+                return Ok(Self::PermissionEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::PermissionUpdatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PermissionUpdatedEvent"))
+            Ok(chunks::p_1::Object::PermissionRemovedEvent(v)) => {
+                return Ok(Self::PermissionRemovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ProfileAssociatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileAssociatedEvent"))
+            Ok(chunks::p_1::Object::PermissionUpdatedEvent(v)) => {
+                return Ok(Self::PermissionUpdatedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::ProfileChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileChangedEvent"))
+            Ok(chunks::p_2::Object::ProfileAssociatedEvent(v)) => {
+                return Ok(Self::ProfileAssociatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ProfileCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileCreatedEvent"))
+            Ok(chunks::p_2::Object::ProfileChangedEvent(v)) => {
+                return Ok(Self::ProfileChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ProfileDissociatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileDissociatedEvent"))
+            Ok(chunks::p_2::Object::ProfileCreatedEvent(v)) => {
+                return Ok(Self::ProfileCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ProfileEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileEvent"))
+            Ok(chunks::p_2::Object::ProfileDissociatedEvent(v)) => {
+                return Ok(Self::ProfileDissociatedEvent(v));
             }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::p_2::Object::ProfileEvent(v)) => return Ok(Self::ProfileEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::ProfileReferenceHostChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ProfileReferenceHostChangedEvent"),
-                )
+            Ok(chunks::p_2::Object::ProfileReferenceHostChangedEvent(v)) => {
+                return Ok(Self::ProfileReferenceHostChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ProfileRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileRemovedEvent"))
+            Ok(chunks::p_2::Object::ProfileRemovedEvent(v)) => {
+                return Ok(Self::ProfileRemovedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::RecoveryEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RecoveryEvent"))
+            Ok(chunks::r_1::Object::RecoveryEvent(v)) => {
+                return Ok(Self::RecoveryEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::RemoteTSMEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RemoteTSMEnabledEvent"))
+            Ok(chunks::r_1::Object::RemoteTSMEnabledEvent(v)) => {
+                return Ok(Self::RemoteTSMEnabledEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::ResourcePoolCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolCreatedEvent"))
+            Ok(chunks::r_2::Object::ResourcePoolCreatedEvent(v)) => {
+                return Ok(Self::ResourcePoolCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ResourcePoolDestroyedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolDestroyedEvent"))
+            Ok(chunks::r_2::Object::ResourcePoolDestroyedEvent(v)) => {
+                return Ok(Self::ResourcePoolDestroyedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ResourcePoolEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolEvent"))
+            Ok(chunks::r_2::Object::ResourcePoolEvent(v)) => {
+                return Ok(Self::ResourcePoolEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ResourcePoolMovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolMovedEvent"))
+            Ok(chunks::r_2::Object::ResourcePoolMovedEvent(v)) => {
+                return Ok(Self::ResourcePoolMovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ResourcePoolReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourcePoolReconfiguredEvent"))
+            Ok(chunks::r_2::Object::ResourcePoolReconfiguredEvent(v)) => {
+                return Ok(Self::ResourcePoolReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ResourceViolatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourceViolatedEvent"))
+            Ok(chunks::r_2::Object::ResourceViolatedEvent(v)) => {
+                return Ok(Self::ResourceViolatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::RoleAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RoleAddedEvent"))
+            Ok(chunks::r_2::Object::RoleAddedEvent(v)) => {
+                return Ok(Self::RoleAddedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::RoleEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("RoleEvent")),
+            Ok(chunks::r_2::Object::RoleEvent(v)) => return Ok(Self::RoleEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::RoleRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RoleRemovedEvent"))
+            Ok(chunks::r_2::Object::RoleRemovedEvent(v)) => {
+                return Ok(Self::RoleRemovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::RoleUpdatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RoleUpdatedEvent"))
+            Ok(chunks::r_2::Object::RoleUpdatedEvent(v)) => {
+                return Ok(Self::RoleUpdatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::RollbackEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RollbackEvent"))
+            Ok(chunks::r_2::Object::RollbackEvent(v)) => {
+                return Ok(Self::RollbackEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::ScheduledTaskCompletedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCompletedEvent"))
+            Ok(chunks::s_1::Object::ScheduledTaskCompletedEvent(v)) => {
+                return Ok(Self::ScheduledTaskCompletedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ScheduledTaskCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskCreatedEvent"))
+            Ok(chunks::s_1::Object::ScheduledTaskCreatedEvent(v)) => {
+                return Ok(Self::ScheduledTaskCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ScheduledTaskEmailCompletedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ScheduledTaskEmailCompletedEvent"),
-                )
+            Ok(chunks::s_1::Object::ScheduledTaskEmailCompletedEvent(v)) => {
+                return Ok(Self::ScheduledTaskEmailCompletedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ScheduledTaskEmailFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEmailFailedEvent"))
+            Ok(chunks::s_1::Object::ScheduledTaskEmailFailedEvent(v)) => {
+                return Ok(Self::ScheduledTaskEmailFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ScheduledTaskEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskEvent"))
+            Ok(chunks::s_1::Object::ScheduledTaskEvent(v)) => {
+                return Ok(Self::ScheduledTaskEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ScheduledTaskFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskFailedEvent"))
+            Ok(chunks::s_1::Object::ScheduledTaskFailedEvent(v)) => {
+                return Ok(Self::ScheduledTaskFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ScheduledTaskReconfiguredEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ScheduledTaskReconfiguredEvent"),
-                )
+            Ok(chunks::s_1::Object::ScheduledTaskReconfiguredEvent(v)) => {
+                return Ok(Self::ScheduledTaskReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ScheduledTaskRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskRemovedEvent"))
+            Ok(chunks::s_1::Object::ScheduledTaskRemovedEvent(v)) => {
+                return Ok(Self::ScheduledTaskRemovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ScheduledTaskStartedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ScheduledTaskStartedEvent"))
+            Ok(chunks::s_1::Object::ScheduledTaskStartedEvent(v)) => {
+                return Ok(Self::ScheduledTaskStartedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ServerLicenseExpiredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ServerLicenseExpiredEvent"))
+            Ok(chunks::s_1::Object::ServerLicenseExpiredEvent(v)) => {
+                return Ok(Self::ServerLicenseExpiredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::ServerStartedSessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ServerStartedSessionEvent"))
+            Ok(chunks::s_1::Object::ServerStartedSessionEvent(v)) => {
+                return Ok(Self::ServerStartedSessionEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::SessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SessionEvent"))
-            }
+            Ok(chunks::s_2::Object::SessionEvent(v)) => return Ok(Self::SessionEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::SessionTerminatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SessionTerminatedEvent"))
+            Ok(chunks::s_2::Object::SessionTerminatedEvent(v)) => {
+                return Ok(Self::SessionTerminatedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::TaskEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("TaskEvent")),
+            Ok(chunks::t::Object::TaskEvent(v)) => return Ok(Self::TaskEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::TaskTimeoutEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TaskTimeoutEvent"))
+            Ok(chunks::t::Object::TaskTimeoutEvent(v)) => {
+                return Ok(Self::TaskTimeoutEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::TeamingMatchEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TeamingMatchEvent"))
+            Ok(chunks::t::Object::TeamingMatchEvent(v)) => {
+                return Ok(Self::TeamingMatchEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::TeamingMisMatchEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TeamingMisMatchEvent"))
+            Ok(chunks::t::Object::TeamingMisMatchEvent(v)) => {
+                return Ok(Self::TeamingMisMatchEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::TemplateBeingUpgradedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TemplateBeingUpgradedEvent"))
+            Ok(chunks::t::Object::TemplateBeingUpgradedEvent(v)) => {
+                return Ok(Self::TemplateBeingUpgradedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::TemplateUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeEvent"))
+            Ok(chunks::t::Object::TemplateUpgradeEvent(v)) => {
+                return Ok(Self::TemplateUpgradeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::TemplateUpgradeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradeFailedEvent"))
+            Ok(chunks::t::Object::TemplateUpgradeFailedEvent(v)) => {
+                return Ok(Self::TemplateUpgradeFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::TemplateUpgradedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TemplateUpgradedEvent"))
+            Ok(chunks::t::Object::TemplateUpgradedEvent(v)) => {
+                return Ok(Self::TemplateUpgradedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::TimedOutHostOperationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TimedOutHostOperationEvent"))
+            Ok(chunks::t::Object::TimedOutHostOperationEvent(v)) => {
+                return Ok(Self::TimedOutHostOperationEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::UnlicensedVirtualMachinesEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("UnlicensedVirtualMachinesEvent"),
-                )
+            Ok(chunks::u::Object::UnlicensedVirtualMachinesEvent(v)) => {
+                return Ok(Self::UnlicensedVirtualMachinesEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UnlicensedVirtualMachinesFoundEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("UnlicensedVirtualMachinesFoundEvent"),
-                )
+            Ok(chunks::u::Object::UnlicensedVirtualMachinesFoundEvent(v)) => {
+                return Ok(Self::UnlicensedVirtualMachinesFoundEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UpdatedAgentBeingRestartedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("UpdatedAgentBeingRestartedEvent"),
-                )
+            Ok(chunks::u::Object::UpdatedAgentBeingRestartedEvent(v)) => {
+                return Ok(Self::UpdatedAgentBeingRestartedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UpgradeEvent"))
-            }
+            Ok(chunks::u::Object::UpgradeEvent(v)) => return Ok(Self::UpgradeEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::UplinkPortMtuNotSupportEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuNotSupportEvent"))
+            Ok(chunks::u::Object::UplinkPortMtuNotSupportEvent(v)) => {
+                return Ok(Self::UplinkPortMtuNotSupportEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UplinkPortMtuSupportEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortMtuSupportEvent"))
+            Ok(chunks::u::Object::UplinkPortMtuSupportEvent(v)) => {
+                return Ok(Self::UplinkPortMtuSupportEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UplinkPortVlanTrunkedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanTrunkedEvent"))
+            Ok(chunks::u::Object::UplinkPortVlanTrunkedEvent(v)) => {
+                return Ok(Self::UplinkPortVlanTrunkedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UplinkPortVlanUntrunkedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UplinkPortVlanUntrunkedEvent"))
+            Ok(chunks::u::Object::UplinkPortVlanUntrunkedEvent(v)) => {
+                return Ok(Self::UplinkPortVlanUntrunkedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UserAssignedToGroup(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserAssignedToGroup"))
+            Ok(chunks::u::Object::UserAssignedToGroup(v)) => {
+                return Ok(Self::UserAssignedToGroup(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UserLoginSessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserLoginSessionEvent"))
+            Ok(chunks::u::Object::UserLoginSessionEvent(v)) => {
+                return Ok(Self::UserLoginSessionEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UserLogoutSessionEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserLogoutSessionEvent"))
+            Ok(chunks::u::Object::UserLogoutSessionEvent(v)) => {
+                return Ok(Self::UserLogoutSessionEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UserPasswordChanged(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserPasswordChanged"))
+            Ok(chunks::u::Object::UserPasswordChanged(v)) => {
+                return Ok(Self::UserPasswordChanged(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UserUnassignedFromGroup(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserUnassignedFromGroup"))
+            Ok(chunks::u::Object::UserUnassignedFromGroup(v)) => {
+                return Ok(Self::UserUnassignedFromGroup(v));
             }
             #[cfg(feature = "all-events")]
-            Self::UserUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserUpgradeEvent"))
+            Ok(chunks::u::Object::UserUpgradeEvent(v)) => {
+                return Ok(Self::UserUpgradeEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::VMFSDatastoreCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreCreatedEvent"))
+            Ok(chunks::v_1::Object::VMFSDatastoreCreatedEvent(v)) => {
+                return Ok(Self::VMFSDatastoreCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VMFSDatastoreExpandedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExpandedEvent"))
+            Ok(chunks::v_1::Object::VMFSDatastoreExpandedEvent(v)) => {
+                return Ok(Self::VMFSDatastoreExpandedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VMFSDatastoreExtendedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMFSDatastoreExtendedEvent"))
+            Ok(chunks::v_1::Object::VMFSDatastoreExtendedEvent(v)) => {
+                return Ok(Self::VMFSDatastoreExtendedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VMotionLicenseExpiredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMotionLicenseExpiredEvent"))
+            Ok(chunks::v_1::Object::VMotionLicenseExpiredEvent(v)) => {
+                return Ok(Self::VMotionLicenseExpiredEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::VcAgentUninstallFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstallFailedEvent"))
+            Ok(chunks::v_10::Object::VmEmigratingEvent(v)) => {
+                return Ok(Self::VmEmigratingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VcAgentUninstalledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUninstalledEvent"))
+            Ok(chunks::v_10::Object::VmEndRecordingEvent(v)) => {
+                return Ok(Self::VmEndRecordingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VcAgentUpgradeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradeFailedEvent"))
+            Ok(chunks::v_10::Object::VmEndReplayingEvent(v)) => {
+                return Ok(Self::VmEndReplayingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VcAgentUpgradedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VcAgentUpgradedEvent"))
-            }
+            Ok(chunks::v_10::Object::VmEvent(v)) => return Ok(Self::VmEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::VimAccountPasswordChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VimAccountPasswordChangedEvent"),
-                )
+            Ok(chunks::v_10::Object::VmFailedMigrateEvent(v)) => {
+                return Ok(Self::VmFailedMigrateEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmAcquiredMksTicketEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredMksTicketEvent"))
+            Ok(chunks::v_10::Object::VmFailedRelayoutEvent(v)) => {
+                return Ok(Self::VmFailedRelayoutEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmAcquiredTicketEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmAcquiredTicketEvent"))
+            Ok(chunks::v_10::Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v)) => {
+                return Ok(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmAutoRenameEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmAutoRenameEvent"))
+            Ok(chunks::v_10::Object::VmFailedStartingSecondaryEvent(v)) => {
+                return Ok(Self::VmFailedStartingSecondaryEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmBeingClonedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedEvent"))
+            Ok(chunks::v_10::Object::VmFailedToPowerOffEvent(v)) => {
+                return Ok(Self::VmFailedToPowerOffEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmBeingClonedNoFolderEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingClonedNoFolderEvent"))
+            Ok(chunks::v_10::Object::VmFailedToPowerOnEvent(v)) => {
+                return Ok(Self::VmFailedToPowerOnEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmBeingCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingCreatedEvent"))
+            Ok(chunks::v_10::Object::VmFailedToRebootGuestEvent(v)) => {
+                return Ok(Self::VmFailedToRebootGuestEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmBeingDeployedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingDeployedEvent"))
+            Ok(chunks::v_10::Object::VmFailedToResetEvent(v)) => {
+                return Ok(Self::VmFailedToResetEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmBeingHotMigratedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingHotMigratedEvent"))
+            Ok(chunks::v_10::Object::VmFailedToShutdownGuestEvent(v)) => {
+                return Ok(Self::VmFailedToShutdownGuestEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmBeingMigratedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingMigratedEvent"))
+            Ok(chunks::v_10::Object::VmFailedToStandbyGuestEvent(v)) => {
+                return Ok(Self::VmFailedToStandbyGuestEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmBeingRelocatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmBeingRelocatedEvent"))
+            Ok(chunks::v_10::Object::VmFailedToSuspendEvent(v)) => {
+                return Ok(Self::VmFailedToSuspendEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmCloneEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmCloneEvent"))
+            Ok(chunks::v_10::Object::VmFailedUpdatingSecondaryConfig(v)) => {
+                return Ok(Self::VmFailedUpdatingSecondaryConfig(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmCloneFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmCloneFailedEvent"))
+            Ok(chunks::v_10::Object::VmFailoverFailed(v)) => {
+                return Ok(Self::VmFailoverFailed(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmClonedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmClonedEvent"))
+            Ok(chunks::v_10::Object::VmFaultToleranceStateChangedEvent(v)) => {
+                return Ok(Self::VmFaultToleranceStateChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmConfigMissingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmConfigMissingEvent"))
+            Ok(chunks::v_10::Object::VmFaultToleranceTurnedOffEvent(v)) => {
+                return Ok(Self::VmFaultToleranceTurnedOffEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmConnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmConnectedEvent"))
+            Ok(chunks::v_10::Object::VmFaultToleranceVmTerminatedEvent(v)) => {
+                return Ok(Self::VmFaultToleranceVmTerminatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmCreatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmCreatedEvent"))
+            Ok(chunks::v_10::Object::VmGuestOSCrashedEvent(v)) => {
+                return Ok(Self::VmGuestOSCrashedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDasBeingResetEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDasBeingResetEvent"))
+            Ok(chunks::v_10::Object::VmGuestRebootEvent(v)) => {
+                return Ok(Self::VmGuestRebootEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDasBeingResetWithScreenshotEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmDasBeingResetWithScreenshotEvent"),
-                )
+            Ok(chunks::v_10::Object::VmGuestShutdownEvent(v)) => {
+                return Ok(Self::VmGuestShutdownEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDasResetFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDasResetFailedEvent"))
+            Ok(chunks::v_10::Object::VmGuestStandbyEvent(v)) => {
+                return Ok(Self::VmGuestStandbyEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDasUpdateErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateErrorEvent"))
+            Ok(chunks::v_10::Object::VmHealthMonitoringStateChangedEvent(v)) => {
+                return Ok(Self::VmHealthMonitoringStateChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDasUpdateOkEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDasUpdateOkEvent"))
+            Ok(chunks::v_10::Object::VmInstanceUuidAssignedEvent(v)) => {
+                return Ok(Self::VmInstanceUuidAssignedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDateRolledBackEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDateRolledBackEvent"))
+            Ok(chunks::v_10::Object::VmInstanceUuidChangedEvent(v)) => {
+                return Ok(Self::VmInstanceUuidChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDeployFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDeployFailedEvent"))
+            Ok(chunks::v_10::Object::VmInstanceUuidConflictEvent(v)) => {
+                return Ok(Self::VmInstanceUuidConflictEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDeployedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDeployedEvent"))
+            Ok(chunks::v_10::Object::VmMacAssignedEvent(v)) => {
+                return Ok(Self::VmMacAssignedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDisconnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDisconnectedEvent"))
+            Ok(chunks::v_10::Object::VmMacChangedEvent(v)) => {
+                return Ok(Self::VmMacChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDiscoveredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDiscoveredEvent"))
+            Ok(chunks::v_10::Object::VmMacConflictEvent(v)) => {
+                return Ok(Self::VmMacConflictEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmDiskFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmDiskFailedEvent"))
+            Ok(chunks::v_10::Object::VmMaxFTRestartCountReached(v)) => {
+                return Ok(Self::VmMaxFTRestartCountReached(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmEmigratingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmEmigratingEvent"))
+            Ok(chunks::v_10::Object::VmMaxRestartCountReached(v)) => {
+                return Ok(Self::VmMaxRestartCountReached(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmEndRecordingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmEndRecordingEvent"))
+            Ok(chunks::v_10::Object::VmMessageErrorEvent(v)) => {
+                return Ok(Self::VmMessageErrorEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmEndReplayingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmEndReplayingEvent"))
+            Ok(chunks::v_10::Object::VmMessageEvent(v)) => {
+                return Ok(Self::VmMessageEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmEvent(v) => x::Encode::encode_as(&**v, w, tag, Some("VmEvent")),
-            #[cfg(feature = "all-events")]
-            Self::VmFailedMigrateEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedMigrateEvent"))
+            Ok(chunks::v_10::Object::VmMessageWarningEvent(v)) => {
+                return Ok(Self::VmMessageWarningEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedRelayoutEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedRelayoutEvent"))
+            Ok(chunks::v_10::Object::VmMigratedEvent(v)) => {
+                return Ok(Self::VmMigratedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFailedRelayoutOnVmfs2DatastoreEvent"),
-                )
+            Ok(chunks::v_10::Object::VmNoCompatibleHostForSecondaryEvent(v)) => {
+                return Ok(Self::VmNoCompatibleHostForSecondaryEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedStartingSecondaryEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFailedStartingSecondaryEvent"),
-                )
+            Ok(chunks::v_10::Object::VmNoNetworkAccessEvent(v)) => {
+                return Ok(Self::VmNoNetworkAccessEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedToPowerOffEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOffEvent"))
+            Ok(chunks::v_10::Object::VmOrphanedEvent(v)) => {
+                return Ok(Self::VmOrphanedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedToPowerOnEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToPowerOnEvent"))
+            Ok(chunks::v_10::Object::VmPowerOffOnIsolationEvent(v)) => {
+                return Ok(Self::VmPowerOffOnIsolationEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedToRebootGuestEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToRebootGuestEvent"))
+            Ok(chunks::v_10::Object::VmPoweredOffEvent(v)) => {
+                return Ok(Self::VmPoweredOffEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedToResetEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToResetEvent"))
+            Ok(chunks::v_10::Object::VmPoweredOnEvent(v)) => {
+                return Ok(Self::VmPoweredOnEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedToShutdownGuestEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToShutdownGuestEvent"))
+            Ok(chunks::v_10::Object::VmPoweringOnWithCustomizedDVPortEvent(v)) => {
+                return Ok(Self::VmPoweringOnWithCustomizedDVPortEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedToStandbyGuestEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToStandbyGuestEvent"))
+            Ok(chunks::v_10::Object::VmPrimaryFailoverEvent(v)) => {
+                return Ok(Self::VmPrimaryFailoverEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedToSuspendEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailedToSuspendEvent"))
+            Ok(chunks::v_10::Object::VmReconfiguredEvent(v)) => {
+                return Ok(Self::VmReconfiguredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailedUpdatingSecondaryConfig(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFailedUpdatingSecondaryConfig"),
-                )
+            Ok(chunks::v_10::Object::VmRegisteredEvent(v)) => {
+                return Ok(Self::VmRegisteredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFailoverFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFailoverFailed"))
+            Ok(chunks::v_10::Object::VmRelayoutSuccessfulEvent(v)) => {
+                return Ok(Self::VmRelayoutSuccessfulEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFaultToleranceStateChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceStateChangedEvent"),
-                )
+            Ok(chunks::v_10::Object::VmRelayoutUpToDateEvent(v)) => {
+                return Ok(Self::VmRelayoutUpToDateEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFaultToleranceTurnedOffEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceTurnedOffEvent"),
-                )
+            Ok(chunks::v_10::Object::VmReloadFromPathEvent(v)) => {
+                return Ok(Self::VmReloadFromPathEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmFaultToleranceVmTerminatedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceVmTerminatedEvent"),
-                )
+            Ok(chunks::v_10::Object::VmReloadFromPathFailedEvent(v)) => {
+                return Ok(Self::VmReloadFromPathFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmGuestOSCrashedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmGuestOSCrashedEvent"))
+            Ok(chunks::v_10::Object::VmRelocateFailedEvent(v)) => {
+                return Ok(Self::VmRelocateFailedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::VmGuestRebootEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmGuestRebootEvent"))
+            Ok(chunks::v_11::Object::VmRelocateSpecEvent(v)) => {
+                return Ok(Self::VmRelocateSpecEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmGuestShutdownEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmGuestShutdownEvent"))
+            Ok(chunks::v_11::Object::VmRelocatedEvent(v)) => {
+                return Ok(Self::VmRelocatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmGuestStandbyEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmGuestStandbyEvent"))
+            Ok(chunks::v_11::Object::VmRemoteConsoleConnectedEvent(v)) => {
+                return Ok(Self::VmRemoteConsoleConnectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmHealthMonitoringStateChangedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmHealthMonitoringStateChangedEvent"),
-                )
+            Ok(chunks::v_11::Object::VmRemoteConsoleDisconnectedEvent(v)) => {
+                return Ok(Self::VmRemoteConsoleDisconnectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmInstanceUuidAssignedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidAssignedEvent"))
+            Ok(chunks::v_11::Object::VmRemovedEvent(v)) => {
+                return Ok(Self::VmRemovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmInstanceUuidChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidChangedEvent"))
+            Ok(chunks::v_11::Object::VmRenamedEvent(v)) => {
+                return Ok(Self::VmRenamedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmInstanceUuidConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmInstanceUuidConflictEvent"))
+            Ok(chunks::v_11::Object::VmRequirementsExceedCurrentEVCModeEvent(v)) => {
+                return Ok(Self::VmRequirementsExceedCurrentEVCModeEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmMacAssignedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMacAssignedEvent"))
+            Ok(chunks::v_11::Object::VmResettingEvent(v)) => {
+                return Ok(Self::VmResettingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmMacChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMacChangedEvent"))
+            Ok(chunks::v_11::Object::VmResourcePoolMovedEvent(v)) => {
+                return Ok(Self::VmResourcePoolMovedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmMacConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMacConflictEvent"))
+            Ok(chunks::v_11::Object::VmResourceReallocatedEvent(v)) => {
+                return Ok(Self::VmResourceReallocatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmMaxFTRestartCountReached(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMaxFTRestartCountReached"))
+            Ok(chunks::v_11::Object::VmRestartedOnAlternateHostEvent(v)) => {
+                return Ok(Self::VmRestartedOnAlternateHostEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmMaxRestartCountReached(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMaxRestartCountReached"))
+            Ok(chunks::v_11::Object::VmResumingEvent(v)) => {
+                return Ok(Self::VmResumingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmMessageErrorEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMessageErrorEvent"))
+            Ok(chunks::v_11::Object::VmSecondaryAddedEvent(v)) => {
+                return Ok(Self::VmSecondaryAddedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmMessageEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMessageEvent"))
+            Ok(chunks::v_11::Object::VmSecondaryDisabledBySystemEvent(v)) => {
+                return Ok(Self::VmSecondaryDisabledBySystemEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmMessageWarningEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMessageWarningEvent"))
+            Ok(chunks::v_11::Object::VmSecondaryDisabledEvent(v)) => {
+                return Ok(Self::VmSecondaryDisabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmMigratedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMigratedEvent"))
+            Ok(chunks::v_11::Object::VmSecondaryEnabledEvent(v)) => {
+                return Ok(Self::VmSecondaryEnabledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmNoCompatibleHostForSecondaryEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmNoCompatibleHostForSecondaryEvent"),
-                )
+            Ok(chunks::v_11::Object::VmSecondaryStartedEvent(v)) => {
+                return Ok(Self::VmSecondaryStartedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmNoNetworkAccessEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmNoNetworkAccessEvent"))
+            Ok(chunks::v_11::Object::VmShutdownOnIsolationEvent(v)) => {
+                return Ok(Self::VmShutdownOnIsolationEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmOrphanedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmOrphanedEvent"))
+            Ok(chunks::v_11::Object::VmStartRecordingEvent(v)) => {
+                return Ok(Self::VmStartRecordingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmPowerOffOnIsolationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmPowerOffOnIsolationEvent"))
+            Ok(chunks::v_11::Object::VmStartReplayingEvent(v)) => {
+                return Ok(Self::VmStartReplayingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmPoweredOffEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOffEvent"))
+            Ok(chunks::v_11::Object::VmStartingEvent(v)) => {
+                return Ok(Self::VmStartingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmPoweredOnEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmPoweredOnEvent"))
+            Ok(chunks::v_11::Object::VmStartingSecondaryEvent(v)) => {
+                return Ok(Self::VmStartingSecondaryEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmPoweringOnWithCustomizedDVPortEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmPoweringOnWithCustomizedDVPortEvent"),
-                )
+            Ok(chunks::v_11::Object::VmStaticMacConflictEvent(v)) => {
+                return Ok(Self::VmStaticMacConflictEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmPrimaryFailoverEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmPrimaryFailoverEvent"))
+            Ok(chunks::v_11::Object::VmStoppingEvent(v)) => {
+                return Ok(Self::VmStoppingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmReconfiguredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmReconfiguredEvent"))
+            Ok(chunks::v_11::Object::VmSuspendedEvent(v)) => {
+                return Ok(Self::VmSuspendedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRegisteredEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRegisteredEvent"))
+            Ok(chunks::v_11::Object::VmSuspendingEvent(v)) => {
+                return Ok(Self::VmSuspendingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRelayoutSuccessfulEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutSuccessfulEvent"))
+            Ok(chunks::v_11::Object::VmTimedoutStartingSecondaryEvent(v)) => {
+                return Ok(Self::VmTimedoutStartingSecondaryEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRelayoutUpToDateEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelayoutUpToDateEvent"))
+            Ok(chunks::v_11::Object::VmUnsupportedStartingEvent(v)) => {
+                return Ok(Self::VmUnsupportedStartingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmReloadFromPathEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathEvent"))
+            Ok(chunks::v_11::Object::VmUpgradeCompleteEvent(v)) => {
+                return Ok(Self::VmUpgradeCompleteEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmReloadFromPathFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmReloadFromPathFailedEvent"))
+            Ok(chunks::v_11::Object::VmUpgradeFailedEvent(v)) => {
+                return Ok(Self::VmUpgradeFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRelocateFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateFailedEvent"))
+            Ok(chunks::v_11::Object::VmUpgradingEvent(v)) => {
+                return Ok(Self::VmUpgradingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRelocateSpecEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelocateSpecEvent"))
+            Ok(chunks::v_11::Object::VmUuidAssignedEvent(v)) => {
+                return Ok(Self::VmUuidAssignedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRelocatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRelocatedEvent"))
+            Ok(chunks::v_11::Object::VmUuidChangedEvent(v)) => {
+                return Ok(Self::VmUuidChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRemoteConsoleConnectedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRemoteConsoleConnectedEvent"))
+            Ok(chunks::v_11::Object::VmUuidConflictEvent(v)) => {
+                return Ok(Self::VmUuidConflictEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRemoteConsoleDisconnectedEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmRemoteConsoleDisconnectedEvent"),
-                )
+            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationClearEvent(v)) => {
+                return Ok(Self::VmVnicPoolReservationViolationClearEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRemovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRemovedEvent"))
+            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationRaiseEvent(v)) => {
+                return Ok(Self::VmVnicPoolReservationViolationRaiseEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRenamedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmRenamedEvent"))
+            Ok(chunks::v_11::Object::VmWwnAssignedEvent(v)) => {
+                return Ok(Self::VmWwnAssignedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRequirementsExceedCurrentEVCModeEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmRequirementsExceedCurrentEVCModeEvent"),
-                )
+            Ok(chunks::v_11::Object::VmWwnChangedEvent(v)) => {
+                return Ok(Self::VmWwnChangedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmResettingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmResettingEvent"))
+            Ok(chunks::v_11::Object::VmWwnConflictEvent(v)) => {
+                return Ok(Self::VmWwnConflictEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::VmResourcePoolMovedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmResourcePoolMovedEvent"))
+            Ok(chunks::v_2::Object::VcAgentUninstallFailedEvent(v)) => {
+                return Ok(Self::VcAgentUninstallFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmResourceReallocatedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmResourceReallocatedEvent"))
+            Ok(chunks::v_2::Object::VcAgentUninstalledEvent(v)) => {
+                return Ok(Self::VcAgentUninstalledEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmRestartedOnAlternateHostEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmRestartedOnAlternateHostEvent"),
-                )
+            Ok(chunks::v_2::Object::VcAgentUpgradeFailedEvent(v)) => {
+                return Ok(Self::VcAgentUpgradeFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmResumingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmResumingEvent"))
+            Ok(chunks::v_2::Object::VcAgentUpgradedEvent(v)) => {
+                return Ok(Self::VcAgentUpgradedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmSecondaryAddedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryAddedEvent"))
+            Ok(chunks::v_2::Object::VimAccountPasswordChangedEvent(v)) => {
+                return Ok(Self::VimAccountPasswordChangedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::VmSecondaryDisabledBySystemEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmSecondaryDisabledBySystemEvent"),
-                )
+            Ok(chunks::v_9::Object::VmAcquiredMksTicketEvent(v)) => {
+                return Ok(Self::VmAcquiredMksTicketEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmSecondaryDisabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryDisabledEvent"))
+            Ok(chunks::v_9::Object::VmAcquiredTicketEvent(v)) => {
+                return Ok(Self::VmAcquiredTicketEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmSecondaryEnabledEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryEnabledEvent"))
+            Ok(chunks::v_9::Object::VmAutoRenameEvent(v)) => {
+                return Ok(Self::VmAutoRenameEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmSecondaryStartedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSecondaryStartedEvent"))
+            Ok(chunks::v_9::Object::VmBeingClonedEvent(v)) => {
+                return Ok(Self::VmBeingClonedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmShutdownOnIsolationEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmShutdownOnIsolationEvent"))
+            Ok(chunks::v_9::Object::VmBeingClonedNoFolderEvent(v)) => {
+                return Ok(Self::VmBeingClonedNoFolderEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmStartRecordingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStartRecordingEvent"))
+            Ok(chunks::v_9::Object::VmBeingCreatedEvent(v)) => {
+                return Ok(Self::VmBeingCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmStartReplayingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStartReplayingEvent"))
+            Ok(chunks::v_9::Object::VmBeingDeployedEvent(v)) => {
+                return Ok(Self::VmBeingDeployedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmStartingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStartingEvent"))
+            Ok(chunks::v_9::Object::VmBeingHotMigratedEvent(v)) => {
+                return Ok(Self::VmBeingHotMigratedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmStartingSecondaryEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStartingSecondaryEvent"))
+            Ok(chunks::v_9::Object::VmBeingMigratedEvent(v)) => {
+                return Ok(Self::VmBeingMigratedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmStaticMacConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStaticMacConflictEvent"))
+            Ok(chunks::v_9::Object::VmBeingRelocatedEvent(v)) => {
+                return Ok(Self::VmBeingRelocatedEvent(v));
             }
+            #[cfg(feature = "all-events")]
+            Ok(chunks::v_9::Object::VmCloneEvent(v)) => return Ok(Self::VmCloneEvent(v)),
             #[cfg(feature = "all-events")]
-            Self::VmStoppingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmStoppingEvent"))
+            Ok(chunks::v_9::Object::VmCloneFailedEvent(v)) => {
+                return Ok(Self::VmCloneFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmSuspendedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendedEvent"))
+            Ok(chunks::v_9::Object::VmClonedEvent(v)) => {
+                return Ok(Self::VmClonedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmSuspendingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmSuspendingEvent"))
+            Ok(chunks::v_9::Object::VmConfigMissingEvent(v)) => {
+                return Ok(Self::VmConfigMissingEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmTimedoutStartingSecondaryEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmTimedoutStartingSecondaryEvent"),
-                )
+            Ok(chunks::v_9::Object::VmConnectedEvent(v)) => {
+                return Ok(Self::VmConnectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmUnsupportedStartingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUnsupportedStartingEvent"))
+            Ok(chunks::v_9::Object::VmCreatedEvent(v)) => {
+                return Ok(Self::VmCreatedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmUpgradeCompleteEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeCompleteEvent"))
+            Ok(chunks::v_9::Object::VmDasBeingResetEvent(v)) => {
+                return Ok(Self::VmDasBeingResetEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmUpgradeFailedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradeFailedEvent"))
+            Ok(chunks::v_9::Object::VmDasBeingResetWithScreenshotEvent(v)) => {
+                return Ok(Self::VmDasBeingResetWithScreenshotEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmUpgradingEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUpgradingEvent"))
+            Ok(chunks::v_9::Object::VmDasResetFailedEvent(v)) => {
+                return Ok(Self::VmDasResetFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmUuidAssignedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUuidAssignedEvent"))
+            Ok(chunks::v_9::Object::VmDasUpdateErrorEvent(v)) => {
+                return Ok(Self::VmDasUpdateErrorEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmUuidChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUuidChangedEvent"))
+            Ok(chunks::v_9::Object::VmDasUpdateOkEvent(v)) => {
+                return Ok(Self::VmDasUpdateOkEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmUuidConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmUuidConflictEvent"))
+            Ok(chunks::v_9::Object::VmDateRolledBackEvent(v)) => {
+                return Ok(Self::VmDateRolledBackEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmVnicPoolReservationViolationClearEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmVnicPoolReservationViolationClearEvent"),
-                )
+            Ok(chunks::v_9::Object::VmDeployFailedEvent(v)) => {
+                return Ok(Self::VmDeployFailedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmVnicPoolReservationViolationRaiseEvent(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmVnicPoolReservationViolationRaiseEvent"),
-                )
+            Ok(chunks::v_9::Object::VmDeployedEvent(v)) => {
+                return Ok(Self::VmDeployedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmWwnAssignedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmWwnAssignedEvent"))
+            Ok(chunks::v_9::Object::VmDisconnectedEvent(v)) => {
+                return Ok(Self::VmDisconnectedEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmWwnChangedEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmWwnChangedEvent"))
+            Ok(chunks::v_9::Object::VmDiscoveredEvent(v)) => {
+                return Ok(Self::VmDiscoveredEvent(v));
             }
             #[cfg(feature = "all-events")]
-            Self::VmWwnConflictEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmWwnConflictEvent"))
+            Ok(chunks::v_9::Object::VmDiskFailedEvent(v)) => {
+                return Ok(Self::VmDiskFailedEvent(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
             #[cfg(feature = "all-events")]
-            Self::WarningUpgradeEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("WarningUpgradeEvent"))
+            Ok(chunks::w_to_v::Object::WarningUpgradeEvent(v)) => {
+                return Ok(Self::WarningUpgradeEvent(v));
             }
-        }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }

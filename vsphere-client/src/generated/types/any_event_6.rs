@@ -5,1971 +5,3138 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl AnyEvent {
-    /// The value of an `anyType` slot as this enum, if it holds this
-    /// type or one of its subtypes; else the object back.
-    pub fn from_object(
-        object: Box<dyn x::DataObject>,
-    ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AccountCreatedEvent(v)) => {
-                return Ok(Self::AccountCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AccountRemovedEvent(v)) => {
-                return Ok(Self::AccountRemovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AccountUpdatedEvent(v)) => {
-                return Ok(Self::AccountUpdatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AdminPasswordNotChangedEvent(v)) => {
-                return Ok(Self::AdminPasswordNotChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmAcknowledgedEvent(v)) => {
-                return Ok(Self::AlarmAcknowledgedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmActionTriggeredEvent(v)) => {
-                return Ok(Self::AlarmActionTriggeredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmClearedEvent(v)) => {
-                return Ok(Self::AlarmClearedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmCreatedEvent(v)) => {
-                return Ok(Self::AlarmCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmEmailCompletedEvent(v)) => {
-                return Ok(Self::AlarmEmailCompletedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmEmailFailedEvent(v)) => {
-                return Ok(Self::AlarmEmailFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmEvent(v)) => return Ok(Self::AlarmEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmReconfiguredEvent(v)) => {
-                return Ok(Self::AlarmReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmRemovedEvent(v)) => {
-                return Ok(Self::AlarmRemovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmScriptCompleteEvent(v)) => {
-                return Ok(Self::AlarmScriptCompleteEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmScriptFailedEvent(v)) => {
-                return Ok(Self::AlarmScriptFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmSnmpCompletedEvent(v)) => {
-                return Ok(Self::AlarmSnmpCompletedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmSnmpFailedEvent(v)) => {
-                return Ok(Self::AlarmSnmpFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlarmStatusChangedEvent(v)) => {
-                return Ok(Self::AlarmStatusChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AllVirtualMachinesLicensedEvent(v)) => {
-                return Ok(Self::AllVirtualMachinesLicensedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_1::Object::AlreadyAuthenticatedSessionEvent(v)) => {
-                return Ok(Self::AlreadyAuthenticatedSessionEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::a_9::Object::AuthorizationEvent(v)) => {
-                return Ok(Self::AuthorizationEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::b_to_c::Object::BadUsernameSessionEvent(v)) => {
-                return Ok(Self::BadUsernameSessionEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::b_to_c::Object::CanceledHostOperationEvent(v)) => {
-                return Ok(Self::CanceledHostOperationEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_1::Object::ClusterComplianceCheckedEvent(v)) => {
-                return Ok(Self::ClusterComplianceCheckedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_1::Object::ClusterCreatedEvent(v)) => {
-                return Ok(Self::ClusterCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_1::Object::ClusterDestroyedEvent(v)) => {
-                return Ok(Self::ClusterDestroyedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_2::Object::ClusterEvent(v)) => return Ok(Self::ClusterEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_2::Object::ClusterOvercommittedEvent(v)) => {
-                return Ok(Self::ClusterOvercommittedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_2::Object::ClusterReconfiguredEvent(v)) => {
-                return Ok(Self::ClusterReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_2::Object::ClusterStatusChangedEvent(v)) => {
-                return Ok(Self::ClusterStatusChangedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldDefAddedEvent(v)) => {
-                return Ok(Self::CustomFieldDefAddedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldDefEvent(v)) => {
-                return Ok(Self::CustomFieldDefEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldDefRemovedEvent(v)) => {
-                return Ok(Self::CustomFieldDefRemovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldDefRenamedEvent(v)) => {
-                return Ok(Self::CustomFieldDefRenamedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldEvent(v)) => {
-                return Ok(Self::CustomFieldEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomFieldValueChangedEvent(v)) => {
-                return Ok(Self::CustomFieldValueChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationEvent(v)) => {
-                return Ok(Self::CustomizationEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationFailed(v)) => {
-                return Ok(Self::CustomizationFailed(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationLinuxIdentityFailed(v)) => {
-                return Ok(Self::CustomizationLinuxIdentityFailed(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationNetworkSetupFailed(v)) => {
-                return Ok(Self::CustomizationNetworkSetupFailed(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationStartedEvent(v)) => {
-                return Ok(Self::CustomizationStartedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationSucceeded(v)) => {
-                return Ok(Self::CustomizationSucceeded(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationSysprepFailed(v)) => {
-                return Ok(Self::CustomizationSysprepFailed(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::c_4::Object::CustomizationUnknownFailure(v)) => {
-                return Ok(Self::CustomizationUnknownFailure(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupCreatedEvent(v)) => {
-                return Ok(Self::DVPortgroupCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupDestroyedEvent(v)) => {
-                return Ok(Self::DVPortgroupDestroyedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupEvent(v)) => {
-                return Ok(Self::DVPortgroupEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupReconfiguredEvent(v)) => {
-                return Ok(Self::DVPortgroupReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DVPortgroupRenamedEvent(v)) => {
-                return Ok(Self::DVPortgroupRenamedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasAdmissionControlDisabledEvent(v)) => {
-                return Ok(Self::DasAdmissionControlDisabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasAdmissionControlEnabledEvent(v)) => {
-                return Ok(Self::DasAdmissionControlEnabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasAgentFoundEvent(v)) => {
-                return Ok(Self::DasAgentFoundEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasAgentUnavailableEvent(v)) => {
-                return Ok(Self::DasAgentUnavailableEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_1::Object::DasClusterIsolatedEvent(v)) => {
-                return Ok(Self::DasClusterIsolatedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DasDisabledEvent(v)) => {
-                return Ok(Self::DasDisabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DasEnabledEvent(v)) => {
-                return Ok(Self::DasEnabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DasHostFailedEvent(v)) => {
-                return Ok(Self::DasHostFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DasHostIsolatedEvent(v)) => {
-                return Ok(Self::DasHostIsolatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatacenterCreatedEvent(v)) => {
-                return Ok(Self::DatacenterCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatacenterEvent(v)) => {
-                return Ok(Self::DatacenterEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatacenterRenamedEvent(v)) => {
-                return Ok(Self::DatacenterRenamedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreCapacityIncreasedEvent(v)) => {
-                return Ok(Self::DatastoreCapacityIncreasedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreDestroyedEvent(v)) => {
-                return Ok(Self::DatastoreDestroyedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreDiscoveredEvent(v)) => {
-                return Ok(Self::DatastoreDiscoveredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreDuplicatedEvent(v)) => {
-                return Ok(Self::DatastoreDuplicatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreEvent(v)) => {
-                return Ok(Self::DatastoreEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreFileCopiedEvent(v)) => {
-                return Ok(Self::DatastoreFileCopiedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreFileDeletedEvent(v)) => {
-                return Ok(Self::DatastoreFileDeletedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreFileEvent(v)) => {
-                return Ok(Self::DatastoreFileEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreFileMovedEvent(v)) => {
-                return Ok(Self::DatastoreFileMovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreIORMReconfiguredEvent(v)) => {
-                return Ok(Self::DatastoreIORMReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastorePrincipalConfigured(v)) => {
-                return Ok(Self::DatastorePrincipalConfigured(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreRemovedOnHostEvent(v)) => {
-                return Ok(Self::DatastoreRemovedOnHostEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreRenamedEvent(v)) => {
-                return Ok(Self::DatastoreRenamedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_2::Object::DatastoreRenamedOnHostEvent(v)) => {
-                return Ok(Self::DatastoreRenamedOnHostEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsDisabledEvent(v)) => {
-                return Ok(Self::DrsDisabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsEnabledEvent(v)) => {
-                return Ok(Self::DrsEnabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsEnteredStandbyModeEvent(v)) => {
-                return Ok(Self::DrsEnteredStandbyModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsEnteringStandbyModeEvent(v)) => {
-                return Ok(Self::DrsEnteringStandbyModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsExitStandbyModeFailedEvent(v)) => {
-                return Ok(Self::DrsExitStandbyModeFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsExitedStandbyModeEvent(v)) => {
-                return Ok(Self::DrsExitedStandbyModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsExitingStandbyModeEvent(v)) => {
-                return Ok(Self::DrsExitingStandbyModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsInvocationFailedEvent(v)) => {
-                return Ok(Self::DrsInvocationFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsRecoveredFromFailureEvent(v)) => {
-                return Ok(Self::DrsRecoveredFromFailureEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsResourceConfigureFailedEvent(v)) => {
-                return Ok(Self::DrsResourceConfigureFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsResourceConfigureSyncedEvent(v)) => {
-                return Ok(Self::DrsResourceConfigureSyncedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsRuleComplianceEvent(v)) => {
-                return Ok(Self::DrsRuleComplianceEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsRuleViolationEvent(v)) => {
-                return Ok(Self::DrsRuleViolationEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsSoftRuleViolationEvent(v)) => {
-                return Ok(Self::DrsSoftRuleViolationEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsVmMigratedEvent(v)) => {
-                return Ok(Self::DrsVmMigratedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DrsVmPoweredOnEvent(v)) => {
-                return Ok(Self::DrsVmPoweredOnEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DuplicateIpDetectedEvent(v)) => {
-                return Ok(Self::DuplicateIpDetectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvpgImportEvent(v)) => {
-                return Ok(Self::DvpgImportEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvpgRestoreEvent(v)) => {
-                return Ok(Self::DvpgRestoreEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvsCreatedEvent(v)) => {
-                return Ok(Self::DvsCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvsDestroyedEvent(v)) => {
-                return Ok(Self::DvsDestroyedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvsEvent(v)) => return Ok(Self::DvsEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_4::Object::DvsHealthStatusChangeEvent(v)) => {
-                return Ok(Self::DvsHealthStatusChangeEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostBackInSyncEvent(v)) => {
-                return Ok(Self::DvsHostBackInSyncEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostJoinedEvent(v)) => {
-                return Ok(Self::DvsHostJoinedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostLeftEvent(v)) => {
-                return Ok(Self::DvsHostLeftEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostStatusUpdated(v)) => {
-                return Ok(Self::DvsHostStatusUpdated(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsHostWentOutOfSyncEvent(v)) => {
-                return Ok(Self::DvsHostWentOutOfSyncEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsImportEvent(v)) => {
-                return Ok(Self::DvsImportEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsMergedEvent(v)) => {
-                return Ok(Self::DvsMergedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortBlockedEvent(v)) => {
-                return Ok(Self::DvsPortBlockedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortConnectedEvent(v)) => {
-                return Ok(Self::DvsPortConnectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortCreatedEvent(v)) => {
-                return Ok(Self::DvsPortCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortDeletedEvent(v)) => {
-                return Ok(Self::DvsPortDeletedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortDisconnectedEvent(v)) => {
-                return Ok(Self::DvsPortDisconnectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortEnteredPassthruEvent(v)) => {
-                return Ok(Self::DvsPortEnteredPassthruEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortExitedPassthruEvent(v)) => {
-                return Ok(Self::DvsPortExitedPassthruEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortJoinPortgroupEvent(v)) => {
-                return Ok(Self::DvsPortJoinPortgroupEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortLeavePortgroupEvent(v)) => {
-                return Ok(Self::DvsPortLeavePortgroupEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortLinkDownEvent(v)) => {
-                return Ok(Self::DvsPortLinkDownEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortLinkUpEvent(v)) => {
-                return Ok(Self::DvsPortLinkUpEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortReconfiguredEvent(v)) => {
-                return Ok(Self::DvsPortReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortRuntimeChangeEvent(v)) => {
-                return Ok(Self::DvsPortRuntimeChangeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortUnblockedEvent(v)) => {
-                return Ok(Self::DvsPortUnblockedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsPortVendorSpecificStateChangeEvent(v)) => {
-                return Ok(Self::DvsPortVendorSpecificStateChangeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsReconfiguredEvent(v)) => {
-                return Ok(Self::DvsReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsRenamedEvent(v)) => {
-                return Ok(Self::DvsRenamedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsRestoreEvent(v)) => {
-                return Ok(Self::DvsRestoreEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsUpgradeAvailableEvent(v)) => {
-                return Ok(Self::DvsUpgradeAvailableEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsUpgradeInProgressEvent(v)) => {
-                return Ok(Self::DvsUpgradeInProgressEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsUpgradeRejectedEvent(v)) => {
-                return Ok(Self::DvsUpgradeRejectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::d_5::Object::DvsUpgradedEvent(v)) => {
-                return Ok(Self::DvsUpgradedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e::Object>(object) {
-            Ok(chunks::e::Object::Event(v)) => return Ok(Self::Event(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EnteredMaintenanceModeEvent(v)) => {
-                return Ok(Self::EnteredMaintenanceModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EnteredStandbyModeEvent(v)) => {
-                return Ok(Self::EnteredStandbyModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EnteringMaintenanceModeEvent(v)) => {
-                return Ok(Self::EnteringMaintenanceModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EnteringStandbyModeEvent(v)) => {
-                return Ok(Self::EnteringStandbyModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ErrorUpgradeEvent(v)) => {
-                return Ok(Self::ErrorUpgradeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::EventEx(v)) => return Ok(Self::EventEx(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ExitMaintenanceModeEvent(v)) => {
-                return Ok(Self::ExitMaintenanceModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ExitStandbyModeFailedEvent(v)) => {
-                return Ok(Self::ExitStandbyModeFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ExitedStandbyModeEvent(v)) => {
-                return Ok(Self::ExitedStandbyModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e::Object::ExitingStandbyModeEvent(v)) => {
-                return Ok(Self::ExitingStandbyModeEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e_to_f::Object::ExtendedEvent(v)) => {
-                return Ok(Self::ExtendedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::e_to_f::Object::FailoverLevelRestored(v)) => {
-                return Ok(Self::FailoverLevelRestored(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralEvent(v)) => {
-                return Ok(Self::GeneralEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralHostErrorEvent(v)) => {
-                return Ok(Self::GeneralHostErrorEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralHostInfoEvent(v)) => {
-                return Ok(Self::GeneralHostInfoEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralHostWarningEvent(v)) => {
-                return Ok(Self::GeneralHostWarningEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralUserEvent(v)) => {
-                return Ok(Self::GeneralUserEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralVmErrorEvent(v)) => {
-                return Ok(Self::GeneralVmErrorEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralVmInfoEvent(v)) => {
-                return Ok(Self::GeneralVmInfoEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GeneralVmWarningEvent(v)) => {
-                return Ok(Self::GeneralVmWarningEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchDetectedEvent(v)) => {
-                return Ok(Self::GhostDvsProxySwitchDetectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchRemovedEvent(v)) => {
-                return Ok(Self::GhostDvsProxySwitchRemovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::f_to_g::Object::GlobalMessageChangedEvent(v)) => {
-                return Ok(Self::GlobalMessageChangedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HealthStatusChangedEvent(v)) => {
-                return Ok(Self::HealthStatusChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostAddFailedEvent(v)) => {
-                return Ok(Self::HostAddFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostAddedEvent(v)) => {
-                return Ok(Self::HostAddedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostAdminDisableEvent(v)) => {
-                return Ok(Self::HostAdminDisableEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostAdminEnableEvent(v)) => {
-                return Ok(Self::HostAdminEnableEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedAccountFailedEvent(v)) => {
-                return Ok(Self::HostCnxFailedAccountFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedAlreadyManagedEvent(v)) => {
-                return Ok(Self::HostCnxFailedAlreadyManagedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedBadCcagentEvent(v)) => {
-                return Ok(Self::HostCnxFailedBadCcagentEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedBadUsernameEvent(v)) => {
-                return Ok(Self::HostCnxFailedBadUsernameEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedBadVersionEvent(v)) => {
-                return Ok(Self::HostCnxFailedBadVersionEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_1::Object::HostCnxFailedCcagentUpgradeEvent(v)) => {
-                return Ok(Self::HostCnxFailedCcagentUpgradeEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_10::Object::HostVnicConnectedToCustomizedDVPortEvent(v)) => {
-                return Ok(Self::HostVnicConnectedToCustomizedDVPortEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_10::Object::HostWwnChangedEvent(v)) => {
-                return Ok(Self::HostWwnChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_10::Object::HostWwnConflictEvent(v)) => {
-                return Ok(Self::HostWwnConflictEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedEvent(v)) => {
-                return Ok(Self::HostCnxFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNetworkErrorEvent(v)) => {
-                return Ok(Self::HostCnxFailedNetworkErrorEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNoAccessEvent(v)) => {
-                return Ok(Self::HostCnxFailedNoAccessEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNoConnectionEvent(v)) => {
-                return Ok(Self::HostCnxFailedNoConnectionEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNoLicenseEvent(v)) => {
-                return Ok(Self::HostCnxFailedNoLicenseEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedNotFoundEvent(v)) => {
-                return Ok(Self::HostCnxFailedNotFoundEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCnxFailedTimeoutEvent(v)) => {
-                return Ok(Self::HostCnxFailedTimeoutEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostComplianceCheckedEvent(v)) => {
-                return Ok(Self::HostComplianceCheckedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostCompliantEvent(v)) => {
-                return Ok(Self::HostCompliantEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostConfigAppliedEvent(v)) => {
-                return Ok(Self::HostConfigAppliedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostConnectedEvent(v)) => {
-                return Ok(Self::HostConnectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostConnectionLostEvent(v)) => {
-                return Ok(Self::HostConnectionLostEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasDisabledEvent(v)) => {
-                return Ok(Self::HostDasDisabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasDisablingEvent(v)) => {
-                return Ok(Self::HostDasDisablingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasEnabledEvent(v)) => {
-                return Ok(Self::HostDasEnabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasEnablingEvent(v)) => {
-                return Ok(Self::HostDasEnablingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasErrorEvent(v)) => {
-                return Ok(Self::HostDasErrorEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasEvent(v)) => return Ok(Self::HostDasEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_2::Object::HostDasOkEvent(v)) => {
-                return Ok(Self::HostDasOkEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_3::Object::HostDisconnectedEvent(v)) => {
-                return Ok(Self::HostDisconnectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_3::Object::HostEnableAdminFailedEvent(v)) => {
-                return Ok(Self::HostEnableAdminFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_3::Object::HostEvent(v)) => return Ok(Self::HostEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_3::Object::HostExtraNetworksEvent(v)) => {
-                return Ok(Self::HostExtraNetworksEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostGetShortNameFailedEvent(v)) => {
-                return Ok(Self::HostGetShortNameFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostInAuditModeEvent(v)) => {
-                return Ok(Self::HostInAuditModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostInventoryFullEvent(v)) => {
-                return Ok(Self::HostInventoryFullEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostInventoryUnreadableEvent(v)) => {
-                return Ok(Self::HostInventoryUnreadableEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostIpChangedEvent(v)) => {
-                return Ok(Self::HostIpChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_4::Object::HostIpInconsistentEvent(v)) => {
-                return Ok(Self::HostIpInconsistentEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostIpToShortNameFailedEvent(v)) => {
-                return Ok(Self::HostIpToShortNameFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostIsolationIpPingFailedEvent(v)) => {
-                return Ok(Self::HostIsolationIpPingFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostLicenseExpiredEvent(v)) => {
-                return Ok(Self::HostLicenseExpiredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostLocalPortCreatedEvent(v)) => {
-                return Ok(Self::HostLocalPortCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostMissingNetworksEvent(v)) => {
-                return Ok(Self::HostMissingNetworksEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_5::Object::HostMonitoringStateChangedEvent(v)) => {
-                return Ok(Self::HostMonitoringStateChangedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNoAvailableNetworksEvent(v)) => {
-                return Ok(Self::HostNoAvailableNetworksEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNoHAEnabledPortGroupsEvent(v)) => {
-                return Ok(Self::HostNoHAEnabledPortGroupsEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNoRedundantManagementNetworkEvent(v)) => {
-                return Ok(Self::HostNoRedundantManagementNetworkEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNonCompliantEvent(v)) => {
-                return Ok(Self::HostNonCompliantEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostNotInClusterEvent(v)) => {
-                return Ok(Self::HostNotInClusterEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_6::Object::HostOvercommittedEvent(v)) => {
-                return Ok(Self::HostOvercommittedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_7::Object::HostPrimaryAgentNotShortNameEvent(v)) => {
-                return Ok(Self::HostPrimaryAgentNotShortNameEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_7::Object::HostProfileAppliedEvent(v)) => {
-                return Ok(Self::HostProfileAppliedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostReconnectionFailedEvent(v)) => {
-                return Ok(Self::HostReconnectionFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostRemovedEvent(v)) => {
-                return Ok(Self::HostRemovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostShortNameInconsistentEvent(v)) => {
-                return Ok(Self::HostShortNameInconsistentEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostShortNameToIpFailedEvent(v)) => {
-                return Ok(Self::HostShortNameToIpFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostShutdownEvent(v)) => {
-                return Ok(Self::HostShutdownEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostSpecificationChangedEvent(v)) => {
-                return Ok(Self::HostSpecificationChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostSpecificationRequireEvent(v)) => {
-                return Ok(Self::HostSpecificationRequireEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostSpecificationUpdateEvent(v)) => {
-                return Ok(Self::HostSpecificationUpdateEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_8::Object::HostStatusChangedEvent(v)) => {
-                return Ok(Self::HostStatusChangedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostSubSpecificationDeleteEvent(v)) => {
-                return Ok(Self::HostSubSpecificationDeleteEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostSubSpecificationUpdateEvent(v)) => {
-                return Ok(Self::HostSubSpecificationUpdateEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostSyncFailedEvent(v)) => {
-                return Ok(Self::HostSyncFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostUpgradeFailedEvent(v)) => {
-                return Ok(Self::HostUpgradeFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::h_9::Object::HostUserWorldSwapNotEnabledEvent(v)) => {
-                return Ok(Self::HostUserWorldSwapNotEnabledEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::IScsiBootFailureEvent(v)) => {
-                return Ok(Self::IScsiBootFailureEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::IncorrectHostInformationEvent(v)) => {
-                return Ok(Self::IncorrectHostInformationEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::InfoUpgradeEvent(v)) => {
-                return Ok(Self::InfoUpgradeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::InsufficientFailoverResourcesEvent(v)) => {
-                return Ok(Self::InsufficientFailoverResourcesEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::i_1::Object::InvalidEditionEvent(v)) => {
-                return Ok(Self::InvalidEditionEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseEvent(v)) => {
-                return Ok(Self::LicenseEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseExpiredEvent(v)) => {
-                return Ok(Self::LicenseExpiredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseNonComplianceEvent(v)) => {
-                return Ok(Self::LicenseNonComplianceEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseRestrictedEvent(v)) => {
-                return Ok(Self::LicenseRestrictedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseServerAvailableEvent(v)) => {
-                return Ok(Self::LicenseServerAvailableEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LicenseServerUnavailableEvent(v)) => {
-                return Ok(Self::LicenseServerUnavailableEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LocalDatastoreCreatedEvent(v)) => {
-                return Ok(Self::LocalDatastoreCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::j_to_l::Object::LocalTSMEnabledEvent(v)) => {
-                return Ok(Self::LocalTSMEnabledEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::LockerMisconfiguredEvent(v)) => {
-                return Ok(Self::LockerMisconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::LockerReconfiguredEvent(v)) => {
-                return Ok(Self::LockerReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationErrorEvent(v)) => {
-                return Ok(Self::MigrationErrorEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationEvent(v)) => {
-                return Ok(Self::MigrationEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationHostErrorEvent(v)) => {
-                return Ok(Self::MigrationHostErrorEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationHostWarningEvent(v)) => {
-                return Ok(Self::MigrationHostWarningEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationResourceErrorEvent(v)) => {
-                return Ok(Self::MigrationResourceErrorEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationResourceWarningEvent(v)) => {
-                return Ok(Self::MigrationResourceWarningEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MigrationWarningEvent(v)) => {
-                return Ok(Self::MigrationWarningEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MtuMatchEvent(v)) => {
-                return Ok(Self::MtuMatchEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::l_to_m::Object::MtuMismatchEvent(v)) => {
-                return Ok(Self::MtuMismatchEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NASDatastoreCreatedEvent(v)) => {
-                return Ok(Self::NASDatastoreCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NetworkRollbackEvent(v)) => {
-                return Ok(Self::NetworkRollbackEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NoAccessUserEvent(v)) => {
-                return Ok(Self::NoAccessUserEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NoDatastoresConfiguredEvent(v)) => {
-                return Ok(Self::NoDatastoresConfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NoLicenseEvent(v)) => {
-                return Ok(Self::NoLicenseEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::n_1::Object::NoMaintenanceModeDrsRecommendationForVM(v)) => {
-                return Ok(Self::NoMaintenanceModeDrsRecommendationForVM(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::n_2::Object::NonVIWorkloadDetectedOnDatastoreEvent(v)) => {
-                return Ok(Self::NonVIWorkloadDetectedOnDatastoreEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::n_2::Object::NotEnoughResourcesToStartVmEvent(v)) => {
-                return Ok(Self::NotEnoughResourcesToStartVmEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::o_1::Object::OutOfSyncDvsHost(v)) => {
-                return Ok(Self::OutOfSyncDvsHost(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_1::Object::PermissionAddedEvent(v)) => {
-                return Ok(Self::PermissionAddedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_1::Object::PermissionEvent(v)) => {
-                return Ok(Self::PermissionEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_1::Object::PermissionRemovedEvent(v)) => {
-                return Ok(Self::PermissionRemovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_1::Object::PermissionUpdatedEvent(v)) => {
-                return Ok(Self::PermissionUpdatedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileAssociatedEvent(v)) => {
-                return Ok(Self::ProfileAssociatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileChangedEvent(v)) => {
-                return Ok(Self::ProfileChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileCreatedEvent(v)) => {
-                return Ok(Self::ProfileCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileDissociatedEvent(v)) => {
-                return Ok(Self::ProfileDissociatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileEvent(v)) => return Ok(Self::ProfileEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileReferenceHostChangedEvent(v)) => {
-                return Ok(Self::ProfileReferenceHostChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::p_2::Object::ProfileRemovedEvent(v)) => {
-                return Ok(Self::ProfileRemovedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_1::Object::RecoveryEvent(v)) => {
-                return Ok(Self::RecoveryEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_1::Object::RemoteTSMEnabledEvent(v)) => {
-                return Ok(Self::RemoteTSMEnabledEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolCreatedEvent(v)) => {
-                return Ok(Self::ResourcePoolCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolDestroyedEvent(v)) => {
-                return Ok(Self::ResourcePoolDestroyedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolEvent(v)) => {
-                return Ok(Self::ResourcePoolEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolMovedEvent(v)) => {
-                return Ok(Self::ResourcePoolMovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourcePoolReconfiguredEvent(v)) => {
-                return Ok(Self::ResourcePoolReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::ResourceViolatedEvent(v)) => {
-                return Ok(Self::ResourceViolatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RoleAddedEvent(v)) => {
-                return Ok(Self::RoleAddedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RoleEvent(v)) => return Ok(Self::RoleEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RoleRemovedEvent(v)) => {
-                return Ok(Self::RoleRemovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RoleUpdatedEvent(v)) => {
-                return Ok(Self::RoleUpdatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::r_2::Object::RollbackEvent(v)) => {
-                return Ok(Self::RollbackEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskCompletedEvent(v)) => {
-                return Ok(Self::ScheduledTaskCompletedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskCreatedEvent(v)) => {
-                return Ok(Self::ScheduledTaskCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskEmailCompletedEvent(v)) => {
-                return Ok(Self::ScheduledTaskEmailCompletedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskEmailFailedEvent(v)) => {
-                return Ok(Self::ScheduledTaskEmailFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskEvent(v)) => {
-                return Ok(Self::ScheduledTaskEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskFailedEvent(v)) => {
-                return Ok(Self::ScheduledTaskFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskReconfiguredEvent(v)) => {
-                return Ok(Self::ScheduledTaskReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskRemovedEvent(v)) => {
-                return Ok(Self::ScheduledTaskRemovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ScheduledTaskStartedEvent(v)) => {
-                return Ok(Self::ScheduledTaskStartedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ServerLicenseExpiredEvent(v)) => {
-                return Ok(Self::ServerLicenseExpiredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_1::Object::ServerStartedSessionEvent(v)) => {
-                return Ok(Self::ServerStartedSessionEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_2::Object::SessionEvent(v)) => return Ok(Self::SessionEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::s_2::Object::SessionTerminatedEvent(v)) => {
-                return Ok(Self::SessionTerminatedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TaskEvent(v)) => return Ok(Self::TaskEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TaskTimeoutEvent(v)) => {
-                return Ok(Self::TaskTimeoutEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TeamingMatchEvent(v)) => {
-                return Ok(Self::TeamingMatchEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TeamingMisMatchEvent(v)) => {
-                return Ok(Self::TeamingMisMatchEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TemplateBeingUpgradedEvent(v)) => {
-                return Ok(Self::TemplateBeingUpgradedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TemplateUpgradeEvent(v)) => {
-                return Ok(Self::TemplateUpgradeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TemplateUpgradeFailedEvent(v)) => {
-                return Ok(Self::TemplateUpgradeFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TemplateUpgradedEvent(v)) => {
-                return Ok(Self::TemplateUpgradedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::t::Object::TimedOutHostOperationEvent(v)) => {
-                return Ok(Self::TimedOutHostOperationEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::u::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UnlicensedVirtualMachinesEvent(v)) => {
-                return Ok(Self::UnlicensedVirtualMachinesEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UnlicensedVirtualMachinesFoundEvent(v)) => {
-                return Ok(Self::UnlicensedVirtualMachinesFoundEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UpdatedAgentBeingRestartedEvent(v)) => {
-                return Ok(Self::UpdatedAgentBeingRestartedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UpgradeEvent(v)) => return Ok(Self::UpgradeEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UplinkPortMtuNotSupportEvent(v)) => {
-                return Ok(Self::UplinkPortMtuNotSupportEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UplinkPortMtuSupportEvent(v)) => {
-                return Ok(Self::UplinkPortMtuSupportEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UplinkPortVlanTrunkedEvent(v)) => {
-                return Ok(Self::UplinkPortVlanTrunkedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UplinkPortVlanUntrunkedEvent(v)) => {
-                return Ok(Self::UplinkPortVlanUntrunkedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserAssignedToGroup(v)) => {
-                return Ok(Self::UserAssignedToGroup(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserLoginSessionEvent(v)) => {
-                return Ok(Self::UserLoginSessionEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserLogoutSessionEvent(v)) => {
-                return Ok(Self::UserLogoutSessionEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserPasswordChanged(v)) => {
-                return Ok(Self::UserPasswordChanged(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserUnassignedFromGroup(v)) => {
-                return Ok(Self::UserUnassignedFromGroup(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::u::Object::UserUpgradeEvent(v)) => {
-                return Ok(Self::UserUpgradeEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_1::Object::VMFSDatastoreCreatedEvent(v)) => {
-                return Ok(Self::VMFSDatastoreCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_1::Object::VMFSDatastoreExpandedEvent(v)) => {
-                return Ok(Self::VMFSDatastoreExpandedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_1::Object::VMFSDatastoreExtendedEvent(v)) => {
-                return Ok(Self::VMFSDatastoreExtendedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_1::Object::VMotionLicenseExpiredEvent(v)) => {
-                return Ok(Self::VMotionLicenseExpiredEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmEmigratingEvent(v)) => {
-                return Ok(Self::VmEmigratingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmEndRecordingEvent(v)) => {
-                return Ok(Self::VmEndRecordingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmEndReplayingEvent(v)) => {
-                return Ok(Self::VmEndReplayingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmEvent(v)) => return Ok(Self::VmEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedMigrateEvent(v)) => {
-                return Ok(Self::VmFailedMigrateEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedRelayoutEvent(v)) => {
-                return Ok(Self::VmFailedRelayoutEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v)) => {
-                return Ok(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedStartingSecondaryEvent(v)) => {
-                return Ok(Self::VmFailedStartingSecondaryEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToPowerOffEvent(v)) => {
-                return Ok(Self::VmFailedToPowerOffEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToPowerOnEvent(v)) => {
-                return Ok(Self::VmFailedToPowerOnEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToRebootGuestEvent(v)) => {
-                return Ok(Self::VmFailedToRebootGuestEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToResetEvent(v)) => {
-                return Ok(Self::VmFailedToResetEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToShutdownGuestEvent(v)) => {
-                return Ok(Self::VmFailedToShutdownGuestEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToStandbyGuestEvent(v)) => {
-                return Ok(Self::VmFailedToStandbyGuestEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedToSuspendEvent(v)) => {
-                return Ok(Self::VmFailedToSuspendEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailedUpdatingSecondaryConfig(v)) => {
-                return Ok(Self::VmFailedUpdatingSecondaryConfig(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFailoverFailed(v)) => {
-                return Ok(Self::VmFailoverFailed(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFaultToleranceStateChangedEvent(v)) => {
-                return Ok(Self::VmFaultToleranceStateChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFaultToleranceTurnedOffEvent(v)) => {
-                return Ok(Self::VmFaultToleranceTurnedOffEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmFaultToleranceVmTerminatedEvent(v)) => {
-                return Ok(Self::VmFaultToleranceVmTerminatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmGuestOSCrashedEvent(v)) => {
-                return Ok(Self::VmGuestOSCrashedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmGuestRebootEvent(v)) => {
-                return Ok(Self::VmGuestRebootEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmGuestShutdownEvent(v)) => {
-                return Ok(Self::VmGuestShutdownEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmGuestStandbyEvent(v)) => {
-                return Ok(Self::VmGuestStandbyEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmHealthMonitoringStateChangedEvent(v)) => {
-                return Ok(Self::VmHealthMonitoringStateChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmInstanceUuidAssignedEvent(v)) => {
-                return Ok(Self::VmInstanceUuidAssignedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmInstanceUuidChangedEvent(v)) => {
-                return Ok(Self::VmInstanceUuidChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmInstanceUuidConflictEvent(v)) => {
-                return Ok(Self::VmInstanceUuidConflictEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMacAssignedEvent(v)) => {
-                return Ok(Self::VmMacAssignedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMacChangedEvent(v)) => {
-                return Ok(Self::VmMacChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMacConflictEvent(v)) => {
-                return Ok(Self::VmMacConflictEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMaxFTRestartCountReached(v)) => {
-                return Ok(Self::VmMaxFTRestartCountReached(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMaxRestartCountReached(v)) => {
-                return Ok(Self::VmMaxRestartCountReached(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMessageErrorEvent(v)) => {
-                return Ok(Self::VmMessageErrorEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMessageEvent(v)) => {
-                return Ok(Self::VmMessageEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMessageWarningEvent(v)) => {
-                return Ok(Self::VmMessageWarningEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmMigratedEvent(v)) => {
-                return Ok(Self::VmMigratedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmNoCompatibleHostForSecondaryEvent(v)) => {
-                return Ok(Self::VmNoCompatibleHostForSecondaryEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmNoNetworkAccessEvent(v)) => {
-                return Ok(Self::VmNoNetworkAccessEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmOrphanedEvent(v)) => {
-                return Ok(Self::VmOrphanedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPowerOffOnIsolationEvent(v)) => {
-                return Ok(Self::VmPowerOffOnIsolationEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPoweredOffEvent(v)) => {
-                return Ok(Self::VmPoweredOffEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPoweredOnEvent(v)) => {
-                return Ok(Self::VmPoweredOnEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPoweringOnWithCustomizedDVPortEvent(v)) => {
-                return Ok(Self::VmPoweringOnWithCustomizedDVPortEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmPrimaryFailoverEvent(v)) => {
-                return Ok(Self::VmPrimaryFailoverEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmReconfiguredEvent(v)) => {
-                return Ok(Self::VmReconfiguredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmRegisteredEvent(v)) => {
-                return Ok(Self::VmRegisteredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmRelayoutSuccessfulEvent(v)) => {
-                return Ok(Self::VmRelayoutSuccessfulEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmRelayoutUpToDateEvent(v)) => {
-                return Ok(Self::VmRelayoutUpToDateEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmReloadFromPathEvent(v)) => {
-                return Ok(Self::VmReloadFromPathEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmReloadFromPathFailedEvent(v)) => {
-                return Ok(Self::VmReloadFromPathFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_10::Object::VmRelocateFailedEvent(v)) => {
-                return Ok(Self::VmRelocateFailedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRelocateSpecEvent(v)) => {
-                return Ok(Self::VmRelocateSpecEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRelocatedEvent(v)) => {
-                return Ok(Self::VmRelocatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRemoteConsoleConnectedEvent(v)) => {
-                return Ok(Self::VmRemoteConsoleConnectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRemoteConsoleDisconnectedEvent(v)) => {
-                return Ok(Self::VmRemoteConsoleDisconnectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRemovedEvent(v)) => {
-                return Ok(Self::VmRemovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRenamedEvent(v)) => {
-                return Ok(Self::VmRenamedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRequirementsExceedCurrentEVCModeEvent(v)) => {
-                return Ok(Self::VmRequirementsExceedCurrentEVCModeEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmResettingEvent(v)) => {
-                return Ok(Self::VmResettingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmResourcePoolMovedEvent(v)) => {
-                return Ok(Self::VmResourcePoolMovedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmResourceReallocatedEvent(v)) => {
-                return Ok(Self::VmResourceReallocatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmRestartedOnAlternateHostEvent(v)) => {
-                return Ok(Self::VmRestartedOnAlternateHostEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmResumingEvent(v)) => {
-                return Ok(Self::VmResumingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryAddedEvent(v)) => {
-                return Ok(Self::VmSecondaryAddedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryDisabledBySystemEvent(v)) => {
-                return Ok(Self::VmSecondaryDisabledBySystemEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryDisabledEvent(v)) => {
-                return Ok(Self::VmSecondaryDisabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryEnabledEvent(v)) => {
-                return Ok(Self::VmSecondaryEnabledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSecondaryStartedEvent(v)) => {
-                return Ok(Self::VmSecondaryStartedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmShutdownOnIsolationEvent(v)) => {
-                return Ok(Self::VmShutdownOnIsolationEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStartRecordingEvent(v)) => {
-                return Ok(Self::VmStartRecordingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStartReplayingEvent(v)) => {
-                return Ok(Self::VmStartReplayingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStartingEvent(v)) => {
-                return Ok(Self::VmStartingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStartingSecondaryEvent(v)) => {
-                return Ok(Self::VmStartingSecondaryEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStaticMacConflictEvent(v)) => {
-                return Ok(Self::VmStaticMacConflictEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmStoppingEvent(v)) => {
-                return Ok(Self::VmStoppingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSuspendedEvent(v)) => {
-                return Ok(Self::VmSuspendedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmSuspendingEvent(v)) => {
-                return Ok(Self::VmSuspendingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmTimedoutStartingSecondaryEvent(v)) => {
-                return Ok(Self::VmTimedoutStartingSecondaryEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUnsupportedStartingEvent(v)) => {
-                return Ok(Self::VmUnsupportedStartingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUpgradeCompleteEvent(v)) => {
-                return Ok(Self::VmUpgradeCompleteEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUpgradeFailedEvent(v)) => {
-                return Ok(Self::VmUpgradeFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUpgradingEvent(v)) => {
-                return Ok(Self::VmUpgradingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUuidAssignedEvent(v)) => {
-                return Ok(Self::VmUuidAssignedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUuidChangedEvent(v)) => {
-                return Ok(Self::VmUuidChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmUuidConflictEvent(v)) => {
-                return Ok(Self::VmUuidConflictEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationClearEvent(v)) => {
-                return Ok(Self::VmVnicPoolReservationViolationClearEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationRaiseEvent(v)) => {
-                return Ok(Self::VmVnicPoolReservationViolationRaiseEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmWwnAssignedEvent(v)) => {
-                return Ok(Self::VmWwnAssignedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmWwnChangedEvent(v)) => {
-                return Ok(Self::VmWwnChangedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_11::Object::VmWwnConflictEvent(v)) => {
-                return Ok(Self::VmWwnConflictEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VcAgentUninstallFailedEvent(v)) => {
-                return Ok(Self::VcAgentUninstallFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VcAgentUninstalledEvent(v)) => {
-                return Ok(Self::VcAgentUninstalledEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VcAgentUpgradeFailedEvent(v)) => {
-                return Ok(Self::VcAgentUpgradeFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VcAgentUpgradedEvent(v)) => {
-                return Ok(Self::VcAgentUpgradedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_2::Object::VimAccountPasswordChangedEvent(v)) => {
-                return Ok(Self::VimAccountPasswordChangedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmAcquiredMksTicketEvent(v)) => {
-                return Ok(Self::VmAcquiredMksTicketEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmAcquiredTicketEvent(v)) => {
-                return Ok(Self::VmAcquiredTicketEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmAutoRenameEvent(v)) => {
-                return Ok(Self::VmAutoRenameEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingClonedEvent(v)) => {
-                return Ok(Self::VmBeingClonedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingClonedNoFolderEvent(v)) => {
-                return Ok(Self::VmBeingClonedNoFolderEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingCreatedEvent(v)) => {
-                return Ok(Self::VmBeingCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingDeployedEvent(v)) => {
-                return Ok(Self::VmBeingDeployedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingHotMigratedEvent(v)) => {
-                return Ok(Self::VmBeingHotMigratedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingMigratedEvent(v)) => {
-                return Ok(Self::VmBeingMigratedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmBeingRelocatedEvent(v)) => {
-                return Ok(Self::VmBeingRelocatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmCloneEvent(v)) => return Ok(Self::VmCloneEvent(v)),
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmCloneFailedEvent(v)) => {
-                return Ok(Self::VmCloneFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmClonedEvent(v)) => {
-                return Ok(Self::VmClonedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmConfigMissingEvent(v)) => {
-                return Ok(Self::VmConfigMissingEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmConnectedEvent(v)) => {
-                return Ok(Self::VmConnectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmCreatedEvent(v)) => {
-                return Ok(Self::VmCreatedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasBeingResetEvent(v)) => {
-                return Ok(Self::VmDasBeingResetEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasBeingResetWithScreenshotEvent(v)) => {
-                return Ok(Self::VmDasBeingResetWithScreenshotEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasResetFailedEvent(v)) => {
-                return Ok(Self::VmDasResetFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasUpdateErrorEvent(v)) => {
-                return Ok(Self::VmDasUpdateErrorEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDasUpdateOkEvent(v)) => {
-                return Ok(Self::VmDasUpdateOkEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDateRolledBackEvent(v)) => {
-                return Ok(Self::VmDateRolledBackEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDeployFailedEvent(v)) => {
-                return Ok(Self::VmDeployFailedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDeployedEvent(v)) => {
-                return Ok(Self::VmDeployedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDisconnectedEvent(v)) => {
-                return Ok(Self::VmDisconnectedEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDiscoveredEvent(v)) => {
-                return Ok(Self::VmDiscoveredEvent(v));
-            }
-            #[cfg(feature = "all-events")]
-            Ok(chunks::v_9::Object::VmDiskFailedEvent(v)) => {
-                return Ok(Self::VmDiskFailedEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
-            #[cfg(feature = "all-events")]
-            Ok(chunks::w_to_v::Object::WarningUpgradeEvent(v)) => {
-                return Ok(Self::WarningUpgradeEvent(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+impl x::Decode for AnyEvent {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "all-events")]
+                    Some("AccountCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AccountCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AccountRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AccountRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AccountUpdatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AccountUpdatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AdminPasswordNotChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AdminPasswordNotChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmAcknowledgedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmAcknowledgedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmActionTriggeredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmActionTriggeredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmClearedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmClearedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmEmailCompletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmEmailCompletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmEmailFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmEmailFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmScriptCompleteEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmScriptCompleteEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmScriptFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmScriptFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmSnmpCompletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmSnmpCompletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmSnmpFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmSnmpFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlarmStatusChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlarmStatusChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AllVirtualMachinesLicensedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AllVirtualMachinesLicensedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AlreadyAuthenticatedSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlreadyAuthenticatedSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("AuthorizationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AuthorizationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("BadUsernameSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::BadUsernameSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CanceledHostOperationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CanceledHostOperationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterComplianceCheckedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterComplianceCheckedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterOvercommittedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterOvercommittedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ClusterStatusChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClusterStatusChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldDefAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldDefAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldDefEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldDefEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldDefRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldDefRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldDefRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldDefRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomFieldValueChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomFieldValueChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationLinuxIdentityFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationLinuxIdentityFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationNetworkSetupFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationNetworkSetupFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationStartedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationStartedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationSucceeded") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationSucceeded(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationSysprepFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationSysprepFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("CustomizationUnknownFailure") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationUnknownFailure(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DVPortgroupRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortgroupRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasAdmissionControlDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasAdmissionControlDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasAdmissionControlEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasAdmissionControlEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasAgentFoundEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasAgentFoundEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasAgentUnavailableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasAgentUnavailableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasClusterIsolatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasClusterIsolatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasHostFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasHostFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DasHostIsolatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasHostIsolatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatacenterCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatacenterCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatacenterEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatacenterEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatacenterRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatacenterRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreCapacityIncreasedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreCapacityIncreasedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreDiscoveredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreDiscoveredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreDuplicatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreDuplicatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreFileCopiedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreFileCopiedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreFileDeletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreFileDeletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreFileEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreFileEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreFileMovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreFileMovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreIORMReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreIORMReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastorePrincipalConfigured") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastorePrincipalConfigured(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreRemovedOnHostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreRemovedOnHostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DatastoreRenamedOnHostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreRenamedOnHostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsEnteredStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsEnteredStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsEnteringStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsEnteringStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsExitStandbyModeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsExitStandbyModeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsExitedStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsExitedStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsExitingStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsExitingStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsInvocationFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsInvocationFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsRecoveredFromFailureEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsRecoveredFromFailureEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsResourceConfigureFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsResourceConfigureFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsResourceConfigureSyncedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsResourceConfigureSyncedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsRuleComplianceEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsRuleComplianceEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsRuleViolationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsRuleViolationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsSoftRuleViolationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsSoftRuleViolationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsVmMigratedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsVmMigratedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DrsVmPoweredOnEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsVmPoweredOnEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DuplicateIpDetectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DuplicateIpDetectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvpgImportEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvpgImportEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvpgRestoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvpgRestoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHealthStatusChangeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHealthStatusChangeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostBackInSyncEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostBackInSyncEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostJoinedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostJoinedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostLeftEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostLeftEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostStatusUpdated") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostStatusUpdated(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsHostWentOutOfSyncEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsHostWentOutOfSyncEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsImportEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsImportEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsMergedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsMergedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortBlockedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortBlockedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortConnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortConnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortDeletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortDeletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortDisconnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortDisconnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortEnteredPassthruEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortEnteredPassthruEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortExitedPassthruEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortExitedPassthruEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortJoinPortgroupEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortJoinPortgroupEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortLeavePortgroupEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortLeavePortgroupEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortLinkDownEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortLinkDownEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortLinkUpEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortLinkUpEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortRuntimeChangeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortRuntimeChangeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortUnblockedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortUnblockedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsPortVendorSpecificStateChangeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsPortVendorSpecificStateChangeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsRestoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsRestoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsUpgradeAvailableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsUpgradeAvailableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsUpgradeInProgressEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsUpgradeInProgressEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsUpgradeRejectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsUpgradeRejectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("DvsUpgradedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsUpgradedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EnteredMaintenanceModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EnteredMaintenanceModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EnteredStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EnteredStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EnteringMaintenanceModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EnteringMaintenanceModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EnteringStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EnteringStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ErrorUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ErrorUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("EventEx") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EventEx(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExitMaintenanceModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExitMaintenanceModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExitStandbyModeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExitStandbyModeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExitedStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExitedStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExitingStandbyModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExitingStandbyModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ExtendedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExtendedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("FailoverLevelRestored") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FailoverLevelRestored(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralHostErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralHostErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralHostInfoEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralHostInfoEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralHostWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralHostWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralUserEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralUserEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralVmErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralVmErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralVmInfoEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralVmInfoEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GeneralVmWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GeneralVmWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GhostDvsProxySwitchDetectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GhostDvsProxySwitchDetectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GhostDvsProxySwitchRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GhostDvsProxySwitchRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("GlobalMessageChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GlobalMessageChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HealthStatusChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HealthStatusChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostAddFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAddFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostAdminDisableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAdminDisableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostAdminEnableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAdminEnableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedAccountFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedAccountFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedAlreadyManagedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedAlreadyManagedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedBadCcagentEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedBadCcagentEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedBadUsernameEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedBadUsernameEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedBadVersionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedBadVersionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedCcagentUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedCcagentUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNetworkErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNetworkErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNoAccessEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNoAccessEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNoConnectionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNoConnectionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNoLicenseEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNoLicenseEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedNotFoundEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedNotFoundEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCnxFailedTimeoutEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCnxFailedTimeoutEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostComplianceCheckedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostComplianceCheckedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostCompliantEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCompliantEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostConfigAppliedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostConfigAppliedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostConnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostConnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostConnectionLostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostConnectionLostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasDisablingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasDisablingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasEnablingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasEnablingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDasOkEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDasOkEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostDisconnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostDisconnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostEnableAdminFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostEnableAdminFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostExtraNetworksEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostExtraNetworksEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostGetShortNameFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostGetShortNameFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostInAuditModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostInAuditModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostInventoryFullEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostInventoryFullEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostInventoryUnreadableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostInventoryUnreadableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostIpChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIpChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostIpInconsistentEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIpInconsistentEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostIpToShortNameFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIpToShortNameFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostIsolationIpPingFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIsolationIpPingFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostLicenseExpiredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostLicenseExpiredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostLocalPortCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostLocalPortCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostMissingNetworksEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostMissingNetworksEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostMonitoringStateChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostMonitoringStateChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNoAvailableNetworksEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNoAvailableNetworksEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNoHAEnabledPortGroupsEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNoHAEnabledPortGroupsEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNoRedundantManagementNetworkEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNoRedundantManagementNetworkEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNonCompliantEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNonCompliantEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostNotInClusterEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNotInClusterEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostOvercommittedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostOvercommittedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostPrimaryAgentNotShortNameEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostPrimaryAgentNotShortNameEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostProfileAppliedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostProfileAppliedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostReconnectionFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostReconnectionFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostShortNameInconsistentEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostShortNameInconsistentEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostShortNameToIpFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostShortNameToIpFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostShutdownEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostShutdownEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSpecificationChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSpecificationChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSpecificationRequireEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSpecificationRequireEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSpecificationUpdateEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSpecificationUpdateEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostStatusChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostStatusChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSubSpecificationDeleteEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSubSpecificationDeleteEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSubSpecificationUpdateEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSubSpecificationUpdateEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostSyncFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSyncFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostUpgradeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostUpgradeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostUserWorldSwapNotEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostUserWorldSwapNotEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostVnicConnectedToCustomizedDVPortEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostVnicConnectedToCustomizedDVPortEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostWwnChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostWwnChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("HostWwnConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostWwnConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("IScsiBootFailureEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IScsiBootFailureEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("IncorrectHostInformationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IncorrectHostInformationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("InfoUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InfoUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("InsufficientFailoverResourcesEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientFailoverResourcesEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("InvalidEditionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidEditionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseExpiredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseExpiredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseNonComplianceEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseNonComplianceEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseRestrictedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseRestrictedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseServerAvailableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseServerAvailableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LicenseServerUnavailableEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseServerUnavailableEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LocalDatastoreCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LocalDatastoreCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LocalTSMEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LocalTSMEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LockerMisconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LockerMisconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("LockerReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LockerReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationHostErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationHostErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationHostWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationHostWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationResourceErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationResourceErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationResourceWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationResourceWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MigrationWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MtuMatchEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MtuMatchEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("MtuMismatchEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MtuMismatchEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NASDatastoreCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NASDatastoreCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NetworkRollbackEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NetworkRollbackEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NoAccessUserEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoAccessUserEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NoDatastoresConfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoDatastoresConfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NoLicenseEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoLicenseEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NoMaintenanceModeDrsRecommendationForVM") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoMaintenanceModeDrsRecommendationForVM(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NonVIWorkloadDetectedOnDatastoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NonVIWorkloadDetectedOnDatastoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("NotEnoughResourcesToStartVmEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotEnoughResourcesToStartVmEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("OutOfSyncDvsHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OutOfSyncDvsHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("PermissionAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PermissionAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("PermissionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PermissionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("PermissionRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PermissionRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("PermissionUpdatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PermissionUpdatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileAssociatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileAssociatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileDissociatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileDissociatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileReferenceHostChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileReferenceHostChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ProfileRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RecoveryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RecoveryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RemoteTSMEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RemoteTSMEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolDestroyedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolDestroyedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolMovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolMovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourcePoolReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourcePoolReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ResourceViolatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourceViolatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RoleAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RoleAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RoleEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RoleEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RoleRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RoleRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RoleUpdatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RoleUpdatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("RollbackEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RollbackEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskCompletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskCompletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskEmailCompletedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskEmailCompletedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskEmailFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskEmailFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ScheduledTaskStartedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ScheduledTaskStartedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ServerLicenseExpiredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ServerLicenseExpiredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("ServerStartedSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ServerStartedSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("SessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("SessionTerminatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SessionTerminatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TaskEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TaskEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TaskTimeoutEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TaskTimeoutEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TeamingMatchEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TeamingMatchEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TeamingMisMatchEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TeamingMisMatchEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TemplateBeingUpgradedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TemplateBeingUpgradedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TemplateUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TemplateUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TemplateUpgradeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TemplateUpgradeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TemplateUpgradedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TemplateUpgradedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("TimedOutHostOperationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TimedOutHostOperationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UnlicensedVirtualMachinesEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnlicensedVirtualMachinesEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UnlicensedVirtualMachinesFoundEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnlicensedVirtualMachinesFoundEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UpdatedAgentBeingRestartedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UpdatedAgentBeingRestartedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UplinkPortMtuNotSupportEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UplinkPortMtuNotSupportEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UplinkPortMtuSupportEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UplinkPortMtuSupportEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UplinkPortVlanTrunkedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UplinkPortVlanTrunkedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UplinkPortVlanUntrunkedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UplinkPortVlanUntrunkedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserAssignedToGroup") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserAssignedToGroup(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserLoginSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserLoginSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserLogoutSessionEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserLogoutSessionEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserPasswordChanged") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserPasswordChanged(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserUnassignedFromGroup") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserUnassignedFromGroup(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("UserUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VMFSDatastoreCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMFSDatastoreCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VMFSDatastoreExpandedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMFSDatastoreExpandedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VMFSDatastoreExtendedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMFSDatastoreExtendedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VMotionLicenseExpiredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionLicenseExpiredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VcAgentUninstallFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VcAgentUninstallFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VcAgentUninstalledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VcAgentUninstalledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VcAgentUpgradeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VcAgentUpgradeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VcAgentUpgradedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VcAgentUpgradedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VimAccountPasswordChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VimAccountPasswordChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmAcquiredMksTicketEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmAcquiredMksTicketEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmAcquiredTicketEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmAcquiredTicketEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmAutoRenameEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmAutoRenameEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingClonedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingClonedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingClonedNoFolderEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingClonedNoFolderEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingDeployedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingDeployedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingHotMigratedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingHotMigratedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingMigratedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingMigratedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmBeingRelocatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmBeingRelocatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmCloneEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmCloneEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmCloneFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmCloneFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmClonedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmClonedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmConfigMissingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmConfigMissingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmConnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmConnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmCreatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmCreatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasBeingResetEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasBeingResetEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasBeingResetWithScreenshotEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasBeingResetWithScreenshotEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasResetFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasResetFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasUpdateErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasUpdateErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDasUpdateOkEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDasUpdateOkEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDateRolledBackEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDateRolledBackEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDeployFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDeployFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDeployedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDeployedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDisconnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDisconnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDiscoveredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDiscoveredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmDiskFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmDiskFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmEmigratingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmEmigratingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmEndRecordingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmEndRecordingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmEndReplayingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmEndReplayingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedMigrateEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedMigrateEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedRelayoutEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedRelayoutEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedRelayoutOnVmfs2DatastoreEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedStartingSecondaryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedStartingSecondaryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToPowerOffEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToPowerOffEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToPowerOnEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToPowerOnEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToRebootGuestEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToRebootGuestEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToResetEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToResetEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToShutdownGuestEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToShutdownGuestEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToStandbyGuestEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToStandbyGuestEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedToSuspendEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedToSuspendEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailedUpdatingSecondaryConfig") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailedUpdatingSecondaryConfig(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFailoverFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFailoverFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFaultToleranceStateChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceStateChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFaultToleranceTurnedOffEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceTurnedOffEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmFaultToleranceVmTerminatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceVmTerminatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmGuestOSCrashedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmGuestOSCrashedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmGuestRebootEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmGuestRebootEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmGuestShutdownEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmGuestShutdownEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmGuestStandbyEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmGuestStandbyEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmHealthMonitoringStateChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmHealthMonitoringStateChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmInstanceUuidAssignedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmInstanceUuidAssignedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmInstanceUuidChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmInstanceUuidChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmInstanceUuidConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmInstanceUuidConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMacAssignedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMacAssignedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMacChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMacChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMacConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMacConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMaxFTRestartCountReached") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMaxFTRestartCountReached(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMaxRestartCountReached") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMaxRestartCountReached(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMessageErrorEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMessageErrorEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMessageEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMessageEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMessageWarningEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMessageWarningEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmMigratedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMigratedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmNoCompatibleHostForSecondaryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmNoCompatibleHostForSecondaryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmNoNetworkAccessEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmNoNetworkAccessEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmOrphanedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmOrphanedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPowerOffOnIsolationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPowerOffOnIsolationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPoweredOffEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPoweredOffEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPoweredOnEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPoweredOnEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPoweringOnWithCustomizedDVPortEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPoweringOnWithCustomizedDVPortEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmPrimaryFailoverEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPrimaryFailoverEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmReconfiguredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmReconfiguredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRegisteredEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRegisteredEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelayoutSuccessfulEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelayoutSuccessfulEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelayoutUpToDateEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelayoutUpToDateEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmReloadFromPathEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmReloadFromPathEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmReloadFromPathFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmReloadFromPathFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelocateFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelocateFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelocateSpecEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelocateSpecEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRelocatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRelocatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRemoteConsoleConnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRemoteConsoleConnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRemoteConsoleDisconnectedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRemoteConsoleDisconnectedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRemovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRemovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRenamedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRenamedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRequirementsExceedCurrentEVCModeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRequirementsExceedCurrentEVCModeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmResettingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmResettingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmResourcePoolMovedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmResourcePoolMovedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmResourceReallocatedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmResourceReallocatedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmRestartedOnAlternateHostEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmRestartedOnAlternateHostEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmResumingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmResumingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryAddedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryAddedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryDisabledBySystemEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryDisabledBySystemEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryDisabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryDisabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryEnabledEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryEnabledEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSecondaryStartedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSecondaryStartedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmShutdownOnIsolationEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmShutdownOnIsolationEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStartRecordingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStartRecordingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStartReplayingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStartReplayingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStartingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStartingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStartingSecondaryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStartingSecondaryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStaticMacConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStaticMacConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmStoppingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmStoppingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSuspendedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSuspendedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmSuspendingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSuspendingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmTimedoutStartingSecondaryEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmTimedoutStartingSecondaryEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUnsupportedStartingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUnsupportedStartingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUpgradeCompleteEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUpgradeCompleteEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUpgradeFailedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUpgradeFailedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUpgradingEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUpgradingEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUuidAssignedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUuidAssignedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUuidChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUuidChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmUuidConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmUuidConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmVnicPoolReservationViolationClearEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmVnicPoolReservationViolationClearEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmVnicPoolReservationViolationRaiseEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmVnicPoolReservationViolationRaiseEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmWwnAssignedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmWwnAssignedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmWwnChangedEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmWwnChangedEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("VmWwnConflictEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmWwnConflictEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-events")]
+                    Some("WarningUpgradeEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::WarningUpgradeEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::Event(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::Event(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
+        Ok(
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::Event(v),
+                Err(e) => return Err(e),
+            },
+        )
     }
 }

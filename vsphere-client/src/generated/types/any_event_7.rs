@@ -5,3138 +5,3262 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::Decode for AnyEvent {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        let mut ancestor: Option<&'static str> = None;
-        for _ in 0..64 {
-            let type_name = match ancestor {
-                Some(name) => Some(name),
-                None => r.xsi_type(),
-            };
-            return Ok(
-                match type_name {
-                    #[cfg(feature = "all-events")]
-                    Some("AccountCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AccountCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AccountRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AccountRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AccountUpdatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AccountUpdatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AdminPasswordNotChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AdminPasswordNotChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmAcknowledgedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmAcknowledgedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmActionTriggeredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmActionTriggeredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmClearedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmClearedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmEmailCompletedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmEmailCompletedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmEmailFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmEmailFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmScriptCompleteEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmScriptCompleteEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmScriptFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmScriptFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmSnmpCompletedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmSnmpCompletedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmSnmpFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmSnmpFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlarmStatusChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlarmStatusChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AllVirtualMachinesLicensedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AllVirtualMachinesLicensedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AlreadyAuthenticatedSessionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlreadyAuthenticatedSessionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("AuthorizationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AuthorizationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("BadUsernameSessionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::BadUsernameSessionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CanceledHostOperationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CanceledHostOperationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ClusterComplianceCheckedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ClusterComplianceCheckedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ClusterCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ClusterCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ClusterDestroyedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ClusterDestroyedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ClusterEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ClusterEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ClusterOvercommittedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ClusterOvercommittedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ClusterReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ClusterReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ClusterStatusChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ClusterStatusChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomFieldDefAddedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomFieldDefAddedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomFieldDefEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomFieldDefEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomFieldDefRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomFieldDefRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomFieldDefRenamedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomFieldDefRenamedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomFieldEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomFieldEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomFieldValueChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomFieldValueChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomizationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomizationFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomizationLinuxIdentityFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationLinuxIdentityFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomizationNetworkSetupFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationNetworkSetupFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomizationStartedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationStartedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomizationSucceeded") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationSucceeded(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomizationSysprepFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationSysprepFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("CustomizationUnknownFailure") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationUnknownFailure(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DVPortgroupCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DVPortgroupCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DVPortgroupDestroyedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DVPortgroupDestroyedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DVPortgroupEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DVPortgroupEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DVPortgroupReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DVPortgroupReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DVPortgroupRenamedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DVPortgroupRenamedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DasAdmissionControlDisabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasAdmissionControlDisabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DasAdmissionControlEnabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasAdmissionControlEnabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DasAgentFoundEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasAgentFoundEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DasAgentUnavailableEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasAgentUnavailableEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DasClusterIsolatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasClusterIsolatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DasDisabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasDisabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DasEnabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasEnabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DasHostFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasHostFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DasHostIsolatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasHostIsolatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatacenterCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatacenterCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatacenterEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatacenterEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatacenterRenamedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatacenterRenamedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreCapacityIncreasedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreCapacityIncreasedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreDestroyedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreDestroyedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreDiscoveredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreDiscoveredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreDuplicatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreDuplicatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreFileCopiedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreFileCopiedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreFileDeletedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreFileDeletedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreFileEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreFileEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreFileMovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreFileMovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreIORMReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreIORMReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastorePrincipalConfigured") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastorePrincipalConfigured(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreRemovedOnHostEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreRemovedOnHostEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreRenamedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreRenamedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DatastoreRenamedOnHostEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreRenamedOnHostEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsDisabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsDisabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsEnabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsEnabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsEnteredStandbyModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsEnteredStandbyModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsEnteringStandbyModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsEnteringStandbyModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsExitStandbyModeFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsExitStandbyModeFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsExitedStandbyModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsExitedStandbyModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsExitingStandbyModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsExitingStandbyModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsInvocationFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsInvocationFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsRecoveredFromFailureEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsRecoveredFromFailureEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsResourceConfigureFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsResourceConfigureFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsResourceConfigureSyncedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsResourceConfigureSyncedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsRuleComplianceEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsRuleComplianceEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsRuleViolationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsRuleViolationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsSoftRuleViolationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsSoftRuleViolationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsVmMigratedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsVmMigratedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DrsVmPoweredOnEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsVmPoweredOnEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DuplicateIpDetectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DuplicateIpDetectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvpgImportEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvpgImportEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvpgRestoreEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvpgRestoreEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsDestroyedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsDestroyedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsHealthStatusChangeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsHealthStatusChangeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsHostBackInSyncEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsHostBackInSyncEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsHostJoinedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsHostJoinedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsHostLeftEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsHostLeftEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsHostStatusUpdated") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsHostStatusUpdated(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsHostWentOutOfSyncEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsHostWentOutOfSyncEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsImportEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsImportEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsMergedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsMergedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortBlockedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortBlockedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortConnectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortConnectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortDeletedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortDeletedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortDisconnectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortDisconnectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortEnteredPassthruEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortEnteredPassthruEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortExitedPassthruEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortExitedPassthruEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortJoinPortgroupEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortJoinPortgroupEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortLeavePortgroupEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortLeavePortgroupEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortLinkDownEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortLinkDownEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortLinkUpEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortLinkUpEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortRuntimeChangeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortRuntimeChangeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortUnblockedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortUnblockedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsPortVendorSpecificStateChangeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsPortVendorSpecificStateChangeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsRenamedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsRenamedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsRestoreEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsRestoreEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsUpgradeAvailableEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsUpgradeAvailableEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsUpgradeInProgressEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsUpgradeInProgressEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsUpgradeRejectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsUpgradeRejectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("DvsUpgradedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsUpgradedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("EnteredMaintenanceModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EnteredMaintenanceModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("EnteredStandbyModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EnteredStandbyModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("EnteringMaintenanceModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EnteringMaintenanceModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("EnteringStandbyModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EnteringStandbyModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ErrorUpgradeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ErrorUpgradeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("EventEx") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EventEx(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ExitMaintenanceModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ExitMaintenanceModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ExitStandbyModeFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ExitStandbyModeFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ExitedStandbyModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ExitedStandbyModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ExitingStandbyModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ExitingStandbyModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ExtendedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ExtendedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("FailoverLevelRestored") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FailoverLevelRestored(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GeneralEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GeneralEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GeneralHostErrorEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GeneralHostErrorEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GeneralHostInfoEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GeneralHostInfoEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GeneralHostWarningEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GeneralHostWarningEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GeneralUserEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GeneralUserEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GeneralVmErrorEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GeneralVmErrorEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GeneralVmInfoEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GeneralVmInfoEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GeneralVmWarningEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GeneralVmWarningEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GhostDvsProxySwitchDetectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GhostDvsProxySwitchDetectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GhostDvsProxySwitchRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GhostDvsProxySwitchRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("GlobalMessageChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GlobalMessageChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HealthStatusChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HealthStatusChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostAddFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostAddFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostAddedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostAddedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostAdminDisableEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostAdminDisableEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostAdminEnableEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostAdminEnableEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedAccountFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedAccountFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedAlreadyManagedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedAlreadyManagedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedBadCcagentEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedBadCcagentEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedBadUsernameEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedBadUsernameEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedBadVersionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedBadVersionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedCcagentUpgradeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedCcagentUpgradeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedNetworkErrorEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedNetworkErrorEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedNoAccessEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedNoAccessEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedNoConnectionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedNoConnectionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedNoLicenseEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedNoLicenseEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedNotFoundEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedNotFoundEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCnxFailedTimeoutEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCnxFailedTimeoutEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostComplianceCheckedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostComplianceCheckedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostCompliantEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCompliantEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostConfigAppliedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostConfigAppliedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostConnectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostConnectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostConnectionLostEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostConnectionLostEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostDasDisabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostDasDisabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostDasDisablingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostDasDisablingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostDasEnabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostDasEnabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostDasEnablingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostDasEnablingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostDasErrorEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostDasErrorEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostDasEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostDasEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostDasOkEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostDasOkEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostDisconnectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostDisconnectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostEnableAdminFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostEnableAdminFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostExtraNetworksEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostExtraNetworksEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostGetShortNameFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostGetShortNameFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostInAuditModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostInAuditModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostInventoryFullEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostInventoryFullEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostInventoryUnreadableEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostInventoryUnreadableEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostIpChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostIpChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostIpInconsistentEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostIpInconsistentEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostIpToShortNameFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostIpToShortNameFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostIsolationIpPingFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostIsolationIpPingFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostLicenseExpiredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostLicenseExpiredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostLocalPortCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostLocalPortCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostMissingNetworksEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostMissingNetworksEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostMonitoringStateChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostMonitoringStateChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostNoAvailableNetworksEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostNoAvailableNetworksEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostNoHAEnabledPortGroupsEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostNoHAEnabledPortGroupsEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostNoRedundantManagementNetworkEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostNoRedundantManagementNetworkEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostNonCompliantEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostNonCompliantEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostNotInClusterEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostNotInClusterEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostOvercommittedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostOvercommittedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostPrimaryAgentNotShortNameEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostPrimaryAgentNotShortNameEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostProfileAppliedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostProfileAppliedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostReconnectionFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostReconnectionFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostShortNameInconsistentEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostShortNameInconsistentEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostShortNameToIpFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostShortNameToIpFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostShutdownEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostShutdownEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostSpecificationChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostSpecificationChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostSpecificationRequireEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostSpecificationRequireEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostSpecificationUpdateEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostSpecificationUpdateEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostStatusChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostStatusChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostSubSpecificationDeleteEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostSubSpecificationDeleteEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostSubSpecificationUpdateEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostSubSpecificationUpdateEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostSyncFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostSyncFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostUpgradeFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostUpgradeFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostUserWorldSwapNotEnabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostUserWorldSwapNotEnabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostVnicConnectedToCustomizedDVPortEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostVnicConnectedToCustomizedDVPortEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostWwnChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostWwnChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("HostWwnConflictEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostWwnConflictEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("IScsiBootFailureEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IScsiBootFailureEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("IncorrectHostInformationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IncorrectHostInformationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("InfoUpgradeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InfoUpgradeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("InsufficientFailoverResourcesEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientFailoverResourcesEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("InvalidEditionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidEditionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LicenseEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LicenseExpiredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseExpiredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LicenseNonComplianceEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseNonComplianceEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LicenseRestrictedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseRestrictedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LicenseServerAvailableEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseServerAvailableEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LicenseServerUnavailableEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseServerUnavailableEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LocalDatastoreCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LocalDatastoreCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LocalTSMEnabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LocalTSMEnabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LockerMisconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LockerMisconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("LockerReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LockerReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("MigrationErrorEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationErrorEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("MigrationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("MigrationHostErrorEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationHostErrorEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("MigrationHostWarningEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationHostWarningEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("MigrationResourceErrorEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationResourceErrorEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("MigrationResourceWarningEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationResourceWarningEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("MigrationWarningEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationWarningEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("MtuMatchEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MtuMatchEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("MtuMismatchEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MtuMismatchEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("NASDatastoreCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NASDatastoreCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("NetworkRollbackEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NetworkRollbackEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("NoAccessUserEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoAccessUserEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("NoDatastoresConfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoDatastoresConfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("NoLicenseEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoLicenseEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("NoMaintenanceModeDrsRecommendationForVM") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoMaintenanceModeDrsRecommendationForVM(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("NonVIWorkloadDetectedOnDatastoreEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NonVIWorkloadDetectedOnDatastoreEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("NotEnoughResourcesToStartVmEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotEnoughResourcesToStartVmEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("OutOfSyncDvsHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OutOfSyncDvsHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("PermissionAddedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PermissionAddedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("PermissionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PermissionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("PermissionRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PermissionRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("PermissionUpdatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PermissionUpdatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ProfileAssociatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ProfileAssociatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ProfileChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ProfileChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ProfileCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ProfileCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ProfileDissociatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ProfileDissociatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ProfileEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ProfileEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ProfileReferenceHostChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ProfileReferenceHostChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ProfileRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ProfileRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("RecoveryEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RecoveryEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("RemoteTSMEnabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RemoteTSMEnabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ResourcePoolCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ResourcePoolCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ResourcePoolDestroyedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ResourcePoolDestroyedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ResourcePoolEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ResourcePoolEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ResourcePoolMovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ResourcePoolMovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ResourcePoolReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ResourcePoolReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ResourceViolatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ResourceViolatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("RoleAddedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RoleAddedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("RoleEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RoleEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("RoleRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RoleRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("RoleUpdatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RoleUpdatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("RollbackEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RollbackEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ScheduledTaskCompletedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ScheduledTaskCompletedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ScheduledTaskCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ScheduledTaskCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ScheduledTaskEmailCompletedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ScheduledTaskEmailCompletedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ScheduledTaskEmailFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ScheduledTaskEmailFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ScheduledTaskEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ScheduledTaskEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ScheduledTaskFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ScheduledTaskFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ScheduledTaskReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ScheduledTaskReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ScheduledTaskRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ScheduledTaskRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ScheduledTaskStartedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ScheduledTaskStartedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ServerLicenseExpiredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ServerLicenseExpiredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("ServerStartedSessionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ServerStartedSessionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("SessionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SessionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("SessionTerminatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SessionTerminatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("TaskEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TaskEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("TaskTimeoutEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TaskTimeoutEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("TeamingMatchEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TeamingMatchEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("TeamingMisMatchEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TeamingMisMatchEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("TemplateBeingUpgradedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TemplateBeingUpgradedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("TemplateUpgradeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TemplateUpgradeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("TemplateUpgradeFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TemplateUpgradeFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("TemplateUpgradedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TemplateUpgradedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("TimedOutHostOperationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TimedOutHostOperationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UnlicensedVirtualMachinesEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnlicensedVirtualMachinesEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UnlicensedVirtualMachinesFoundEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnlicensedVirtualMachinesFoundEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UpdatedAgentBeingRestartedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UpdatedAgentBeingRestartedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UpgradeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UpgradeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UplinkPortMtuNotSupportEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UplinkPortMtuNotSupportEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UplinkPortMtuSupportEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UplinkPortMtuSupportEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UplinkPortVlanTrunkedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UplinkPortVlanTrunkedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UplinkPortVlanUntrunkedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UplinkPortVlanUntrunkedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UserAssignedToGroup") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UserAssignedToGroup(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UserLoginSessionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UserLoginSessionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UserLogoutSessionEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UserLogoutSessionEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UserPasswordChanged") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UserPasswordChanged(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UserUnassignedFromGroup") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UserUnassignedFromGroup(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("UserUpgradeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UserUpgradeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VMFSDatastoreCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMFSDatastoreCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VMFSDatastoreExpandedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMFSDatastoreExpandedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VMFSDatastoreExtendedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMFSDatastoreExtendedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VMotionLicenseExpiredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMotionLicenseExpiredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VcAgentUninstallFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VcAgentUninstallFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VcAgentUninstalledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VcAgentUninstalledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VcAgentUpgradeFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VcAgentUpgradeFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VcAgentUpgradedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VcAgentUpgradedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VimAccountPasswordChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VimAccountPasswordChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmAcquiredMksTicketEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmAcquiredMksTicketEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmAcquiredTicketEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmAcquiredTicketEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmAutoRenameEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmAutoRenameEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmBeingClonedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmBeingClonedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmBeingClonedNoFolderEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmBeingClonedNoFolderEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmBeingCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmBeingCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmBeingDeployedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmBeingDeployedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmBeingHotMigratedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmBeingHotMigratedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmBeingMigratedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmBeingMigratedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmBeingRelocatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmBeingRelocatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmCloneEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmCloneEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmCloneFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmCloneFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmClonedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmClonedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmConfigMissingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmConfigMissingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmConnectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmConnectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmCreatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmCreatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDasBeingResetEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDasBeingResetEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDasBeingResetWithScreenshotEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDasBeingResetWithScreenshotEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDasResetFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDasResetFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDasUpdateErrorEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDasUpdateErrorEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDasUpdateOkEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDasUpdateOkEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDateRolledBackEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDateRolledBackEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDeployFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDeployFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDeployedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDeployedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDisconnectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDisconnectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDiscoveredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDiscoveredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmDiskFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmDiskFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmEmigratingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmEmigratingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmEndRecordingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmEndRecordingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmEndReplayingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmEndReplayingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedMigrateEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedMigrateEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedRelayoutEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedRelayoutEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedRelayoutOnVmfs2DatastoreEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedStartingSecondaryEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedStartingSecondaryEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedToPowerOffEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedToPowerOffEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedToPowerOnEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedToPowerOnEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedToRebootGuestEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedToRebootGuestEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedToResetEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedToResetEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedToShutdownGuestEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedToShutdownGuestEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedToStandbyGuestEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedToStandbyGuestEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedToSuspendEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedToSuspendEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailedUpdatingSecondaryConfig") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailedUpdatingSecondaryConfig(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFailoverFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFailoverFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFaultToleranceStateChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceStateChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFaultToleranceTurnedOffEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceTurnedOffEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmFaultToleranceVmTerminatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceVmTerminatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmGuestOSCrashedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmGuestOSCrashedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmGuestRebootEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmGuestRebootEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmGuestShutdownEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmGuestShutdownEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmGuestStandbyEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmGuestStandbyEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmHealthMonitoringStateChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmHealthMonitoringStateChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmInstanceUuidAssignedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmInstanceUuidAssignedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmInstanceUuidChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmInstanceUuidChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmInstanceUuidConflictEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmInstanceUuidConflictEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmMacAssignedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMacAssignedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmMacChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMacChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmMacConflictEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMacConflictEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmMaxFTRestartCountReached") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMaxFTRestartCountReached(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmMaxRestartCountReached") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMaxRestartCountReached(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmMessageErrorEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMessageErrorEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmMessageEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMessageEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmMessageWarningEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMessageWarningEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmMigratedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMigratedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmNoCompatibleHostForSecondaryEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmNoCompatibleHostForSecondaryEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmNoNetworkAccessEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmNoNetworkAccessEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmOrphanedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmOrphanedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmPowerOffOnIsolationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmPowerOffOnIsolationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmPoweredOffEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmPoweredOffEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmPoweredOnEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmPoweredOnEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmPoweringOnWithCustomizedDVPortEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmPoweringOnWithCustomizedDVPortEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmPrimaryFailoverEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmPrimaryFailoverEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmReconfiguredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmReconfiguredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRegisteredEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRegisteredEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRelayoutSuccessfulEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRelayoutSuccessfulEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRelayoutUpToDateEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRelayoutUpToDateEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmReloadFromPathEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmReloadFromPathEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmReloadFromPathFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmReloadFromPathFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRelocateFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRelocateFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRelocateSpecEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRelocateSpecEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRelocatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRelocatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRemoteConsoleConnectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRemoteConsoleConnectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRemoteConsoleDisconnectedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRemoteConsoleDisconnectedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRemovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRemovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRenamedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRenamedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRequirementsExceedCurrentEVCModeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRequirementsExceedCurrentEVCModeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmResettingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmResettingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmResourcePoolMovedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmResourcePoolMovedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmResourceReallocatedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmResourceReallocatedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmRestartedOnAlternateHostEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmRestartedOnAlternateHostEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmResumingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmResumingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmSecondaryAddedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmSecondaryAddedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmSecondaryDisabledBySystemEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmSecondaryDisabledBySystemEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmSecondaryDisabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmSecondaryDisabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmSecondaryEnabledEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmSecondaryEnabledEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmSecondaryStartedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmSecondaryStartedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmShutdownOnIsolationEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmShutdownOnIsolationEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmStartRecordingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmStartRecordingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmStartReplayingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmStartReplayingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmStartingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmStartingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmStartingSecondaryEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmStartingSecondaryEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmStaticMacConflictEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmStaticMacConflictEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmStoppingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmStoppingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmSuspendedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmSuspendedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmSuspendingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmSuspendingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmTimedoutStartingSecondaryEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmTimedoutStartingSecondaryEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmUnsupportedStartingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmUnsupportedStartingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmUpgradeCompleteEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmUpgradeCompleteEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmUpgradeFailedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmUpgradeFailedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmUpgradingEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmUpgradingEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmUuidAssignedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmUuidAssignedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmUuidChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmUuidChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmUuidConflictEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmUuidConflictEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmVnicPoolReservationViolationClearEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmVnicPoolReservationViolationClearEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmVnicPoolReservationViolationRaiseEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmVnicPoolReservationViolationRaiseEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmWwnAssignedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmWwnAssignedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmWwnChangedEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmWwnChangedEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("VmWwnConflictEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmWwnConflictEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-events")]
-                    Some("WarningUpgradeEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::WarningUpgradeEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some(name) => {
-                        match r.registry().base_of(name) {
-                            Some(base) => {
-                                ancestor = Some(base);
-                                continue;
-                            }
-                            None => {
-                                match x::Decode::decode_boxed(r) {
-                                    Ok(v) => Self::Event(v),
-                                    Err(e) => return Err(e),
-                                }
-                            }
-                        }
-                    }
-                    None => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::Event(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                },
-            );
+impl<T: x::VariantOf<AnyEvent>> From<T> for AnyEvent {
+    fn from(value: T) -> Self {
+        value.into_variant()
+    }
+}
+impl x::VariantOf<AnyEvent> for Event {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::Event(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::Event(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
-        Ok(
-            match x::Decode::decode_boxed(r) {
-                Ok(v) => Self::Event(v),
-                Err(e) => return Err(e),
-            },
-        )
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AccountCreatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AccountCreatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AccountCreatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AccountRemovedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AccountRemovedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AccountRemovedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AccountUpdatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AccountUpdatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AccountUpdatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AdminPasswordNotChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AdminPasswordNotChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AdminPasswordNotChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmAcknowledgedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmAcknowledgedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmAcknowledgedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmActionTriggeredEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmActionTriggeredEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmActionTriggeredEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmClearedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmClearedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmClearedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmCreatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmCreatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmCreatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmEmailCompletedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmEmailCompletedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmEmailCompletedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmEmailFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmEmailFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmEmailFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmReconfiguredEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmReconfiguredEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmReconfiguredEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmRemovedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmRemovedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmRemovedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmScriptCompleteEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmScriptCompleteEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmScriptCompleteEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmScriptFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmScriptFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmScriptFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmSnmpCompletedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmSnmpCompletedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmSnmpCompletedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmSnmpFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmSnmpFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmSnmpFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlarmStatusChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlarmStatusChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlarmStatusChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AllVirtualMachinesLicensedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AllVirtualMachinesLicensedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AllVirtualMachinesLicensedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AlreadyAuthenticatedSessionEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AlreadyAuthenticatedSessionEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AlreadyAuthenticatedSessionEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for AuthorizationEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::AuthorizationEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::AuthorizationEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for BadUsernameSessionEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::BadUsernameSessionEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::BadUsernameSessionEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CanceledHostOperationEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CanceledHostOperationEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CanceledHostOperationEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ClusterComplianceCheckedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ClusterComplianceCheckedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ClusterComplianceCheckedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ClusterCreatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ClusterCreatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ClusterCreatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ClusterDestroyedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ClusterDestroyedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ClusterDestroyedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ClusterEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ClusterEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ClusterEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ClusterOvercommittedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ClusterOvercommittedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ClusterOvercommittedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ClusterReconfiguredEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ClusterReconfiguredEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ClusterReconfiguredEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ClusterStatusChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ClusterStatusChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ClusterStatusChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomFieldDefAddedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomFieldDefAddedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomFieldDefAddedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomFieldDefEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomFieldDefEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomFieldDefEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomFieldDefRemovedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomFieldDefRemovedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomFieldDefRemovedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomFieldDefRenamedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomFieldDefRenamedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomFieldDefRenamedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomFieldEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomFieldEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomFieldEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomFieldValueChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomFieldValueChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomFieldValueChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomizationEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomizationEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomizationEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomizationFailed {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomizationFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomizationFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomizationLinuxIdentityFailed {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomizationLinuxIdentityFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomizationLinuxIdentityFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomizationNetworkSetupFailed {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomizationNetworkSetupFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomizationNetworkSetupFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomizationStartedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomizationStartedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomizationStartedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomizationSucceeded {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomizationSucceeded(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomizationSucceeded(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomizationSysprepFailed {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomizationSysprepFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomizationSysprepFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for CustomizationUnknownFailure {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::CustomizationUnknownFailure(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::CustomizationUnknownFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DVPortgroupCreatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DVPortgroupCreatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DVPortgroupCreatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DVPortgroupDestroyedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DVPortgroupDestroyedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DVPortgroupDestroyedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DVPortgroupEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DVPortgroupEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DVPortgroupEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DVPortgroupReconfiguredEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DVPortgroupReconfiguredEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DVPortgroupReconfiguredEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DVPortgroupRenamedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DVPortgroupRenamedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DVPortgroupRenamedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DasAdmissionControlDisabledEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DasAdmissionControlDisabledEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DasAdmissionControlDisabledEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DasAdmissionControlEnabledEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DasAdmissionControlEnabledEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DasAdmissionControlEnabledEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DasAgentFoundEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DasAgentFoundEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DasAgentFoundEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DasAgentUnavailableEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DasAgentUnavailableEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DasAgentUnavailableEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DasClusterIsolatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DasClusterIsolatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DasClusterIsolatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DasDisabledEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DasDisabledEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DasDisabledEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DasEnabledEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DasEnabledEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DasEnabledEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DasHostFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DasHostFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DasHostFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DasHostIsolatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DasHostIsolatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DasHostIsolatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatacenterCreatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatacenterCreatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatacenterCreatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatacenterEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatacenterEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatacenterEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatacenterRenamedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatacenterRenamedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatacenterRenamedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreCapacityIncreasedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreCapacityIncreasedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreCapacityIncreasedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreDestroyedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreDestroyedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreDestroyedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreDiscoveredEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreDiscoveredEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreDiscoveredEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreDuplicatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreDuplicatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreDuplicatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreFileCopiedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreFileCopiedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreFileCopiedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreFileDeletedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreFileDeletedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreFileDeletedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreFileEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreFileEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreFileEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreFileMovedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreFileMovedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreFileMovedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreIORMReconfiguredEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreIORMReconfiguredEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreIORMReconfiguredEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastorePrincipalConfigured {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastorePrincipalConfigured(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastorePrincipalConfigured(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreRemovedOnHostEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreRemovedOnHostEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreRemovedOnHostEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreRenamedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreRenamedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreRenamedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DatastoreRenamedOnHostEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DatastoreRenamedOnHostEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DatastoreRenamedOnHostEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsDisabledEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsDisabledEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsDisabledEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsEnabledEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsEnabledEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsEnabledEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsEnteredStandbyModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsEnteredStandbyModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsEnteredStandbyModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsEnteringStandbyModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsEnteringStandbyModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsEnteringStandbyModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsExitStandbyModeFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsExitStandbyModeFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsExitStandbyModeFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsExitedStandbyModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsExitedStandbyModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsExitedStandbyModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsExitingStandbyModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsExitingStandbyModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsExitingStandbyModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsInvocationFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsInvocationFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsInvocationFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsRecoveredFromFailureEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsRecoveredFromFailureEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsRecoveredFromFailureEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsResourceConfigureFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsResourceConfigureFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsResourceConfigureFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsResourceConfigureSyncedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsResourceConfigureSyncedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsResourceConfigureSyncedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsRuleComplianceEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsRuleComplianceEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsRuleComplianceEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsRuleViolationEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsRuleViolationEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsRuleViolationEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsSoftRuleViolationEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsSoftRuleViolationEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsSoftRuleViolationEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsVmMigratedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsVmMigratedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsVmMigratedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DrsVmPoweredOnEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DrsVmPoweredOnEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DrsVmPoweredOnEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DuplicateIpDetectedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DuplicateIpDetectedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DuplicateIpDetectedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvpgImportEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvpgImportEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvpgImportEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvpgRestoreEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvpgRestoreEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvpgRestoreEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsCreatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsCreatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsCreatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsDestroyedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsDestroyedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsDestroyedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsHealthStatusChangeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsHealthStatusChangeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsHealthStatusChangeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsHostBackInSyncEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsHostBackInSyncEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsHostBackInSyncEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsHostJoinedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsHostJoinedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsHostJoinedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsHostLeftEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsHostLeftEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsHostLeftEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsHostStatusUpdated {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsHostStatusUpdated(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsHostStatusUpdated(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsHostWentOutOfSyncEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsHostWentOutOfSyncEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsHostWentOutOfSyncEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsImportEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsImportEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsImportEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsMergedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsMergedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsMergedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortBlockedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortBlockedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortBlockedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortConnectedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortConnectedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortConnectedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortCreatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortCreatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortCreatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortDeletedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortDeletedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortDeletedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortDisconnectedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortDisconnectedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortDisconnectedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortEnteredPassthruEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortEnteredPassthruEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortEnteredPassthruEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortExitedPassthruEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortExitedPassthruEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortExitedPassthruEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortJoinPortgroupEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortJoinPortgroupEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortJoinPortgroupEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortLeavePortgroupEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortLeavePortgroupEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortLeavePortgroupEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortLinkDownEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortLinkDownEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortLinkDownEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortLinkUpEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortLinkUpEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortLinkUpEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortReconfiguredEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortReconfiguredEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortReconfiguredEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortRuntimeChangeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortRuntimeChangeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortRuntimeChangeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortUnblockedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortUnblockedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortUnblockedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsPortVendorSpecificStateChangeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsPortVendorSpecificStateChangeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsPortVendorSpecificStateChangeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsReconfiguredEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsReconfiguredEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsReconfiguredEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsRenamedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsRenamedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsRenamedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsRestoreEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsRestoreEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsRestoreEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsUpgradeAvailableEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsUpgradeAvailableEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsUpgradeAvailableEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsUpgradeInProgressEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsUpgradeInProgressEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsUpgradeInProgressEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsUpgradeRejectedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsUpgradeRejectedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsUpgradeRejectedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for DvsUpgradedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::DvsUpgradedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::DvsUpgradedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for EnteredMaintenanceModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::EnteredMaintenanceModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::EnteredMaintenanceModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for EnteredStandbyModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::EnteredStandbyModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::EnteredStandbyModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for EnteringMaintenanceModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::EnteringMaintenanceModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::EnteringMaintenanceModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for EnteringStandbyModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::EnteringStandbyModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::EnteringStandbyModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ErrorUpgradeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ErrorUpgradeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ErrorUpgradeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for EventEx {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::EventEx(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::EventEx(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ExitMaintenanceModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ExitMaintenanceModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ExitMaintenanceModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ExitStandbyModeFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ExitStandbyModeFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ExitStandbyModeFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ExitedStandbyModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ExitedStandbyModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ExitedStandbyModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ExitingStandbyModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ExitingStandbyModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ExitingStandbyModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for ExtendedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::ExtendedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::ExtendedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for FailoverLevelRestored {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::FailoverLevelRestored(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::FailoverLevelRestored(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GeneralEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GeneralEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GeneralEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GeneralHostErrorEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GeneralHostErrorEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GeneralHostErrorEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GeneralHostInfoEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GeneralHostInfoEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GeneralHostInfoEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GeneralHostWarningEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GeneralHostWarningEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GeneralHostWarningEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GeneralUserEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GeneralUserEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GeneralUserEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GeneralVmErrorEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GeneralVmErrorEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GeneralVmErrorEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GeneralVmInfoEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GeneralVmInfoEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GeneralVmInfoEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GeneralVmWarningEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GeneralVmWarningEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GeneralVmWarningEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GhostDvsProxySwitchDetectedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GhostDvsProxySwitchDetectedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GhostDvsProxySwitchDetectedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GhostDvsProxySwitchRemovedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GhostDvsProxySwitchRemovedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GhostDvsProxySwitchRemovedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for GlobalMessageChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::GlobalMessageChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::GlobalMessageChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HealthStatusChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HealthStatusChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HealthStatusChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostAddFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostAddFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostAddFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostAddedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostAddedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostAddedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostAdminDisableEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostAdminDisableEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostAdminDisableEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostAdminEnableEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostAdminEnableEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostAdminEnableEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedAccountFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedAccountFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedAccountFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedAlreadyManagedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedAlreadyManagedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedAlreadyManagedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedBadCcagentEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedBadCcagentEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedBadCcagentEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedBadUsernameEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedBadUsernameEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedBadUsernameEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedBadVersionEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedBadVersionEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedBadVersionEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedCcagentUpgradeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedCcagentUpgradeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedCcagentUpgradeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedNetworkErrorEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedNetworkErrorEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedNetworkErrorEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedNoAccessEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedNoAccessEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedNoAccessEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedNoConnectionEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedNoConnectionEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedNoConnectionEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedNoLicenseEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedNoLicenseEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedNoLicenseEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedNotFoundEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedNotFoundEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedNotFoundEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCnxFailedTimeoutEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCnxFailedTimeoutEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCnxFailedTimeoutEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostComplianceCheckedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostComplianceCheckedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostComplianceCheckedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostCompliantEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostCompliantEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostCompliantEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostConfigAppliedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostConfigAppliedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostConfigAppliedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostConnectedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostConnectedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostConnectedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostConnectionLostEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostConnectionLostEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostConnectionLostEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostDasDisabledEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostDasDisabledEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostDasDisabledEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostDasDisablingEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostDasDisablingEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostDasDisablingEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostDasEnabledEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostDasEnabledEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostDasEnabledEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostDasEnablingEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostDasEnablingEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostDasEnablingEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostDasErrorEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostDasErrorEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostDasErrorEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostDasEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostDasEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostDasEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostDasOkEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostDasOkEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostDasOkEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostDisconnectedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostDisconnectedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostDisconnectedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostEnableAdminFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostEnableAdminFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostEnableAdminFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostExtraNetworksEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostExtraNetworksEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostExtraNetworksEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostGetShortNameFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostGetShortNameFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostGetShortNameFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostInAuditModeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostInAuditModeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostInAuditModeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostInventoryFullEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostInventoryFullEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostInventoryFullEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostInventoryUnreadableEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostInventoryUnreadableEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostInventoryUnreadableEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostIpChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostIpChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostIpChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostIpInconsistentEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostIpInconsistentEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostIpInconsistentEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostIpToShortNameFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostIpToShortNameFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostIpToShortNameFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostIsolationIpPingFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostIsolationIpPingFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostIsolationIpPingFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostLicenseExpiredEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostLicenseExpiredEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostLicenseExpiredEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostLocalPortCreatedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostLocalPortCreatedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostLocalPortCreatedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostMissingNetworksEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostMissingNetworksEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostMissingNetworksEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostMonitoringStateChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostMonitoringStateChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostMonitoringStateChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostNoAvailableNetworksEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostNoAvailableNetworksEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostNoAvailableNetworksEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostNoHAEnabledPortGroupsEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostNoHAEnabledPortGroupsEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostNoHAEnabledPortGroupsEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostNoRedundantManagementNetworkEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostNoRedundantManagementNetworkEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostNoRedundantManagementNetworkEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostNonCompliantEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostNonCompliantEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostNonCompliantEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostNotInClusterEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostNotInClusterEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostNotInClusterEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostOvercommittedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostOvercommittedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostOvercommittedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostPrimaryAgentNotShortNameEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostPrimaryAgentNotShortNameEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostPrimaryAgentNotShortNameEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostProfileAppliedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostProfileAppliedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostProfileAppliedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostReconnectionFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostReconnectionFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostReconnectionFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostRemovedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostRemovedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostRemovedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostShortNameInconsistentEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostShortNameInconsistentEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostShortNameInconsistentEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostShortNameToIpFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostShortNameToIpFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostShortNameToIpFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostShutdownEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostShutdownEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostShutdownEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostSpecificationChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostSpecificationChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostSpecificationChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostSpecificationRequireEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostSpecificationRequireEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostSpecificationRequireEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostSpecificationUpdateEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostSpecificationUpdateEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostSpecificationUpdateEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostStatusChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostStatusChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostStatusChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostSubSpecificationDeleteEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostSubSpecificationDeleteEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostSubSpecificationDeleteEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostSubSpecificationUpdateEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostSubSpecificationUpdateEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostSubSpecificationUpdateEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostSyncFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostSyncFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostSyncFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
     }
 }

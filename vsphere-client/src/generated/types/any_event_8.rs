@@ -5,3260 +5,3391 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl<T: x::VariantOf<AnyEvent>> From<T> for AnyEvent {
-    fn from(value: T) -> Self {
-        value.into_variant()
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostUpgradeFailedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostUpgradeFailedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostUpgradeFailedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostUserWorldSwapNotEnabledEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostUserWorldSwapNotEnabledEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostUserWorldSwapNotEnabledEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostVnicConnectedToCustomizedDVPortEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostVnicConnectedToCustomizedDVPortEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostVnicConnectedToCustomizedDVPortEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostWwnChangedEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostWwnChangedEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostWwnChangedEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for HostWwnConflictEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::HostWwnConflictEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::HostWwnConflictEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for IScsiBootFailureEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::IScsiBootFailureEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::IScsiBootFailureEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for IncorrectHostInformationEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::IncorrectHostInformationEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::IncorrectHostInformationEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for InfoUpgradeEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::InfoUpgradeEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::InfoUpgradeEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for InsufficientFailoverResourcesEvent {
+    #[inline]
+    fn into_variant(self) -> AnyEvent {
+        AnyEvent::InsufficientFailoverResourcesEvent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyEvent) -> Option<&Self> {
+        match any {
+            AnyEvent::InsufficientFailoverResourcesEvent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
     }
 }
-impl x::VariantOf<AnyEvent> for Event {
+#[cfg(feature = "all-events")]
+impl x::VariantOf<AnyEvent> for InvalidEditionEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::Event(Box::new(self))
+        AnyEvent::InvalidEditionEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::Event(v) => Some(v),
+            AnyEvent::InvalidEditionEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AccountCreatedEvent {
+impl x::VariantOf<AnyEvent> for LicenseEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AccountCreatedEvent(Box::new(self))
+        AnyEvent::LicenseEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AccountCreatedEvent(v) => Some(v),
+            AnyEvent::LicenseEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AccountRemovedEvent {
+impl x::VariantOf<AnyEvent> for LicenseExpiredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AccountRemovedEvent(Box::new(self))
+        AnyEvent::LicenseExpiredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AccountRemovedEvent(v) => Some(v),
+            AnyEvent::LicenseExpiredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AccountUpdatedEvent {
+impl x::VariantOf<AnyEvent> for LicenseNonComplianceEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AccountUpdatedEvent(Box::new(self))
+        AnyEvent::LicenseNonComplianceEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AccountUpdatedEvent(v) => Some(v),
+            AnyEvent::LicenseNonComplianceEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AdminPasswordNotChangedEvent {
+impl x::VariantOf<AnyEvent> for LicenseRestrictedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AdminPasswordNotChangedEvent(Box::new(self))
+        AnyEvent::LicenseRestrictedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AdminPasswordNotChangedEvent(v) => Some(v),
+            AnyEvent::LicenseRestrictedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmAcknowledgedEvent {
+impl x::VariantOf<AnyEvent> for LicenseServerAvailableEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmAcknowledgedEvent(Box::new(self))
+        AnyEvent::LicenseServerAvailableEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmAcknowledgedEvent(v) => Some(v),
+            AnyEvent::LicenseServerAvailableEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmActionTriggeredEvent {
+impl x::VariantOf<AnyEvent> for LicenseServerUnavailableEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmActionTriggeredEvent(Box::new(self))
+        AnyEvent::LicenseServerUnavailableEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmActionTriggeredEvent(v) => Some(v),
+            AnyEvent::LicenseServerUnavailableEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmClearedEvent {
+impl x::VariantOf<AnyEvent> for LocalDatastoreCreatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmClearedEvent(Box::new(self))
+        AnyEvent::LocalDatastoreCreatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmClearedEvent(v) => Some(v),
+            AnyEvent::LocalDatastoreCreatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmCreatedEvent {
+impl x::VariantOf<AnyEvent> for LocalTSMEnabledEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmCreatedEvent(Box::new(self))
+        AnyEvent::LocalTSMEnabledEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmCreatedEvent(v) => Some(v),
+            AnyEvent::LocalTSMEnabledEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmEmailCompletedEvent {
+impl x::VariantOf<AnyEvent> for LockerMisconfiguredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmEmailCompletedEvent(Box::new(self))
+        AnyEvent::LockerMisconfiguredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmEmailCompletedEvent(v) => Some(v),
+            AnyEvent::LockerMisconfiguredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmEmailFailedEvent {
+impl x::VariantOf<AnyEvent> for LockerReconfiguredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmEmailFailedEvent(Box::new(self))
+        AnyEvent::LockerReconfiguredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmEmailFailedEvent(v) => Some(v),
+            AnyEvent::LockerReconfiguredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmEvent {
+impl x::VariantOf<AnyEvent> for MigrationErrorEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmEvent(Box::new(self))
+        AnyEvent::MigrationErrorEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmEvent(v) => Some(v),
+            AnyEvent::MigrationErrorEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmReconfiguredEvent {
+impl x::VariantOf<AnyEvent> for MigrationEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmReconfiguredEvent(Box::new(self))
+        AnyEvent::MigrationEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmReconfiguredEvent(v) => Some(v),
+            AnyEvent::MigrationEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmRemovedEvent {
+impl x::VariantOf<AnyEvent> for MigrationHostErrorEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmRemovedEvent(Box::new(self))
+        AnyEvent::MigrationHostErrorEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmRemovedEvent(v) => Some(v),
+            AnyEvent::MigrationHostErrorEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmScriptCompleteEvent {
+impl x::VariantOf<AnyEvent> for MigrationHostWarningEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmScriptCompleteEvent(Box::new(self))
+        AnyEvent::MigrationHostWarningEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmScriptCompleteEvent(v) => Some(v),
+            AnyEvent::MigrationHostWarningEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmScriptFailedEvent {
+impl x::VariantOf<AnyEvent> for MigrationResourceErrorEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmScriptFailedEvent(Box::new(self))
+        AnyEvent::MigrationResourceErrorEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmScriptFailedEvent(v) => Some(v),
+            AnyEvent::MigrationResourceErrorEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmSnmpCompletedEvent {
+impl x::VariantOf<AnyEvent> for MigrationResourceWarningEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmSnmpCompletedEvent(Box::new(self))
+        AnyEvent::MigrationResourceWarningEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmSnmpCompletedEvent(v) => Some(v),
+            AnyEvent::MigrationResourceWarningEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmSnmpFailedEvent {
+impl x::VariantOf<AnyEvent> for MigrationWarningEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmSnmpFailedEvent(Box::new(self))
+        AnyEvent::MigrationWarningEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmSnmpFailedEvent(v) => Some(v),
+            AnyEvent::MigrationWarningEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlarmStatusChangedEvent {
+impl x::VariantOf<AnyEvent> for MtuMatchEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlarmStatusChangedEvent(Box::new(self))
+        AnyEvent::MtuMatchEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlarmStatusChangedEvent(v) => Some(v),
+            AnyEvent::MtuMatchEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AllVirtualMachinesLicensedEvent {
+impl x::VariantOf<AnyEvent> for MtuMismatchEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AllVirtualMachinesLicensedEvent(Box::new(self))
+        AnyEvent::MtuMismatchEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AllVirtualMachinesLicensedEvent(v) => Some(v),
+            AnyEvent::MtuMismatchEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AlreadyAuthenticatedSessionEvent {
+impl x::VariantOf<AnyEvent> for NASDatastoreCreatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AlreadyAuthenticatedSessionEvent(Box::new(self))
+        AnyEvent::NASDatastoreCreatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AlreadyAuthenticatedSessionEvent(v) => Some(v),
+            AnyEvent::NASDatastoreCreatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for AuthorizationEvent {
+impl x::VariantOf<AnyEvent> for NetworkRollbackEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::AuthorizationEvent(Box::new(self))
+        AnyEvent::NetworkRollbackEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::AuthorizationEvent(v) => Some(v),
+            AnyEvent::NetworkRollbackEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for BadUsernameSessionEvent {
+impl x::VariantOf<AnyEvent> for NoAccessUserEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::BadUsernameSessionEvent(Box::new(self))
+        AnyEvent::NoAccessUserEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::BadUsernameSessionEvent(v) => Some(v),
+            AnyEvent::NoAccessUserEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CanceledHostOperationEvent {
+impl x::VariantOf<AnyEvent> for NoDatastoresConfiguredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CanceledHostOperationEvent(Box::new(self))
+        AnyEvent::NoDatastoresConfiguredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CanceledHostOperationEvent(v) => Some(v),
+            AnyEvent::NoDatastoresConfiguredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ClusterComplianceCheckedEvent {
+impl x::VariantOf<AnyEvent> for NoLicenseEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterComplianceCheckedEvent(Box::new(self))
+        AnyEvent::NoLicenseEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ClusterComplianceCheckedEvent(v) => Some(v),
+            AnyEvent::NoLicenseEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ClusterCreatedEvent {
+impl x::VariantOf<AnyEvent> for NoMaintenanceModeDrsRecommendationForVM {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterCreatedEvent(Box::new(self))
+        AnyEvent::NoMaintenanceModeDrsRecommendationForVM(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ClusterCreatedEvent(v) => Some(v),
+            AnyEvent::NoMaintenanceModeDrsRecommendationForVM(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ClusterDestroyedEvent {
+impl x::VariantOf<AnyEvent> for NonVIWorkloadDetectedOnDatastoreEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterDestroyedEvent(Box::new(self))
+        AnyEvent::NonVIWorkloadDetectedOnDatastoreEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ClusterDestroyedEvent(v) => Some(v),
+            AnyEvent::NonVIWorkloadDetectedOnDatastoreEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ClusterEvent {
+impl x::VariantOf<AnyEvent> for NotEnoughResourcesToStartVmEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterEvent(Box::new(self))
+        AnyEvent::NotEnoughResourcesToStartVmEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ClusterEvent(v) => Some(v),
+            AnyEvent::NotEnoughResourcesToStartVmEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ClusterOvercommittedEvent {
+impl x::VariantOf<AnyEvent> for OutOfSyncDvsHost {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterOvercommittedEvent(Box::new(self))
+        AnyEvent::OutOfSyncDvsHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ClusterOvercommittedEvent(v) => Some(v),
+            AnyEvent::OutOfSyncDvsHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ClusterReconfiguredEvent {
+impl x::VariantOf<AnyEvent> for PermissionAddedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterReconfiguredEvent(Box::new(self))
+        AnyEvent::PermissionAddedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ClusterReconfiguredEvent(v) => Some(v),
+            AnyEvent::PermissionAddedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ClusterStatusChangedEvent {
+impl x::VariantOf<AnyEvent> for PermissionEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ClusterStatusChangedEvent(Box::new(self))
+        AnyEvent::PermissionEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ClusterStatusChangedEvent(v) => Some(v),
+            AnyEvent::PermissionEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomFieldDefAddedEvent {
+impl x::VariantOf<AnyEvent> for PermissionRemovedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefAddedEvent(Box::new(self))
+        AnyEvent::PermissionRemovedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomFieldDefAddedEvent(v) => Some(v),
+            AnyEvent::PermissionRemovedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomFieldDefEvent {
+impl x::VariantOf<AnyEvent> for PermissionUpdatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefEvent(Box::new(self))
+        AnyEvent::PermissionUpdatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomFieldDefEvent(v) => Some(v),
+            AnyEvent::PermissionUpdatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomFieldDefRemovedEvent {
+impl x::VariantOf<AnyEvent> for ProfileAssociatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefRemovedEvent(Box::new(self))
+        AnyEvent::ProfileAssociatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomFieldDefRemovedEvent(v) => Some(v),
+            AnyEvent::ProfileAssociatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomFieldDefRenamedEvent {
+impl x::VariantOf<AnyEvent> for ProfileChangedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldDefRenamedEvent(Box::new(self))
+        AnyEvent::ProfileChangedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomFieldDefRenamedEvent(v) => Some(v),
+            AnyEvent::ProfileChangedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomFieldEvent {
+impl x::VariantOf<AnyEvent> for ProfileCreatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldEvent(Box::new(self))
+        AnyEvent::ProfileCreatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomFieldEvent(v) => Some(v),
+            AnyEvent::ProfileCreatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomFieldValueChangedEvent {
+impl x::VariantOf<AnyEvent> for ProfileDissociatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomFieldValueChangedEvent(Box::new(self))
+        AnyEvent::ProfileDissociatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomFieldValueChangedEvent(v) => Some(v),
+            AnyEvent::ProfileDissociatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomizationEvent {
+impl x::VariantOf<AnyEvent> for ProfileEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationEvent(Box::new(self))
+        AnyEvent::ProfileEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomizationEvent(v) => Some(v),
+            AnyEvent::ProfileEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomizationFailed {
+impl x::VariantOf<AnyEvent> for ProfileReferenceHostChangedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationFailed(Box::new(self))
+        AnyEvent::ProfileReferenceHostChangedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomizationFailed(v) => Some(v),
+            AnyEvent::ProfileReferenceHostChangedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomizationLinuxIdentityFailed {
+impl x::VariantOf<AnyEvent> for ProfileRemovedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationLinuxIdentityFailed(Box::new(self))
+        AnyEvent::ProfileRemovedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomizationLinuxIdentityFailed(v) => Some(v),
+            AnyEvent::ProfileRemovedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomizationNetworkSetupFailed {
+impl x::VariantOf<AnyEvent> for RecoveryEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationNetworkSetupFailed(Box::new(self))
+        AnyEvent::RecoveryEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomizationNetworkSetupFailed(v) => Some(v),
+            AnyEvent::RecoveryEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomizationStartedEvent {
+impl x::VariantOf<AnyEvent> for RemoteTSMEnabledEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationStartedEvent(Box::new(self))
+        AnyEvent::RemoteTSMEnabledEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomizationStartedEvent(v) => Some(v),
+            AnyEvent::RemoteTSMEnabledEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomizationSucceeded {
+impl x::VariantOf<AnyEvent> for ResourcePoolCreatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationSucceeded(Box::new(self))
+        AnyEvent::ResourcePoolCreatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomizationSucceeded(v) => Some(v),
+            AnyEvent::ResourcePoolCreatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomizationSysprepFailed {
+impl x::VariantOf<AnyEvent> for ResourcePoolDestroyedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationSysprepFailed(Box::new(self))
+        AnyEvent::ResourcePoolDestroyedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomizationSysprepFailed(v) => Some(v),
+            AnyEvent::ResourcePoolDestroyedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for CustomizationUnknownFailure {
+impl x::VariantOf<AnyEvent> for ResourcePoolEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::CustomizationUnknownFailure(Box::new(self))
+        AnyEvent::ResourcePoolEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::CustomizationUnknownFailure(v) => Some(v),
+            AnyEvent::ResourcePoolEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DVPortgroupCreatedEvent {
+impl x::VariantOf<AnyEvent> for ResourcePoolMovedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupCreatedEvent(Box::new(self))
+        AnyEvent::ResourcePoolMovedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DVPortgroupCreatedEvent(v) => Some(v),
+            AnyEvent::ResourcePoolMovedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DVPortgroupDestroyedEvent {
+impl x::VariantOf<AnyEvent> for ResourcePoolReconfiguredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupDestroyedEvent(Box::new(self))
+        AnyEvent::ResourcePoolReconfiguredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DVPortgroupDestroyedEvent(v) => Some(v),
+            AnyEvent::ResourcePoolReconfiguredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DVPortgroupEvent {
+impl x::VariantOf<AnyEvent> for ResourceViolatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupEvent(Box::new(self))
+        AnyEvent::ResourceViolatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DVPortgroupEvent(v) => Some(v),
+            AnyEvent::ResourceViolatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DVPortgroupReconfiguredEvent {
+impl x::VariantOf<AnyEvent> for RoleAddedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupReconfiguredEvent(Box::new(self))
+        AnyEvent::RoleAddedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DVPortgroupReconfiguredEvent(v) => Some(v),
+            AnyEvent::RoleAddedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DVPortgroupRenamedEvent {
+impl x::VariantOf<AnyEvent> for RoleEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DVPortgroupRenamedEvent(Box::new(self))
+        AnyEvent::RoleEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DVPortgroupRenamedEvent(v) => Some(v),
+            AnyEvent::RoleEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DasAdmissionControlDisabledEvent {
+impl x::VariantOf<AnyEvent> for RoleRemovedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAdmissionControlDisabledEvent(Box::new(self))
+        AnyEvent::RoleRemovedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DasAdmissionControlDisabledEvent(v) => Some(v),
+            AnyEvent::RoleRemovedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DasAdmissionControlEnabledEvent {
+impl x::VariantOf<AnyEvent> for RoleUpdatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAdmissionControlEnabledEvent(Box::new(self))
+        AnyEvent::RoleUpdatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DasAdmissionControlEnabledEvent(v) => Some(v),
+            AnyEvent::RoleUpdatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DasAgentFoundEvent {
+impl x::VariantOf<AnyEvent> for RollbackEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAgentFoundEvent(Box::new(self))
+        AnyEvent::RollbackEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DasAgentFoundEvent(v) => Some(v),
+            AnyEvent::RollbackEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DasAgentUnavailableEvent {
+impl x::VariantOf<AnyEvent> for ScheduledTaskCompletedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasAgentUnavailableEvent(Box::new(self))
+        AnyEvent::ScheduledTaskCompletedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DasAgentUnavailableEvent(v) => Some(v),
+            AnyEvent::ScheduledTaskCompletedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DasClusterIsolatedEvent {
+impl x::VariantOf<AnyEvent> for ScheduledTaskCreatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasClusterIsolatedEvent(Box::new(self))
+        AnyEvent::ScheduledTaskCreatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DasClusterIsolatedEvent(v) => Some(v),
+            AnyEvent::ScheduledTaskCreatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DasDisabledEvent {
+impl x::VariantOf<AnyEvent> for ScheduledTaskEmailCompletedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasDisabledEvent(Box::new(self))
+        AnyEvent::ScheduledTaskEmailCompletedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DasDisabledEvent(v) => Some(v),
+            AnyEvent::ScheduledTaskEmailCompletedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DasEnabledEvent {
+impl x::VariantOf<AnyEvent> for ScheduledTaskEmailFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasEnabledEvent(Box::new(self))
+        AnyEvent::ScheduledTaskEmailFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DasEnabledEvent(v) => Some(v),
+            AnyEvent::ScheduledTaskEmailFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DasHostFailedEvent {
+impl x::VariantOf<AnyEvent> for ScheduledTaskEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasHostFailedEvent(Box::new(self))
+        AnyEvent::ScheduledTaskEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DasHostFailedEvent(v) => Some(v),
+            AnyEvent::ScheduledTaskEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DasHostIsolatedEvent {
+impl x::VariantOf<AnyEvent> for ScheduledTaskFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DasHostIsolatedEvent(Box::new(self))
+        AnyEvent::ScheduledTaskFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DasHostIsolatedEvent(v) => Some(v),
+            AnyEvent::ScheduledTaskFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatacenterCreatedEvent {
+impl x::VariantOf<AnyEvent> for ScheduledTaskReconfiguredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatacenterCreatedEvent(Box::new(self))
+        AnyEvent::ScheduledTaskReconfiguredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatacenterCreatedEvent(v) => Some(v),
+            AnyEvent::ScheduledTaskReconfiguredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatacenterEvent {
+impl x::VariantOf<AnyEvent> for ScheduledTaskRemovedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatacenterEvent(Box::new(self))
+        AnyEvent::ScheduledTaskRemovedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatacenterEvent(v) => Some(v),
+            AnyEvent::ScheduledTaskRemovedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatacenterRenamedEvent {
+impl x::VariantOf<AnyEvent> for ScheduledTaskStartedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatacenterRenamedEvent(Box::new(self))
+        AnyEvent::ScheduledTaskStartedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatacenterRenamedEvent(v) => Some(v),
+            AnyEvent::ScheduledTaskStartedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreCapacityIncreasedEvent {
+impl x::VariantOf<AnyEvent> for ServerLicenseExpiredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreCapacityIncreasedEvent(Box::new(self))
+        AnyEvent::ServerLicenseExpiredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreCapacityIncreasedEvent(v) => Some(v),
+            AnyEvent::ServerLicenseExpiredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreDestroyedEvent {
+impl x::VariantOf<AnyEvent> for ServerStartedSessionEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreDestroyedEvent(Box::new(self))
+        AnyEvent::ServerStartedSessionEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreDestroyedEvent(v) => Some(v),
+            AnyEvent::ServerStartedSessionEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreDiscoveredEvent {
+impl x::VariantOf<AnyEvent> for SessionEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreDiscoveredEvent(Box::new(self))
+        AnyEvent::SessionEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreDiscoveredEvent(v) => Some(v),
+            AnyEvent::SessionEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreDuplicatedEvent {
+impl x::VariantOf<AnyEvent> for SessionTerminatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreDuplicatedEvent(Box::new(self))
+        AnyEvent::SessionTerminatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreDuplicatedEvent(v) => Some(v),
+            AnyEvent::SessionTerminatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreEvent {
+impl x::VariantOf<AnyEvent> for TaskEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreEvent(Box::new(self))
+        AnyEvent::TaskEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreEvent(v) => Some(v),
+            AnyEvent::TaskEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreFileCopiedEvent {
+impl x::VariantOf<AnyEvent> for TaskTimeoutEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileCopiedEvent(Box::new(self))
+        AnyEvent::TaskTimeoutEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreFileCopiedEvent(v) => Some(v),
+            AnyEvent::TaskTimeoutEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreFileDeletedEvent {
+impl x::VariantOf<AnyEvent> for TeamingMatchEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileDeletedEvent(Box::new(self))
+        AnyEvent::TeamingMatchEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreFileDeletedEvent(v) => Some(v),
+            AnyEvent::TeamingMatchEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreFileEvent {
+impl x::VariantOf<AnyEvent> for TeamingMisMatchEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileEvent(Box::new(self))
+        AnyEvent::TeamingMisMatchEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreFileEvent(v) => Some(v),
+            AnyEvent::TeamingMisMatchEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreFileMovedEvent {
+impl x::VariantOf<AnyEvent> for TemplateBeingUpgradedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreFileMovedEvent(Box::new(self))
+        AnyEvent::TemplateBeingUpgradedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreFileMovedEvent(v) => Some(v),
+            AnyEvent::TemplateBeingUpgradedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreIORMReconfiguredEvent {
+impl x::VariantOf<AnyEvent> for TemplateUpgradeEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreIORMReconfiguredEvent(Box::new(self))
+        AnyEvent::TemplateUpgradeEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreIORMReconfiguredEvent(v) => Some(v),
+            AnyEvent::TemplateUpgradeEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastorePrincipalConfigured {
+impl x::VariantOf<AnyEvent> for TemplateUpgradeFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastorePrincipalConfigured(Box::new(self))
+        AnyEvent::TemplateUpgradeFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastorePrincipalConfigured(v) => Some(v),
+            AnyEvent::TemplateUpgradeFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreRemovedOnHostEvent {
+impl x::VariantOf<AnyEvent> for TemplateUpgradedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreRemovedOnHostEvent(Box::new(self))
+        AnyEvent::TemplateUpgradedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreRemovedOnHostEvent(v) => Some(v),
+            AnyEvent::TemplateUpgradedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreRenamedEvent {
+impl x::VariantOf<AnyEvent> for TimedOutHostOperationEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreRenamedEvent(Box::new(self))
+        AnyEvent::TimedOutHostOperationEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreRenamedEvent(v) => Some(v),
+            AnyEvent::TimedOutHostOperationEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DatastoreRenamedOnHostEvent {
+impl x::VariantOf<AnyEvent> for UnlicensedVirtualMachinesEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DatastoreRenamedOnHostEvent(Box::new(self))
+        AnyEvent::UnlicensedVirtualMachinesEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DatastoreRenamedOnHostEvent(v) => Some(v),
+            AnyEvent::UnlicensedVirtualMachinesEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsDisabledEvent {
+impl x::VariantOf<AnyEvent> for UnlicensedVirtualMachinesFoundEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsDisabledEvent(Box::new(self))
+        AnyEvent::UnlicensedVirtualMachinesFoundEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsDisabledEvent(v) => Some(v),
+            AnyEvent::UnlicensedVirtualMachinesFoundEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsEnabledEvent {
+impl x::VariantOf<AnyEvent> for UpdatedAgentBeingRestartedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsEnabledEvent(Box::new(self))
+        AnyEvent::UpdatedAgentBeingRestartedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsEnabledEvent(v) => Some(v),
+            AnyEvent::UpdatedAgentBeingRestartedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsEnteredStandbyModeEvent {
+impl x::VariantOf<AnyEvent> for UpgradeEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsEnteredStandbyModeEvent(Box::new(self))
+        AnyEvent::UpgradeEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsEnteredStandbyModeEvent(v) => Some(v),
+            AnyEvent::UpgradeEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsEnteringStandbyModeEvent {
+impl x::VariantOf<AnyEvent> for UplinkPortMtuNotSupportEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsEnteringStandbyModeEvent(Box::new(self))
+        AnyEvent::UplinkPortMtuNotSupportEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsEnteringStandbyModeEvent(v) => Some(v),
+            AnyEvent::UplinkPortMtuNotSupportEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsExitStandbyModeFailedEvent {
+impl x::VariantOf<AnyEvent> for UplinkPortMtuSupportEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsExitStandbyModeFailedEvent(Box::new(self))
+        AnyEvent::UplinkPortMtuSupportEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsExitStandbyModeFailedEvent(v) => Some(v),
+            AnyEvent::UplinkPortMtuSupportEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsExitedStandbyModeEvent {
+impl x::VariantOf<AnyEvent> for UplinkPortVlanTrunkedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsExitedStandbyModeEvent(Box::new(self))
+        AnyEvent::UplinkPortVlanTrunkedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsExitedStandbyModeEvent(v) => Some(v),
+            AnyEvent::UplinkPortVlanTrunkedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsExitingStandbyModeEvent {
+impl x::VariantOf<AnyEvent> for UplinkPortVlanUntrunkedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsExitingStandbyModeEvent(Box::new(self))
+        AnyEvent::UplinkPortVlanUntrunkedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsExitingStandbyModeEvent(v) => Some(v),
+            AnyEvent::UplinkPortVlanUntrunkedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsInvocationFailedEvent {
+impl x::VariantOf<AnyEvent> for UserAssignedToGroup {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsInvocationFailedEvent(Box::new(self))
+        AnyEvent::UserAssignedToGroup(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsInvocationFailedEvent(v) => Some(v),
+            AnyEvent::UserAssignedToGroup(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsRecoveredFromFailureEvent {
+impl x::VariantOf<AnyEvent> for UserLoginSessionEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsRecoveredFromFailureEvent(Box::new(self))
+        AnyEvent::UserLoginSessionEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsRecoveredFromFailureEvent(v) => Some(v),
+            AnyEvent::UserLoginSessionEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsResourceConfigureFailedEvent {
+impl x::VariantOf<AnyEvent> for UserLogoutSessionEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsResourceConfigureFailedEvent(Box::new(self))
+        AnyEvent::UserLogoutSessionEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsResourceConfigureFailedEvent(v) => Some(v),
+            AnyEvent::UserLogoutSessionEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsResourceConfigureSyncedEvent {
+impl x::VariantOf<AnyEvent> for UserPasswordChanged {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsResourceConfigureSyncedEvent(Box::new(self))
+        AnyEvent::UserPasswordChanged(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsResourceConfigureSyncedEvent(v) => Some(v),
+            AnyEvent::UserPasswordChanged(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsRuleComplianceEvent {
+impl x::VariantOf<AnyEvent> for UserUnassignedFromGroup {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsRuleComplianceEvent(Box::new(self))
+        AnyEvent::UserUnassignedFromGroup(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsRuleComplianceEvent(v) => Some(v),
+            AnyEvent::UserUnassignedFromGroup(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsRuleViolationEvent {
+impl x::VariantOf<AnyEvent> for UserUpgradeEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsRuleViolationEvent(Box::new(self))
+        AnyEvent::UserUpgradeEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsRuleViolationEvent(v) => Some(v),
+            AnyEvent::UserUpgradeEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsSoftRuleViolationEvent {
+impl x::VariantOf<AnyEvent> for VMFSDatastoreCreatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsSoftRuleViolationEvent(Box::new(self))
+        AnyEvent::VMFSDatastoreCreatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsSoftRuleViolationEvent(v) => Some(v),
+            AnyEvent::VMFSDatastoreCreatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsVmMigratedEvent {
+impl x::VariantOf<AnyEvent> for VMFSDatastoreExpandedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsVmMigratedEvent(Box::new(self))
+        AnyEvent::VMFSDatastoreExpandedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsVmMigratedEvent(v) => Some(v),
+            AnyEvent::VMFSDatastoreExpandedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DrsVmPoweredOnEvent {
+impl x::VariantOf<AnyEvent> for VMFSDatastoreExtendedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DrsVmPoweredOnEvent(Box::new(self))
+        AnyEvent::VMFSDatastoreExtendedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DrsVmPoweredOnEvent(v) => Some(v),
+            AnyEvent::VMFSDatastoreExtendedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DuplicateIpDetectedEvent {
+impl x::VariantOf<AnyEvent> for VMotionLicenseExpiredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DuplicateIpDetectedEvent(Box::new(self))
+        AnyEvent::VMotionLicenseExpiredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DuplicateIpDetectedEvent(v) => Some(v),
+            AnyEvent::VMotionLicenseExpiredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvpgImportEvent {
+impl x::VariantOf<AnyEvent> for VcAgentUninstallFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvpgImportEvent(Box::new(self))
+        AnyEvent::VcAgentUninstallFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvpgImportEvent(v) => Some(v),
+            AnyEvent::VcAgentUninstallFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvpgRestoreEvent {
+impl x::VariantOf<AnyEvent> for VcAgentUninstalledEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvpgRestoreEvent(Box::new(self))
+        AnyEvent::VcAgentUninstalledEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvpgRestoreEvent(v) => Some(v),
+            AnyEvent::VcAgentUninstalledEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsCreatedEvent {
+impl x::VariantOf<AnyEvent> for VcAgentUpgradeFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsCreatedEvent(Box::new(self))
+        AnyEvent::VcAgentUpgradeFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsCreatedEvent(v) => Some(v),
+            AnyEvent::VcAgentUpgradeFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsDestroyedEvent {
+impl x::VariantOf<AnyEvent> for VcAgentUpgradedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsDestroyedEvent(Box::new(self))
+        AnyEvent::VcAgentUpgradedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsDestroyedEvent(v) => Some(v),
+            AnyEvent::VcAgentUpgradedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsEvent {
+impl x::VariantOf<AnyEvent> for VimAccountPasswordChangedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsEvent(Box::new(self))
+        AnyEvent::VimAccountPasswordChangedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsEvent(v) => Some(v),
+            AnyEvent::VimAccountPasswordChangedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsHealthStatusChangeEvent {
+impl x::VariantOf<AnyEvent> for VmAcquiredMksTicketEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHealthStatusChangeEvent(Box::new(self))
+        AnyEvent::VmAcquiredMksTicketEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsHealthStatusChangeEvent(v) => Some(v),
+            AnyEvent::VmAcquiredMksTicketEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsHostBackInSyncEvent {
+impl x::VariantOf<AnyEvent> for VmAcquiredTicketEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostBackInSyncEvent(Box::new(self))
+        AnyEvent::VmAcquiredTicketEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsHostBackInSyncEvent(v) => Some(v),
+            AnyEvent::VmAcquiredTicketEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsHostJoinedEvent {
+impl x::VariantOf<AnyEvent> for VmAutoRenameEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostJoinedEvent(Box::new(self))
+        AnyEvent::VmAutoRenameEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsHostJoinedEvent(v) => Some(v),
+            AnyEvent::VmAutoRenameEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsHostLeftEvent {
+impl x::VariantOf<AnyEvent> for VmBeingClonedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostLeftEvent(Box::new(self))
+        AnyEvent::VmBeingClonedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsHostLeftEvent(v) => Some(v),
+            AnyEvent::VmBeingClonedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsHostStatusUpdated {
+impl x::VariantOf<AnyEvent> for VmBeingClonedNoFolderEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostStatusUpdated(Box::new(self))
+        AnyEvent::VmBeingClonedNoFolderEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsHostStatusUpdated(v) => Some(v),
+            AnyEvent::VmBeingClonedNoFolderEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsHostWentOutOfSyncEvent {
+impl x::VariantOf<AnyEvent> for VmBeingCreatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsHostWentOutOfSyncEvent(Box::new(self))
+        AnyEvent::VmBeingCreatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsHostWentOutOfSyncEvent(v) => Some(v),
+            AnyEvent::VmBeingCreatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsImportEvent {
+impl x::VariantOf<AnyEvent> for VmBeingDeployedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsImportEvent(Box::new(self))
+        AnyEvent::VmBeingDeployedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsImportEvent(v) => Some(v),
+            AnyEvent::VmBeingDeployedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsMergedEvent {
+impl x::VariantOf<AnyEvent> for VmBeingHotMigratedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsMergedEvent(Box::new(self))
+        AnyEvent::VmBeingHotMigratedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsMergedEvent(v) => Some(v),
+            AnyEvent::VmBeingHotMigratedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortBlockedEvent {
+impl x::VariantOf<AnyEvent> for VmBeingMigratedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortBlockedEvent(Box::new(self))
+        AnyEvent::VmBeingMigratedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortBlockedEvent(v) => Some(v),
+            AnyEvent::VmBeingMigratedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortConnectedEvent {
+impl x::VariantOf<AnyEvent> for VmBeingRelocatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortConnectedEvent(Box::new(self))
+        AnyEvent::VmBeingRelocatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortConnectedEvent(v) => Some(v),
+            AnyEvent::VmBeingRelocatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortCreatedEvent {
+impl x::VariantOf<AnyEvent> for VmCloneEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortCreatedEvent(Box::new(self))
+        AnyEvent::VmCloneEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortCreatedEvent(v) => Some(v),
+            AnyEvent::VmCloneEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortDeletedEvent {
+impl x::VariantOf<AnyEvent> for VmCloneFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortDeletedEvent(Box::new(self))
+        AnyEvent::VmCloneFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortDeletedEvent(v) => Some(v),
+            AnyEvent::VmCloneFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortDisconnectedEvent {
+impl x::VariantOf<AnyEvent> for VmClonedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortDisconnectedEvent(Box::new(self))
+        AnyEvent::VmClonedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortDisconnectedEvent(v) => Some(v),
+            AnyEvent::VmClonedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortEnteredPassthruEvent {
+impl x::VariantOf<AnyEvent> for VmConfigMissingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortEnteredPassthruEvent(Box::new(self))
+        AnyEvent::VmConfigMissingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortEnteredPassthruEvent(v) => Some(v),
+            AnyEvent::VmConfigMissingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortExitedPassthruEvent {
+impl x::VariantOf<AnyEvent> for VmConnectedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortExitedPassthruEvent(Box::new(self))
+        AnyEvent::VmConnectedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortExitedPassthruEvent(v) => Some(v),
+            AnyEvent::VmConnectedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortJoinPortgroupEvent {
+impl x::VariantOf<AnyEvent> for VmCreatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortJoinPortgroupEvent(Box::new(self))
+        AnyEvent::VmCreatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortJoinPortgroupEvent(v) => Some(v),
+            AnyEvent::VmCreatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortLeavePortgroupEvent {
+impl x::VariantOf<AnyEvent> for VmDasBeingResetEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortLeavePortgroupEvent(Box::new(self))
+        AnyEvent::VmDasBeingResetEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortLeavePortgroupEvent(v) => Some(v),
+            AnyEvent::VmDasBeingResetEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortLinkDownEvent {
+impl x::VariantOf<AnyEvent> for VmDasBeingResetWithScreenshotEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortLinkDownEvent(Box::new(self))
+        AnyEvent::VmDasBeingResetWithScreenshotEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortLinkDownEvent(v) => Some(v),
+            AnyEvent::VmDasBeingResetWithScreenshotEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortLinkUpEvent {
+impl x::VariantOf<AnyEvent> for VmDasResetFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortLinkUpEvent(Box::new(self))
+        AnyEvent::VmDasResetFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortLinkUpEvent(v) => Some(v),
+            AnyEvent::VmDasResetFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortReconfiguredEvent {
+impl x::VariantOf<AnyEvent> for VmDasUpdateErrorEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortReconfiguredEvent(Box::new(self))
+        AnyEvent::VmDasUpdateErrorEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortReconfiguredEvent(v) => Some(v),
+            AnyEvent::VmDasUpdateErrorEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortRuntimeChangeEvent {
+impl x::VariantOf<AnyEvent> for VmDasUpdateOkEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortRuntimeChangeEvent(Box::new(self))
+        AnyEvent::VmDasUpdateOkEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortRuntimeChangeEvent(v) => Some(v),
+            AnyEvent::VmDasUpdateOkEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortUnblockedEvent {
+impl x::VariantOf<AnyEvent> for VmDateRolledBackEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortUnblockedEvent(Box::new(self))
+        AnyEvent::VmDateRolledBackEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortUnblockedEvent(v) => Some(v),
+            AnyEvent::VmDateRolledBackEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsPortVendorSpecificStateChangeEvent {
+impl x::VariantOf<AnyEvent> for VmDeployFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsPortVendorSpecificStateChangeEvent(Box::new(self))
+        AnyEvent::VmDeployFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsPortVendorSpecificStateChangeEvent(v) => Some(v),
+            AnyEvent::VmDeployFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsReconfiguredEvent {
+impl x::VariantOf<AnyEvent> for VmDeployedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsReconfiguredEvent(Box::new(self))
+        AnyEvent::VmDeployedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsReconfiguredEvent(v) => Some(v),
+            AnyEvent::VmDeployedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsRenamedEvent {
+impl x::VariantOf<AnyEvent> for VmDisconnectedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsRenamedEvent(Box::new(self))
+        AnyEvent::VmDisconnectedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsRenamedEvent(v) => Some(v),
+            AnyEvent::VmDisconnectedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsRestoreEvent {
+impl x::VariantOf<AnyEvent> for VmDiscoveredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsRestoreEvent(Box::new(self))
+        AnyEvent::VmDiscoveredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsRestoreEvent(v) => Some(v),
+            AnyEvent::VmDiscoveredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsUpgradeAvailableEvent {
+impl x::VariantOf<AnyEvent> for VmDiskFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradeAvailableEvent(Box::new(self))
+        AnyEvent::VmDiskFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsUpgradeAvailableEvent(v) => Some(v),
+            AnyEvent::VmDiskFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsUpgradeInProgressEvent {
+impl x::VariantOf<AnyEvent> for VmEmigratingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradeInProgressEvent(Box::new(self))
+        AnyEvent::VmEmigratingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsUpgradeInProgressEvent(v) => Some(v),
+            AnyEvent::VmEmigratingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsUpgradeRejectedEvent {
+impl x::VariantOf<AnyEvent> for VmEndRecordingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradeRejectedEvent(Box::new(self))
+        AnyEvent::VmEndRecordingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsUpgradeRejectedEvent(v) => Some(v),
+            AnyEvent::VmEndRecordingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for DvsUpgradedEvent {
+impl x::VariantOf<AnyEvent> for VmEndReplayingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::DvsUpgradedEvent(Box::new(self))
+        AnyEvent::VmEndReplayingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::DvsUpgradedEvent(v) => Some(v),
+            AnyEvent::VmEndReplayingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for EnteredMaintenanceModeEvent {
+impl x::VariantOf<AnyEvent> for VmEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteredMaintenanceModeEvent(Box::new(self))
+        AnyEvent::VmEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::EnteredMaintenanceModeEvent(v) => Some(v),
+            AnyEvent::VmEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for EnteredStandbyModeEvent {
+impl x::VariantOf<AnyEvent> for VmFailedMigrateEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteredStandbyModeEvent(Box::new(self))
+        AnyEvent::VmFailedMigrateEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::EnteredStandbyModeEvent(v) => Some(v),
+            AnyEvent::VmFailedMigrateEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for EnteringMaintenanceModeEvent {
+impl x::VariantOf<AnyEvent> for VmFailedRelayoutEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteringMaintenanceModeEvent(Box::new(self))
+        AnyEvent::VmFailedRelayoutEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::EnteringMaintenanceModeEvent(v) => Some(v),
+            AnyEvent::VmFailedRelayoutEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for EnteringStandbyModeEvent {
+impl x::VariantOf<AnyEvent> for VmFailedRelayoutOnVmfs2DatastoreEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::EnteringStandbyModeEvent(Box::new(self))
+        AnyEvent::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::EnteringStandbyModeEvent(v) => Some(v),
+            AnyEvent::VmFailedRelayoutOnVmfs2DatastoreEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ErrorUpgradeEvent {
+impl x::VariantOf<AnyEvent> for VmFailedStartingSecondaryEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ErrorUpgradeEvent(Box::new(self))
+        AnyEvent::VmFailedStartingSecondaryEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ErrorUpgradeEvent(v) => Some(v),
+            AnyEvent::VmFailedStartingSecondaryEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for EventEx {
+impl x::VariantOf<AnyEvent> for VmFailedToPowerOffEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::EventEx(Box::new(self))
+        AnyEvent::VmFailedToPowerOffEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::EventEx(v) => Some(v),
+            AnyEvent::VmFailedToPowerOffEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ExitMaintenanceModeEvent {
+impl x::VariantOf<AnyEvent> for VmFailedToPowerOnEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitMaintenanceModeEvent(Box::new(self))
+        AnyEvent::VmFailedToPowerOnEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ExitMaintenanceModeEvent(v) => Some(v),
+            AnyEvent::VmFailedToPowerOnEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ExitStandbyModeFailedEvent {
+impl x::VariantOf<AnyEvent> for VmFailedToRebootGuestEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitStandbyModeFailedEvent(Box::new(self))
+        AnyEvent::VmFailedToRebootGuestEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ExitStandbyModeFailedEvent(v) => Some(v),
+            AnyEvent::VmFailedToRebootGuestEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ExitedStandbyModeEvent {
+impl x::VariantOf<AnyEvent> for VmFailedToResetEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitedStandbyModeEvent(Box::new(self))
+        AnyEvent::VmFailedToResetEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ExitedStandbyModeEvent(v) => Some(v),
+            AnyEvent::VmFailedToResetEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ExitingStandbyModeEvent {
+impl x::VariantOf<AnyEvent> for VmFailedToShutdownGuestEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExitingStandbyModeEvent(Box::new(self))
+        AnyEvent::VmFailedToShutdownGuestEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ExitingStandbyModeEvent(v) => Some(v),
+            AnyEvent::VmFailedToShutdownGuestEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for ExtendedEvent {
+impl x::VariantOf<AnyEvent> for VmFailedToStandbyGuestEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::ExtendedEvent(Box::new(self))
+        AnyEvent::VmFailedToStandbyGuestEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::ExtendedEvent(v) => Some(v),
+            AnyEvent::VmFailedToStandbyGuestEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for FailoverLevelRestored {
+impl x::VariantOf<AnyEvent> for VmFailedToSuspendEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::FailoverLevelRestored(Box::new(self))
+        AnyEvent::VmFailedToSuspendEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::FailoverLevelRestored(v) => Some(v),
+            AnyEvent::VmFailedToSuspendEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GeneralEvent {
+impl x::VariantOf<AnyEvent> for VmFailedUpdatingSecondaryConfig {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralEvent(Box::new(self))
+        AnyEvent::VmFailedUpdatingSecondaryConfig(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GeneralEvent(v) => Some(v),
+            AnyEvent::VmFailedUpdatingSecondaryConfig(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GeneralHostErrorEvent {
+impl x::VariantOf<AnyEvent> for VmFailoverFailed {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralHostErrorEvent(Box::new(self))
+        AnyEvent::VmFailoverFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GeneralHostErrorEvent(v) => Some(v),
+            AnyEvent::VmFailoverFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GeneralHostInfoEvent {
+impl x::VariantOf<AnyEvent> for VmFaultToleranceStateChangedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralHostInfoEvent(Box::new(self))
+        AnyEvent::VmFaultToleranceStateChangedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GeneralHostInfoEvent(v) => Some(v),
+            AnyEvent::VmFaultToleranceStateChangedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GeneralHostWarningEvent {
+impl x::VariantOf<AnyEvent> for VmFaultToleranceTurnedOffEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralHostWarningEvent(Box::new(self))
+        AnyEvent::VmFaultToleranceTurnedOffEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GeneralHostWarningEvent(v) => Some(v),
+            AnyEvent::VmFaultToleranceTurnedOffEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GeneralUserEvent {
+impl x::VariantOf<AnyEvent> for VmFaultToleranceVmTerminatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralUserEvent(Box::new(self))
+        AnyEvent::VmFaultToleranceVmTerminatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GeneralUserEvent(v) => Some(v),
+            AnyEvent::VmFaultToleranceVmTerminatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GeneralVmErrorEvent {
+impl x::VariantOf<AnyEvent> for VmGuestOSCrashedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralVmErrorEvent(Box::new(self))
+        AnyEvent::VmGuestOSCrashedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GeneralVmErrorEvent(v) => Some(v),
+            AnyEvent::VmGuestOSCrashedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GeneralVmInfoEvent {
+impl x::VariantOf<AnyEvent> for VmGuestRebootEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralVmInfoEvent(Box::new(self))
+        AnyEvent::VmGuestRebootEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GeneralVmInfoEvent(v) => Some(v),
+            AnyEvent::VmGuestRebootEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GeneralVmWarningEvent {
+impl x::VariantOf<AnyEvent> for VmGuestShutdownEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GeneralVmWarningEvent(Box::new(self))
+        AnyEvent::VmGuestShutdownEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GeneralVmWarningEvent(v) => Some(v),
+            AnyEvent::VmGuestShutdownEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GhostDvsProxySwitchDetectedEvent {
+impl x::VariantOf<AnyEvent> for VmGuestStandbyEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GhostDvsProxySwitchDetectedEvent(Box::new(self))
+        AnyEvent::VmGuestStandbyEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GhostDvsProxySwitchDetectedEvent(v) => Some(v),
+            AnyEvent::VmGuestStandbyEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GhostDvsProxySwitchRemovedEvent {
+impl x::VariantOf<AnyEvent> for VmHealthMonitoringStateChangedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GhostDvsProxySwitchRemovedEvent(Box::new(self))
+        AnyEvent::VmHealthMonitoringStateChangedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GhostDvsProxySwitchRemovedEvent(v) => Some(v),
+            AnyEvent::VmHealthMonitoringStateChangedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for GlobalMessageChangedEvent {
+impl x::VariantOf<AnyEvent> for VmInstanceUuidAssignedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::GlobalMessageChangedEvent(Box::new(self))
+        AnyEvent::VmInstanceUuidAssignedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::GlobalMessageChangedEvent(v) => Some(v),
+            AnyEvent::VmInstanceUuidAssignedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HealthStatusChangedEvent {
+impl x::VariantOf<AnyEvent> for VmInstanceUuidChangedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HealthStatusChangedEvent(Box::new(self))
+        AnyEvent::VmInstanceUuidChangedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HealthStatusChangedEvent(v) => Some(v),
+            AnyEvent::VmInstanceUuidChangedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostAddFailedEvent {
+impl x::VariantOf<AnyEvent> for VmInstanceUuidConflictEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAddFailedEvent(Box::new(self))
+        AnyEvent::VmInstanceUuidConflictEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostAddFailedEvent(v) => Some(v),
+            AnyEvent::VmInstanceUuidConflictEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostAddedEvent {
+impl x::VariantOf<AnyEvent> for VmMacAssignedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAddedEvent(Box::new(self))
+        AnyEvent::VmMacAssignedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostAddedEvent(v) => Some(v),
+            AnyEvent::VmMacAssignedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostAdminDisableEvent {
+impl x::VariantOf<AnyEvent> for VmMacChangedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAdminDisableEvent(Box::new(self))
+        AnyEvent::VmMacChangedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostAdminDisableEvent(v) => Some(v),
+            AnyEvent::VmMacChangedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostAdminEnableEvent {
+impl x::VariantOf<AnyEvent> for VmMacConflictEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostAdminEnableEvent(Box::new(self))
+        AnyEvent::VmMacConflictEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostAdminEnableEvent(v) => Some(v),
+            AnyEvent::VmMacConflictEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedAccountFailedEvent {
+impl x::VariantOf<AnyEvent> for VmMaxFTRestartCountReached {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedAccountFailedEvent(Box::new(self))
+        AnyEvent::VmMaxFTRestartCountReached(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedAccountFailedEvent(v) => Some(v),
+            AnyEvent::VmMaxFTRestartCountReached(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedAlreadyManagedEvent {
+impl x::VariantOf<AnyEvent> for VmMaxRestartCountReached {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedAlreadyManagedEvent(Box::new(self))
+        AnyEvent::VmMaxRestartCountReached(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedAlreadyManagedEvent(v) => Some(v),
+            AnyEvent::VmMaxRestartCountReached(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedBadCcagentEvent {
+impl x::VariantOf<AnyEvent> for VmMessageErrorEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedBadCcagentEvent(Box::new(self))
+        AnyEvent::VmMessageErrorEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedBadCcagentEvent(v) => Some(v),
+            AnyEvent::VmMessageErrorEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedBadUsernameEvent {
+impl x::VariantOf<AnyEvent> for VmMessageEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedBadUsernameEvent(Box::new(self))
+        AnyEvent::VmMessageEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedBadUsernameEvent(v) => Some(v),
+            AnyEvent::VmMessageEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedBadVersionEvent {
+impl x::VariantOf<AnyEvent> for VmMessageWarningEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedBadVersionEvent(Box::new(self))
+        AnyEvent::VmMessageWarningEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedBadVersionEvent(v) => Some(v),
+            AnyEvent::VmMessageWarningEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedCcagentUpgradeEvent {
+impl x::VariantOf<AnyEvent> for VmMigratedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedCcagentUpgradeEvent(Box::new(self))
+        AnyEvent::VmMigratedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedCcagentUpgradeEvent(v) => Some(v),
+            AnyEvent::VmMigratedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedEvent {
+impl x::VariantOf<AnyEvent> for VmNoCompatibleHostForSecondaryEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedEvent(Box::new(self))
+        AnyEvent::VmNoCompatibleHostForSecondaryEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedEvent(v) => Some(v),
+            AnyEvent::VmNoCompatibleHostForSecondaryEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedNetworkErrorEvent {
+impl x::VariantOf<AnyEvent> for VmNoNetworkAccessEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNetworkErrorEvent(Box::new(self))
+        AnyEvent::VmNoNetworkAccessEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedNetworkErrorEvent(v) => Some(v),
+            AnyEvent::VmNoNetworkAccessEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedNoAccessEvent {
+impl x::VariantOf<AnyEvent> for VmOrphanedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNoAccessEvent(Box::new(self))
+        AnyEvent::VmOrphanedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedNoAccessEvent(v) => Some(v),
+            AnyEvent::VmOrphanedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedNoConnectionEvent {
+impl x::VariantOf<AnyEvent> for VmPowerOffOnIsolationEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNoConnectionEvent(Box::new(self))
+        AnyEvent::VmPowerOffOnIsolationEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedNoConnectionEvent(v) => Some(v),
+            AnyEvent::VmPowerOffOnIsolationEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedNoLicenseEvent {
+impl x::VariantOf<AnyEvent> for VmPoweredOffEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNoLicenseEvent(Box::new(self))
+        AnyEvent::VmPoweredOffEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedNoLicenseEvent(v) => Some(v),
+            AnyEvent::VmPoweredOffEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedNotFoundEvent {
+impl x::VariantOf<AnyEvent> for VmPoweredOnEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedNotFoundEvent(Box::new(self))
+        AnyEvent::VmPoweredOnEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedNotFoundEvent(v) => Some(v),
+            AnyEvent::VmPoweredOnEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCnxFailedTimeoutEvent {
+impl x::VariantOf<AnyEvent> for VmPoweringOnWithCustomizedDVPortEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCnxFailedTimeoutEvent(Box::new(self))
+        AnyEvent::VmPoweringOnWithCustomizedDVPortEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCnxFailedTimeoutEvent(v) => Some(v),
+            AnyEvent::VmPoweringOnWithCustomizedDVPortEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostComplianceCheckedEvent {
+impl x::VariantOf<AnyEvent> for VmPrimaryFailoverEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostComplianceCheckedEvent(Box::new(self))
+        AnyEvent::VmPrimaryFailoverEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostComplianceCheckedEvent(v) => Some(v),
+            AnyEvent::VmPrimaryFailoverEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostCompliantEvent {
+impl x::VariantOf<AnyEvent> for VmReconfiguredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostCompliantEvent(Box::new(self))
+        AnyEvent::VmReconfiguredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostCompliantEvent(v) => Some(v),
+            AnyEvent::VmReconfiguredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostConfigAppliedEvent {
+impl x::VariantOf<AnyEvent> for VmRegisteredEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostConfigAppliedEvent(Box::new(self))
+        AnyEvent::VmRegisteredEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostConfigAppliedEvent(v) => Some(v),
+            AnyEvent::VmRegisteredEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostConnectedEvent {
+impl x::VariantOf<AnyEvent> for VmRelayoutSuccessfulEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostConnectedEvent(Box::new(self))
+        AnyEvent::VmRelayoutSuccessfulEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostConnectedEvent(v) => Some(v),
+            AnyEvent::VmRelayoutSuccessfulEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostConnectionLostEvent {
+impl x::VariantOf<AnyEvent> for VmRelayoutUpToDateEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostConnectionLostEvent(Box::new(self))
+        AnyEvent::VmRelayoutUpToDateEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostConnectionLostEvent(v) => Some(v),
+            AnyEvent::VmRelayoutUpToDateEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostDasDisabledEvent {
+impl x::VariantOf<AnyEvent> for VmReloadFromPathEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasDisabledEvent(Box::new(self))
+        AnyEvent::VmReloadFromPathEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostDasDisabledEvent(v) => Some(v),
+            AnyEvent::VmReloadFromPathEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostDasDisablingEvent {
+impl x::VariantOf<AnyEvent> for VmReloadFromPathFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasDisablingEvent(Box::new(self))
+        AnyEvent::VmReloadFromPathFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostDasDisablingEvent(v) => Some(v),
+            AnyEvent::VmReloadFromPathFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostDasEnabledEvent {
+impl x::VariantOf<AnyEvent> for VmRelocateFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasEnabledEvent(Box::new(self))
+        AnyEvent::VmRelocateFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostDasEnabledEvent(v) => Some(v),
+            AnyEvent::VmRelocateFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostDasEnablingEvent {
+impl x::VariantOf<AnyEvent> for VmRelocateSpecEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasEnablingEvent(Box::new(self))
+        AnyEvent::VmRelocateSpecEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostDasEnablingEvent(v) => Some(v),
+            AnyEvent::VmRelocateSpecEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostDasErrorEvent {
+impl x::VariantOf<AnyEvent> for VmRelocatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasErrorEvent(Box::new(self))
+        AnyEvent::VmRelocatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostDasErrorEvent(v) => Some(v),
+            AnyEvent::VmRelocatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostDasEvent {
+impl x::VariantOf<AnyEvent> for VmRemoteConsoleConnectedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasEvent(Box::new(self))
+        AnyEvent::VmRemoteConsoleConnectedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostDasEvent(v) => Some(v),
+            AnyEvent::VmRemoteConsoleConnectedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostDasOkEvent {
+impl x::VariantOf<AnyEvent> for VmRemoteConsoleDisconnectedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDasOkEvent(Box::new(self))
+        AnyEvent::VmRemoteConsoleDisconnectedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostDasOkEvent(v) => Some(v),
+            AnyEvent::VmRemoteConsoleDisconnectedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostDisconnectedEvent {
+impl x::VariantOf<AnyEvent> for VmRemovedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostDisconnectedEvent(Box::new(self))
+        AnyEvent::VmRemovedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostDisconnectedEvent(v) => Some(v),
+            AnyEvent::VmRemovedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostEnableAdminFailedEvent {
+impl x::VariantOf<AnyEvent> for VmRenamedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostEnableAdminFailedEvent(Box::new(self))
+        AnyEvent::VmRenamedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostEnableAdminFailedEvent(v) => Some(v),
+            AnyEvent::VmRenamedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostEvent {
+impl x::VariantOf<AnyEvent> for VmRequirementsExceedCurrentEVCModeEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostEvent(Box::new(self))
+        AnyEvent::VmRequirementsExceedCurrentEVCModeEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostEvent(v) => Some(v),
+            AnyEvent::VmRequirementsExceedCurrentEVCModeEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostExtraNetworksEvent {
+impl x::VariantOf<AnyEvent> for VmResettingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostExtraNetworksEvent(Box::new(self))
+        AnyEvent::VmResettingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostExtraNetworksEvent(v) => Some(v),
+            AnyEvent::VmResettingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostGetShortNameFailedEvent {
+impl x::VariantOf<AnyEvent> for VmResourcePoolMovedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostGetShortNameFailedEvent(Box::new(self))
+        AnyEvent::VmResourcePoolMovedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostGetShortNameFailedEvent(v) => Some(v),
+            AnyEvent::VmResourcePoolMovedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostInAuditModeEvent {
+impl x::VariantOf<AnyEvent> for VmResourceReallocatedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostInAuditModeEvent(Box::new(self))
+        AnyEvent::VmResourceReallocatedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostInAuditModeEvent(v) => Some(v),
+            AnyEvent::VmResourceReallocatedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostInventoryFullEvent {
+impl x::VariantOf<AnyEvent> for VmRestartedOnAlternateHostEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostInventoryFullEvent(Box::new(self))
+        AnyEvent::VmRestartedOnAlternateHostEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostInventoryFullEvent(v) => Some(v),
+            AnyEvent::VmRestartedOnAlternateHostEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostInventoryUnreadableEvent {
+impl x::VariantOf<AnyEvent> for VmResumingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostInventoryUnreadableEvent(Box::new(self))
+        AnyEvent::VmResumingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostInventoryUnreadableEvent(v) => Some(v),
+            AnyEvent::VmResumingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostIpChangedEvent {
+impl x::VariantOf<AnyEvent> for VmSecondaryAddedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIpChangedEvent(Box::new(self))
+        AnyEvent::VmSecondaryAddedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostIpChangedEvent(v) => Some(v),
+            AnyEvent::VmSecondaryAddedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostIpInconsistentEvent {
+impl x::VariantOf<AnyEvent> for VmSecondaryDisabledBySystemEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIpInconsistentEvent(Box::new(self))
+        AnyEvent::VmSecondaryDisabledBySystemEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostIpInconsistentEvent(v) => Some(v),
+            AnyEvent::VmSecondaryDisabledBySystemEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostIpToShortNameFailedEvent {
+impl x::VariantOf<AnyEvent> for VmSecondaryDisabledEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIpToShortNameFailedEvent(Box::new(self))
+        AnyEvent::VmSecondaryDisabledEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostIpToShortNameFailedEvent(v) => Some(v),
+            AnyEvent::VmSecondaryDisabledEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostIsolationIpPingFailedEvent {
+impl x::VariantOf<AnyEvent> for VmSecondaryEnabledEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostIsolationIpPingFailedEvent(Box::new(self))
+        AnyEvent::VmSecondaryEnabledEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostIsolationIpPingFailedEvent(v) => Some(v),
+            AnyEvent::VmSecondaryEnabledEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostLicenseExpiredEvent {
+impl x::VariantOf<AnyEvent> for VmSecondaryStartedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostLicenseExpiredEvent(Box::new(self))
+        AnyEvent::VmSecondaryStartedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostLicenseExpiredEvent(v) => Some(v),
+            AnyEvent::VmSecondaryStartedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostLocalPortCreatedEvent {
+impl x::VariantOf<AnyEvent> for VmShutdownOnIsolationEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostLocalPortCreatedEvent(Box::new(self))
+        AnyEvent::VmShutdownOnIsolationEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostLocalPortCreatedEvent(v) => Some(v),
+            AnyEvent::VmShutdownOnIsolationEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostMissingNetworksEvent {
+impl x::VariantOf<AnyEvent> for VmStartRecordingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostMissingNetworksEvent(Box::new(self))
+        AnyEvent::VmStartRecordingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostMissingNetworksEvent(v) => Some(v),
+            AnyEvent::VmStartRecordingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostMonitoringStateChangedEvent {
+impl x::VariantOf<AnyEvent> for VmStartReplayingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostMonitoringStateChangedEvent(Box::new(self))
+        AnyEvent::VmStartReplayingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostMonitoringStateChangedEvent(v) => Some(v),
+            AnyEvent::VmStartReplayingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostNoAvailableNetworksEvent {
+impl x::VariantOf<AnyEvent> for VmStartingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNoAvailableNetworksEvent(Box::new(self))
+        AnyEvent::VmStartingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostNoAvailableNetworksEvent(v) => Some(v),
+            AnyEvent::VmStartingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostNoHAEnabledPortGroupsEvent {
+impl x::VariantOf<AnyEvent> for VmStartingSecondaryEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNoHAEnabledPortGroupsEvent(Box::new(self))
+        AnyEvent::VmStartingSecondaryEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostNoHAEnabledPortGroupsEvent(v) => Some(v),
+            AnyEvent::VmStartingSecondaryEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostNoRedundantManagementNetworkEvent {
+impl x::VariantOf<AnyEvent> for VmStaticMacConflictEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNoRedundantManagementNetworkEvent(Box::new(self))
+        AnyEvent::VmStaticMacConflictEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostNoRedundantManagementNetworkEvent(v) => Some(v),
+            AnyEvent::VmStaticMacConflictEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostNonCompliantEvent {
+impl x::VariantOf<AnyEvent> for VmStoppingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNonCompliantEvent(Box::new(self))
+        AnyEvent::VmStoppingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostNonCompliantEvent(v) => Some(v),
+            AnyEvent::VmStoppingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostNotInClusterEvent {
+impl x::VariantOf<AnyEvent> for VmSuspendedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostNotInClusterEvent(Box::new(self))
+        AnyEvent::VmSuspendedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostNotInClusterEvent(v) => Some(v),
+            AnyEvent::VmSuspendedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostOvercommittedEvent {
+impl x::VariantOf<AnyEvent> for VmSuspendingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostOvercommittedEvent(Box::new(self))
+        AnyEvent::VmSuspendingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostOvercommittedEvent(v) => Some(v),
+            AnyEvent::VmSuspendingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostPrimaryAgentNotShortNameEvent {
+impl x::VariantOf<AnyEvent> for VmTimedoutStartingSecondaryEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostPrimaryAgentNotShortNameEvent(Box::new(self))
+        AnyEvent::VmTimedoutStartingSecondaryEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostPrimaryAgentNotShortNameEvent(v) => Some(v),
+            AnyEvent::VmTimedoutStartingSecondaryEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostProfileAppliedEvent {
+impl x::VariantOf<AnyEvent> for VmUnsupportedStartingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostProfileAppliedEvent(Box::new(self))
+        AnyEvent::VmUnsupportedStartingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostProfileAppliedEvent(v) => Some(v),
+            AnyEvent::VmUnsupportedStartingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostReconnectionFailedEvent {
+impl x::VariantOf<AnyEvent> for VmUpgradeCompleteEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostReconnectionFailedEvent(Box::new(self))
+        AnyEvent::VmUpgradeCompleteEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostReconnectionFailedEvent(v) => Some(v),
+            AnyEvent::VmUpgradeCompleteEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostRemovedEvent {
+impl x::VariantOf<AnyEvent> for VmUpgradeFailedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostRemovedEvent(Box::new(self))
+        AnyEvent::VmUpgradeFailedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostRemovedEvent(v) => Some(v),
+            AnyEvent::VmUpgradeFailedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostShortNameInconsistentEvent {
+impl x::VariantOf<AnyEvent> for VmUpgradingEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostShortNameInconsistentEvent(Box::new(self))
+        AnyEvent::VmUpgradingEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostShortNameInconsistentEvent(v) => Some(v),
+            AnyEvent::VmUpgradingEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostShortNameToIpFailedEvent {
+impl x::VariantOf<AnyEvent> for VmUuidAssignedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostShortNameToIpFailedEvent(Box::new(self))
+        AnyEvent::VmUuidAssignedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostShortNameToIpFailedEvent(v) => Some(v),
+            AnyEvent::VmUuidAssignedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostShutdownEvent {
+impl x::VariantOf<AnyEvent> for VmUuidChangedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostShutdownEvent(Box::new(self))
+        AnyEvent::VmUuidChangedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostShutdownEvent(v) => Some(v),
+            AnyEvent::VmUuidChangedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostSpecificationChangedEvent {
+impl x::VariantOf<AnyEvent> for VmUuidConflictEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSpecificationChangedEvent(Box::new(self))
+        AnyEvent::VmUuidConflictEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostSpecificationChangedEvent(v) => Some(v),
+            AnyEvent::VmUuidConflictEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostSpecificationRequireEvent {
+impl x::VariantOf<AnyEvent> for VmVnicPoolReservationViolationClearEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSpecificationRequireEvent(Box::new(self))
+        AnyEvent::VmVnicPoolReservationViolationClearEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostSpecificationRequireEvent(v) => Some(v),
+            AnyEvent::VmVnicPoolReservationViolationClearEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostSpecificationUpdateEvent {
+impl x::VariantOf<AnyEvent> for VmVnicPoolReservationViolationRaiseEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSpecificationUpdateEvent(Box::new(self))
+        AnyEvent::VmVnicPoolReservationViolationRaiseEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostSpecificationUpdateEvent(v) => Some(v),
+            AnyEvent::VmVnicPoolReservationViolationRaiseEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostStatusChangedEvent {
+impl x::VariantOf<AnyEvent> for VmWwnAssignedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostStatusChangedEvent(Box::new(self))
+        AnyEvent::VmWwnAssignedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostStatusChangedEvent(v) => Some(v),
+            AnyEvent::VmWwnAssignedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostSubSpecificationDeleteEvent {
+impl x::VariantOf<AnyEvent> for VmWwnChangedEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSubSpecificationDeleteEvent(Box::new(self))
+        AnyEvent::VmWwnChangedEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostSubSpecificationDeleteEvent(v) => Some(v),
+            AnyEvent::VmWwnChangedEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostSubSpecificationUpdateEvent {
+impl x::VariantOf<AnyEvent> for VmWwnConflictEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSubSpecificationUpdateEvent(Box::new(self))
+        AnyEvent::VmWwnConflictEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostSubSpecificationUpdateEvent(v) => Some(v),
+            AnyEvent::VmWwnConflictEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-events")]
-impl x::VariantOf<AnyEvent> for HostSyncFailedEvent {
+impl x::VariantOf<AnyEvent> for WarningUpgradeEvent {
     #[inline]
     fn into_variant(self) -> AnyEvent {
-        AnyEvent::HostSyncFailedEvent(Box::new(self))
+        AnyEvent::WarningUpgradeEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyEvent) -> Option<&Self> {
         match any {
-            AnyEvent::HostSyncFailedEvent(v) => Some(v),
+            AnyEvent::WarningUpgradeEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }

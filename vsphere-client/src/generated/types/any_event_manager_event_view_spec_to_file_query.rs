@@ -51,15 +51,7 @@ impl std::fmt::Debug for AnyEventManagerEventViewSpec {
 }
 impl PartialEq for AnyEventManagerEventViewSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::EventManagerEventViewSpec(a), Self::EventManagerEventViewSpec(b)) => {
-                **a == **b
-            }
-            (Self::EventManagerViewByStartId(a), Self::EventManagerViewByStartId(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyEventManagerEventViewSpec {
@@ -209,20 +201,7 @@ impl std::fmt::Debug for AnyFaultToleranceConfigInfo {
 }
 impl PartialEq for AnyFaultToleranceConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::FaultToleranceConfigInfo(a), Self::FaultToleranceConfigInfo(b)) => {
-                **a == **b
-            }
-            (
-                Self::FaultTolerancePrimaryConfigInfo(a),
-                Self::FaultTolerancePrimaryConfigInfo(b),
-            ) => **a == **b,
-            (
-                Self::FaultToleranceSecondaryConfigInfo(a),
-                Self::FaultToleranceSecondaryConfigInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyFaultToleranceConfigInfo {
@@ -431,21 +410,7 @@ impl std::fmt::Debug for AnyFileInfo {
 }
 impl PartialEq for AnyFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::FileInfo(a), Self::FileInfo(b)) => **a == **b,
-            (Self::FloppyImageFileInfo(a), Self::FloppyImageFileInfo(b)) => **a == **b,
-            (Self::FolderFileInfo(a), Self::FolderFileInfo(b)) => **a == **b,
-            (Self::IsoImageFileInfo(a), Self::IsoImageFileInfo(b)) => **a == **b,
-            (Self::TemplateConfigFileInfo(a), Self::TemplateConfigFileInfo(b)) => {
-                **a == **b
-            }
-            (Self::VmConfigFileInfo(a), Self::VmConfigFileInfo(b)) => **a == **b,
-            (Self::VmDiskFileInfo(a), Self::VmDiskFileInfo(b)) => **a == **b,
-            (Self::VmLogFileInfo(a), Self::VmLogFileInfo(b)) => **a == **b,
-            (Self::VmNvramFileInfo(a), Self::VmNvramFileInfo(b)) => **a == **b,
-            (Self::VmSnapshotFileInfo(a), Self::VmSnapshotFileInfo(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyFileInfo {
@@ -847,21 +812,7 @@ impl std::fmt::Debug for AnyFileQuery {
 }
 impl PartialEq for AnyFileQuery {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::FileQuery(a), Self::FileQuery(b)) => **a == **b,
-            (Self::FloppyImageFileQuery(a), Self::FloppyImageFileQuery(b)) => **a == **b,
-            (Self::FolderFileQuery(a), Self::FolderFileQuery(b)) => **a == **b,
-            (Self::IsoImageFileQuery(a), Self::IsoImageFileQuery(b)) => **a == **b,
-            (Self::TemplateConfigFileQuery(a), Self::TemplateConfigFileQuery(b)) => {
-                **a == **b
-            }
-            (Self::VmConfigFileQuery(a), Self::VmConfigFileQuery(b)) => **a == **b,
-            (Self::VmDiskFileQuery(a), Self::VmDiskFileQuery(b)) => **a == **b,
-            (Self::VmLogFileQuery(a), Self::VmLogFileQuery(b)) => **a == **b,
-            (Self::VmNvramFileQuery(a), Self::VmNvramFileQuery(b)) => **a == **b,
-            (Self::VmSnapshotFileQuery(a), Self::VmSnapshotFileQuery(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyFileQuery {

@@ -58,14 +58,7 @@ impl std::fmt::Debug for AnyGuestAuthSubject {
 }
 impl PartialEq for AnyGuestAuthSubject {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::GuestAuthSubject(a), Self::GuestAuthSubject(b)) => **a == **b,
-            (Self::GuestAuthAnySubject(a), Self::GuestAuthAnySubject(b)) => **a == **b,
-            (Self::GuestAuthNamedSubject(a), Self::GuestAuthNamedSubject(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyGuestAuthSubject {
@@ -242,22 +235,7 @@ impl std::fmt::Debug for AnyGuestAuthentication {
 }
 impl PartialEq for AnyGuestAuthentication {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::GuestAuthentication(a), Self::GuestAuthentication(b)) => **a == **b,
-            (
-                Self::NamePasswordAuthentication(a),
-                Self::NamePasswordAuthentication(b),
-            ) => **a == **b,
-            (Self::SAMLTokenAuthentication(a), Self::SAMLTokenAuthentication(b)) => {
-                **a == **b
-            }
-            (Self::SSPIAuthentication(a), Self::SSPIAuthentication(b)) => **a == **b,
-            (
-                Self::TicketedSessionAuthentication(a),
-                Self::TicketedSessionAuthentication(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyGuestAuthentication {
@@ -498,17 +476,7 @@ impl std::fmt::Debug for AnyGuestFileAttributes {
 }
 impl PartialEq for AnyGuestFileAttributes {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::GuestFileAttributes(a), Self::GuestFileAttributes(b)) => **a == **b,
-            (Self::GuestPosixFileAttributes(a), Self::GuestPosixFileAttributes(b)) => {
-                **a == **b
-            }
-            (
-                Self::GuestWindowsFileAttributes(a),
-                Self::GuestWindowsFileAttributes(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyGuestFileAttributes {
@@ -682,13 +650,7 @@ impl std::fmt::Debug for AnyGuestProgramSpec {
 }
 impl PartialEq for AnyGuestProgramSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::GuestProgramSpec(a), Self::GuestProgramSpec(b)) => **a == **b,
-            (Self::GuestWindowsProgramSpec(a), Self::GuestWindowsProgramSpec(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyGuestProgramSpec {
@@ -843,32 +805,7 @@ impl std::fmt::Debug for AnyGuestRegValueDataSpec {
 }
 impl PartialEq for AnyGuestRegValueDataSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::GuestRegValueDataSpec(a), Self::GuestRegValueDataSpec(b)) => {
-                **a == **b
-            }
-            (Self::GuestRegValueBinarySpec(a), Self::GuestRegValueBinarySpec(b)) => {
-                **a == **b
-            }
-            (Self::GuestRegValueDwordSpec(a), Self::GuestRegValueDwordSpec(b)) => {
-                **a == **b
-            }
-            (
-                Self::GuestRegValueExpandStringSpec(a),
-                Self::GuestRegValueExpandStringSpec(b),
-            ) => **a == **b,
-            (
-                Self::GuestRegValueMultiStringSpec(a),
-                Self::GuestRegValueMultiStringSpec(b),
-            ) => **a == **b,
-            (Self::GuestRegValueQwordSpec(a), Self::GuestRegValueQwordSpec(b)) => {
-                **a == **b
-            }
-            (Self::GuestRegValueStringSpec(a), Self::GuestRegValueStringSpec(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyGuestRegValueDataSpec {

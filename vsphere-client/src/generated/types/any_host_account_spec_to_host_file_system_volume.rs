@@ -55,11 +55,7 @@ impl std::fmt::Debug for AnyHostAccountSpec {
 }
 impl PartialEq for AnyHostAccountSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostAccountSpec(a), Self::HostAccountSpec(b)) => **a == **b,
-            (Self::HostPosixAccountSpec(a), Self::HostPosixAccountSpec(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostAccountSpec {
@@ -213,23 +209,7 @@ impl std::fmt::Debug for AnyHostAuthenticationStoreInfo {
 }
 impl PartialEq for AnyHostAuthenticationStoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::HostAuthenticationStoreInfo(a),
-                Self::HostAuthenticationStoreInfo(b),
-            ) => **a == **b,
-            (Self::HostActiveDirectoryInfo(a), Self::HostActiveDirectoryInfo(b)) => {
-                **a == **b
-            }
-            (Self::HostDirectoryStoreInfo(a), Self::HostDirectoryStoreInfo(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostLocalAuthenticationInfo(a),
-                Self::HostLocalAuthenticationInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostAuthenticationStoreInfo {
@@ -442,16 +422,7 @@ impl std::fmt::Debug for AnyHostConnectInfoNetworkInfo {
 }
 impl PartialEq for AnyHostConnectInfoNetworkInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::HostConnectInfoNetworkInfo(a),
-                Self::HostConnectInfoNetworkInfo(b),
-            ) => **a == **b,
-            (Self::HostNewNetworkConnectInfo(a), Self::HostNewNetworkConnectInfo(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostConnectInfoNetworkInfo {
@@ -611,20 +582,7 @@ impl std::fmt::Debug for AnyHostDatastoreConnectInfo {
 }
 impl PartialEq for AnyHostDatastoreConnectInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostDatastoreConnectInfo(a), Self::HostDatastoreConnectInfo(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostDatastoreExistsConnectInfo(a),
-                Self::HostDatastoreExistsConnectInfo(b),
-            ) => **a == **b,
-            (
-                Self::HostDatastoreNameConflictConnectInfo(a),
-                Self::HostDatastoreNameConflictConnectInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostDatastoreConnectInfo {
@@ -807,11 +765,7 @@ impl std::fmt::Debug for AnyHostDnsConfig {
 }
 impl PartialEq for AnyHostDnsConfig {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostDnsConfig(a), Self::HostDnsConfig(b)) => **a == **b,
-            (Self::HostDnsConfigSpec(a), Self::HostDnsConfigSpec(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostDnsConfig {
@@ -969,19 +923,7 @@ impl std::fmt::Debug for AnyHostFileSystemVolume {
 }
 impl PartialEq for AnyHostFileSystemVolume {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostFileSystemVolume(a), Self::HostFileSystemVolume(b)) => **a == **b,
-            (Self::HostLocalFileSystemVolume(a), Self::HostLocalFileSystemVolume(b)) => {
-                **a == **b
-            }
-            (Self::HostNasVolume(a), Self::HostNasVolume(b)) => **a == **b,
-            (Self::HostPMemVolume(a), Self::HostPMemVolume(b)) => **a == **b,
-            (Self::HostVfatVolume(a), Self::HostVfatVolume(b)) => **a == **b,
-            (Self::HostVffsVolume(a), Self::HostVffsVolume(b)) => **a == **b,
-            (Self::HostVmfsVolume(a), Self::HostVmfsVolume(b)) => **a == **b,
-            (Self::HostVvolVolume(a), Self::HostVvolVolume(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostFileSystemVolume {

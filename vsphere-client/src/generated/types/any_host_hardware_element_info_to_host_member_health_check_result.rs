@@ -58,16 +58,7 @@ impl std::fmt::Debug for AnyHostHardwareElementInfo {
 }
 impl PartialEq for AnyHostHardwareElementInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostHardwareElementInfo(a), Self::HostHardwareElementInfo(b)) => {
-                **a == **b
-            }
-            (Self::DpuStatusInfo(a), Self::DpuStatusInfo(b)) => **a == **b,
-            (Self::HostStorageElementInfo(a), Self::HostStorageElementInfo(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostHardwareElementInfo {
@@ -244,11 +235,7 @@ impl std::fmt::Debug for AnyHostHbaCreateSpec {
 }
 impl PartialEq for AnyHostHbaCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostHbaCreateSpec(a), Self::HostHbaCreateSpec(b)) => **a == **b,
-            (Self::HostTcpHbaCreateSpec(a), Self::HostTcpHbaCreateSpec(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostHbaCreateSpec {
@@ -422,24 +409,7 @@ impl std::fmt::Debug for AnyHostHostBusAdapter {
 }
 impl PartialEq for AnyHostHostBusAdapter {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostHostBusAdapter(a), Self::HostHostBusAdapter(b)) => **a == **b,
-            (Self::HostBlockHba(a), Self::HostBlockHba(b)) => **a == **b,
-            (Self::HostFibreChannelHba(a), Self::HostFibreChannelHba(b)) => **a == **b,
-            (
-                Self::HostFibreChannelOverEthernetHba(a),
-                Self::HostFibreChannelOverEthernetHba(b),
-            ) => **a == **b,
-            (Self::HostInternetScsiHba(a), Self::HostInternetScsiHba(b)) => **a == **b,
-            (Self::HostParallelScsiHba(a), Self::HostParallelScsiHba(b)) => **a == **b,
-            (Self::HostPcieHba(a), Self::HostPcieHba(b)) => **a == **b,
-            (Self::HostRdmaHba(a), Self::HostRdmaHba(b)) => **a == **b,
-            (Self::HostSerialAttachedHba(a), Self::HostSerialAttachedHba(b)) => {
-                **a == **b
-            }
-            (Self::HostTcpHba(a), Self::HostTcpHba(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostHostBusAdapter {
@@ -816,13 +786,7 @@ impl std::fmt::Debug for AnyHostIpRouteConfig {
 }
 impl PartialEq for AnyHostIpRouteConfig {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostIpRouteConfig(a), Self::HostIpRouteConfig(b)) => **a == **b,
-            (Self::HostIpRouteConfigSpec(a), Self::HostIpRouteConfigSpec(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostIpRouteConfig {
@@ -981,29 +945,7 @@ impl std::fmt::Debug for AnyHostMemberHealthCheckResult {
 }
 impl PartialEq for AnyHostMemberHealthCheckResult {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::HostMemberHealthCheckResult(a),
-                Self::HostMemberHealthCheckResult(b),
-            ) => **a == **b,
-            (
-                Self::HostMemberUplinkHealthCheckResult(a),
-                Self::HostMemberUplinkHealthCheckResult(b),
-            ) => **a == **b,
-            (
-                Self::VMwareDVSMtuHealthCheckResult(a),
-                Self::VMwareDVSMtuHealthCheckResult(b),
-            ) => **a == **b,
-            (
-                Self::VMwareDVSTeamingHealthCheckResult(a),
-                Self::VMwareDVSTeamingHealthCheckResult(b),
-            ) => **a == **b,
-            (
-                Self::VMwareDVSVlanHealthCheckResult(a),
-                Self::VMwareDVSVlanHealthCheckResult(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostMemberHealthCheckResult {

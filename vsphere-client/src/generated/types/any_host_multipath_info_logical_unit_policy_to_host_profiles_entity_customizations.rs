@@ -66,21 +66,7 @@ impl std::fmt::Debug for AnyHostMultipathInfoLogicalUnitPolicy {
 }
 impl PartialEq for AnyHostMultipathInfoLogicalUnitPolicy {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::HostMultipathInfoLogicalUnitPolicy(a),
-                Self::HostMultipathInfoLogicalUnitPolicy(b),
-            ) => **a == **b,
-            (
-                Self::HostMultipathInfoFixedLogicalUnitPolicy(a),
-                Self::HostMultipathInfoFixedLogicalUnitPolicy(b),
-            ) => **a == **b,
-            (
-                Self::HostMultipathInfoHppLogicalUnitPolicy(a),
-                Self::HostMultipathInfoHppLogicalUnitPolicy(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostMultipathInfoLogicalUnitPolicy {
@@ -291,28 +277,7 @@ impl std::fmt::Debug for AnyHostNvmeTransportParameters {
 }
 impl PartialEq for AnyHostNvmeTransportParameters {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::HostNvmeTransportParameters(a),
-                Self::HostNvmeTransportParameters(b),
-            ) => **a == **b,
-            (
-                Self::HostNvmeOpaqueTransportParameters(a),
-                Self::HostNvmeOpaqueTransportParameters(b),
-            ) => **a == **b,
-            (
-                Self::HostNvmeOverFibreChannelParameters(a),
-                Self::HostNvmeOverFibreChannelParameters(b),
-            ) => **a == **b,
-            (
-                Self::HostNvmeOverRdmaParameters(a),
-                Self::HostNvmeOverRdmaParameters(b),
-            ) => **a == **b,
-            (Self::HostNvmeOverTcpParameters(a), Self::HostNvmeOverTcpParameters(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostNvmeTransportParameters {
@@ -562,13 +527,7 @@ impl std::fmt::Debug for AnyHostPciPassthruConfig {
 }
 impl PartialEq for AnyHostPciPassthruConfig {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostPciPassthruConfig(a), Self::HostPciPassthruConfig(b)) => {
-                **a == **b
-            }
-            (Self::HostSriovConfig(a), Self::HostSriovConfig(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostPciPassthruConfig {
@@ -716,11 +675,7 @@ impl std::fmt::Debug for AnyHostPciPassthruInfo {
 }
 impl PartialEq for AnyHostPciPassthruInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostPciPassthruInfo(a), Self::HostPciPassthruInfo(b)) => **a == **b,
-            (Self::HostSriovInfo(a), Self::HostSriovInfo(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostPciPassthruInfo {
@@ -867,20 +822,7 @@ impl std::fmt::Debug for AnyHostProfileConfigSpec {
 }
 impl PartialEq for AnyHostProfileConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostProfileConfigSpec(a), Self::HostProfileConfigSpec(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostProfileCompleteConfigSpec(a),
-                Self::HostProfileCompleteConfigSpec(b),
-            ) => **a == **b,
-            (
-                Self::HostProfileHostBasedConfigSpec(a),
-                Self::HostProfileHostBasedConfigSpec(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostProfileConfigSpec {
@@ -1061,16 +1003,7 @@ impl std::fmt::Debug for AnyHostProfilesEntityCustomizations {
 }
 impl PartialEq for AnyHostProfilesEntityCustomizations {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::HostProfilesEntityCustomizations(a),
-                Self::HostProfilesEntityCustomizations(b),
-            ) => **a == **b,
-            (Self::StructuredCustomizations(a), Self::StructuredCustomizations(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostProfilesEntityCustomizations {

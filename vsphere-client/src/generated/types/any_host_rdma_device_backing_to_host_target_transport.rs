@@ -51,15 +51,7 @@ impl std::fmt::Debug for AnyHostRdmaDeviceBacking {
 }
 impl PartialEq for AnyHostRdmaDeviceBacking {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostRdmaDeviceBacking(a), Self::HostRdmaDeviceBacking(b)) => {
-                **a == **b
-            }
-            (Self::HostRdmaDevicePnicBacking(a), Self::HostRdmaDevicePnicBacking(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostRdmaDeviceBacking {
@@ -209,16 +201,7 @@ impl std::fmt::Debug for AnyHostSriovDevicePoolInfo {
 }
 impl PartialEq for AnyHostSriovDevicePoolInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostSriovDevicePoolInfo(a), Self::HostSriovDevicePoolInfo(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostSriovNetworkDevicePoolInfo(a),
-                Self::HostSriovNetworkDevicePoolInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostSriovDevicePoolInfo {
@@ -413,29 +396,7 @@ impl std::fmt::Debug for AnyHostSystemSwapConfigurationSystemSwapOption {
 }
 impl PartialEq for AnyHostSystemSwapConfigurationSystemSwapOption {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::HostSystemSwapConfigurationSystemSwapOption(a),
-                Self::HostSystemSwapConfigurationSystemSwapOption(b),
-            ) => **a == **b,
-            (
-                Self::HostSystemSwapConfigurationDatastoreOption(a),
-                Self::HostSystemSwapConfigurationDatastoreOption(b),
-            ) => **a == **b,
-            (
-                Self::HostSystemSwapConfigurationDisabledOption(a),
-                Self::HostSystemSwapConfigurationDisabledOption(b),
-            ) => **a == **b,
-            (
-                Self::HostSystemSwapConfigurationHostCacheOption(a),
-                Self::HostSystemSwapConfigurationHostCacheOption(b),
-            ) => **a == **b,
-            (
-                Self::HostSystemSwapConfigurationHostLocalSwapOption(a),
-                Self::HostSystemSwapConfigurationHostLocalSwapOption(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostSystemSwapConfigurationSystemSwapOption {
@@ -755,43 +716,7 @@ impl std::fmt::Debug for AnyHostTargetTransport {
 }
 impl PartialEq for AnyHostTargetTransport {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::HostTargetTransport(a), Self::HostTargetTransport(b)) => **a == **b,
-            (
-                Self::HostBlockAdapterTargetTransport(a),
-                Self::HostBlockAdapterTargetTransport(b),
-            ) => **a == **b,
-            (
-                Self::HostFibreChannelOverEthernetTargetTransport(a),
-                Self::HostFibreChannelOverEthernetTargetTransport(b),
-            ) => **a == **b,
-            (
-                Self::HostFibreChannelTargetTransport(a),
-                Self::HostFibreChannelTargetTransport(b),
-            ) => **a == **b,
-            (
-                Self::HostInternetScsiTargetTransport(a),
-                Self::HostInternetScsiTargetTransport(b),
-            ) => **a == **b,
-            (
-                Self::HostParallelScsiTargetTransport(a),
-                Self::HostParallelScsiTargetTransport(b),
-            ) => **a == **b,
-            (Self::HostPcieTargetTransport(a), Self::HostPcieTargetTransport(b)) => {
-                **a == **b
-            }
-            (Self::HostRdmaTargetTransport(a), Self::HostRdmaTargetTransport(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostSerialAttachedTargetTransport(a),
-                Self::HostSerialAttachedTargetTransport(b),
-            ) => **a == **b,
-            (Self::HostTcpTargetTransport(a), Self::HostTcpTargetTransport(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyHostTargetTransport {

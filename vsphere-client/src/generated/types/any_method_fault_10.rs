@@ -6,3020 +6,1362 @@ use super::*;
 use crate::xml as x;
 
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NumVirtualCoresPerSocketNotSupported {
+impl x::VariantOf<AnyMethodFault> for ToolsAlreadyUpgraded {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCoresPerSocketNotSupported(Box::new(self))
+        AnyMethodFault::ToolsAlreadyUpgraded(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NumVirtualCoresPerSocketNotSupported(v) => Some(v),
+            AnyMethodFault::ToolsAlreadyUpgraded(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NumVirtualCpusExceedsLimit {
+impl x::VariantOf<AnyMethodFault> for ToolsAutoUpgradeNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCpusExceedsLimit(Box::new(self))
+        AnyMethodFault::ToolsAutoUpgradeNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NumVirtualCpusExceedsLimit(v) => Some(v),
+            AnyMethodFault::ToolsAutoUpgradeNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NumVirtualCpusIncompatible {
+impl x::VariantOf<AnyMethodFault> for ToolsImageCopyFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCpusIncompatible(Box::new(self))
+        AnyMethodFault::ToolsImageCopyFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NumVirtualCpusIncompatible(v) => Some(v),
+            AnyMethodFault::ToolsImageCopyFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NumVirtualCpusNotSupported {
+impl x::VariantOf<AnyMethodFault> for ToolsImageNotAvailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NumVirtualCpusNotSupported(Box::new(self))
+        AnyMethodFault::ToolsImageNotAvailable(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NumVirtualCpusNotSupported(v) => Some(v),
+            AnyMethodFault::ToolsImageNotAvailable(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OperationDisabledByGuest {
+impl x::VariantOf<AnyMethodFault> for ToolsImageSignatureCheckFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OperationDisabledByGuest(Box::new(self))
+        AnyMethodFault::ToolsImageSignatureCheckFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::OperationDisabledByGuest(v) => Some(v),
+            AnyMethodFault::ToolsImageSignatureCheckFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OperationDisallowedOnHost {
+impl x::VariantOf<AnyMethodFault> for ToolsInstallationInProgress {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OperationDisallowedOnHost(Box::new(self))
+        AnyMethodFault::ToolsInstallationInProgress(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::OperationDisallowedOnHost(v) => Some(v),
+            AnyMethodFault::ToolsInstallationInProgress(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OperationNotSupportedByGuest {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OperationNotSupportedByGuest(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OperationNotSupportedByGuest(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OutOfBounds {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OutOfBounds(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OutOfBounds(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfAttribute {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfAttribute(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfAttribute(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConnectedDevice {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConnectedDevice(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConnectedDevice(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceFloppy {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConnectedDeviceFloppy(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConnectedDeviceFloppy(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceIso {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConnectedDeviceIso(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConnectedDeviceIso(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConstraint {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConstraint(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConstraint(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConsumerCallbackFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerCallbackFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerCallbackFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConsumerCommunicationError {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerCommunicationError(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerCommunicationError(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConsumerFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConsumerInvalidSection {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerInvalidSection(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerInvalidSection(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConsumerPowerOnFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerPowerOnFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerPowerOnFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConsumerUndeclaredSection {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerUndeclaredSection(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerUndeclaredSection(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConsumerUndefinedPrefix {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerUndefinedPrefix(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerUndefinedPrefix(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfConsumerValidationFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfConsumerValidationFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfConsumerValidationFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibility {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfCpuCompatibility(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfCpuCompatibility(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibilityCheckNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfCpuCompatibilityCheckNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfCpuCompatibilityCheckNotSupported(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfDiskMappingNotFound {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDiskMappingNotFound(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDiskMappingNotFound(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfDiskOrderConstraint {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDiskOrderConstraint(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDiskOrderConstraint(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfDuplicateElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicateElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDuplicateElement(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfDuplicatedElementBoundary {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicatedElementBoundary(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDuplicatedElementBoundary(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicatedPropertyIdExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDuplicatedPropertyIdExport(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdImport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfDuplicatedPropertyIdImport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfDuplicatedPropertyIdImport(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfElement(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfElementInvalidValue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfElementInvalidValue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfElementInvalidValue(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfExport(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfExportFailed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfExportFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfExportFailed(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfHardwareCheck {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHardwareCheck(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfHardwareCheck(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfHardwareExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHardwareExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfHardwareExport(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfHostResourceConstraint {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHostResourceConstraint(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfHostResourceConstraint(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfHostValueNotParsed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfHostValueNotParsed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfHostValueNotParsed(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfImport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfImport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfImport(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfImportFailed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfImportFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfImportFailed(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfInternalError {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInternalError(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInternalError(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfInvalidPackage {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidPackage(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidPackage(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValue(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueConfiguration {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueConfiguration(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValueConfiguration(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueEmpty {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueEmpty(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValueEmpty(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueFormatMalformed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueFormatMalformed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValueFormatMalformed(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfInvalidValueReference {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidValueReference(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidValueReference(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfInvalidVmName {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfInvalidVmName(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfInvalidVmName(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfMappedOsId {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMappedOsId(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMappedOsId(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfMissingAttribute {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingAttribute(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMissingAttribute(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfMissingElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMissingElement(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfMissingElementNormalBoundary {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingElementNormalBoundary(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMissingElementNormalBoundary(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfMissingHardware {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfMissingHardware(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfMissingHardware(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfNetworkMappingNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNetworkMappingNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfNetworkMappingNotSupported(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfNoHostNic {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNoHostNic(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfNoHostNic(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfNoSpaceOnController {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNoSpaceOnController(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfNoSpaceOnController(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfNoSupportedHardwareFamily {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfNoSupportedHardwareFamily(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfNoSupportedHardwareFamily(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfProperty {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfProperty(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfProperty(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfPropertyExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyExport(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfPropertyNetwork {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyNetwork(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyNetwork(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfPropertyNetworkExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyNetworkExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyNetworkExport(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifier {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyQualifier(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyQualifier(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierDuplicate {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyQualifierDuplicate(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyQualifierDuplicate(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierIgnored {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyQualifierIgnored(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyQualifierIgnored(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfPropertyType {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyType(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyType(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfPropertyValue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfPropertyValue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfPropertyValue(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfSystemFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfSystemFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfSystemFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfToXmlUnsupportedElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfToXmlUnsupportedElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfToXmlUnsupportedElement(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnableToExportDisk {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnableToExportDisk(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnableToExportDisk(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnexpectedElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnexpectedElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnexpectedElement(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnknownDevice {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnknownDevice(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnknownDevice(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnknownDeviceBacking {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnknownDeviceBacking(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnknownDeviceBacking(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnknownEntity {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnknownEntity(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnknownEntity(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttribute {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedAttribute(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedAttribute(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttributeValue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedAttributeValue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedAttributeValue(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingInfo {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedDeviceBackingInfo(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedDeviceBackingInfo(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingOption {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedDeviceBackingOption(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedDeviceBackingOption(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceExport {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedDeviceExport(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedDeviceExport(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDiskProvisioning {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedDiskProvisioning(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedDiskProvisioning(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedElement(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElementValue {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedElementValue(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedElementValue(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedPackage {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedPackage(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedPackage(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSection {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedSection(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedSection(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSubType {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedSubType(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedSubType(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfUnsupportedType {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfUnsupportedType(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfUnsupportedType(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfWrongElement {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfWrongElement(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfWrongElement(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfWrongNamespace {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfWrongNamespace(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfWrongNamespace(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for OvfXmlFormat {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::OvfXmlFormat(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::OvfXmlFormat(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for PasswordExpired {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PasswordExpired(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::PasswordExpired(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchAlreadyInstalled {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchAlreadyInstalled(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::PatchAlreadyInstalled(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchBinariesNotFound {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchBinariesNotFound(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::PatchBinariesNotFound(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchInstallFailed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchInstallFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::PatchInstallFailed(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchIntegrityError {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchIntegrityError(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::PatchIntegrityError(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchMetadataCorrupted {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchMetadataCorrupted(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::PatchMetadataCorrupted(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchMetadataInvalid {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchMetadataInvalid(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::PatchMetadataInvalid(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchMetadataNotFound {
+impl x::VariantOf<AnyMethodFault> for ToolsUnavailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchMetadataNotFound(Box::new(self))
+        AnyMethodFault::ToolsUnavailable(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::PatchMetadataNotFound(v) => Some(v),
+            AnyMethodFault::ToolsUnavailable(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchMissingDependencies {
+impl x::VariantOf<AnyMethodFault> for ToolsUpgradeCancelled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchMissingDependencies(Box::new(self))
+        AnyMethodFault::ToolsUpgradeCancelled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::PatchMissingDependencies(v) => Some(v),
+            AnyMethodFault::ToolsUpgradeCancelled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchNotApplicable {
+impl x::VariantOf<AnyMethodFault> for UnSupportedDatastoreForVFlash {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchNotApplicable(Box::new(self))
+        AnyMethodFault::UnSupportedDatastoreForVFlash(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::PatchNotApplicable(v) => Some(v),
+            AnyMethodFault::UnSupportedDatastoreForVFlash(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PatchSuperseded {
+impl x::VariantOf<AnyMethodFault> for UncommittedUndoableDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PatchSuperseded(Box::new(self))
+        AnyMethodFault::UncommittedUndoableDisk(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::PatchSuperseded(v) => Some(v),
+            AnyMethodFault::UncommittedUndoableDisk(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PhysCompatRDMNotSupported {
+impl x::VariantOf<AnyMethodFault> for UnconfiguredPropertyValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PhysCompatRDMNotSupported(Box::new(self))
+        AnyMethodFault::UnconfiguredPropertyValue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::PhysCompatRDMNotSupported(v) => Some(v),
+            AnyMethodFault::UnconfiguredPropertyValue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PlatformConfigFault {
+impl x::VariantOf<AnyMethodFault> for UncustomizableGuest {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PlatformConfigFault(Box::new(self))
+        AnyMethodFault::UncustomizableGuest(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::PlatformConfigFault(v) => Some(v),
+            AnyMethodFault::UncustomizableGuest(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PowerOnFtSecondaryFailed {
+impl x::VariantOf<AnyMethodFault> for UnexpectedCustomizationFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PowerOnFtSecondaryFailed(Box::new(self))
+        AnyMethodFault::UnexpectedCustomizationFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::PowerOnFtSecondaryFailed(v) => Some(v),
+            AnyMethodFault::UnexpectedCustomizationFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for PowerOnFtSecondaryTimedout {
+impl x::VariantOf<AnyMethodFault> for UnexpectedFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::PowerOnFtSecondaryTimedout(Box::new(self))
+        AnyMethodFault::UnexpectedFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::PowerOnFtSecondaryTimedout(v) => Some(v),
+            AnyMethodFault::UnexpectedFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ProfileUpdateFailed {
+impl x::VariantOf<AnyMethodFault> for UnrecognizedHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ProfileUpdateFailed(Box::new(self))
+        AnyMethodFault::UnrecognizedHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ProfileUpdateFailed(v) => Some(v),
+            AnyMethodFault::UnrecognizedHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for QuarantineModeFault {
+impl x::VariantOf<AnyMethodFault> for UnsharedSwapVMotionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::QuarantineModeFault(Box::new(self))
+        AnyMethodFault::UnsharedSwapVMotionNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::QuarantineModeFault(v) => Some(v),
+            AnyMethodFault::UnsharedSwapVMotionNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for QuestionPending {
+impl x::VariantOf<AnyMethodFault> for UnsupportedDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::QuestionPending(Box::new(self))
+        AnyMethodFault::UnsupportedDatastore(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::QuestionPending(v) => Some(v),
+            AnyMethodFault::UnsupportedDatastore(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for QuiesceDatastoreIOForHAFailed {
+impl x::VariantOf<AnyMethodFault> for UnsupportedGuest {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::QuiesceDatastoreIOForHAFailed(Box::new(self))
+        AnyMethodFault::UnsupportedGuest(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::QuiesceDatastoreIOForHAFailed(v) => Some(v),
+            AnyMethodFault::UnsupportedGuest(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RDMConversionNotSupported {
+impl x::VariantOf<AnyMethodFault> for UnsupportedVimApiVersion {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RDMConversionNotSupported(Box::new(self))
+        AnyMethodFault::UnsupportedVimApiVersion(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RDMConversionNotSupported(v) => Some(v),
+            AnyMethodFault::UnsupportedVimApiVersion(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RDMNotPreserved {
+impl x::VariantOf<AnyMethodFault> for UnsupportedVmxLocation {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RDMNotPreserved(Box::new(self))
+        AnyMethodFault::UnsupportedVmxLocation(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RDMNotPreserved(v) => Some(v),
+            AnyMethodFault::UnsupportedVmxLocation(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RDMNotSupported {
+impl x::VariantOf<AnyMethodFault> for UnusedVirtualDiskBlocksNotScrubbed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RDMNotSupported(Box::new(self))
+        AnyMethodFault::UnusedVirtualDiskBlocksNotScrubbed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RDMNotSupported(v) => Some(v),
+            AnyMethodFault::UnusedVirtualDiskBlocksNotScrubbed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RDMNotSupportedOnDatastore {
+impl x::VariantOf<AnyMethodFault> for UserNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RDMNotSupportedOnDatastore(Box::new(self))
+        AnyMethodFault::UserNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RDMNotSupportedOnDatastore(v) => Some(v),
+            AnyMethodFault::UserNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RDMPointsToInaccessibleDisk {
+impl x::VariantOf<AnyMethodFault> for VAppConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RDMPointsToInaccessibleDisk(Box::new(self))
+        AnyMethodFault::VAppConfigFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RDMPointsToInaccessibleDisk(v) => Some(v),
+            AnyMethodFault::VAppConfigFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RawDiskNotSupported {
+impl x::VariantOf<AnyMethodFault> for VAppNotRunning {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RawDiskNotSupported(Box::new(self))
+        AnyMethodFault::VAppNotRunning(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RawDiskNotSupported(v) => Some(v),
+            AnyMethodFault::VAppNotRunning(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReadHostResourcePoolTreeFailed {
+impl x::VariantOf<AnyMethodFault> for VAppOperationInProgress {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReadHostResourcePoolTreeFailed(Box::new(self))
+        AnyMethodFault::VAppOperationInProgress(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReadHostResourcePoolTreeFailed(v) => Some(v),
+            AnyMethodFault::VAppOperationInProgress(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReadOnlyDisksWithLegacyDestination {
+impl x::VariantOf<AnyMethodFault> for VAppPropertyFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReadOnlyDisksWithLegacyDestination(Box::new(self))
+        AnyMethodFault::VAppPropertyFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReadOnlyDisksWithLegacyDestination(v) => Some(v),
+            AnyMethodFault::VAppPropertyFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RebootRequired {
+impl x::VariantOf<AnyMethodFault> for VAppTaskInProgress {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RebootRequired(Box::new(self))
+        AnyMethodFault::VAppTaskInProgress(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RebootRequired(v) => Some(v),
+            AnyMethodFault::VAppTaskInProgress(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RecordReplayDisabled {
+impl x::VariantOf<AnyMethodFault> for VFlashCacheHotConfigNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RecordReplayDisabled(Box::new(self))
+        AnyMethodFault::VFlashCacheHotConfigNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RecordReplayDisabled(v) => Some(v),
+            AnyMethodFault::VFlashCacheHotConfigNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RemoteDeviceNotSupported {
+impl x::VariantOf<AnyMethodFault> for VFlashModuleNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RemoteDeviceNotSupported(Box::new(self))
+        AnyMethodFault::VFlashModuleNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RemoteDeviceNotSupported(v) => Some(v),
+            AnyMethodFault::VFlashModuleNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RemoveFailed {
+impl x::VariantOf<AnyMethodFault> for VFlashModuleVersionIncompatible {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RemoveFailed(Box::new(self))
+        AnyMethodFault::VFlashModuleVersionIncompatible(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::RemoveFailed(v) => Some(v),
+            AnyMethodFault::VFlashModuleVersionIncompatible(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReplicationConfigFault {
+impl x::VariantOf<AnyMethodFault> for VMINotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReplicationConfigFault(Box::new(self))
+        AnyMethodFault::VMINotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReplicationConfigFault(v) => Some(v),
+            AnyMethodFault::VMINotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReplicationDiskConfigFault {
+impl x::VariantOf<AnyMethodFault> for VMOnConflictDVPort {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReplicationDiskConfigFault(Box::new(self))
+        AnyMethodFault::VMOnConflictDVPort(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReplicationDiskConfigFault(v) => Some(v),
+            AnyMethodFault::VMOnConflictDVPort(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReplicationFault {
+impl x::VariantOf<AnyMethodFault> for VMOnVirtualIntranet {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReplicationFault(Box::new(self))
+        AnyMethodFault::VMOnVirtualIntranet(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReplicationFault(v) => Some(v),
+            AnyMethodFault::VMOnVirtualIntranet(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReplicationIncompatibleWithFT {
+impl x::VariantOf<AnyMethodFault> for VMotionAcrossNetworkNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReplicationIncompatibleWithFT(Box::new(self))
+        AnyMethodFault::VMotionAcrossNetworkNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReplicationIncompatibleWithFT(v) => Some(v),
+            AnyMethodFault::VMotionAcrossNetworkNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReplicationInvalidOptions {
+impl x::VariantOf<AnyMethodFault> for VMotionInterfaceIssue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReplicationInvalidOptions(Box::new(self))
+        AnyMethodFault::VMotionInterfaceIssue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReplicationInvalidOptions(v) => Some(v),
+            AnyMethodFault::VMotionInterfaceIssue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReplicationNotSupportedOnHost {
+impl x::VariantOf<AnyMethodFault> for VMotionLinkCapacityLow {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReplicationNotSupportedOnHost(Box::new(self))
+        AnyMethodFault::VMotionLinkCapacityLow(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReplicationNotSupportedOnHost(v) => Some(v),
+            AnyMethodFault::VMotionLinkCapacityLow(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReplicationVmConfigFault {
+impl x::VariantOf<AnyMethodFault> for VMotionLinkDown {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReplicationVmConfigFault(Box::new(self))
+        AnyMethodFault::VMotionLinkDown(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReplicationVmConfigFault(v) => Some(v),
+            AnyMethodFault::VMotionLinkDown(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReplicationVmFault {
+impl x::VariantOf<AnyMethodFault> for VMotionNotConfigured {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReplicationVmFault(Box::new(self))
+        AnyMethodFault::VMotionNotConfigured(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReplicationVmFault(v) => Some(v),
+            AnyMethodFault::VMotionNotConfigured(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ReplicationVmInProgressFault {
+impl x::VariantOf<AnyMethodFault> for VMotionNotLicensed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ReplicationVmInProgressFault(Box::new(self))
+        AnyMethodFault::VMotionNotLicensed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ReplicationVmInProgressFault(v) => Some(v),
+            AnyMethodFault::VMotionNotLicensed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for RequestCanceled {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RequestCanceled(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::RequestCanceled(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for ResourceInUse {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ResourceInUse(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ResourceInUse(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ResourceNotAvailable {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ResourceNotAvailable(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ResourceNotAvailable(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RestrictedByAdministrator {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RestrictedByAdministrator(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::RestrictedByAdministrator(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for RestrictedVersion {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RestrictedVersion(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::RestrictedVersion(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RollbackFailure {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RollbackFailure(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::RollbackFailure(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for RuleViolation {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RuleViolation(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::RuleViolation(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for RuntimeFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::RuntimeFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::RuntimeFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SSLDisabledFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SSLDisabledFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SSLDisabledFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SSLVerifyFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SSLVerifyFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SSLVerifyFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SSPIChallenge {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SSPIChallenge(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SSPIChallenge(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyDisabled {
+impl x::VariantOf<AnyMethodFault> for VMotionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SecondaryVmAlreadyDisabled(Box::new(self))
+        AnyMethodFault::VMotionNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SecondaryVmAlreadyDisabled(v) => Some(v),
+            AnyMethodFault::VMotionNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyEnabled {
+impl x::VariantOf<AnyMethodFault> for VMotionProtocolIncompatible {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SecondaryVmAlreadyEnabled(Box::new(self))
+        AnyMethodFault::VMotionProtocolIncompatible(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SecondaryVmAlreadyEnabled(v) => Some(v),
+            AnyMethodFault::VMotionProtocolIncompatible(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyRegistered {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SecondaryVmAlreadyRegistered(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SecondaryVmAlreadyRegistered(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SecondaryVmNotRegistered {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SecondaryVmNotRegistered(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SecondaryVmNotRegistered(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for SecurityError {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SecurityError(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SecurityError(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SessionNotFound {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SessionNotFound(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SessionNotFound(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SharedBusControllerNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SharedBusControllerNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SharedBusControllerNotSupported(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ShrinkDiskFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ShrinkDiskFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ShrinkDiskFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotCloneNotSupported {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotCloneNotSupported(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SnapshotCloneNotSupported(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotCopyNotSupported {
+impl x::VariantOf<AnyMethodFault> for VimFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotCopyNotSupported(Box::new(self))
+        AnyMethodFault::VimFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SnapshotCopyNotSupported(v) => Some(v),
+            AnyMethodFault::VimFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotDisabled {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotDisabled(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SnapshotDisabled(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for SnapshotFault {
+impl x::VariantOf<AnyMethodFault> for VirtualDiskBlocksNotFullyProvisioned {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotFault(Box::new(self))
+        AnyMethodFault::VirtualDiskBlocksNotFullyProvisioned(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SnapshotFault(v) => Some(v),
+            AnyMethodFault::VirtualDiskBlocksNotFullyProvisioned(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotIncompatibleDeviceInVm {
+impl x::VariantOf<AnyMethodFault> for VirtualDiskModeNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotIncompatibleDeviceInVm(Box::new(self))
+        AnyMethodFault::VirtualDiskModeNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SnapshotIncompatibleDeviceInVm(v) => Some(v),
+            AnyMethodFault::VirtualDiskModeNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotLocked {
+impl x::VariantOf<AnyMethodFault> for VirtualEthernetCardNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotLocked(Box::new(self))
+        AnyMethodFault::VirtualEthernetCardNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SnapshotLocked(v) => Some(v),
+            AnyMethodFault::VirtualEthernetCardNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotMoveFromNonHomeNotSupported {
+impl x::VariantOf<AnyMethodFault> for VirtualHardwareCompatibilityIssue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotMoveFromNonHomeNotSupported(Box::new(self))
+        AnyMethodFault::VirtualHardwareCompatibilityIssue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SnapshotMoveFromNonHomeNotSupported(v) => Some(v),
+            AnyMethodFault::VirtualHardwareCompatibilityIssue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotMoveNotSupported {
+impl x::VariantOf<AnyMethodFault> for VirtualHardwareVersionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotMoveNotSupported(Box::new(self))
+        AnyMethodFault::VirtualHardwareVersionNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SnapshotMoveNotSupported(v) => Some(v),
+            AnyMethodFault::VirtualHardwareVersionNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotMoveToNonHomeNotSupported {
+impl x::VariantOf<AnyMethodFault> for VmAlreadyExistsInDatacenter {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotMoveToNonHomeNotSupported(Box::new(self))
+        AnyMethodFault::VmAlreadyExistsInDatacenter(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SnapshotMoveToNonHomeNotSupported(v) => Some(v),
+            AnyMethodFault::VmAlreadyExistsInDatacenter(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotNoChange {
+impl x::VariantOf<AnyMethodFault> for VmConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotNoChange(Box::new(self))
+        AnyMethodFault::VmConfigFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SnapshotNoChange(v) => Some(v),
+            AnyMethodFault::VmConfigFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SnapshotRevertIssue {
+impl x::VariantOf<AnyMethodFault> for VmConfigIncompatibleForFaultTolerance {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SnapshotRevertIssue(Box::new(self))
+        AnyMethodFault::VmConfigIncompatibleForFaultTolerance(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SnapshotRevertIssue(v) => Some(v),
+            AnyMethodFault::VmConfigIncompatibleForFaultTolerance(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SoftRuleVioCorrectionDisallowed {
+impl x::VariantOf<AnyMethodFault> for VmConfigIncompatibleForRecordReplay {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SoftRuleVioCorrectionDisallowed(Box::new(self))
+        AnyMethodFault::VmConfigIncompatibleForRecordReplay(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SoftRuleVioCorrectionDisallowed(v) => Some(v),
+            AnyMethodFault::VmConfigIncompatibleForRecordReplay(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SoftRuleVioCorrectionImpact {
+impl x::VariantOf<AnyMethodFault> for VmFaultToleranceConfigIssue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SoftRuleVioCorrectionImpact(Box::new(self))
+        AnyMethodFault::VmFaultToleranceConfigIssue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SoftRuleVioCorrectionImpact(v) => Some(v),
+            AnyMethodFault::VmFaultToleranceConfigIssue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SolutionUserRequired {
+impl x::VariantOf<AnyMethodFault> for VmFaultToleranceConfigIssueWrapper {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SolutionUserRequired(Box::new(self))
+        AnyMethodFault::VmFaultToleranceConfigIssueWrapper(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SolutionUserRequired(v) => Some(v),
+            AnyMethodFault::VmFaultToleranceConfigIssueWrapper(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SsdDiskNotAvailable {
+impl x::VariantOf<AnyMethodFault> for VmFaultToleranceInvalidFileBacking {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SsdDiskNotAvailable(Box::new(self))
+        AnyMethodFault::VmFaultToleranceInvalidFileBacking(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SsdDiskNotAvailable(v) => Some(v),
+            AnyMethodFault::VmFaultToleranceInvalidFileBacking(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveDiskInMultiWriterMode {
+impl x::VariantOf<AnyMethodFault> for VmFaultToleranceIssue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new(self))
+        AnyMethodFault::VmFaultToleranceIssue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Some(v),
+            AnyMethodFault::VmFaultToleranceIssue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveFTVm {
+impl x::VariantOf<AnyMethodFault> for VmFaultToleranceOpIssuesList {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveFTVm(Box::new(self))
+        AnyMethodFault::VmFaultToleranceOpIssuesList(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveFTVm(v) => Some(v),
+            AnyMethodFault::VmFaultToleranceOpIssuesList(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveIndependentDisk {
+impl x::VariantOf<AnyMethodFault> for VmFaultToleranceTooManyFtVcpusOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveIndependentDisk(Box::new(self))
+        AnyMethodFault::VmFaultToleranceTooManyFtVcpusOnHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveIndependentDisk(v) => Some(v),
+            AnyMethodFault::VmFaultToleranceTooManyFtVcpusOnHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveManuallyPlacedSwapFile {
+impl x::VariantOf<AnyMethodFault> for VmFaultToleranceTooManyVMsOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new(self))
+        AnyMethodFault::VmFaultToleranceTooManyVMsOnHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Some(v),
+            AnyMethodFault::VmFaultToleranceTooManyVMsOnHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveManuallyPlacedVm {
+impl x::VariantOf<AnyMethodFault> for VmHostAffinityRuleViolation {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveManuallyPlacedVm(Box::new(self))
+        AnyMethodFault::VmHostAffinityRuleViolation(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveManuallyPlacedVm(v) => Some(v),
+            AnyMethodFault::VmHostAffinityRuleViolation(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveSharedDisk {
+impl x::VariantOf<AnyMethodFault> for VmLimitLicense {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveSharedDisk(Box::new(self))
+        AnyMethodFault::VmLimitLicense(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveSharedDisk(v) => Some(v),
+            AnyMethodFault::VmLimitLicense(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveTemplate {
+impl x::VariantOf<AnyMethodFault> for VmMetadataManagerFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveTemplate(Box::new(self))
+        AnyMethodFault::VmMetadataManagerFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveTemplate(v) => Some(v),
+            AnyMethodFault::VmMetadataManagerFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmInUserFolder {
+impl x::VariantOf<AnyMethodFault> for VmMonitorIncompatibleForFaultTolerance {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveVmInUserFolder(Box::new(self))
+        AnyMethodFault::VmMonitorIncompatibleForFaultTolerance(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveVmInUserFolder(v) => Some(v),
+            AnyMethodFault::VmMonitorIncompatibleForFaultTolerance(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmWithMountedCDROM {
+impl x::VariantOf<AnyMethodFault> for VmPowerOnDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveVmWithMountedCDROM(Box::new(self))
+        AnyMethodFault::VmPowerOnDisabled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveVmWithMountedCDROM(v) => Some(v),
+            AnyMethodFault::VmPowerOnDisabled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmWithNoFilesInLayout {
+impl x::VariantOf<AnyMethodFault> for VmSmpFaultToleranceTooManyVMsOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new(self))
+        AnyMethodFault::VmSmpFaultToleranceTooManyVMsOnHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Some(v),
+            AnyMethodFault::VmSmpFaultToleranceTooManyVMsOnHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsDatacentersCannotShareDatastore {
+impl x::VariantOf<AnyMethodFault> for VmToolsUpgradeFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsDatacentersCannotShareDatastore(Box::new(self))
+        AnyMethodFault::VmToolsUpgradeFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsDatacentersCannotShareDatastore(v) => Some(v),
+            AnyMethodFault::VmToolsUpgradeFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsDisabledOnVm {
+impl x::VariantOf<AnyMethodFault> for VmValidateMaxDevice {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsDisabledOnVm(Box::new(self))
+        AnyMethodFault::VmValidateMaxDevice(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsDisabledOnVm(v) => Some(v),
+            AnyMethodFault::VmValidateMaxDevice(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsHbrDiskNotMovable {
+impl x::VariantOf<AnyMethodFault> for VmWwnConflict {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsHbrDiskNotMovable(Box::new(self))
+        AnyMethodFault::VmWwnConflict(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsHbrDiskNotMovable(v) => Some(v),
+            AnyMethodFault::VmWwnConflict(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsHmsMoveInProgress {
+impl x::VariantOf<AnyMethodFault> for VmfsAlreadyMounted {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsHmsMoveInProgress(Box::new(self))
+        AnyMethodFault::VmfsAlreadyMounted(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsHmsMoveInProgress(v) => Some(v),
+            AnyMethodFault::VmfsAlreadyMounted(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsHmsUnreachable {
+impl x::VariantOf<AnyMethodFault> for VmfsAmbiguousMount {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsHmsUnreachable(Box::new(self))
+        AnyMethodFault::VmfsAmbiguousMount(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsHmsUnreachable(v) => Some(v),
+            AnyMethodFault::VmfsAmbiguousMount(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsIolbDisabledInternally {
+impl x::VariantOf<AnyMethodFault> for VmfsMountFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsIolbDisabledInternally(Box::new(self))
+        AnyMethodFault::VmfsMountFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsIolbDisabledInternally(v) => Some(v),
+            AnyMethodFault::VmfsMountFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsRelocateDisabled {
+impl x::VariantOf<AnyMethodFault> for VmotionInterfaceNotEnabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsRelocateDisabled(Box::new(self))
+        AnyMethodFault::VmotionInterfaceNotEnabled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsRelocateDisabled(v) => Some(v),
+            AnyMethodFault::VmotionInterfaceNotEnabled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsStaleHmsCollection {
+impl x::VariantOf<AnyMethodFault> for VolumeEditorError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsStaleHmsCollection(Box::new(self))
+        AnyMethodFault::VolumeEditorError(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsStaleHmsCollection(v) => Some(v),
+            AnyMethodFault::VolumeEditorError(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageDrsUnableToMoveFiles {
+impl x::VariantOf<AnyMethodFault> for VramLimitLicense {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageDrsUnableToMoveFiles(Box::new(self))
+        AnyMethodFault::VramLimitLicense(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageDrsUnableToMoveFiles(v) => Some(v),
+            AnyMethodFault::VramLimitLicense(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageVMotionNotSupported {
+impl x::VariantOf<AnyMethodFault> for VsanClusterUuidMismatch {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageVMotionNotSupported(Box::new(self))
+        AnyMethodFault::VsanClusterUuidMismatch(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageVMotionNotSupported(v) => Some(v),
+            AnyMethodFault::VsanClusterUuidMismatch(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for StorageVmotionIncompatible {
+impl x::VariantOf<AnyMethodFault> for VsanDiskFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::StorageVmotionIncompatible(Box::new(self))
+        AnyMethodFault::VsanDiskFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::StorageVmotionIncompatible(v) => Some(v),
+            AnyMethodFault::VsanDiskFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SuspendedRelocateNotSupported {
+impl x::VariantOf<AnyMethodFault> for VsanFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SuspendedRelocateNotSupported(Box::new(self))
+        AnyMethodFault::VsanFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SuspendedRelocateNotSupported(v) => Some(v),
+            AnyMethodFault::VsanFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SwapDatastoreNotWritableOnHost {
+impl x::VariantOf<AnyMethodFault> for VsanIncompatibleDiskMapping {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SwapDatastoreNotWritableOnHost(Box::new(self))
+        AnyMethodFault::VsanIncompatibleDiskMapping(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SwapDatastoreNotWritableOnHost(v) => Some(v),
+            AnyMethodFault::VsanIncompatibleDiskMapping(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SwapDatastoreUnset {
+impl x::VariantOf<AnyMethodFault> for VspanDestPortConflict {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SwapDatastoreUnset(Box::new(self))
+        AnyMethodFault::VspanDestPortConflict(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SwapDatastoreUnset(v) => Some(v),
+            AnyMethodFault::VspanDestPortConflict(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SwapPlacementOverrideNotSupported {
+impl x::VariantOf<AnyMethodFault> for VspanPortConflict {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SwapPlacementOverrideNotSupported(Box::new(self))
+        AnyMethodFault::VspanPortConflict(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SwapPlacementOverrideNotSupported(v) => Some(v),
+            AnyMethodFault::VspanPortConflict(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SwitchIpUnset {
+impl x::VariantOf<AnyMethodFault> for VspanPortMoveFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SwitchIpUnset(Box::new(self))
+        AnyMethodFault::VspanPortMoveFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SwitchIpUnset(v) => Some(v),
+            AnyMethodFault::VspanPortMoveFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for SwitchNotInUpgradeMode {
+impl x::VariantOf<AnyMethodFault> for VspanPortPromiscChangeFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SwitchNotInUpgradeMode(Box::new(self))
+        AnyMethodFault::VspanPortPromiscChangeFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::SwitchNotInUpgradeMode(v) => Some(v),
+            AnyMethodFault::VspanPortPromiscChangeFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for SystemError {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::SystemError(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::SystemError(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for TaskInProgress {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TaskInProgress(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::TaskInProgress(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ThirdPartyLicenseAssignmentFailed {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ThirdPartyLicenseAssignmentFailed(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::ThirdPartyLicenseAssignmentFailed(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for Timedout {
+impl x::VariantOf<AnyMethodFault> for VspanPortgroupPromiscChangeFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::Timedout(Box::new(self))
+        AnyMethodFault::VspanPortgroupPromiscChangeFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::Timedout(v) => Some(v),
+            AnyMethodFault::VspanPortgroupPromiscChangeFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for TooManyConcurrentNativeClones {
+impl x::VariantOf<AnyMethodFault> for VspanPortgroupTypeChangeFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TooManyConcurrentNativeClones(Box::new(self))
+        AnyMethodFault::VspanPortgroupTypeChangeFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::TooManyConcurrentNativeClones(v) => Some(v),
+            AnyMethodFault::VspanPortgroupTypeChangeFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for TooManyConsecutiveOverrides {
+impl x::VariantOf<AnyMethodFault> for VspanPromiscuousPortNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TooManyConsecutiveOverrides(Box::new(self))
+        AnyMethodFault::VspanPromiscuousPortNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::TooManyConsecutiveOverrides(v) => Some(v),
+            AnyMethodFault::VspanPromiscuousPortNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for TooManyDevices {
+impl x::VariantOf<AnyMethodFault> for VspanSameSessionPortConflict {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TooManyDevices(Box::new(self))
+        AnyMethodFault::VspanSameSessionPortConflict(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::TooManyDevices(v) => Some(v),
+            AnyMethodFault::VspanSameSessionPortConflict(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for TooManyDisksOnLegacyHost {
+impl x::VariantOf<AnyMethodFault> for WakeOnLanNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TooManyDisksOnLegacyHost(Box::new(self))
+        AnyMethodFault::WakeOnLanNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::TooManyDisksOnLegacyHost(v) => Some(v),
+            AnyMethodFault::WakeOnLanNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for TooManyGuestLogons {
+impl x::VariantOf<AnyMethodFault> for WakeOnLanNotSupportedByVmotionNIC {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TooManyGuestLogons(Box::new(self))
+        AnyMethodFault::WakeOnLanNotSupportedByVmotionNIC(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::TooManyGuestLogons(v) => Some(v),
+            AnyMethodFault::WakeOnLanNotSupportedByVmotionNIC(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for TooManyHosts {
+impl x::VariantOf<AnyMethodFault> for WillLoseHAProtection {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TooManyHosts(Box::new(self))
+        AnyMethodFault::WillLoseHAProtection(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::TooManyHosts(v) => Some(v),
+            AnyMethodFault::WillLoseHAProtection(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for TooManyNativeCloneLevels {
+impl x::VariantOf<AnyMethodFault> for WillModifyConfigCpuRequirements {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TooManyNativeCloneLevels(Box::new(self))
+        AnyMethodFault::WillModifyConfigCpuRequirements(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::TooManyNativeCloneLevels(v) => Some(v),
+            AnyMethodFault::WillModifyConfigCpuRequirements(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for TooManyNativeClonesOnFile {
+impl x::VariantOf<AnyMethodFault> for WillResetSnapshotDirectory {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TooManyNativeClonesOnFile(Box::new(self))
+        AnyMethodFault::WillResetSnapshotDirectory(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::TooManyNativeClonesOnFile(v) => Some(v),
+            AnyMethodFault::WillResetSnapshotDirectory(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for TooManySnapshotLevels {
+impl x::VariantOf<AnyMethodFault> for WipeDiskFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::TooManySnapshotLevels(Box::new(self))
+        AnyMethodFault::WipeDiskFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::TooManySnapshotLevels(v) => Some(v),
+            AnyMethodFault::WipeDiskFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }

@@ -1402,3 +1402,8 @@ impl std::fmt::Debug for AnyMethodFault {
         }
     }
 }
+impl PartialEq for AnyMethodFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_encoding(self, other)
+    }
+}

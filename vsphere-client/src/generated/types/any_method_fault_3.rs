@@ -5,2390 +5,2400 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl PartialEq for AnyMethodFault {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::MethodFault(a), Self::MethodFault(b)) => **a == **b,
+impl Clone for AnyMethodFault {
+    fn clone(&self) -> Self {
+        match self {
+            Self::MethodFault(v) => Self::MethodFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::ActiveDirectoryFault(a), Self::ActiveDirectoryFault(b)) => **a == **b,
+            Self::ActiveDirectoryFault(v) => {
+                Self::ActiveDirectoryFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ActiveVMsBlockingEVC(a), Self::ActiveVMsBlockingEVC(b)) => **a == **b,
+            Self::ActiveVMsBlockingEVC(v) => {
+                Self::ActiveVMsBlockingEVC(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::AdminDisabled(a), Self::AdminDisabled(b)) => **a == **b,
+            Self::AdminDisabled(v) => Self::AdminDisabled(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::AdminNotDisabled(a), Self::AdminNotDisabled(b)) => **a == **b,
+            Self::AdminNotDisabled(v) => Self::AdminNotDisabled(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::AffinityConfigured(a), Self::AffinityConfigured(b)) => **a == **b,
+            Self::AffinityConfigured(v) => {
+                Self::AffinityConfigured(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::AgentInstallFailed(a), Self::AgentInstallFailed(b)) => **a == **b,
+            Self::AgentInstallFailed(v) => {
+                Self::AgentInstallFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::AlreadyBeingManaged(a), Self::AlreadyBeingManaged(b)) => **a == **b,
+            Self::AlreadyBeingManaged(v) => {
+                Self::AlreadyBeingManaged(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::AlreadyConnected(a), Self::AlreadyConnected(b)) => **a == **b,
-            (Self::AlreadyExists(a), Self::AlreadyExists(b)) => **a == **b,
+            Self::AlreadyConnected(v) => Self::AlreadyConnected(Box::new((**v).clone())),
+            Self::AlreadyExists(v) => Self::AlreadyExists(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::AlreadyUpgraded(a), Self::AlreadyUpgraded(b)) => **a == **b,
+            Self::AlreadyUpgraded(v) => Self::AlreadyUpgraded(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::AnswerFileUpdateFailed(a), Self::AnswerFileUpdateFailed(b)) => {
-                **a == **b
+            Self::AnswerFileUpdateFailed(v) => {
+                Self::AnswerFileUpdateFailed(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::ApplicationQuiesceFault(a), Self::ApplicationQuiesceFault(b)) => {
-                **a == **b
+            Self::ApplicationQuiesceFault(v) => {
+                Self::ApplicationQuiesceFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::AuthMinimumAdminPermission(a),
-                Self::AuthMinimumAdminPermission(b),
-            ) => **a == **b,
+            Self::AuthMinimumAdminPermission(v) => {
+                Self::AuthMinimumAdminPermission(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::AuthenticationRequired(a), Self::AuthenticationRequired(b)) => {
-                **a == **b
+            Self::AuthenticationRequired(v) => {
+                Self::AuthenticationRequired(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::BackupBlobReadFailure(a), Self::BackupBlobReadFailure(b)) => {
-                **a == **b
+            Self::BackupBlobReadFailure(v) => {
+                Self::BackupBlobReadFailure(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::BackupBlobWriteFailure(a), Self::BackupBlobWriteFailure(b)) => {
-                **a == **b
+            Self::BackupBlobWriteFailure(v) => {
+                Self::BackupBlobWriteFailure(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::BlockedByFirewall(a), Self::BlockedByFirewall(b)) => **a == **b,
+            Self::BlockedByFirewall(v) => {
+                Self::BlockedByFirewall(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CAMServerRefusedConnection(a),
-                Self::CAMServerRefusedConnection(b),
-            ) => **a == **b,
+            Self::CAMServerRefusedConnection(v) => {
+                Self::CAMServerRefusedConnection(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotAccessFile(a), Self::CannotAccessFile(b)) => **a == **b,
+            Self::CannotAccessFile(v) => Self::CannotAccessFile(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::CannotAccessLocalSource(a), Self::CannotAccessLocalSource(b)) => {
-                **a == **b
+            Self::CannotAccessLocalSource(v) => {
+                Self::CannotAccessLocalSource(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::CannotAccessNetwork(a), Self::CannotAccessNetwork(b)) => **a == **b,
+            Self::CannotAccessNetwork(v) => {
+                Self::CannotAccessNetwork(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotAccessVmComponent(a), Self::CannotAccessVmComponent(b)) => {
-                **a == **b
+            Self::CannotAccessVmComponent(v) => {
+                Self::CannotAccessVmComponent(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::CannotAccessVmConfig(a), Self::CannotAccessVmConfig(b)) => **a == **b,
+            Self::CannotAccessVmConfig(v) => {
+                Self::CannotAccessVmConfig(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotAccessVmDevice(a), Self::CannotAccessVmDevice(b)) => **a == **b,
+            Self::CannotAccessVmDevice(v) => {
+                Self::CannotAccessVmDevice(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotAccessVmDisk(a), Self::CannotAccessVmDisk(b)) => **a == **b,
+            Self::CannotAccessVmDisk(v) => {
+                Self::CannotAccessVmDisk(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotAddHostWithFTVmAsStandalone(a),
-                Self::CannotAddHostWithFTVmAsStandalone(b),
-            ) => **a == **b,
+            Self::CannotAddHostWithFTVmAsStandalone(v) => {
+                Self::CannotAddHostWithFTVmAsStandalone(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotAddHostWithFTVmToDifferentCluster(a),
-                Self::CannotAddHostWithFTVmToDifferentCluster(b),
-            ) => **a == **b,
+            Self::CannotAddHostWithFTVmToDifferentCluster(v) => {
+                Self::CannotAddHostWithFTVmToDifferentCluster(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotAddHostWithFTVmToNonHACluster(a),
-                Self::CannotAddHostWithFTVmToNonHACluster(b),
-            ) => **a == **b,
+            Self::CannotAddHostWithFTVmToNonHACluster(v) => {
+                Self::CannotAddHostWithFTVmToNonHACluster(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotChangeDrsBehaviorForFtSecondary(a),
-                Self::CannotChangeDrsBehaviorForFtSecondary(b),
-            ) => **a == **b,
+            Self::CannotChangeDrsBehaviorForFtSecondary(v) => {
+                Self::CannotChangeDrsBehaviorForFtSecondary(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotChangeHaSettingsForFtSecondary(a),
-                Self::CannotChangeHaSettingsForFtSecondary(b),
-            ) => **a == **b,
+            Self::CannotChangeHaSettingsForFtSecondary(v) => {
+                Self::CannotChangeHaSettingsForFtSecondary(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotChangeVsanClusterUuid(a),
-                Self::CannotChangeVsanClusterUuid(b),
-            ) => **a == **b,
+            Self::CannotChangeVsanClusterUuid(v) => {
+                Self::CannotChangeVsanClusterUuid(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotChangeVsanNodeUuid(a), Self::CannotChangeVsanNodeUuid(b)) => {
-                **a == **b
+            Self::CannotChangeVsanNodeUuid(v) => {
+                Self::CannotChangeVsanNodeUuid(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotComputeFTCompatibleHosts(a),
-                Self::CannotComputeFTCompatibleHosts(b),
-            ) => **a == **b,
-            (Self::CannotCreateFile(a), Self::CannotCreateFile(b)) => **a == **b,
+            Self::CannotComputeFTCompatibleHosts(v) => {
+                Self::CannotComputeFTCompatibleHosts(Box::new((**v).clone()))
+            }
+            Self::CannotCreateFile(v) => Self::CannotCreateFile(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::CannotDecryptPasswords(a), Self::CannotDecryptPasswords(b)) => {
-                **a == **b
+            Self::CannotDecryptPasswords(v) => {
+                Self::CannotDecryptPasswords(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::CannotDeleteFile(a), Self::CannotDeleteFile(b)) => **a == **b,
+            Self::CannotDeleteFile(v) => Self::CannotDeleteFile(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotDisableDrsOnClustersWithVApps(a),
-                Self::CannotDisableDrsOnClustersWithVApps(b),
-            ) => **a == **b,
+            Self::CannotDisableDrsOnClustersWithVApps(v) => {
+                Self::CannotDisableDrsOnClustersWithVApps(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotDisableSnapshot(a), Self::CannotDisableSnapshot(b)) => {
-                **a == **b
+            Self::CannotDisableSnapshot(v) => {
+                Self::CannotDisableSnapshot(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotDisconnectHostWithFaultToleranceVm(a),
-                Self::CannotDisconnectHostWithFaultToleranceVm(b),
-            ) => **a == **b,
+            Self::CannotDisconnectHostWithFaultToleranceVm(v) => {
+                Self::CannotDisconnectHostWithFaultToleranceVm(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotEnableVmcpForCluster(a),
-                Self::CannotEnableVmcpForCluster(b),
-            ) => **a == **b,
+            Self::CannotEnableVmcpForCluster(v) => {
+                Self::CannotEnableVmcpForCluster(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotModifyConfigCpuRequirements(a),
-                Self::CannotModifyConfigCpuRequirements(b),
-            ) => **a == **b,
+            Self::CannotModifyConfigCpuRequirements(v) => {
+                Self::CannotModifyConfigCpuRequirements(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotMoveFaultToleranceVm(a),
-                Self::CannotMoveFaultToleranceVm(b),
-            ) => **a == **b,
+            Self::CannotMoveFaultToleranceVm(v) => {
+                Self::CannotMoveFaultToleranceVm(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotMoveHostWithFaultToleranceVm(a),
-                Self::CannotMoveHostWithFaultToleranceVm(b),
-            ) => **a == **b,
+            Self::CannotMoveHostWithFaultToleranceVm(v) => {
+                Self::CannotMoveHostWithFaultToleranceVm(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotMoveVmWithDeltaDisk(a), Self::CannotMoveVmWithDeltaDisk(b)) => {
-                **a == **b
+            Self::CannotMoveVmWithDeltaDisk(v) => {
+                Self::CannotMoveVmWithDeltaDisk(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotMoveVmWithNativeDeltaDisk(a),
-                Self::CannotMoveVmWithNativeDeltaDisk(b),
-            ) => **a == **b,
+            Self::CannotMoveVmWithNativeDeltaDisk(v) => {
+                Self::CannotMoveVmWithNativeDeltaDisk(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotMoveVsanEnabledHost(a), Self::CannotMoveVsanEnabledHost(b)) => {
-                **a == **b
+            Self::CannotMoveVsanEnabledHost(v) => {
+                Self::CannotMoveVsanEnabledHost(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotPlaceWithoutPrerequisiteMoves(a),
-                Self::CannotPlaceWithoutPrerequisiteMoves(b),
-            ) => **a == **b,
+            Self::CannotPlaceWithoutPrerequisiteMoves(v) => {
+                Self::CannotPlaceWithoutPrerequisiteMoves(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotPowerOffVmInCluster(a), Self::CannotPowerOffVmInCluster(b)) => {
-                **a == **b
+            Self::CannotPowerOffVmInCluster(v) => {
+                Self::CannotPowerOffVmInCluster(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::CannotReconfigureVsanWhenHaEnabled(a),
-                Self::CannotReconfigureVsanWhenHaEnabled(b),
-            ) => **a == **b,
+            Self::CannotReconfigureVsanWhenHaEnabled(v) => {
+                Self::CannotReconfigureVsanWhenHaEnabled(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CannotUseNetwork(a), Self::CannotUseNetwork(b)) => **a == **b,
+            Self::CannotUseNetwork(v) => Self::CannotUseNetwork(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::ClockSkew(a), Self::ClockSkew(b)) => **a == **b,
+            Self::ClockSkew(v) => Self::ClockSkew(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::CloneFromSnapshotNotSupported(a),
-                Self::CloneFromSnapshotNotSupported(b),
-            ) => **a == **b,
+            Self::CloneFromSnapshotNotSupported(v) => {
+                Self::CloneFromSnapshotNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CollectorAddressUnset(a), Self::CollectorAddressUnset(b)) => {
-                **a == **b
+            Self::CollectorAddressUnset(v) => {
+                Self::CollectorAddressUnset(Box::new((**v).clone()))
             }
-            (Self::ConcurrentAccess(a), Self::ConcurrentAccess(b)) => **a == **b,
+            Self::ConcurrentAccess(v) => Self::ConcurrentAccess(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::ConflictingConfiguration(a), Self::ConflictingConfiguration(b)) => {
-                **a == **b
+            Self::ConflictingConfiguration(v) => {
+                Self::ConflictingConfiguration(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::ConflictingDatastoreFound(a), Self::ConflictingDatastoreFound(b)) => {
-                **a == **b
+            Self::ConflictingDatastoreFound(v) => {
+                Self::ConflictingDatastoreFound(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::ConnectedIso(a), Self::ConnectedIso(b)) => **a == **b,
+            Self::ConnectedIso(v) => Self::ConnectedIso(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::CpuCompatibilityUnknown(a), Self::CpuCompatibilityUnknown(b)) => {
-                **a == **b
+            Self::CpuCompatibilityUnknown(v) => {
+                Self::CpuCompatibilityUnknown(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::CpuHotPlugNotSupported(a), Self::CpuHotPlugNotSupported(b)) => {
-                **a == **b
+            Self::CpuHotPlugNotSupported(v) => {
+                Self::CpuHotPlugNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::CpuIncompatible(a), Self::CpuIncompatible(b)) => **a == **b,
+            Self::CpuIncompatible(v) => Self::CpuIncompatible(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::CpuIncompatible1ECX(a), Self::CpuIncompatible1ECX(b)) => **a == **b,
+            Self::CpuIncompatible1ECX(v) => {
+                Self::CpuIncompatible1ECX(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CpuIncompatible81EDX(a), Self::CpuIncompatible81EDX(b)) => **a == **b,
-            (Self::CustomizationFault(a), Self::CustomizationFault(b)) => **a == **b,
+            Self::CpuIncompatible81EDX(v) => {
+                Self::CpuIncompatible81EDX(Box::new((**v).clone()))
+            }
+            Self::CustomizationFault(v) => {
+                Self::CustomizationFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::CustomizationPending(a), Self::CustomizationPending(b)) => **a == **b,
+            Self::CustomizationPending(v) => {
+                Self::CustomizationPending(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DVPortNotSupported(a), Self::DVPortNotSupported(b)) => **a == **b,
+            Self::DVPortNotSupported(v) => {
+                Self::DVPortNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DasConfigFault(a), Self::DasConfigFault(b)) => **a == **b,
+            Self::DasConfigFault(v) => Self::DasConfigFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DatabaseError(a), Self::DatabaseError(b)) => **a == **b,
+            Self::DatabaseError(v) => Self::DatabaseError(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DatacenterMismatch(a), Self::DatacenterMismatch(b)) => **a == **b,
+            Self::DatacenterMismatch(v) => {
+                Self::DatacenterMismatch(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::DatastoreNotWritableOnHost(a),
-                Self::DatastoreNotWritableOnHost(b),
-            ) => **a == **b,
+            Self::DatastoreNotWritableOnHost(v) => {
+                Self::DatastoreNotWritableOnHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::DeltaDiskFormatNotSupported(a),
-                Self::DeltaDiskFormatNotSupported(b),
-            ) => **a == **b,
+            Self::DeltaDiskFormatNotSupported(v) => {
+                Self::DeltaDiskFormatNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DestinationSwitchFull(a), Self::DestinationSwitchFull(b)) => {
-                **a == **b
+            Self::DestinationSwitchFull(v) => {
+                Self::DestinationSwitchFull(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::DestinationVsanDisabled(a), Self::DestinationVsanDisabled(b)) => {
-                **a == **b
+            Self::DestinationVsanDisabled(v) => {
+                Self::DestinationVsanDisabled(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::DeviceBackingNotSupported(a), Self::DeviceBackingNotSupported(b)) => {
-                **a == **b
+            Self::DeviceBackingNotSupported(v) => {
+                Self::DeviceBackingNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::DeviceControllerNotSupported(a),
-                Self::DeviceControllerNotSupported(b),
-            ) => **a == **b,
+            Self::DeviceControllerNotSupported(v) => {
+                Self::DeviceControllerNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DeviceHotPlugNotSupported(a), Self::DeviceHotPlugNotSupported(b)) => {
-                **a == **b
+            Self::DeviceHotPlugNotSupported(v) => {
+                Self::DeviceHotPlugNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::DeviceNotFound(a), Self::DeviceNotFound(b)) => **a == **b,
+            Self::DeviceNotFound(v) => Self::DeviceNotFound(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DeviceNotSupported(a), Self::DeviceNotSupported(b)) => **a == **b,
+            Self::DeviceNotSupported(v) => {
+                Self::DeviceNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::DeviceUnsupportedForVmPlatform(a),
-                Self::DeviceUnsupportedForVmPlatform(b),
-            ) => **a == **b,
+            Self::DeviceUnsupportedForVmPlatform(v) => {
+                Self::DeviceUnsupportedForVmPlatform(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::DeviceUnsupportedForVmVersion(a),
-                Self::DeviceUnsupportedForVmVersion(b),
-            ) => **a == **b,
+            Self::DeviceUnsupportedForVmVersion(v) => {
+                Self::DeviceUnsupportedForVmVersion(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DigestNotSupported(a), Self::DigestNotSupported(b)) => **a == **b,
+            Self::DigestNotSupported(v) => {
+                Self::DigestNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DirectoryNotEmpty(a), Self::DirectoryNotEmpty(b)) => **a == **b,
+            Self::DirectoryNotEmpty(v) => {
+                Self::DirectoryNotEmpty(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DisableAdminNotSupported(a), Self::DisableAdminNotSupported(b)) => {
-                **a == **b
+            Self::DisableAdminNotSupported(v) => {
+                Self::DisableAdminNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::DisallowedChangeByService(a), Self::DisallowedChangeByService(b)) => {
-                **a == **b
+            Self::DisallowedChangeByService(v) => {
+                Self::DisallowedChangeByService(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::DisallowedDiskModeChange(a), Self::DisallowedDiskModeChange(b)) => {
-                **a == **b
+            Self::DisallowedDiskModeChange(v) => {
+                Self::DisallowedDiskModeChange(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::DisallowedMigrationDeviceAttached(a),
-                Self::DisallowedMigrationDeviceAttached(b),
-            ) => **a == **b,
+            Self::DisallowedMigrationDeviceAttached(v) => {
+                Self::DisallowedMigrationDeviceAttached(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::DisallowedOperationOnFailoverHost(a),
-                Self::DisallowedOperationOnFailoverHost(b),
-            ) => **a == **b,
+            Self::DisallowedOperationOnFailoverHost(v) => {
+                Self::DisallowedOperationOnFailoverHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::DisconnectedHostsBlockingEVC(a),
-                Self::DisconnectedHostsBlockingEVC(b),
-            ) => **a == **b,
+            Self::DisconnectedHostsBlockingEVC(v) => {
+                Self::DisconnectedHostsBlockingEVC(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DiskHasPartitions(a), Self::DiskHasPartitions(b)) => **a == **b,
+            Self::DiskHasPartitions(v) => {
+                Self::DiskHasPartitions(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DiskIsLastRemainingNonSSD(a), Self::DiskIsLastRemainingNonSSD(b)) => {
-                **a == **b
+            Self::DiskIsLastRemainingNonSSD(v) => {
+                Self::DiskIsLastRemainingNonSSD(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::DiskIsNonLocal(a), Self::DiskIsNonLocal(b)) => **a == **b,
+            Self::DiskIsNonLocal(v) => Self::DiskIsNonLocal(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DiskIsUSB(a), Self::DiskIsUSB(b)) => **a == **b,
+            Self::DiskIsUSB(v) => Self::DiskIsUSB(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DiskMoveTypeNotSupported(a), Self::DiskMoveTypeNotSupported(b)) => {
-                **a == **b
+            Self::DiskMoveTypeNotSupported(v) => {
+                Self::DiskMoveTypeNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::DiskNotSupported(a), Self::DiskNotSupported(b)) => **a == **b,
+            Self::DiskNotSupported(v) => Self::DiskNotSupported(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DiskTooSmall(a), Self::DiskTooSmall(b)) => **a == **b,
+            Self::DiskTooSmall(v) => Self::DiskTooSmall(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DomainNotFound(a), Self::DomainNotFound(b)) => **a == **b,
+            Self::DomainNotFound(v) => Self::DomainNotFound(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DrsDisabledOnVm(a), Self::DrsDisabledOnVm(b)) => **a == **b,
+            Self::DrsDisabledOnVm(v) => Self::DrsDisabledOnVm(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::DrsVmotionIncompatibleFault(a),
-                Self::DrsVmotionIncompatibleFault(b),
-            ) => **a == **b,
+            Self::DrsVmotionIncompatibleFault(v) => {
+                Self::DrsVmotionIncompatibleFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DuplicateDisks(a), Self::DuplicateDisks(b)) => **a == **b,
-            (Self::DuplicateName(a), Self::DuplicateName(b)) => **a == **b,
+            Self::DuplicateDisks(v) => Self::DuplicateDisks(Box::new((**v).clone())),
+            Self::DuplicateName(v) => Self::DuplicateName(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::DuplicateVsanNetworkInterface(a),
-                Self::DuplicateVsanNetworkInterface(b),
-            ) => **a == **b,
+            Self::DuplicateVsanNetworkInterface(v) => {
+                Self::DuplicateVsanNetworkInterface(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::DvsApplyOperationFault(a), Self::DvsApplyOperationFault(b)) => {
-                **a == **b
+            Self::DvsApplyOperationFault(v) => {
+                Self::DvsApplyOperationFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::DvsFault(a), Self::DvsFault(b)) => **a == **b,
+            Self::DvsFault(v) => Self::DvsFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DvsNotAuthorized(a), Self::DvsNotAuthorized(b)) => **a == **b,
+            Self::DvsNotAuthorized(v) => Self::DvsNotAuthorized(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::DvsOperationBulkFault(a), Self::DvsOperationBulkFault(b)) => {
-                **a == **b
+            Self::DvsOperationBulkFault(v) => {
+                Self::DvsOperationBulkFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::DvsScopeViolated(a), Self::DvsScopeViolated(b)) => **a == **b,
+            Self::DvsScopeViolated(v) => Self::DvsScopeViolated(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::EVCAdmissionFailed(a), Self::EVCAdmissionFailed(b)) => **a == **b,
+            Self::EVCAdmissionFailed(v) => {
+                Self::EVCAdmissionFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCAdmissionFailedCPUFeaturesForMode(a),
-                Self::EVCAdmissionFailedCPUFeaturesForMode(b),
-            ) => **a == **b,
+            Self::EVCAdmissionFailedCPUFeaturesForMode(v) => {
+                Self::EVCAdmissionFailedCPUFeaturesForMode(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCAdmissionFailedCPUModel(a),
-                Self::EVCAdmissionFailedCPUModel(b),
-            ) => **a == **b,
+            Self::EVCAdmissionFailedCPUModel(v) => {
+                Self::EVCAdmissionFailedCPUModel(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCAdmissionFailedCPUModelForMode(a),
-                Self::EVCAdmissionFailedCPUModelForMode(b),
-            ) => **a == **b,
+            Self::EVCAdmissionFailedCPUModelForMode(v) => {
+                Self::EVCAdmissionFailedCPUModelForMode(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCAdmissionFailedCPUVendor(a),
-                Self::EVCAdmissionFailedCPUVendor(b),
-            ) => **a == **b,
+            Self::EVCAdmissionFailedCPUVendor(v) => {
+                Self::EVCAdmissionFailedCPUVendor(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCAdmissionFailedCPUVendorUnknown(a),
-                Self::EVCAdmissionFailedCPUVendorUnknown(b),
-            ) => **a == **b,
+            Self::EVCAdmissionFailedCPUVendorUnknown(v) => {
+                Self::EVCAdmissionFailedCPUVendorUnknown(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCAdmissionFailedHostDisconnected(a),
-                Self::EVCAdmissionFailedHostDisconnected(b),
-            ) => **a == **b,
+            Self::EVCAdmissionFailedHostDisconnected(v) => {
+                Self::EVCAdmissionFailedHostDisconnected(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCAdmissionFailedHostSoftware(a),
-                Self::EVCAdmissionFailedHostSoftware(b),
-            ) => **a == **b,
+            Self::EVCAdmissionFailedHostSoftware(v) => {
+                Self::EVCAdmissionFailedHostSoftware(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCAdmissionFailedHostSoftwareForMode(a),
-                Self::EVCAdmissionFailedHostSoftwareForMode(b),
-            ) => **a == **b,
+            Self::EVCAdmissionFailedHostSoftwareForMode(v) => {
+                Self::EVCAdmissionFailedHostSoftwareForMode(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCAdmissionFailedVmActive(a),
-                Self::EVCAdmissionFailedVmActive(b),
-            ) => **a == **b,
+            Self::EVCAdmissionFailedVmActive(v) => {
+                Self::EVCAdmissionFailedVmActive(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::EVCConfigFault(a), Self::EVCConfigFault(b)) => **a == **b,
+            Self::EVCConfigFault(v) => Self::EVCConfigFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::EVCModeIllegalByVendor(a), Self::EVCModeIllegalByVendor(b)) => {
-                **a == **b
+            Self::EVCModeIllegalByVendor(v) => {
+                Self::EVCModeIllegalByVendor(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::EVCModeUnsupportedByHosts(a), Self::EVCModeUnsupportedByHosts(b)) => {
-                **a == **b
+            Self::EVCModeUnsupportedByHosts(v) => {
+                Self::EVCModeUnsupportedByHosts(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCUnsupportedByHostHardware(a),
-                Self::EVCUnsupportedByHostHardware(b),
-            ) => **a == **b,
+            Self::EVCUnsupportedByHostHardware(v) => {
+                Self::EVCUnsupportedByHostHardware(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::EVCUnsupportedByHostSoftware(a),
-                Self::EVCUnsupportedByHostSoftware(b),
-            ) => **a == **b,
+            Self::EVCUnsupportedByHostSoftware(v) => {
+                Self::EVCUnsupportedByHostSoftware(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::EightHostLimitViolated(a), Self::EightHostLimitViolated(b)) => {
-                **a == **b
+            Self::EightHostLimitViolated(v) => {
+                Self::EightHostLimitViolated(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::EncryptionKeyRequired(a), Self::EncryptionKeyRequired(b)) => {
-                **a == **b
+            Self::EncryptionKeyRequired(v) => {
+                Self::EncryptionKeyRequired(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::ExpiredAddonLicense(a), Self::ExpiredAddonLicense(b)) => **a == **b,
+            Self::ExpiredAddonLicense(v) => {
+                Self::ExpiredAddonLicense(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ExpiredEditionLicense(a), Self::ExpiredEditionLicense(b)) => {
-                **a == **b
+            Self::ExpiredEditionLicense(v) => {
+                Self::ExpiredEditionLicense(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::ExpiredFeatureLicense(a), Self::ExpiredFeatureLicense(b)) => {
-                **a == **b
+            Self::ExpiredFeatureLicense(v) => {
+                Self::ExpiredFeatureLicense(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::ExtendedFault(a), Self::ExtendedFault(b)) => **a == **b,
+            Self::ExtendedFault(v) => Self::ExtendedFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::FailToEnableSPBM(a), Self::FailToEnableSPBM(b)) => **a == **b,
+            Self::FailToEnableSPBM(v) => Self::FailToEnableSPBM(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::FailToLockFaultToleranceVMs(a),
-                Self::FailToLockFaultToleranceVMs(b),
-            ) => **a == **b,
+            Self::FailToLockFaultToleranceVMs(v) => {
+                Self::FailToLockFaultToleranceVMs(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::FaultToleranceAntiAffinityViolated(a),
-                Self::FaultToleranceAntiAffinityViolated(b),
-            ) => **a == **b,
+            Self::FaultToleranceAntiAffinityViolated(v) => {
+                Self::FaultToleranceAntiAffinityViolated(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::FaultToleranceCannotEditMem(a),
-                Self::FaultToleranceCannotEditMem(b),
-            ) => **a == **b,
+            Self::FaultToleranceCannotEditMem(v) => {
+                Self::FaultToleranceCannotEditMem(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::FaultToleranceCpuIncompatible(a),
-                Self::FaultToleranceCpuIncompatible(b),
-            ) => **a == **b,
+            Self::FaultToleranceCpuIncompatible(v) => {
+                Self::FaultToleranceCpuIncompatible(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::FaultToleranceNeedsThickDisk(a),
-                Self::FaultToleranceNeedsThickDisk(b),
-            ) => **a == **b,
+            Self::FaultToleranceNeedsThickDisk(v) => {
+                Self::FaultToleranceNeedsThickDisk(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::FaultToleranceNotLicensed(a), Self::FaultToleranceNotLicensed(b)) => {
-                **a == **b
+            Self::FaultToleranceNotLicensed(v) => {
+                Self::FaultToleranceNotLicensed(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::FaultToleranceNotSameBuild(a),
-                Self::FaultToleranceNotSameBuild(b),
-            ) => **a == **b,
+            Self::FaultToleranceNotSameBuild(v) => {
+                Self::FaultToleranceNotSameBuild(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::FaultTolerancePrimaryPowerOnNotAttempted(a),
-                Self::FaultTolerancePrimaryPowerOnNotAttempted(b),
-            ) => **a == **b,
+            Self::FaultTolerancePrimaryPowerOnNotAttempted(v) => {
+                Self::FaultTolerancePrimaryPowerOnNotAttempted(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::FaultToleranceVmNotDasProtected(a),
-                Self::FaultToleranceVmNotDasProtected(b),
-            ) => **a == **b,
+            Self::FaultToleranceVmNotDasProtected(v) => {
+                Self::FaultToleranceVmNotDasProtected(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::FcoeFault(a), Self::FcoeFault(b)) => **a == **b,
+            Self::FcoeFault(v) => Self::FcoeFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::FcoeFaultPnicHasNoPortSet(a), Self::FcoeFaultPnicHasNoPortSet(b)) => {
-                **a == **b
+            Self::FcoeFaultPnicHasNoPortSet(v) => {
+                Self::FcoeFaultPnicHasNoPortSet(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::FeatureRequirementsNotMet(a), Self::FeatureRequirementsNotMet(b)) => {
-                **a == **b
+            Self::FeatureRequirementsNotMet(v) => {
+                Self::FeatureRequirementsNotMet(Box::new((**v).clone()))
+            }
+            Self::FileAlreadyExists(v) => {
+                Self::FileAlreadyExists(Box::new((**v).clone()))
             }
-            (Self::FileAlreadyExists(a), Self::FileAlreadyExists(b)) => **a == **b,
             #[cfg(feature = "all-faults")]
-            (
-                Self::FileBackedPortNotSupported(a),
-                Self::FileBackedPortNotSupported(b),
-            ) => **a == **b,
-            (Self::FileFault(a), Self::FileFault(b)) => **a == **b,
-            (Self::FileLocked(a), Self::FileLocked(b)) => **a == **b,
+            Self::FileBackedPortNotSupported(v) => {
+                Self::FileBackedPortNotSupported(Box::new((**v).clone()))
+            }
+            Self::FileFault(v) => Self::FileFault(Box::new((**v).clone())),
+            Self::FileLocked(v) => Self::FileLocked(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::FileNameTooLong(a), Self::FileNameTooLong(b)) => **a == **b,
-            (Self::FileNotFound(a), Self::FileNotFound(b)) => **a == **b,
+            Self::FileNameTooLong(v) => Self::FileNameTooLong(Box::new((**v).clone())),
+            Self::FileNotFound(v) => Self::FileNotFound(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::FileNotWritable(a), Self::FileNotWritable(b)) => **a == **b,
+            Self::FileNotWritable(v) => Self::FileNotWritable(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::FileTooLarge(a), Self::FileTooLarge(b)) => **a == **b,
+            Self::FileTooLarge(v) => Self::FileTooLarge(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::FilesystemQuiesceFault(a), Self::FilesystemQuiesceFault(b)) => {
-                **a == **b
+            Self::FilesystemQuiesceFault(v) => {
+                Self::FilesystemQuiesceFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::FilterInUse(a), Self::FilterInUse(b)) => **a == **b,
+            Self::FilterInUse(v) => Self::FilterInUse(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::FtIssuesOnHost(a), Self::FtIssuesOnHost(b)) => **a == **b,
+            Self::FtIssuesOnHost(v) => Self::FtIssuesOnHost(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::FtVmHostRuleViolation(a), Self::FtVmHostRuleViolation(b)) => {
-                **a == **b
+            Self::FtVmHostRuleViolation(v) => {
+                Self::FtVmHostRuleViolation(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::FullStorageVMotionNotSupported(a),
-                Self::FullStorageVMotionNotSupported(b),
-            ) => **a == **b,
+            Self::FullStorageVMotionNotSupported(v) => {
+                Self::FullStorageVMotionNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GatewayConnectFault(a), Self::GatewayConnectFault(b)) => **a == **b,
+            Self::GatewayConnectFault(v) => {
+                Self::GatewayConnectFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GatewayHostNotReachable(a), Self::GatewayHostNotReachable(b)) => {
-                **a == **b
+            Self::GatewayHostNotReachable(v) => {
+                Self::GatewayHostNotReachable(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::GatewayNotFound(a), Self::GatewayNotFound(b)) => **a == **b,
+            Self::GatewayNotFound(v) => Self::GatewayNotFound(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::GatewayNotReachable(a), Self::GatewayNotReachable(b)) => **a == **b,
+            Self::GatewayNotReachable(v) => {
+                Self::GatewayNotReachable(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GatewayOperationRefused(a), Self::GatewayOperationRefused(b)) => {
-                **a == **b
+            Self::GatewayOperationRefused(v) => {
+                Self::GatewayOperationRefused(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::GatewayToHostAuthFault(a), Self::GatewayToHostAuthFault(b)) => {
-                **a == **b
+            Self::GatewayToHostAuthFault(v) => {
+                Self::GatewayToHostAuthFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::GatewayToHostConnectFault(a), Self::GatewayToHostConnectFault(b)) => {
-                **a == **b
+            Self::GatewayToHostConnectFault(v) => {
+                Self::GatewayToHostConnectFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::GatewayToHostTrustVerifyFault(a),
-                Self::GatewayToHostTrustVerifyFault(b),
-            ) => **a == **b,
+            Self::GatewayToHostTrustVerifyFault(v) => {
+                Self::GatewayToHostTrustVerifyFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GenericDrsFault(a), Self::GenericDrsFault(b)) => **a == **b,
+            Self::GenericDrsFault(v) => Self::GenericDrsFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::GenericVmConfigFault(a), Self::GenericVmConfigFault(b)) => **a == **b,
+            Self::GenericVmConfigFault(v) => {
+                Self::GenericVmConfigFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::GuestAuthenticationChallenge(a),
-                Self::GuestAuthenticationChallenge(b),
-            ) => **a == **b,
+            Self::GuestAuthenticationChallenge(v) => {
+                Self::GuestAuthenticationChallenge(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GuestComponentsOutOfDate(a), Self::GuestComponentsOutOfDate(b)) => {
-                **a == **b
+            Self::GuestComponentsOutOfDate(v) => {
+                Self::GuestComponentsOutOfDate(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::GuestMultipleMappings(a), Self::GuestMultipleMappings(b)) => {
-                **a == **b
+            Self::GuestMultipleMappings(v) => {
+                Self::GuestMultipleMappings(Box::new((**v).clone()))
+            }
+            Self::GuestOperationsFault(v) => {
+                Self::GuestOperationsFault(Box::new((**v).clone()))
             }
-            (Self::GuestOperationsFault(a), Self::GuestOperationsFault(b)) => **a == **b,
-            (
-                Self::GuestOperationsUnavailable(a),
-                Self::GuestOperationsUnavailable(b),
-            ) => **a == **b,
-            (Self::GuestPermissionDenied(a), Self::GuestPermissionDenied(b)) => {
-                **a == **b
+            Self::GuestOperationsUnavailable(v) => {
+                Self::GuestOperationsUnavailable(Box::new((**v).clone()))
             }
+            Self::GuestPermissionDenied(v) => {
+                Self::GuestPermissionDenied(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GuestProcessNotFound(a), Self::GuestProcessNotFound(b)) => **a == **b,
+            Self::GuestProcessNotFound(v) => {
+                Self::GuestProcessNotFound(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GuestRegistryFault(a), Self::GuestRegistryFault(b)) => **a == **b,
+            Self::GuestRegistryFault(v) => {
+                Self::GuestRegistryFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::GuestRegistryKeyAlreadyExists(a),
-                Self::GuestRegistryKeyAlreadyExists(b),
-            ) => **a == **b,
+            Self::GuestRegistryKeyAlreadyExists(v) => {
+                Self::GuestRegistryKeyAlreadyExists(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GuestRegistryKeyFault(a), Self::GuestRegistryKeyFault(b)) => {
-                **a == **b
+            Self::GuestRegistryKeyFault(v) => {
+                Self::GuestRegistryKeyFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::GuestRegistryKeyHasSubkeys(a),
-                Self::GuestRegistryKeyHasSubkeys(b),
-            ) => **a == **b,
+            Self::GuestRegistryKeyHasSubkeys(v) => {
+                Self::GuestRegistryKeyHasSubkeys(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GuestRegistryKeyInvalid(a), Self::GuestRegistryKeyInvalid(b)) => {
-                **a == **b
+            Self::GuestRegistryKeyInvalid(v) => {
+                Self::GuestRegistryKeyInvalid(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::GuestRegistryKeyParentVolatile(a),
-                Self::GuestRegistryKeyParentVolatile(b),
-            ) => **a == **b,
+            Self::GuestRegistryKeyParentVolatile(v) => {
+                Self::GuestRegistryKeyParentVolatile(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::GuestRegistryValueFault(a), Self::GuestRegistryValueFault(b)) => {
-                **a == **b
+            Self::GuestRegistryValueFault(v) => {
+                Self::GuestRegistryValueFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::GuestRegistryValueNotFound(a),
-                Self::GuestRegistryValueNotFound(b),
-            ) => **a == **b,
+            Self::GuestRegistryValueNotFound(v) => {
+                Self::GuestRegistryValueNotFound(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::HAErrorsAtDest(a), Self::HAErrorsAtDest(b)) => **a == **b,
+            Self::HAErrorsAtDest(v) => Self::HAErrorsAtDest(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::HeterogenousHostsBlockingEVC(a),
-                Self::HeterogenousHostsBlockingEVC(b),
-            ) => **a == **b,
+            Self::HeterogenousHostsBlockingEVC(v) => {
+                Self::HeterogenousHostsBlockingEVC(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::HostAccessRestrictedToManagementServer(a),
-                Self::HostAccessRestrictedToManagementServer(b),
-            ) => **a == **b,
-            (Self::HostCommunication(a), Self::HostCommunication(b)) => **a == **b,
+            Self::HostAccessRestrictedToManagementServer(v) => {
+                Self::HostAccessRestrictedToManagementServer(Box::new((**v).clone()))
+            }
+            Self::HostCommunication(v) => {
+                Self::HostCommunication(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::HostConfigFailed(a), Self::HostConfigFailed(b)) => **a == **b,
+            Self::HostConfigFailed(v) => Self::HostConfigFailed(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::HostConfigFault(a), Self::HostConfigFault(b)) => **a == **b,
+            Self::HostConfigFault(v) => Self::HostConfigFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::HostConnectFault(a), Self::HostConnectFault(b)) => **a == **b,
+            Self::HostConnectFault(v) => Self::HostConnectFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::HostHasComponentFailure(a), Self::HostHasComponentFailure(b)) => {
-                **a == **b
+            Self::HostHasComponentFailure(v) => {
+                Self::HostHasComponentFailure(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::HostInDomain(a), Self::HostInDomain(b)) => **a == **b,
+            Self::HostInDomain(v) => Self::HostInDomain(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::HostIncompatibleForFaultTolerance(a),
-                Self::HostIncompatibleForFaultTolerance(b),
-            ) => **a == **b,
+            Self::HostIncompatibleForFaultTolerance(v) => {
+                Self::HostIncompatibleForFaultTolerance(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::HostIncompatibleForRecordReplay(a),
-                Self::HostIncompatibleForRecordReplay(b),
-            ) => **a == **b,
+            Self::HostIncompatibleForRecordReplay(v) => {
+                Self::HostIncompatibleForRecordReplay(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::HostInventoryFull(a), Self::HostInventoryFull(b)) => **a == **b,
-            (Self::HostNotConnected(a), Self::HostNotConnected(b)) => **a == **b,
+            Self::HostInventoryFull(v) => {
+                Self::HostInventoryFull(Box::new((**v).clone()))
+            }
+            Self::HostNotConnected(v) => Self::HostNotConnected(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::HostNotReachable(a), Self::HostNotReachable(b)) => **a == **b,
+            Self::HostNotReachable(v) => Self::HostNotReachable(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::HostPowerOpFailed(a), Self::HostPowerOpFailed(b)) => **a == **b,
+            Self::HostPowerOpFailed(v) => {
+                Self::HostPowerOpFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::HostSpecificationOperationFailed(a),
-                Self::HostSpecificationOperationFailed(b),
-            ) => **a == **b,
+            Self::HostSpecificationOperationFailed(v) => {
+                Self::HostSpecificationOperationFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::HotSnapshotMoveNotSupported(a),
-                Self::HotSnapshotMoveNotSupported(b),
-            ) => **a == **b,
+            Self::HotSnapshotMoveNotSupported(v) => {
+                Self::HotSnapshotMoveNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::HttpFault(a), Self::HttpFault(b)) => **a == **b,
+            Self::HttpFault(v) => Self::HttpFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::IDEDiskNotSupported(a), Self::IDEDiskNotSupported(b)) => **a == **b,
+            Self::IDEDiskNotSupported(v) => {
+                Self::IDEDiskNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::IORMNotSupportedHostOnDatastore(a),
-                Self::IORMNotSupportedHostOnDatastore(b),
-            ) => **a == **b,
+            Self::IORMNotSupportedHostOnDatastore(v) => {
+                Self::IORMNotSupportedHostOnDatastore(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ImportHostAddFailure(a), Self::ImportHostAddFailure(b)) => **a == **b,
+            Self::ImportHostAddFailure(v) => {
+                Self::ImportHostAddFailure(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ImportOperationBulkFault(a), Self::ImportOperationBulkFault(b)) => {
-                **a == **b
+            Self::ImportOperationBulkFault(v) => {
+                Self::ImportOperationBulkFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InUseFeatureManipulationDisallowed(a),
-                Self::InUseFeatureManipulationDisallowed(b),
-            ) => **a == **b,
+            Self::InUseFeatureManipulationDisallowed(v) => {
+                Self::InUseFeatureManipulationDisallowed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InaccessibleDatastore(a), Self::InaccessibleDatastore(b)) => {
-                **a == **b
+            Self::InaccessibleDatastore(v) => {
+                Self::InaccessibleDatastore(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InaccessibleFTMetadataDatastore(a),
-                Self::InaccessibleFTMetadataDatastore(b),
-            ) => **a == **b,
+            Self::InaccessibleFTMetadataDatastore(v) => {
+                Self::InaccessibleFTMetadataDatastore(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InaccessibleVFlashSource(a), Self::InaccessibleVFlashSource(b)) => {
-                **a == **b
+            Self::InaccessibleVFlashSource(v) => {
+                Self::InaccessibleVFlashSource(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::IncompatibleDefaultDevice(a), Self::IncompatibleDefaultDevice(b)) => {
-                **a == **b
+            Self::IncompatibleDefaultDevice(v) => {
+                Self::IncompatibleDefaultDevice(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::IncompatibleHostForFtSecondary(a),
-                Self::IncompatibleHostForFtSecondary(b),
-            ) => **a == **b,
+            Self::IncompatibleHostForFtSecondary(v) => {
+                Self::IncompatibleHostForFtSecondary(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::IncompatibleHostForVmReplication(a),
-                Self::IncompatibleHostForVmReplication(b),
-            ) => **a == **b,
+            Self::IncompatibleHostForVmReplication(v) => {
+                Self::IncompatibleHostForVmReplication(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::IncompatibleSetting(a), Self::IncompatibleSetting(b)) => **a == **b,
+            Self::IncompatibleSetting(v) => {
+                Self::IncompatibleSetting(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::IncorrectFileType(a), Self::IncorrectFileType(b)) => **a == **b,
+            Self::IncorrectFileType(v) => {
+                Self::IncorrectFileType(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::IncorrectHostInformation(a), Self::IncorrectHostInformation(b)) => {
-                **a == **b
+            Self::IncorrectHostInformation(v) => {
+                Self::IncorrectHostInformation(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::IndependentDiskVMotionNotSupported(a),
-                Self::IndependentDiskVMotionNotSupported(b),
-            ) => **a == **b,
+            Self::IndependentDiskVMotionNotSupported(v) => {
+                Self::IndependentDiskVMotionNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientAgentVmsDeployed(a),
-                Self::InsufficientAgentVmsDeployed(b),
-            ) => **a == **b,
+            Self::InsufficientAgentVmsDeployed(v) => {
+                Self::InsufficientAgentVmsDeployed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientCpuResourcesFault(a),
-                Self::InsufficientCpuResourcesFault(b),
-            ) => **a == **b,
+            Self::InsufficientCpuResourcesFault(v) => {
+                Self::InsufficientCpuResourcesFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InsufficientDisks(a), Self::InsufficientDisks(b)) => **a == **b,
+            Self::InsufficientDisks(v) => {
+                Self::InsufficientDisks(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientFailoverResourcesFault(a),
-                Self::InsufficientFailoverResourcesFault(b),
-            ) => **a == **b,
+            Self::InsufficientFailoverResourcesFault(v) => {
+                Self::InsufficientFailoverResourcesFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientGraphicsResourcesFault(a),
-                Self::InsufficientGraphicsResourcesFault(b),
-            ) => **a == **b,
+            Self::InsufficientGraphicsResourcesFault(v) => {
+                Self::InsufficientGraphicsResourcesFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientHostCapacityFault(a),
-                Self::InsufficientHostCapacityFault(b),
-            ) => **a == **b,
+            Self::InsufficientHostCapacityFault(v) => {
+                Self::InsufficientHostCapacityFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientHostCpuCapacityFault(a),
-                Self::InsufficientHostCpuCapacityFault(b),
-            ) => **a == **b,
+            Self::InsufficientHostCpuCapacityFault(v) => {
+                Self::InsufficientHostCpuCapacityFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientHostMemoryCapacityFault(a),
-                Self::InsufficientHostMemoryCapacityFault(b),
-            ) => **a == **b,
+            Self::InsufficientHostMemoryCapacityFault(v) => {
+                Self::InsufficientHostMemoryCapacityFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientMemoryResourcesFault(a),
-                Self::InsufficientMemoryResourcesFault(b),
-            ) => **a == **b,
+            Self::InsufficientMemoryResourcesFault(v) => {
+                Self::InsufficientMemoryResourcesFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientNetworkCapacity(a),
-                Self::InsufficientNetworkCapacity(b),
-            ) => **a == **b,
+            Self::InsufficientNetworkCapacity(v) => {
+                Self::InsufficientNetworkCapacity(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientNetworkResourcePoolCapacity(a),
-                Self::InsufficientNetworkResourcePoolCapacity(b),
-            ) => **a == **b,
+            Self::InsufficientNetworkResourcePoolCapacity(v) => {
+                Self::InsufficientNetworkResourcePoolCapacity(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientPerCpuCapacity(a),
-                Self::InsufficientPerCpuCapacity(b),
-            ) => **a == **b,
-            (
-                Self::InsufficientResourcesFault(a),
-                Self::InsufficientResourcesFault(b),
-            ) => **a == **b,
+            Self::InsufficientPerCpuCapacity(v) => {
+                Self::InsufficientPerCpuCapacity(Box::new((**v).clone()))
+            }
+            Self::InsufficientResourcesFault(v) => {
+                Self::InsufficientResourcesFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientStandbyCpuResource(a),
-                Self::InsufficientStandbyCpuResource(b),
-            ) => **a == **b,
+            Self::InsufficientStandbyCpuResource(v) => {
+                Self::InsufficientStandbyCpuResource(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientStandbyMemoryResource(a),
-                Self::InsufficientStandbyMemoryResource(b),
-            ) => **a == **b,
+            Self::InsufficientStandbyMemoryResource(v) => {
+                Self::InsufficientStandbyMemoryResource(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientStandbyResource(a),
-                Self::InsufficientStandbyResource(b),
-            ) => **a == **b,
+            Self::InsufficientStandbyResource(v) => {
+                Self::InsufficientStandbyResource(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InsufficientStorageIops(a), Self::InsufficientStorageIops(b)) => {
-                **a == **b
+            Self::InsufficientStorageIops(v) => {
+                Self::InsufficientStorageIops(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::InsufficientStorageSpace(a), Self::InsufficientStorageSpace(b)) => {
-                **a == **b
+            Self::InsufficientStorageSpace(v) => {
+                Self::InsufficientStorageSpace(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InsufficientVFlashResourcesFault(a),
-                Self::InsufficientVFlashResourcesFault(b),
-            ) => **a == **b,
+            Self::InsufficientVFlashResourcesFault(v) => {
+                Self::InsufficientVFlashResourcesFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InvalidAffinitySettingFault(a),
-                Self::InvalidAffinitySettingFault(b),
-            ) => **a == **b,
-            (Self::InvalidArgument(a), Self::InvalidArgument(b)) => **a == **b,
+            Self::InvalidAffinitySettingFault(v) => {
+                Self::InvalidAffinitySettingFault(Box::new((**v).clone()))
+            }
+            Self::InvalidArgument(v) => Self::InvalidArgument(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidBmcRole(a), Self::InvalidBmcRole(b)) => **a == **b,
+            Self::InvalidBmcRole(v) => Self::InvalidBmcRole(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidBundle(a), Self::InvalidBundle(b)) => **a == **b,
+            Self::InvalidBundle(v) => Self::InvalidBundle(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidCAMCertificate(a), Self::InvalidCAMCertificate(b)) => {
-                **a == **b
+            Self::InvalidCAMCertificate(v) => {
+                Self::InvalidCAMCertificate(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidCAMServer(a), Self::InvalidCAMServer(b)) => **a == **b,
+            Self::InvalidCAMServer(v) => Self::InvalidCAMServer(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidClientCertificate(a), Self::InvalidClientCertificate(b)) => {
-                **a == **b
+            Self::InvalidClientCertificate(v) => {
+                Self::InvalidClientCertificate(Box::new((**v).clone()))
             }
-            (Self::InvalidCollectorVersion(a), Self::InvalidCollectorVersion(b)) => {
-                **a == **b
+            Self::InvalidCollectorVersion(v) => {
+                Self::InvalidCollectorVersion(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidController(a), Self::InvalidController(b)) => **a == **b,
+            Self::InvalidController(v) => {
+                Self::InvalidController(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidDasConfigArgument(a), Self::InvalidDasConfigArgument(b)) => {
-                **a == **b
+            Self::InvalidDasConfigArgument(v) => {
+                Self::InvalidDasConfigArgument(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InvalidDasRestartPriorityForFtVm(a),
-                Self::InvalidDasRestartPriorityForFtVm(b),
-            ) => **a == **b,
-            (Self::InvalidDatastore(a), Self::InvalidDatastore(b)) => **a == **b,
-            (Self::InvalidDatastorePath(a), Self::InvalidDatastorePath(b)) => **a == **b,
+            Self::InvalidDasRestartPriorityForFtVm(v) => {
+                Self::InvalidDasRestartPriorityForFtVm(Box::new((**v).clone()))
+            }
+            Self::InvalidDatastore(v) => Self::InvalidDatastore(Box::new((**v).clone())),
+            Self::InvalidDatastorePath(v) => {
+                Self::InvalidDatastorePath(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidDatastoreState(a), Self::InvalidDatastoreState(b)) => {
-                **a == **b
+            Self::InvalidDatastoreState(v) => {
+                Self::InvalidDatastoreState(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidDeviceBacking(a), Self::InvalidDeviceBacking(b)) => **a == **b,
+            Self::InvalidDeviceBacking(v) => {
+                Self::InvalidDeviceBacking(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidDeviceOperation(a), Self::InvalidDeviceOperation(b)) => {
-                **a == **b
+            Self::InvalidDeviceOperation(v) => {
+                Self::InvalidDeviceOperation(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidDeviceSpec(a), Self::InvalidDeviceSpec(b)) => **a == **b,
+            Self::InvalidDeviceSpec(v) => {
+                Self::InvalidDeviceSpec(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidDiskFormat(a), Self::InvalidDiskFormat(b)) => **a == **b,
+            Self::InvalidDiskFormat(v) => {
+                Self::InvalidDiskFormat(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidDrsBehaviorForFtVm(a), Self::InvalidDrsBehaviorForFtVm(b)) => {
-                **a == **b
+            Self::InvalidDrsBehaviorForFtVm(v) => {
+                Self::InvalidDrsBehaviorForFtVm(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidEditionLicense(a), Self::InvalidEditionLicense(b)) => {
-                **a == **b
+            Self::InvalidEditionLicense(v) => {
+                Self::InvalidEditionLicense(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidEvent(a), Self::InvalidEvent(b)) => **a == **b,
+            Self::InvalidEvent(v) => Self::InvalidEvent(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidFolder(a), Self::InvalidFolder(b)) => **a == **b,
+            Self::InvalidFolder(v) => Self::InvalidFolder(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidFormat(a), Self::InvalidFormat(b)) => **a == **b,
-            (Self::InvalidGuestLogin(a), Self::InvalidGuestLogin(b)) => **a == **b,
+            Self::InvalidFormat(v) => Self::InvalidFormat(Box::new((**v).clone())),
+            Self::InvalidGuestLogin(v) => {
+                Self::InvalidGuestLogin(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InvalidHostConnectionState(a),
-                Self::InvalidHostConnectionState(b),
-            ) => **a == **b,
+            Self::InvalidHostConnectionState(v) => {
+                Self::InvalidHostConnectionState(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidHostName(a), Self::InvalidHostName(b)) => **a == **b,
-            (Self::InvalidHostState(a), Self::InvalidHostState(b)) => **a == **b,
+            Self::InvalidHostName(v) => Self::InvalidHostName(Box::new((**v).clone())),
+            Self::InvalidHostState(v) => Self::InvalidHostState(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidIndexArgument(a), Self::InvalidIndexArgument(b)) => **a == **b,
+            Self::InvalidIndexArgument(v) => {
+                Self::InvalidIndexArgument(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidIpfixConfig(a), Self::InvalidIpfixConfig(b)) => **a == **b,
+            Self::InvalidIpfixConfig(v) => {
+                Self::InvalidIpfixConfig(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidIpmiLoginInfo(a), Self::InvalidIpmiLoginInfo(b)) => **a == **b,
+            Self::InvalidIpmiLoginInfo(v) => {
+                Self::InvalidIpmiLoginInfo(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidIpmiMacAddress(a), Self::InvalidIpmiMacAddress(b)) => {
-                **a == **b
+            Self::InvalidIpmiMacAddress(v) => {
+                Self::InvalidIpmiMacAddress(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidLicense(a), Self::InvalidLicense(b)) => **a == **b,
+            Self::InvalidLicense(v) => Self::InvalidLicense(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidLocale(a), Self::InvalidLocale(b)) => **a == **b,
-            (Self::InvalidLogin(a), Self::InvalidLogin(b)) => **a == **b,
-            (Self::InvalidName(a), Self::InvalidName(b)) => **a == **b,
+            Self::InvalidLocale(v) => Self::InvalidLocale(Box::new((**v).clone())),
+            Self::InvalidLogin(v) => Self::InvalidLogin(Box::new((**v).clone())),
+            Self::InvalidName(v) => Self::InvalidName(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidNasCredentials(a), Self::InvalidNasCredentials(b)) => {
-                **a == **b
+            Self::InvalidNasCredentials(v) => {
+                Self::InvalidNasCredentials(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidNetworkInType(a), Self::InvalidNetworkInType(b)) => **a == **b,
+            Self::InvalidNetworkInType(v) => {
+                Self::InvalidNetworkInType(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidNetworkResource(a), Self::InvalidNetworkResource(b)) => {
-                **a == **b
+            Self::InvalidNetworkResource(v) => {
+                Self::InvalidNetworkResource(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::InvalidOperationOnSecondaryVm(a),
-                Self::InvalidOperationOnSecondaryVm(b),
-            ) => **a == **b,
-            (Self::InvalidPowerState(a), Self::InvalidPowerState(b)) => **a == **b,
+            Self::InvalidOperationOnSecondaryVm(v) => {
+                Self::InvalidOperationOnSecondaryVm(Box::new((**v).clone()))
+            }
+            Self::InvalidPowerState(v) => {
+                Self::InvalidPowerState(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidPrivilege(a), Self::InvalidPrivilege(b)) => **a == **b,
+            Self::InvalidPrivilege(v) => Self::InvalidPrivilege(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::InvalidProfileReferenceHost(a),
-                Self::InvalidProfileReferenceHost(b),
-            ) => **a == **b,
-            (Self::InvalidProperty(a), Self::InvalidProperty(b)) => **a == **b,
+            Self::InvalidProfileReferenceHost(v) => {
+                Self::InvalidProfileReferenceHost(Box::new((**v).clone()))
+            }
+            Self::InvalidProperty(v) => Self::InvalidProperty(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidPropertyType(a), Self::InvalidPropertyType(b)) => **a == **b,
+            Self::InvalidPropertyType(v) => {
+                Self::InvalidPropertyType(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidPropertyValue(a), Self::InvalidPropertyValue(b)) => **a == **b,
-            (Self::InvalidRequest(a), Self::InvalidRequest(b)) => **a == **b,
+            Self::InvalidPropertyValue(v) => {
+                Self::InvalidPropertyValue(Box::new((**v).clone()))
+            }
+            Self::InvalidRequest(v) => Self::InvalidRequest(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::InvalidResourcePoolStructureFault(a),
-                Self::InvalidResourcePoolStructureFault(b),
-            ) => **a == **b,
+            Self::InvalidResourcePoolStructureFault(v) => {
+                Self::InvalidResourcePoolStructureFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidScheduledTask(a), Self::InvalidScheduledTask(b)) => **a == **b,
+            Self::InvalidScheduledTask(v) => {
+                Self::InvalidScheduledTask(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::InvalidSnapshotFormat(a), Self::InvalidSnapshotFormat(b)) => {
-                **a == **b
+            Self::InvalidSnapshotFormat(v) => {
+                Self::InvalidSnapshotFormat(Box::new((**v).clone()))
             }
-            (Self::InvalidState(a), Self::InvalidState(b)) => **a == **b,
+            Self::InvalidState(v) => Self::InvalidState(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidToken(a), Self::InvalidToken(b)) => **a == **b,
-            (Self::InvalidType(a), Self::InvalidType(b)) => **a == **b,
-            (Self::InvalidVmConfig(a), Self::InvalidVmConfig(b)) => **a == **b,
+            Self::InvalidToken(v) => Self::InvalidToken(Box::new((**v).clone())),
+            Self::InvalidType(v) => Self::InvalidType(Box::new((**v).clone())),
+            Self::InvalidVmConfig(v) => Self::InvalidVmConfig(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::InvalidVmState(a), Self::InvalidVmState(b)) => **a == **b,
+            Self::InvalidVmState(v) => Self::InvalidVmState(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::InventoryHasStandardAloneHosts(a),
-                Self::InventoryHasStandardAloneHosts(b),
-            ) => **a == **b,
+            Self::InventoryHasStandardAloneHosts(v) => {
+                Self::InventoryHasStandardAloneHosts(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::IpHostnameGeneratorError(a), Self::IpHostnameGeneratorError(b)) => {
-                **a == **b
+            Self::IpHostnameGeneratorError(v) => {
+                Self::IpHostnameGeneratorError(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::IscsiFault(a), Self::IscsiFault(b)) => **a == **b,
+            Self::IscsiFault(v) => Self::IscsiFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::IscsiFaultInvalidVnic(a), Self::IscsiFaultInvalidVnic(b)) => {
-                **a == **b
+            Self::IscsiFaultInvalidVnic(v) => {
+                Self::IscsiFaultInvalidVnic(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::IscsiFaultPnicInUse(a), Self::IscsiFaultPnicInUse(b)) => **a == **b,
+            Self::IscsiFaultPnicInUse(v) => {
+                Self::IscsiFaultPnicInUse(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::IscsiFaultVnicAlreadyBound(a),
-                Self::IscsiFaultVnicAlreadyBound(b),
-            ) => **a == **b,
+            Self::IscsiFaultVnicAlreadyBound(v) => {
+                Self::IscsiFaultVnicAlreadyBound(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::IscsiFaultVnicHasActivePaths(a),
-                Self::IscsiFaultVnicHasActivePaths(b),
-            ) => **a == **b,
+            Self::IscsiFaultVnicHasActivePaths(v) => {
+                Self::IscsiFaultVnicHasActivePaths(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::IscsiFaultVnicHasMultipleUplinks(a),
-                Self::IscsiFaultVnicHasMultipleUplinks(b),
-            ) => **a == **b,
+            Self::IscsiFaultVnicHasMultipleUplinks(v) => {
+                Self::IscsiFaultVnicHasMultipleUplinks(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::IscsiFaultVnicHasNoUplinks(a),
-                Self::IscsiFaultVnicHasNoUplinks(b),
-            ) => **a == **b,
+            Self::IscsiFaultVnicHasNoUplinks(v) => {
+                Self::IscsiFaultVnicHasNoUplinks(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::IscsiFaultVnicHasWrongUplink(a),
-                Self::IscsiFaultVnicHasWrongUplink(b),
-            ) => **a == **b,
+            Self::IscsiFaultVnicHasWrongUplink(v) => {
+                Self::IscsiFaultVnicHasWrongUplink(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::IscsiFaultVnicInUse(a), Self::IscsiFaultVnicInUse(b)) => **a == **b,
+            Self::IscsiFaultVnicInUse(v) => {
+                Self::IscsiFaultVnicInUse(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::IscsiFaultVnicIsLastPath(a), Self::IscsiFaultVnicIsLastPath(b)) => {
-                **a == **b
+            Self::IscsiFaultVnicIsLastPath(v) => {
+                Self::IscsiFaultVnicIsLastPath(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::IscsiFaultVnicNotBound(a), Self::IscsiFaultVnicNotBound(b)) => {
-                **a == **b
+            Self::IscsiFaultVnicNotBound(v) => {
+                Self::IscsiFaultVnicNotBound(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::IscsiFaultVnicNotFound(a), Self::IscsiFaultVnicNotFound(b)) => {
-                **a == **b
+            Self::IscsiFaultVnicNotFound(v) => {
+                Self::IscsiFaultVnicNotFound(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::KeyNotFound(a), Self::KeyNotFound(b)) => **a == **b,
+            Self::KeyNotFound(v) => Self::KeyNotFound(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::LargeRDMConversionNotSupported(a),
-                Self::LargeRDMConversionNotSupported(b),
-            ) => **a == **b,
+            Self::LargeRDMConversionNotSupported(v) => {
+                Self::LargeRDMConversionNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::LargeRDMNotSupportedOnDatastore(a),
-                Self::LargeRDMNotSupportedOnDatastore(b),
-            ) => **a == **b,
+            Self::LargeRDMNotSupportedOnDatastore(v) => {
+                Self::LargeRDMNotSupportedOnDatastore(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::LegacyNetworkInterfaceInUse(a),
-                Self::LegacyNetworkInterfaceInUse(b),
-            ) => **a == **b,
+            Self::LegacyNetworkInterfaceInUse(v) => {
+                Self::LegacyNetworkInterfaceInUse(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::LicenseAssignmentFailed(a), Self::LicenseAssignmentFailed(b)) => {
-                **a == **b
+            Self::LicenseAssignmentFailed(v) => {
+                Self::LicenseAssignmentFailed(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::LicenseDowngradeDisallowed(a),
-                Self::LicenseDowngradeDisallowed(b),
-            ) => **a == **b,
+            Self::LicenseDowngradeDisallowed(v) => {
+                Self::LicenseDowngradeDisallowed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::LicenseEntityNotFound(a), Self::LicenseEntityNotFound(b)) => {
-                **a == **b
+            Self::LicenseEntityNotFound(v) => {
+                Self::LicenseEntityNotFound(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::LicenseExpired(a), Self::LicenseExpired(b)) => **a == **b,
+            Self::LicenseExpired(v) => Self::LicenseExpired(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::LicenseKeyEntityMismatch(a), Self::LicenseKeyEntityMismatch(b)) => {
-                **a == **b
+            Self::LicenseKeyEntityMismatch(v) => {
+                Self::LicenseKeyEntityMismatch(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::LicenseRestricted(a), Self::LicenseRestricted(b)) => **a == **b,
+            Self::LicenseRestricted(v) => {
+                Self::LicenseRestricted(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::LicenseServerUnavailable(a), Self::LicenseServerUnavailable(b)) => {
-                **a == **b
+            Self::LicenseServerUnavailable(v) => {
+                Self::LicenseServerUnavailable(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::LicenseSourceUnavailable(a), Self::LicenseSourceUnavailable(b)) => {
-                **a == **b
+            Self::LicenseSourceUnavailable(v) => {
+                Self::LicenseSourceUnavailable(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::LimitExceeded(a), Self::LimitExceeded(b)) => **a == **b,
+            Self::LimitExceeded(v) => Self::LimitExceeded(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::LinuxVolumeNotClean(a), Self::LinuxVolumeNotClean(b)) => **a == **b,
+            Self::LinuxVolumeNotClean(v) => {
+                Self::LinuxVolumeNotClean(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::LogBundlingFailed(a), Self::LogBundlingFailed(b)) => **a == **b,
+            Self::LogBundlingFailed(v) => {
+                Self::LogBundlingFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::MaintenanceModeFileMove(a), Self::MaintenanceModeFileMove(b)) => {
-                **a == **b
+            Self::MaintenanceModeFileMove(v) => {
+                Self::MaintenanceModeFileMove(Box::new((**v).clone()))
             }
-            (Self::ManagedObjectNotFound(a), Self::ManagedObjectNotFound(b)) => {
-                **a == **b
+            Self::ManagedObjectNotFound(v) => {
+                Self::ManagedObjectNotFound(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MemoryFileFormatNotSupportedByDatastore(a),
-                Self::MemoryFileFormatNotSupportedByDatastore(b),
-            ) => **a == **b,
+            Self::MemoryFileFormatNotSupportedByDatastore(v) => {
+                Self::MemoryFileFormatNotSupportedByDatastore(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::MemoryHotPlugNotSupported(a), Self::MemoryHotPlugNotSupported(b)) => {
-                **a == **b
+            Self::MemoryHotPlugNotSupported(v) => {
+                Self::MemoryHotPlugNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::MemorySizeNotRecommended(a), Self::MemorySizeNotRecommended(b)) => {
-                **a == **b
+            Self::MemorySizeNotRecommended(v) => {
+                Self::MemorySizeNotRecommended(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::MemorySizeNotSupported(a), Self::MemorySizeNotSupported(b)) => {
-                **a == **b
+            Self::MemorySizeNotSupported(v) => {
+                Self::MemorySizeNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MemorySizeNotSupportedByDatastore(a),
-                Self::MemorySizeNotSupportedByDatastore(b),
-            ) => **a == **b,
+            Self::MemorySizeNotSupportedByDatastore(v) => {
+                Self::MemorySizeNotSupportedByDatastore(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MemorySnapshotOnIndependentDisk(a),
-                Self::MemorySnapshotOnIndependentDisk(b),
-            ) => **a == **b,
+            Self::MemorySnapshotOnIndependentDisk(v) => {
+                Self::MemorySnapshotOnIndependentDisk(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MethodAlreadyDisabledFault(a),
-                Self::MethodAlreadyDisabledFault(b),
-            ) => **a == **b,
-            (Self::MethodDisabled(a), Self::MethodDisabled(b)) => **a == **b,
+            Self::MethodAlreadyDisabledFault(v) => {
+                Self::MethodAlreadyDisabledFault(Box::new((**v).clone()))
+            }
+            Self::MethodDisabled(v) => Self::MethodDisabled(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::MethodNotFound(a), Self::MethodNotFound(b)) => **a == **b,
+            Self::MethodNotFound(v) => Self::MethodNotFound(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::MigrationDisabled(a), Self::MigrationDisabled(b)) => **a == **b,
+            Self::MigrationDisabled(v) => {
+                Self::MigrationDisabled(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::MigrationFault(a), Self::MigrationFault(b)) => **a == **b,
+            Self::MigrationFault(v) => Self::MigrationFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::MigrationFeatureNotSupported(a),
-                Self::MigrationFeatureNotSupported(b),
-            ) => **a == **b,
+            Self::MigrationFeatureNotSupported(v) => {
+                Self::MigrationFeatureNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::MigrationNotReady(a), Self::MigrationNotReady(b)) => **a == **b,
+            Self::MigrationNotReady(v) => {
+                Self::MigrationNotReady(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::MismatchedBundle(a), Self::MismatchedBundle(b)) => **a == **b,
+            Self::MismatchedBundle(v) => Self::MismatchedBundle(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::MismatchedNetworkPolicies(a), Self::MismatchedNetworkPolicies(b)) => {
-                **a == **b
+            Self::MismatchedNetworkPolicies(v) => {
+                Self::MismatchedNetworkPolicies(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MismatchedVMotionNetworkNames(a),
-                Self::MismatchedVMotionNetworkNames(b),
-            ) => **a == **b,
+            Self::MismatchedVMotionNetworkNames(v) => {
+                Self::MismatchedVMotionNetworkNames(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::MissingBmcSupport(a), Self::MissingBmcSupport(b)) => **a == **b,
+            Self::MissingBmcSupport(v) => {
+                Self::MissingBmcSupport(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::MissingController(a), Self::MissingController(b)) => **a == **b,
+            Self::MissingController(v) => {
+                Self::MissingController(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::MissingIpPool(a), Self::MissingIpPool(b)) => **a == **b,
+            Self::MissingIpPool(v) => Self::MissingIpPool(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::MissingLinuxCustResources(a), Self::MissingLinuxCustResources(b)) => {
-                **a == **b
+            Self::MissingLinuxCustResources(v) => {
+                Self::MissingLinuxCustResources(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::MissingNetworkIpConfig(a), Self::MissingNetworkIpConfig(b)) => {
-                **a == **b
+            Self::MissingNetworkIpConfig(v) => {
+                Self::MissingNetworkIpConfig(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MissingPowerOffConfiguration(a),
-                Self::MissingPowerOffConfiguration(b),
-            ) => **a == **b,
+            Self::MissingPowerOffConfiguration(v) => {
+                Self::MissingPowerOffConfiguration(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MissingPowerOnConfiguration(a),
-                Self::MissingPowerOnConfiguration(b),
-            ) => **a == **b,
+            Self::MissingPowerOnConfiguration(v) => {
+                Self::MissingPowerOnConfiguration(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MissingWindowsCustResources(a),
-                Self::MissingWindowsCustResources(b),
-            ) => **a == **b,
+            Self::MissingWindowsCustResources(v) => {
+                Self::MissingWindowsCustResources(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::MksConnectionLimitReached(a), Self::MksConnectionLimitReached(b)) => {
-                **a == **b
+            Self::MksConnectionLimitReached(v) => {
+                Self::MksConnectionLimitReached(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::MountError(a), Self::MountError(b)) => **a == **b,
+            Self::MountError(v) => Self::MountError(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::MultiWriterNotSupported(a), Self::MultiWriterNotSupported(b)) => {
-                **a == **b
+            Self::MultiWriterNotSupported(v) => {
+                Self::MultiWriterNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MultipleCertificatesVerifyFault(a),
-                Self::MultipleCertificatesVerifyFault(b),
-            ) => **a == **b,
+            Self::MultipleCertificatesVerifyFault(v) => {
+                Self::MultipleCertificatesVerifyFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::MultipleSnapshotsNotSupported(a),
-                Self::MultipleSnapshotsNotSupported(b),
-            ) => **a == **b,
+            Self::MultipleSnapshotsNotSupported(v) => {
+                Self::MultipleSnapshotsNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NamespaceFull(a), Self::NamespaceFull(b)) => **a == **b,
+            Self::NamespaceFull(v) => Self::NamespaceFull(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NamespaceLimitReached(a), Self::NamespaceLimitReached(b)) => {
-                **a == **b
+            Self::NamespaceLimitReached(v) => {
+                Self::NamespaceLimitReached(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NamespaceWriteProtected(a), Self::NamespaceWriteProtected(b)) => {
-                **a == **b
+            Self::NamespaceWriteProtected(v) => {
+                Self::NamespaceWriteProtected(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NasConfigFault(a), Self::NasConfigFault(b)) => **a == **b,
+            Self::NasConfigFault(v) => Self::NasConfigFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NasConnectionLimitReached(a), Self::NasConnectionLimitReached(b)) => {
-                **a == **b
+            Self::NasConnectionLimitReached(v) => {
+                Self::NasConnectionLimitReached(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NasSessionCredentialConflict(a),
-                Self::NasSessionCredentialConflict(b),
-            ) => **a == **b,
+            Self::NasSessionCredentialConflict(v) => {
+                Self::NasSessionCredentialConflict(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NasVolumeNotMounted(a), Self::NasVolumeNotMounted(b)) => **a == **b,
+            Self::NasVolumeNotMounted(v) => {
+                Self::NasVolumeNotMounted(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NetworkCopyFault(a), Self::NetworkCopyFault(b)) => **a == **b,
+            Self::NetworkCopyFault(v) => Self::NetworkCopyFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::NetworkDisruptedAndConfigRolledBack(a),
-                Self::NetworkDisruptedAndConfigRolledBack(b),
-            ) => **a == **b,
+            Self::NetworkDisruptedAndConfigRolledBack(v) => {
+                Self::NetworkDisruptedAndConfigRolledBack(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NetworkInaccessible(a), Self::NetworkInaccessible(b)) => **a == **b,
+            Self::NetworkInaccessible(v) => {
+                Self::NetworkInaccessible(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NetworksMayNotBeTheSame(a), Self::NetworksMayNotBeTheSame(b)) => {
-                **a == **b
+            Self::NetworksMayNotBeTheSame(v) => {
+                Self::NetworksMayNotBeTheSame(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NicSettingMismatch(a), Self::NicSettingMismatch(b)) => **a == **b,
+            Self::NicSettingMismatch(v) => {
+                Self::NicSettingMismatch(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NoActiveHostInCluster(a), Self::NoActiveHostInCluster(b)) => {
-                **a == **b
+            Self::NoActiveHostInCluster(v) => {
+                Self::NoActiveHostInCluster(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NoAvailableIp(a), Self::NoAvailableIp(b)) => **a == **b,
+            Self::NoAvailableIp(v) => Self::NoAvailableIp(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NoClientCertificate(a), Self::NoClientCertificate(b)) => **a == **b,
+            Self::NoClientCertificate(v) => {
+                Self::NoClientCertificate(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NoCompatibleDatastore(a), Self::NoCompatibleDatastore(b)) => {
-                **a == **b
+            Self::NoCompatibleDatastore(v) => {
+                Self::NoCompatibleDatastore(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NoCompatibleHardAffinityHost(a),
-                Self::NoCompatibleHardAffinityHost(b),
-            ) => **a == **b,
+            Self::NoCompatibleHardAffinityHost(v) => {
+                Self::NoCompatibleHardAffinityHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NoCompatibleHost(a), Self::NoCompatibleHost(b)) => **a == **b,
+            Self::NoCompatibleHost(v) => Self::NoCompatibleHost(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::NoCompatibleHostWithAccessToDevice(a),
-                Self::NoCompatibleHostWithAccessToDevice(b),
-            ) => **a == **b,
+            Self::NoCompatibleHostWithAccessToDevice(v) => {
+                Self::NoCompatibleHostWithAccessToDevice(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NoCompatibleSoftAffinityHost(a),
-                Self::NoCompatibleSoftAffinityHost(b),
-            ) => **a == **b,
+            Self::NoCompatibleSoftAffinityHost(v) => {
+                Self::NoCompatibleSoftAffinityHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NoConnectedDatastore(a), Self::NoConnectedDatastore(b)) => **a == **b,
+            Self::NoConnectedDatastore(v) => {
+                Self::NoConnectedDatastore(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NoDiskFound(a), Self::NoDiskFound(b)) => **a == **b,
+            Self::NoDiskFound(v) => Self::NoDiskFound(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NoDiskSpace(a), Self::NoDiskSpace(b)) => **a == **b,
+            Self::NoDiskSpace(v) => Self::NoDiskSpace(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NoDisksToCustomize(a), Self::NoDisksToCustomize(b)) => **a == **b,
+            Self::NoDisksToCustomize(v) => {
+                Self::NoDisksToCustomize(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NoGateway(a), Self::NoGateway(b)) => **a == **b,
+            Self::NoGateway(v) => Self::NoGateway(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NoGuestHeartbeat(a), Self::NoGuestHeartbeat(b)) => **a == **b,
+            Self::NoGuestHeartbeat(v) => Self::NoGuestHeartbeat(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NoHost(a), Self::NoHost(b)) => **a == **b,
+            Self::NoHost(v) => Self::NoHost(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::NoHostSuitableForFtSecondary(a),
-                Self::NoHostSuitableForFtSecondary(b),
-            ) => **a == **b,
+            Self::NoHostSuitableForFtSecondary(v) => {
+                Self::NoHostSuitableForFtSecondary(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NoLicenseServerConfigured(a), Self::NoLicenseServerConfigured(b)) => {
-                **a == **b
+            Self::NoLicenseServerConfigured(v) => {
+                Self::NoLicenseServerConfigured(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NoPeerHostFound(a), Self::NoPeerHostFound(b)) => **a == **b,
-            (Self::NoPermission(a), Self::NoPermission(b)) => **a == **b,
+            Self::NoPeerHostFound(v) => Self::NoPeerHostFound(Box::new((**v).clone())),
+            Self::NoPermission(v) => Self::NoPermission(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NoPermissionOnAD(a), Self::NoPermissionOnAD(b)) => **a == **b,
+            Self::NoPermissionOnAD(v) => Self::NoPermissionOnAD(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NoPermissionOnHost(a), Self::NoPermissionOnHost(b)) => **a == **b,
+            Self::NoPermissionOnHost(v) => {
+                Self::NoPermissionOnHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NoPermissionOnNasVolume(a), Self::NoPermissionOnNasVolume(b)) => {
-                **a == **b
+            Self::NoPermissionOnNasVolume(v) => {
+                Self::NoPermissionOnNasVolume(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NoSubjectName(a), Self::NoSubjectName(b)) => **a == **b,
+            Self::NoSubjectName(v) => Self::NoSubjectName(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NoVcManagedIpConfigured(a), Self::NoVcManagedIpConfigured(b)) => {
-                **a == **b
+            Self::NoVcManagedIpConfigured(v) => {
+                Self::NoVcManagedIpConfigured(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NoVirtualNic(a), Self::NoVirtualNic(b)) => **a == **b,
+            Self::NoVirtualNic(v) => Self::NoVirtualNic(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NoVmInVApp(a), Self::NoVmInVApp(b)) => **a == **b,
+            Self::NoVmInVApp(v) => Self::NoVmInVApp(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NonADUserRequired(a), Self::NonADUserRequired(b)) => **a == **b,
+            Self::NonADUserRequired(v) => {
+                Self::NonADUserRequired(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NonHomeRDMVMotionNotSupported(a),
-                Self::NonHomeRDMVMotionNotSupported(b),
-            ) => **a == **b,
+            Self::NonHomeRDMVMotionNotSupported(v) => {
+                Self::NonHomeRDMVMotionNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NonPersistentDisksNotSupported(a),
-                Self::NonPersistentDisksNotSupported(b),
-            ) => **a == **b,
+            Self::NonPersistentDisksNotSupported(v) => {
+                Self::NonPersistentDisksNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NonVmwareOuiMacNotSupportedHost(a),
-                Self::NonVmwareOuiMacNotSupportedHost(b),
-            ) => **a == **b,
+            Self::NonVmwareOuiMacNotSupportedHost(v) => {
+                Self::NonVmwareOuiMacNotSupportedHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NotADirectory(a), Self::NotADirectory(b)) => **a == **b,
+            Self::NotADirectory(v) => Self::NotADirectory(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NotAFile(a), Self::NotAFile(b)) => **a == **b,
-            (Self::NotAuthenticated(a), Self::NotAuthenticated(b)) => **a == **b,
+            Self::NotAFile(v) => Self::NotAFile(Box::new((**v).clone())),
+            Self::NotAuthenticated(v) => Self::NotAuthenticated(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NotEnoughCpus(a), Self::NotEnoughCpus(b)) => **a == **b,
-            (Self::NotEnoughLicenses(a), Self::NotEnoughLicenses(b)) => **a == **b,
+            Self::NotEnoughCpus(v) => Self::NotEnoughCpus(Box::new((**v).clone())),
+            Self::NotEnoughLicenses(v) => {
+                Self::NotEnoughLicenses(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NotEnoughLogicalCpus(a), Self::NotEnoughLogicalCpus(b)) => **a == **b,
-            (Self::NotFound(a), Self::NotFound(b)) => **a == **b,
-            (Self::NotImplemented(a), Self::NotImplemented(b)) => **a == **b,
-            (Self::NotSupported(a), Self::NotSupported(b)) => **a == **b,
+            Self::NotEnoughLogicalCpus(v) => {
+                Self::NotEnoughLogicalCpus(Box::new((**v).clone()))
+            }
+            Self::NotFound(v) => Self::NotFound(Box::new((**v).clone())),
+            Self::NotImplemented(v) => Self::NotImplemented(Box::new((**v).clone())),
+            Self::NotSupported(v) => Self::NotSupported(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::NotSupportedDeviceForFT(a), Self::NotSupportedDeviceForFT(b)) => {
-                **a == **b
+            Self::NotSupportedDeviceForFT(v) => {
+                Self::NotSupportedDeviceForFT(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NotSupportedHost(a), Self::NotSupportedHost(b)) => **a == **b,
+            Self::NotSupportedHost(v) => Self::NotSupportedHost(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::NotSupportedHostForChecksum(a),
-                Self::NotSupportedHostForChecksum(b),
-            ) => **a == **b,
+            Self::NotSupportedHostForChecksum(v) => {
+                Self::NotSupportedHostForChecksum(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NotSupportedHostForVFlash(a), Self::NotSupportedHostForVFlash(b)) => {
-                **a == **b
+            Self::NotSupportedHostForVFlash(v) => {
+                Self::NotSupportedHostForVFlash(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NotSupportedHostForVmcp(a), Self::NotSupportedHostForVmcp(b)) => {
-                **a == **b
+            Self::NotSupportedHostForVmcp(v) => {
+                Self::NotSupportedHostForVmcp(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NotSupportedHostForVmemFile(a),
-                Self::NotSupportedHostForVmemFile(b),
-            ) => **a == **b,
+            Self::NotSupportedHostForVmemFile(v) => {
+                Self::NotSupportedHostForVmemFile(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::NotSupportedHostForVsan(a), Self::NotSupportedHostForVsan(b)) => {
-                **a == **b
+            Self::NotSupportedHostForVsan(v) => {
+                Self::NotSupportedHostForVsan(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NotSupportedHostInCluster(a), Self::NotSupportedHostInCluster(b)) => {
-                **a == **b
+            Self::NotSupportedHostInCluster(v) => {
+                Self::NotSupportedHostInCluster(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::NotSupportedHostInDvs(a), Self::NotSupportedHostInDvs(b)) => {
-                **a == **b
+            Self::NotSupportedHostInDvs(v) => {
+                Self::NotSupportedHostInDvs(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NotSupportedHostInHACluster(a),
-                Self::NotSupportedHostInHACluster(b),
-            ) => **a == **b,
+            Self::NotSupportedHostInHACluster(v) => {
+                Self::NotSupportedHostInHACluster(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NotUserConfigurableProperty(a),
-                Self::NotUserConfigurableProperty(b),
-            ) => **a == **b,
+            Self::NotUserConfigurableProperty(v) => {
+                Self::NotUserConfigurableProperty(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NumVirtualCoresPerSocketNotSupported(a),
-                Self::NumVirtualCoresPerSocketNotSupported(b),
-            ) => **a == **b,
+            Self::NumVirtualCoresPerSocketNotSupported(v) => {
+                Self::NumVirtualCoresPerSocketNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NumVirtualCpusExceedsLimit(a),
-                Self::NumVirtualCpusExceedsLimit(b),
-            ) => **a == **b,
+            Self::NumVirtualCpusExceedsLimit(v) => {
+                Self::NumVirtualCpusExceedsLimit(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NumVirtualCpusIncompatible(a),
-                Self::NumVirtualCpusIncompatible(b),
-            ) => **a == **b,
+            Self::NumVirtualCpusIncompatible(v) => {
+                Self::NumVirtualCpusIncompatible(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::NumVirtualCpusNotSupported(a),
-                Self::NumVirtualCpusNotSupported(b),
-            ) => **a == **b,
+            Self::NumVirtualCpusNotSupported(v) => {
+                Self::NumVirtualCpusNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OperationDisabledByGuest(a), Self::OperationDisabledByGuest(b)) => {
-                **a == **b
+            Self::OperationDisabledByGuest(v) => {
+                Self::OperationDisabledByGuest(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OperationDisallowedOnHost(a), Self::OperationDisallowedOnHost(b)) => {
-                **a == **b
+            Self::OperationDisallowedOnHost(v) => {
+                Self::OperationDisallowedOnHost(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OperationNotSupportedByGuest(a),
-                Self::OperationNotSupportedByGuest(b),
-            ) => **a == **b,
+            Self::OperationNotSupportedByGuest(v) => {
+                Self::OperationNotSupportedByGuest(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OutOfBounds(a), Self::OutOfBounds(b)) => **a == **b,
+            Self::OutOfBounds(v) => Self::OutOfBounds(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfAttribute(a), Self::OvfAttribute(b)) => **a == **b,
+            Self::OvfAttribute(v) => Self::OvfAttribute(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfConnectedDevice(a), Self::OvfConnectedDevice(b)) => **a == **b,
+            Self::OvfConnectedDevice(v) => {
+                Self::OvfConnectedDevice(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfConnectedDeviceFloppy(a), Self::OvfConnectedDeviceFloppy(b)) => {
-                **a == **b
+            Self::OvfConnectedDeviceFloppy(v) => {
+                Self::OvfConnectedDeviceFloppy(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfConnectedDeviceIso(a), Self::OvfConnectedDeviceIso(b)) => {
-                **a == **b
+            Self::OvfConnectedDeviceIso(v) => {
+                Self::OvfConnectedDeviceIso(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfConstraint(a), Self::OvfConstraint(b)) => **a == **b,
+            Self::OvfConstraint(v) => Self::OvfConstraint(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfConsumerCallbackFault(a), Self::OvfConsumerCallbackFault(b)) => {
-                **a == **b
+            Self::OvfConsumerCallbackFault(v) => {
+                Self::OvfConsumerCallbackFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfConsumerCommunicationError(a),
-                Self::OvfConsumerCommunicationError(b),
-            ) => **a == **b,
+            Self::OvfConsumerCommunicationError(v) => {
+                Self::OvfConsumerCommunicationError(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfConsumerFault(a), Self::OvfConsumerFault(b)) => **a == **b,
+            Self::OvfConsumerFault(v) => Self::OvfConsumerFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfConsumerInvalidSection(a), Self::OvfConsumerInvalidSection(b)) => {
-                **a == **b
+            Self::OvfConsumerInvalidSection(v) => {
+                Self::OvfConsumerInvalidSection(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfConsumerPowerOnFault(a), Self::OvfConsumerPowerOnFault(b)) => {
-                **a == **b
+            Self::OvfConsumerPowerOnFault(v) => {
+                Self::OvfConsumerPowerOnFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfConsumerUndeclaredSection(a),
-                Self::OvfConsumerUndeclaredSection(b),
-            ) => **a == **b,
+            Self::OvfConsumerUndeclaredSection(v) => {
+                Self::OvfConsumerUndeclaredSection(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfConsumerUndefinedPrefix(a),
-                Self::OvfConsumerUndefinedPrefix(b),
-            ) => **a == **b,
+            Self::OvfConsumerUndefinedPrefix(v) => {
+                Self::OvfConsumerUndefinedPrefix(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfConsumerValidationFault(a),
-                Self::OvfConsumerValidationFault(b),
-            ) => **a == **b,
+            Self::OvfConsumerValidationFault(v) => {
+                Self::OvfConsumerValidationFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfCpuCompatibility(a), Self::OvfCpuCompatibility(b)) => **a == **b,
+            Self::OvfCpuCompatibility(v) => {
+                Self::OvfCpuCompatibility(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfCpuCompatibilityCheckNotSupported(a),
-                Self::OvfCpuCompatibilityCheckNotSupported(b),
-            ) => **a == **b,
+            Self::OvfCpuCompatibilityCheckNotSupported(v) => {
+                Self::OvfCpuCompatibilityCheckNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfDiskMappingNotFound(a), Self::OvfDiskMappingNotFound(b)) => {
-                **a == **b
+            Self::OvfDiskMappingNotFound(v) => {
+                Self::OvfDiskMappingNotFound(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfDiskOrderConstraint(a), Self::OvfDiskOrderConstraint(b)) => {
-                **a == **b
+            Self::OvfDiskOrderConstraint(v) => {
+                Self::OvfDiskOrderConstraint(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfDuplicateElement(a), Self::OvfDuplicateElement(b)) => **a == **b,
+            Self::OvfDuplicateElement(v) => {
+                Self::OvfDuplicateElement(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfDuplicatedElementBoundary(a),
-                Self::OvfDuplicatedElementBoundary(b),
-            ) => **a == **b,
+            Self::OvfDuplicatedElementBoundary(v) => {
+                Self::OvfDuplicatedElementBoundary(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfDuplicatedPropertyIdExport(a),
-                Self::OvfDuplicatedPropertyIdExport(b),
-            ) => **a == **b,
+            Self::OvfDuplicatedPropertyIdExport(v) => {
+                Self::OvfDuplicatedPropertyIdExport(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfDuplicatedPropertyIdImport(a),
-                Self::OvfDuplicatedPropertyIdImport(b),
-            ) => **a == **b,
+            Self::OvfDuplicatedPropertyIdImport(v) => {
+                Self::OvfDuplicatedPropertyIdImport(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfElement(a), Self::OvfElement(b)) => **a == **b,
+            Self::OvfElement(v) => Self::OvfElement(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfElementInvalidValue(a), Self::OvfElementInvalidValue(b)) => {
-                **a == **b
+            Self::OvfElementInvalidValue(v) => {
+                Self::OvfElementInvalidValue(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfExport(a), Self::OvfExport(b)) => **a == **b,
+            Self::OvfExport(v) => Self::OvfExport(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfExportFailed(a), Self::OvfExportFailed(b)) => **a == **b,
+            Self::OvfExportFailed(v) => Self::OvfExportFailed(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfFault(a), Self::OvfFault(b)) => **a == **b,
+            Self::OvfFault(v) => Self::OvfFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfHardwareCheck(a), Self::OvfHardwareCheck(b)) => **a == **b,
+            Self::OvfHardwareCheck(v) => Self::OvfHardwareCheck(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfHardwareExport(a), Self::OvfHardwareExport(b)) => **a == **b,
+            Self::OvfHardwareExport(v) => {
+                Self::OvfHardwareExport(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfHostResourceConstraint(a), Self::OvfHostResourceConstraint(b)) => {
-                **a == **b
+            Self::OvfHostResourceConstraint(v) => {
+                Self::OvfHostResourceConstraint(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfHostValueNotParsed(a), Self::OvfHostValueNotParsed(b)) => {
-                **a == **b
+            Self::OvfHostValueNotParsed(v) => {
+                Self::OvfHostValueNotParsed(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfImport(a), Self::OvfImport(b)) => **a == **b,
+            Self::OvfImport(v) => Self::OvfImport(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfImportFailed(a), Self::OvfImportFailed(b)) => **a == **b,
+            Self::OvfImportFailed(v) => Self::OvfImportFailed(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfInternalError(a), Self::OvfInternalError(b)) => **a == **b,
+            Self::OvfInternalError(v) => Self::OvfInternalError(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfInvalidPackage(a), Self::OvfInvalidPackage(b)) => **a == **b,
+            Self::OvfInvalidPackage(v) => {
+                Self::OvfInvalidPackage(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfInvalidValue(a), Self::OvfInvalidValue(b)) => **a == **b,
+            Self::OvfInvalidValue(v) => Self::OvfInvalidValue(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfInvalidValueConfiguration(a),
-                Self::OvfInvalidValueConfiguration(b),
-            ) => **a == **b,
+            Self::OvfInvalidValueConfiguration(v) => {
+                Self::OvfInvalidValueConfiguration(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfInvalidValueEmpty(a), Self::OvfInvalidValueEmpty(b)) => **a == **b,
+            Self::OvfInvalidValueEmpty(v) => {
+                Self::OvfInvalidValueEmpty(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfInvalidValueFormatMalformed(a),
-                Self::OvfInvalidValueFormatMalformed(b),
-            ) => **a == **b,
+            Self::OvfInvalidValueFormatMalformed(v) => {
+                Self::OvfInvalidValueFormatMalformed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfInvalidValueReference(a), Self::OvfInvalidValueReference(b)) => {
-                **a == **b
+            Self::OvfInvalidValueReference(v) => {
+                Self::OvfInvalidValueReference(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfInvalidVmName(a), Self::OvfInvalidVmName(b)) => **a == **b,
+            Self::OvfInvalidVmName(v) => Self::OvfInvalidVmName(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfMappedOsId(a), Self::OvfMappedOsId(b)) => **a == **b,
+            Self::OvfMappedOsId(v) => Self::OvfMappedOsId(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfMissingAttribute(a), Self::OvfMissingAttribute(b)) => **a == **b,
+            Self::OvfMissingAttribute(v) => {
+                Self::OvfMissingAttribute(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfMissingElement(a), Self::OvfMissingElement(b)) => **a == **b,
+            Self::OvfMissingElement(v) => {
+                Self::OvfMissingElement(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfMissingElementNormalBoundary(a),
-                Self::OvfMissingElementNormalBoundary(b),
-            ) => **a == **b,
+            Self::OvfMissingElementNormalBoundary(v) => {
+                Self::OvfMissingElementNormalBoundary(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfMissingHardware(a), Self::OvfMissingHardware(b)) => **a == **b,
+            Self::OvfMissingHardware(v) => {
+                Self::OvfMissingHardware(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfNetworkMappingNotSupported(a),
-                Self::OvfNetworkMappingNotSupported(b),
-            ) => **a == **b,
+            Self::OvfNetworkMappingNotSupported(v) => {
+                Self::OvfNetworkMappingNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfNoHostNic(a), Self::OvfNoHostNic(b)) => **a == **b,
+            Self::OvfNoHostNic(v) => Self::OvfNoHostNic(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfNoSpaceOnController(a), Self::OvfNoSpaceOnController(b)) => {
-                **a == **b
+            Self::OvfNoSpaceOnController(v) => {
+                Self::OvfNoSpaceOnController(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfNoSupportedHardwareFamily(a),
-                Self::OvfNoSupportedHardwareFamily(b),
-            ) => **a == **b,
+            Self::OvfNoSupportedHardwareFamily(v) => {
+                Self::OvfNoSupportedHardwareFamily(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfProperty(a), Self::OvfProperty(b)) => **a == **b,
+            Self::OvfProperty(v) => Self::OvfProperty(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfPropertyExport(a), Self::OvfPropertyExport(b)) => **a == **b,
+            Self::OvfPropertyExport(v) => {
+                Self::OvfPropertyExport(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfPropertyNetwork(a), Self::OvfPropertyNetwork(b)) => **a == **b,
+            Self::OvfPropertyNetwork(v) => {
+                Self::OvfPropertyNetwork(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfPropertyNetworkExport(a), Self::OvfPropertyNetworkExport(b)) => {
-                **a == **b
+            Self::OvfPropertyNetworkExport(v) => {
+                Self::OvfPropertyNetworkExport(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfPropertyQualifier(a), Self::OvfPropertyQualifier(b)) => **a == **b,
+            Self::OvfPropertyQualifier(v) => {
+                Self::OvfPropertyQualifier(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfPropertyQualifierDuplicate(a),
-                Self::OvfPropertyQualifierDuplicate(b),
-            ) => **a == **b,
+            Self::OvfPropertyQualifierDuplicate(v) => {
+                Self::OvfPropertyQualifierDuplicate(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfPropertyQualifierIgnored(a),
-                Self::OvfPropertyQualifierIgnored(b),
-            ) => **a == **b,
+            Self::OvfPropertyQualifierIgnored(v) => {
+                Self::OvfPropertyQualifierIgnored(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfPropertyType(a), Self::OvfPropertyType(b)) => **a == **b,
+            Self::OvfPropertyType(v) => Self::OvfPropertyType(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfPropertyValue(a), Self::OvfPropertyValue(b)) => **a == **b,
+            Self::OvfPropertyValue(v) => Self::OvfPropertyValue(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfSystemFault(a), Self::OvfSystemFault(b)) => **a == **b,
+            Self::OvfSystemFault(v) => Self::OvfSystemFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfToXmlUnsupportedElement(a),
-                Self::OvfToXmlUnsupportedElement(b),
-            ) => **a == **b,
+            Self::OvfToXmlUnsupportedElement(v) => {
+                Self::OvfToXmlUnsupportedElement(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnableToExportDisk(a), Self::OvfUnableToExportDisk(b)) => {
-                **a == **b
+            Self::OvfUnableToExportDisk(v) => {
+                Self::OvfUnableToExportDisk(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnexpectedElement(a), Self::OvfUnexpectedElement(b)) => **a == **b,
+            Self::OvfUnexpectedElement(v) => {
+                Self::OvfUnexpectedElement(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnknownDevice(a), Self::OvfUnknownDevice(b)) => **a == **b,
+            Self::OvfUnknownDevice(v) => Self::OvfUnknownDevice(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnknownDeviceBacking(a), Self::OvfUnknownDeviceBacking(b)) => {
-                **a == **b
+            Self::OvfUnknownDeviceBacking(v) => {
+                Self::OvfUnknownDeviceBacking(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnknownEntity(a), Self::OvfUnknownEntity(b)) => **a == **b,
+            Self::OvfUnknownEntity(v) => Self::OvfUnknownEntity(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnsupportedAttribute(a), Self::OvfUnsupportedAttribute(b)) => {
-                **a == **b
+            Self::OvfUnsupportedAttribute(v) => {
+                Self::OvfUnsupportedAttribute(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfUnsupportedAttributeValue(a),
-                Self::OvfUnsupportedAttributeValue(b),
-            ) => **a == **b,
+            Self::OvfUnsupportedAttributeValue(v) => {
+                Self::OvfUnsupportedAttributeValue(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfUnsupportedDeviceBackingInfo(a),
-                Self::OvfUnsupportedDeviceBackingInfo(b),
-            ) => **a == **b,
+            Self::OvfUnsupportedDeviceBackingInfo(v) => {
+                Self::OvfUnsupportedDeviceBackingInfo(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfUnsupportedDeviceBackingOption(a),
-                Self::OvfUnsupportedDeviceBackingOption(b),
-            ) => **a == **b,
+            Self::OvfUnsupportedDeviceBackingOption(v) => {
+                Self::OvfUnsupportedDeviceBackingOption(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfUnsupportedDeviceExport(a),
-                Self::OvfUnsupportedDeviceExport(b),
-            ) => **a == **b,
+            Self::OvfUnsupportedDeviceExport(v) => {
+                Self::OvfUnsupportedDeviceExport(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfUnsupportedDiskProvisioning(a),
-                Self::OvfUnsupportedDiskProvisioning(b),
-            ) => **a == **b,
+            Self::OvfUnsupportedDiskProvisioning(v) => {
+                Self::OvfUnsupportedDiskProvisioning(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnsupportedElement(a), Self::OvfUnsupportedElement(b)) => {
-                **a == **b
+            Self::OvfUnsupportedElement(v) => {
+                Self::OvfUnsupportedElement(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::OvfUnsupportedElementValue(a),
-                Self::OvfUnsupportedElementValue(b),
-            ) => **a == **b,
+            Self::OvfUnsupportedElementValue(v) => {
+                Self::OvfUnsupportedElementValue(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnsupportedPackage(a), Self::OvfUnsupportedPackage(b)) => {
-                **a == **b
+            Self::OvfUnsupportedPackage(v) => {
+                Self::OvfUnsupportedPackage(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnsupportedSection(a), Self::OvfUnsupportedSection(b)) => {
-                **a == **b
+            Self::OvfUnsupportedSection(v) => {
+                Self::OvfUnsupportedSection(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnsupportedSubType(a), Self::OvfUnsupportedSubType(b)) => {
-                **a == **b
+            Self::OvfUnsupportedSubType(v) => {
+                Self::OvfUnsupportedSubType(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::OvfUnsupportedType(a), Self::OvfUnsupportedType(b)) => **a == **b,
+            Self::OvfUnsupportedType(v) => {
+                Self::OvfUnsupportedType(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfWrongElement(a), Self::OvfWrongElement(b)) => **a == **b,
+            Self::OvfWrongElement(v) => Self::OvfWrongElement(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::OvfWrongNamespace(a), Self::OvfWrongNamespace(b)) => **a == **b,
+            Self::OvfWrongNamespace(v) => {
+                Self::OvfWrongNamespace(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::OvfXmlFormat(a), Self::OvfXmlFormat(b)) => **a == **b,
-            (Self::PasswordExpired(a), Self::PasswordExpired(b)) => **a == **b,
+            Self::OvfXmlFormat(v) => Self::OvfXmlFormat(Box::new((**v).clone())),
+            Self::PasswordExpired(v) => Self::PasswordExpired(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::PatchAlreadyInstalled(a), Self::PatchAlreadyInstalled(b)) => {
-                **a == **b
+            Self::PatchAlreadyInstalled(v) => {
+                Self::PatchAlreadyInstalled(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::PatchBinariesNotFound(a), Self::PatchBinariesNotFound(b)) => {
-                **a == **b
+            Self::PatchBinariesNotFound(v) => {
+                Self::PatchBinariesNotFound(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::PatchInstallFailed(a), Self::PatchInstallFailed(b)) => **a == **b,
+            Self::PatchInstallFailed(v) => {
+                Self::PatchInstallFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::PatchIntegrityError(a), Self::PatchIntegrityError(b)) => **a == **b,
+            Self::PatchIntegrityError(v) => {
+                Self::PatchIntegrityError(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::PatchMetadataCorrupted(a), Self::PatchMetadataCorrupted(b)) => {
-                **a == **b
+            Self::PatchMetadataCorrupted(v) => {
+                Self::PatchMetadataCorrupted(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::PatchMetadataInvalid(a), Self::PatchMetadataInvalid(b)) => **a == **b,
+            Self::PatchMetadataInvalid(v) => {
+                Self::PatchMetadataInvalid(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::PatchMetadataNotFound(a), Self::PatchMetadataNotFound(b)) => {
-                **a == **b
+            Self::PatchMetadataNotFound(v) => {
+                Self::PatchMetadataNotFound(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::PatchMissingDependencies(a), Self::PatchMissingDependencies(b)) => {
-                **a == **b
+            Self::PatchMissingDependencies(v) => {
+                Self::PatchMissingDependencies(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::PatchNotApplicable(a), Self::PatchNotApplicable(b)) => **a == **b,
+            Self::PatchNotApplicable(v) => {
+                Self::PatchNotApplicable(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::PatchSuperseded(a), Self::PatchSuperseded(b)) => **a == **b,
+            Self::PatchSuperseded(v) => Self::PatchSuperseded(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::PhysCompatRDMNotSupported(a), Self::PhysCompatRDMNotSupported(b)) => {
-                **a == **b
+            Self::PhysCompatRDMNotSupported(v) => {
+                Self::PhysCompatRDMNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::PlatformConfigFault(a), Self::PlatformConfigFault(b)) => **a == **b,
+            Self::PlatformConfigFault(v) => {
+                Self::PlatformConfigFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::PowerOnFtSecondaryFailed(a), Self::PowerOnFtSecondaryFailed(b)) => {
-                **a == **b
+            Self::PowerOnFtSecondaryFailed(v) => {
+                Self::PowerOnFtSecondaryFailed(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::PowerOnFtSecondaryTimedout(a),
-                Self::PowerOnFtSecondaryTimedout(b),
-            ) => **a == **b,
+            Self::PowerOnFtSecondaryTimedout(v) => {
+                Self::PowerOnFtSecondaryTimedout(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ProfileUpdateFailed(a), Self::ProfileUpdateFailed(b)) => **a == **b,
+            Self::ProfileUpdateFailed(v) => {
+                Self::ProfileUpdateFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::QuarantineModeFault(a), Self::QuarantineModeFault(b)) => **a == **b,
+            Self::QuarantineModeFault(v) => {
+                Self::QuarantineModeFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::QuestionPending(a), Self::QuestionPending(b)) => **a == **b,
+            Self::QuestionPending(v) => Self::QuestionPending(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::QuiesceDatastoreIOForHAFailed(a),
-                Self::QuiesceDatastoreIOForHAFailed(b),
-            ) => **a == **b,
+            Self::QuiesceDatastoreIOForHAFailed(v) => {
+                Self::QuiesceDatastoreIOForHAFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::RDMConversionNotSupported(a), Self::RDMConversionNotSupported(b)) => {
-                **a == **b
+            Self::RDMConversionNotSupported(v) => {
+                Self::RDMConversionNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::RDMNotPreserved(a), Self::RDMNotPreserved(b)) => **a == **b,
+            Self::RDMNotPreserved(v) => Self::RDMNotPreserved(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::RDMNotSupported(a), Self::RDMNotSupported(b)) => **a == **b,
+            Self::RDMNotSupported(v) => Self::RDMNotSupported(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::RDMNotSupportedOnDatastore(a),
-                Self::RDMNotSupportedOnDatastore(b),
-            ) => **a == **b,
+            Self::RDMNotSupportedOnDatastore(v) => {
+                Self::RDMNotSupportedOnDatastore(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::RDMPointsToInaccessibleDisk(a),
-                Self::RDMPointsToInaccessibleDisk(b),
-            ) => **a == **b,
+            Self::RDMPointsToInaccessibleDisk(v) => {
+                Self::RDMPointsToInaccessibleDisk(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::RawDiskNotSupported(a), Self::RawDiskNotSupported(b)) => **a == **b,
+            Self::RawDiskNotSupported(v) => {
+                Self::RawDiskNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::ReadHostResourcePoolTreeFailed(a),
-                Self::ReadHostResourcePoolTreeFailed(b),
-            ) => **a == **b,
+            Self::ReadHostResourcePoolTreeFailed(v) => {
+                Self::ReadHostResourcePoolTreeFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::ReadOnlyDisksWithLegacyDestination(a),
-                Self::ReadOnlyDisksWithLegacyDestination(b),
-            ) => **a == **b,
+            Self::ReadOnlyDisksWithLegacyDestination(v) => {
+                Self::ReadOnlyDisksWithLegacyDestination(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::RebootRequired(a), Self::RebootRequired(b)) => **a == **b,
+            Self::RebootRequired(v) => Self::RebootRequired(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::RecordReplayDisabled(a), Self::RecordReplayDisabled(b)) => **a == **b,
+            Self::RecordReplayDisabled(v) => {
+                Self::RecordReplayDisabled(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::RemoteDeviceNotSupported(a), Self::RemoteDeviceNotSupported(b)) => {
-                **a == **b
+            Self::RemoteDeviceNotSupported(v) => {
+                Self::RemoteDeviceNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::RemoveFailed(a), Self::RemoveFailed(b)) => **a == **b,
+            Self::RemoveFailed(v) => Self::RemoveFailed(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::ReplicationConfigFault(a), Self::ReplicationConfigFault(b)) => {
-                **a == **b
+            Self::ReplicationConfigFault(v) => {
+                Self::ReplicationConfigFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::ReplicationDiskConfigFault(a),
-                Self::ReplicationDiskConfigFault(b),
-            ) => **a == **b,
+            Self::ReplicationDiskConfigFault(v) => {
+                Self::ReplicationDiskConfigFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ReplicationFault(a), Self::ReplicationFault(b)) => **a == **b,
+            Self::ReplicationFault(v) => Self::ReplicationFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::ReplicationIncompatibleWithFT(a),
-                Self::ReplicationIncompatibleWithFT(b),
-            ) => **a == **b,
+            Self::ReplicationIncompatibleWithFT(v) => {
+                Self::ReplicationIncompatibleWithFT(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ReplicationInvalidOptions(a), Self::ReplicationInvalidOptions(b)) => {
-                **a == **b
+            Self::ReplicationInvalidOptions(v) => {
+                Self::ReplicationInvalidOptions(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::ReplicationNotSupportedOnHost(a),
-                Self::ReplicationNotSupportedOnHost(b),
-            ) => **a == **b,
+            Self::ReplicationNotSupportedOnHost(v) => {
+                Self::ReplicationNotSupportedOnHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ReplicationVmConfigFault(a), Self::ReplicationVmConfigFault(b)) => {
-                **a == **b
+            Self::ReplicationVmConfigFault(v) => {
+                Self::ReplicationVmConfigFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::ReplicationVmFault(a), Self::ReplicationVmFault(b)) => **a == **b,
+            Self::ReplicationVmFault(v) => {
+                Self::ReplicationVmFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::ReplicationVmInProgressFault(a),
-                Self::ReplicationVmInProgressFault(b),
-            ) => **a == **b,
-            (Self::RequestCanceled(a), Self::RequestCanceled(b)) => **a == **b,
-            (Self::ResourceInUse(a), Self::ResourceInUse(b)) => **a == **b,
+            Self::ReplicationVmInProgressFault(v) => {
+                Self::ReplicationVmInProgressFault(Box::new((**v).clone()))
+            }
+            Self::RequestCanceled(v) => Self::RequestCanceled(Box::new((**v).clone())),
+            Self::ResourceInUse(v) => Self::ResourceInUse(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::ResourceNotAvailable(a), Self::ResourceNotAvailable(b)) => **a == **b,
+            Self::ResourceNotAvailable(v) => {
+                Self::ResourceNotAvailable(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::RestrictedByAdministrator(a), Self::RestrictedByAdministrator(b)) => {
-                **a == **b
+            Self::RestrictedByAdministrator(v) => {
+                Self::RestrictedByAdministrator(Box::new((**v).clone()))
+            }
+            Self::RestrictedVersion(v) => {
+                Self::RestrictedVersion(Box::new((**v).clone()))
             }
-            (Self::RestrictedVersion(a), Self::RestrictedVersion(b)) => **a == **b,
             #[cfg(feature = "all-faults")]
-            (Self::RollbackFailure(a), Self::RollbackFailure(b)) => **a == **b,
+            Self::RollbackFailure(v) => Self::RollbackFailure(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::RuleViolation(a), Self::RuleViolation(b)) => **a == **b,
-            (Self::RuntimeFault(a), Self::RuntimeFault(b)) => **a == **b,
+            Self::RuleViolation(v) => Self::RuleViolation(Box::new((**v).clone())),
+            Self::RuntimeFault(v) => Self::RuntimeFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::SSLDisabledFault(a), Self::SSLDisabledFault(b)) => **a == **b,
+            Self::SSLDisabledFault(v) => Self::SSLDisabledFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::SSLVerifyFault(a), Self::SSLVerifyFault(b)) => **a == **b,
+            Self::SSLVerifyFault(v) => Self::SSLVerifyFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::SSPIChallenge(a), Self::SSPIChallenge(b)) => **a == **b,
+            Self::SSPIChallenge(v) => Self::SSPIChallenge(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::SecondaryVmAlreadyDisabled(a),
-                Self::SecondaryVmAlreadyDisabled(b),
-            ) => **a == **b,
+            Self::SecondaryVmAlreadyDisabled(v) => {
+                Self::SecondaryVmAlreadyDisabled(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::SecondaryVmAlreadyEnabled(a), Self::SecondaryVmAlreadyEnabled(b)) => {
-                **a == **b
+            Self::SecondaryVmAlreadyEnabled(v) => {
+                Self::SecondaryVmAlreadyEnabled(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::SecondaryVmAlreadyRegistered(a),
-                Self::SecondaryVmAlreadyRegistered(b),
-            ) => **a == **b,
+            Self::SecondaryVmAlreadyRegistered(v) => {
+                Self::SecondaryVmAlreadyRegistered(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::SecondaryVmNotRegistered(a), Self::SecondaryVmNotRegistered(b)) => {
-                **a == **b
+            Self::SecondaryVmNotRegistered(v) => {
+                Self::SecondaryVmNotRegistered(Box::new((**v).clone()))
             }
-            (Self::SecurityError(a), Self::SecurityError(b)) => **a == **b,
+            Self::SecurityError(v) => Self::SecurityError(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::SessionNotFound(a), Self::SessionNotFound(b)) => **a == **b,
+            Self::SessionNotFound(v) => Self::SessionNotFound(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::SharedBusControllerNotSupported(a),
-                Self::SharedBusControllerNotSupported(b),
-            ) => **a == **b,
+            Self::SharedBusControllerNotSupported(v) => {
+                Self::SharedBusControllerNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ShrinkDiskFault(a), Self::ShrinkDiskFault(b)) => **a == **b,
+            Self::ShrinkDiskFault(v) => Self::ShrinkDiskFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::SnapshotCloneNotSupported(a), Self::SnapshotCloneNotSupported(b)) => {
-                **a == **b
+            Self::SnapshotCloneNotSupported(v) => {
+                Self::SnapshotCloneNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::SnapshotCopyNotSupported(a), Self::SnapshotCopyNotSupported(b)) => {
-                **a == **b
+            Self::SnapshotCopyNotSupported(v) => {
+                Self::SnapshotCopyNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::SnapshotDisabled(a), Self::SnapshotDisabled(b)) => **a == **b,
-            (Self::SnapshotFault(a), Self::SnapshotFault(b)) => **a == **b,
+            Self::SnapshotDisabled(v) => Self::SnapshotDisabled(Box::new((**v).clone())),
+            Self::SnapshotFault(v) => Self::SnapshotFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::SnapshotIncompatibleDeviceInVm(a),
-                Self::SnapshotIncompatibleDeviceInVm(b),
-            ) => **a == **b,
+            Self::SnapshotIncompatibleDeviceInVm(v) => {
+                Self::SnapshotIncompatibleDeviceInVm(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::SnapshotLocked(a), Self::SnapshotLocked(b)) => **a == **b,
+            Self::SnapshotLocked(v) => Self::SnapshotLocked(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::SnapshotMoveFromNonHomeNotSupported(a),
-                Self::SnapshotMoveFromNonHomeNotSupported(b),
-            ) => **a == **b,
+            Self::SnapshotMoveFromNonHomeNotSupported(v) => {
+                Self::SnapshotMoveFromNonHomeNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::SnapshotMoveNotSupported(a), Self::SnapshotMoveNotSupported(b)) => {
-                **a == **b
+            Self::SnapshotMoveNotSupported(v) => {
+                Self::SnapshotMoveNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::SnapshotMoveToNonHomeNotSupported(a),
-                Self::SnapshotMoveToNonHomeNotSupported(b),
-            ) => **a == **b,
+            Self::SnapshotMoveToNonHomeNotSupported(v) => {
+                Self::SnapshotMoveToNonHomeNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::SnapshotNoChange(a), Self::SnapshotNoChange(b)) => **a == **b,
+            Self::SnapshotNoChange(v) => Self::SnapshotNoChange(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::SnapshotRevertIssue(a), Self::SnapshotRevertIssue(b)) => **a == **b,
+            Self::SnapshotRevertIssue(v) => {
+                Self::SnapshotRevertIssue(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::SoftRuleVioCorrectionDisallowed(a),
-                Self::SoftRuleVioCorrectionDisallowed(b),
-            ) => **a == **b,
+            Self::SoftRuleVioCorrectionDisallowed(v) => {
+                Self::SoftRuleVioCorrectionDisallowed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::SoftRuleVioCorrectionImpact(a),
-                Self::SoftRuleVioCorrectionImpact(b),
-            ) => **a == **b,
+            Self::SoftRuleVioCorrectionImpact(v) => {
+                Self::SoftRuleVioCorrectionImpact(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::SolutionUserRequired(a), Self::SolutionUserRequired(b)) => **a == **b,
+            Self::SolutionUserRequired(v) => {
+                Self::SolutionUserRequired(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::SsdDiskNotAvailable(a), Self::SsdDiskNotAvailable(b)) => **a == **b,
+            Self::SsdDiskNotAvailable(v) => {
+                Self::SsdDiskNotAvailable(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsCannotMoveDiskInMultiWriterMode(a),
-                Self::StorageDrsCannotMoveDiskInMultiWriterMode(b),
-            ) => **a == **b,
+            Self::StorageDrsCannotMoveDiskInMultiWriterMode(v) => {
+                Self::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::StorageDrsCannotMoveFTVm(a), Self::StorageDrsCannotMoveFTVm(b)) => {
-                **a == **b
+            Self::StorageDrsCannotMoveFTVm(v) => {
+                Self::StorageDrsCannotMoveFTVm(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsCannotMoveIndependentDisk(a),
-                Self::StorageDrsCannotMoveIndependentDisk(b),
-            ) => **a == **b,
+            Self::StorageDrsCannotMoveIndependentDisk(v) => {
+                Self::StorageDrsCannotMoveIndependentDisk(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsCannotMoveManuallyPlacedSwapFile(a),
-                Self::StorageDrsCannotMoveManuallyPlacedSwapFile(b),
-            ) => **a == **b,
+            Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => {
+                Self::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsCannotMoveManuallyPlacedVm(a),
-                Self::StorageDrsCannotMoveManuallyPlacedVm(b),
-            ) => **a == **b,
+            Self::StorageDrsCannotMoveManuallyPlacedVm(v) => {
+                Self::StorageDrsCannotMoveManuallyPlacedVm(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsCannotMoveSharedDisk(a),
-                Self::StorageDrsCannotMoveSharedDisk(b),
-            ) => **a == **b,
+            Self::StorageDrsCannotMoveSharedDisk(v) => {
+                Self::StorageDrsCannotMoveSharedDisk(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsCannotMoveTemplate(a),
-                Self::StorageDrsCannotMoveTemplate(b),
-            ) => **a == **b,
+            Self::StorageDrsCannotMoveTemplate(v) => {
+                Self::StorageDrsCannotMoveTemplate(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsCannotMoveVmInUserFolder(a),
-                Self::StorageDrsCannotMoveVmInUserFolder(b),
-            ) => **a == **b,
+            Self::StorageDrsCannotMoveVmInUserFolder(v) => {
+                Self::StorageDrsCannotMoveVmInUserFolder(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsCannotMoveVmWithMountedCDROM(a),
-                Self::StorageDrsCannotMoveVmWithMountedCDROM(b),
-            ) => **a == **b,
+            Self::StorageDrsCannotMoveVmWithMountedCDROM(v) => {
+                Self::StorageDrsCannotMoveVmWithMountedCDROM(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsCannotMoveVmWithNoFilesInLayout(a),
-                Self::StorageDrsCannotMoveVmWithNoFilesInLayout(b),
-            ) => **a == **b,
+            Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => {
+                Self::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsDatacentersCannotShareDatastore(a),
-                Self::StorageDrsDatacentersCannotShareDatastore(b),
-            ) => **a == **b,
+            Self::StorageDrsDatacentersCannotShareDatastore(v) => {
+                Self::StorageDrsDatacentersCannotShareDatastore(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::StorageDrsDisabledOnVm(a), Self::StorageDrsDisabledOnVm(b)) => {
-                **a == **b
+            Self::StorageDrsDisabledOnVm(v) => {
+                Self::StorageDrsDisabledOnVm(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsHbrDiskNotMovable(a),
-                Self::StorageDrsHbrDiskNotMovable(b),
-            ) => **a == **b,
+            Self::StorageDrsHbrDiskNotMovable(v) => {
+                Self::StorageDrsHbrDiskNotMovable(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsHmsMoveInProgress(a),
-                Self::StorageDrsHmsMoveInProgress(b),
-            ) => **a == **b,
+            Self::StorageDrsHmsMoveInProgress(v) => {
+                Self::StorageDrsHmsMoveInProgress(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::StorageDrsHmsUnreachable(a), Self::StorageDrsHmsUnreachable(b)) => {
-                **a == **b
+            Self::StorageDrsHmsUnreachable(v) => {
+                Self::StorageDrsHmsUnreachable(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsIolbDisabledInternally(a),
-                Self::StorageDrsIolbDisabledInternally(b),
-            ) => **a == **b,
+            Self::StorageDrsIolbDisabledInternally(v) => {
+                Self::StorageDrsIolbDisabledInternally(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsRelocateDisabled(a),
-                Self::StorageDrsRelocateDisabled(b),
-            ) => **a == **b,
+            Self::StorageDrsRelocateDisabled(v) => {
+                Self::StorageDrsRelocateDisabled(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsStaleHmsCollection(a),
-                Self::StorageDrsStaleHmsCollection(b),
-            ) => **a == **b,
+            Self::StorageDrsStaleHmsCollection(v) => {
+                Self::StorageDrsStaleHmsCollection(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageDrsUnableToMoveFiles(a),
-                Self::StorageDrsUnableToMoveFiles(b),
-            ) => **a == **b,
+            Self::StorageDrsUnableToMoveFiles(v) => {
+                Self::StorageDrsUnableToMoveFiles(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageVMotionNotSupported(a),
-                Self::StorageVMotionNotSupported(b),
-            ) => **a == **b,
+            Self::StorageVMotionNotSupported(v) => {
+                Self::StorageVMotionNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::StorageVmotionIncompatible(a),
-                Self::StorageVmotionIncompatible(b),
-            ) => **a == **b,
+            Self::StorageVmotionIncompatible(v) => {
+                Self::StorageVmotionIncompatible(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::SuspendedRelocateNotSupported(a),
-                Self::SuspendedRelocateNotSupported(b),
-            ) => **a == **b,
+            Self::SuspendedRelocateNotSupported(v) => {
+                Self::SuspendedRelocateNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::SwapDatastoreNotWritableOnHost(a),
-                Self::SwapDatastoreNotWritableOnHost(b),
-            ) => **a == **b,
+            Self::SwapDatastoreNotWritableOnHost(v) => {
+                Self::SwapDatastoreNotWritableOnHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::SwapDatastoreUnset(a), Self::SwapDatastoreUnset(b)) => **a == **b,
+            Self::SwapDatastoreUnset(v) => {
+                Self::SwapDatastoreUnset(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::SwapPlacementOverrideNotSupported(a),
-                Self::SwapPlacementOverrideNotSupported(b),
-            ) => **a == **b,
+            Self::SwapPlacementOverrideNotSupported(v) => {
+                Self::SwapPlacementOverrideNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::SwitchIpUnset(a), Self::SwitchIpUnset(b)) => **a == **b,
+            Self::SwitchIpUnset(v) => Self::SwitchIpUnset(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::SwitchNotInUpgradeMode(a), Self::SwitchNotInUpgradeMode(b)) => {
-                **a == **b
+            Self::SwitchNotInUpgradeMode(v) => {
+                Self::SwitchNotInUpgradeMode(Box::new((**v).clone()))
             }
-            (Self::SystemError(a), Self::SystemError(b)) => **a == **b,
-            (Self::TaskInProgress(a), Self::TaskInProgress(b)) => **a == **b,
+            Self::SystemError(v) => Self::SystemError(Box::new((**v).clone())),
+            Self::TaskInProgress(v) => Self::TaskInProgress(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::ThirdPartyLicenseAssignmentFailed(a),
-                Self::ThirdPartyLicenseAssignmentFailed(b),
-            ) => **a == **b,
-            (Self::Timedout(a), Self::Timedout(b)) => **a == **b,
+            Self::ThirdPartyLicenseAssignmentFailed(v) => {
+                Self::ThirdPartyLicenseAssignmentFailed(Box::new((**v).clone()))
+            }
+            Self::Timedout(v) => Self::Timedout(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::TooManyConcurrentNativeClones(a),
-                Self::TooManyConcurrentNativeClones(b),
-            ) => **a == **b,
+            Self::TooManyConcurrentNativeClones(v) => {
+                Self::TooManyConcurrentNativeClones(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::TooManyConsecutiveOverrides(a),
-                Self::TooManyConsecutiveOverrides(b),
-            ) => **a == **b,
+            Self::TooManyConsecutiveOverrides(v) => {
+                Self::TooManyConsecutiveOverrides(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::TooManyDevices(a), Self::TooManyDevices(b)) => **a == **b,
+            Self::TooManyDevices(v) => Self::TooManyDevices(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::TooManyDisksOnLegacyHost(a), Self::TooManyDisksOnLegacyHost(b)) => {
-                **a == **b
+            Self::TooManyDisksOnLegacyHost(v) => {
+                Self::TooManyDisksOnLegacyHost(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::TooManyGuestLogons(a), Self::TooManyGuestLogons(b)) => **a == **b,
+            Self::TooManyGuestLogons(v) => {
+                Self::TooManyGuestLogons(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::TooManyHosts(a), Self::TooManyHosts(b)) => **a == **b,
+            Self::TooManyHosts(v) => Self::TooManyHosts(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::TooManyNativeCloneLevels(a), Self::TooManyNativeCloneLevels(b)) => {
-                **a == **b
+            Self::TooManyNativeCloneLevels(v) => {
+                Self::TooManyNativeCloneLevels(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::TooManyNativeClonesOnFile(a), Self::TooManyNativeClonesOnFile(b)) => {
-                **a == **b
+            Self::TooManyNativeClonesOnFile(v) => {
+                Self::TooManyNativeClonesOnFile(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::TooManySnapshotLevels(a), Self::TooManySnapshotLevels(b)) => {
-                **a == **b
+            Self::TooManySnapshotLevels(v) => {
+                Self::TooManySnapshotLevels(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::ToolsAlreadyUpgraded(a), Self::ToolsAlreadyUpgraded(b)) => **a == **b,
+            Self::ToolsAlreadyUpgraded(v) => {
+                Self::ToolsAlreadyUpgraded(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::ToolsAutoUpgradeNotSupported(a),
-                Self::ToolsAutoUpgradeNotSupported(b),
-            ) => **a == **b,
+            Self::ToolsAutoUpgradeNotSupported(v) => {
+                Self::ToolsAutoUpgradeNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ToolsImageCopyFailed(a), Self::ToolsImageCopyFailed(b)) => **a == **b,
+            Self::ToolsImageCopyFailed(v) => {
+                Self::ToolsImageCopyFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::ToolsImageNotAvailable(a), Self::ToolsImageNotAvailable(b)) => {
-                **a == **b
+            Self::ToolsImageNotAvailable(v) => {
+                Self::ToolsImageNotAvailable(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::ToolsImageSignatureCheckFailed(a),
-                Self::ToolsImageSignatureCheckFailed(b),
-            ) => **a == **b,
+            Self::ToolsImageSignatureCheckFailed(v) => {
+                Self::ToolsImageSignatureCheckFailed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::ToolsInstallationInProgress(a),
-                Self::ToolsInstallationInProgress(b),
-            ) => **a == **b,
-            (Self::ToolsUnavailable(a), Self::ToolsUnavailable(b)) => **a == **b,
+            Self::ToolsInstallationInProgress(v) => {
+                Self::ToolsInstallationInProgress(Box::new((**v).clone()))
+            }
+            Self::ToolsUnavailable(v) => Self::ToolsUnavailable(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::ToolsUpgradeCancelled(a), Self::ToolsUpgradeCancelled(b)) => {
-                **a == **b
+            Self::ToolsUpgradeCancelled(v) => {
+                Self::ToolsUpgradeCancelled(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::UnSupportedDatastoreForVFlash(a),
-                Self::UnSupportedDatastoreForVFlash(b),
-            ) => **a == **b,
+            Self::UnSupportedDatastoreForVFlash(v) => {
+                Self::UnSupportedDatastoreForVFlash(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::UncommittedUndoableDisk(a), Self::UncommittedUndoableDisk(b)) => {
-                **a == **b
+            Self::UncommittedUndoableDisk(v) => {
+                Self::UncommittedUndoableDisk(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::UnconfiguredPropertyValue(a), Self::UnconfiguredPropertyValue(b)) => {
-                **a == **b
+            Self::UnconfiguredPropertyValue(v) => {
+                Self::UnconfiguredPropertyValue(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::UncustomizableGuest(a), Self::UncustomizableGuest(b)) => **a == **b,
+            Self::UncustomizableGuest(v) => {
+                Self::UncustomizableGuest(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::UnexpectedCustomizationFault(a),
-                Self::UnexpectedCustomizationFault(b),
-            ) => **a == **b,
+            Self::UnexpectedCustomizationFault(v) => {
+                Self::UnexpectedCustomizationFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::UnexpectedFault(a), Self::UnexpectedFault(b)) => **a == **b,
+            Self::UnexpectedFault(v) => Self::UnexpectedFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::UnrecognizedHost(a), Self::UnrecognizedHost(b)) => **a == **b,
+            Self::UnrecognizedHost(v) => Self::UnrecognizedHost(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::UnsharedSwapVMotionNotSupported(a),
-                Self::UnsharedSwapVMotionNotSupported(b),
-            ) => **a == **b,
+            Self::UnsharedSwapVMotionNotSupported(v) => {
+                Self::UnsharedSwapVMotionNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::UnsupportedDatastore(a), Self::UnsupportedDatastore(b)) => **a == **b,
+            Self::UnsupportedDatastore(v) => {
+                Self::UnsupportedDatastore(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::UnsupportedGuest(a), Self::UnsupportedGuest(b)) => **a == **b,
+            Self::UnsupportedGuest(v) => Self::UnsupportedGuest(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::UnsupportedVimApiVersion(a), Self::UnsupportedVimApiVersion(b)) => {
-                **a == **b
+            Self::UnsupportedVimApiVersion(v) => {
+                Self::UnsupportedVimApiVersion(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::UnsupportedVmxLocation(a), Self::UnsupportedVmxLocation(b)) => {
-                **a == **b
+            Self::UnsupportedVmxLocation(v) => {
+                Self::UnsupportedVmxLocation(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::UnusedVirtualDiskBlocksNotScrubbed(a),
-                Self::UnusedVirtualDiskBlocksNotScrubbed(b),
-            ) => **a == **b,
+            Self::UnusedVirtualDiskBlocksNotScrubbed(v) => {
+                Self::UnusedVirtualDiskBlocksNotScrubbed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::UserNotFound(a), Self::UserNotFound(b)) => **a == **b,
+            Self::UserNotFound(v) => Self::UserNotFound(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::VAppConfigFault(a), Self::VAppConfigFault(b)) => **a == **b,
+            Self::VAppConfigFault(v) => Self::VAppConfigFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::VAppNotRunning(a), Self::VAppNotRunning(b)) => **a == **b,
+            Self::VAppNotRunning(v) => Self::VAppNotRunning(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::VAppOperationInProgress(a), Self::VAppOperationInProgress(b)) => {
-                **a == **b
+            Self::VAppOperationInProgress(v) => {
+                Self::VAppOperationInProgress(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::VAppPropertyFault(a), Self::VAppPropertyFault(b)) => **a == **b,
+            Self::VAppPropertyFault(v) => {
+                Self::VAppPropertyFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VAppTaskInProgress(a), Self::VAppTaskInProgress(b)) => **a == **b,
+            Self::VAppTaskInProgress(v) => {
+                Self::VAppTaskInProgress(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VFlashCacheHotConfigNotSupported(a),
-                Self::VFlashCacheHotConfigNotSupported(b),
-            ) => **a == **b,
+            Self::VFlashCacheHotConfigNotSupported(v) => {
+                Self::VFlashCacheHotConfigNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VFlashModuleNotSupported(a), Self::VFlashModuleNotSupported(b)) => {
-                **a == **b
+            Self::VFlashModuleNotSupported(v) => {
+                Self::VFlashModuleNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VFlashModuleVersionIncompatible(a),
-                Self::VFlashModuleVersionIncompatible(b),
-            ) => **a == **b,
+            Self::VFlashModuleVersionIncompatible(v) => {
+                Self::VFlashModuleVersionIncompatible(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VMINotSupported(a), Self::VMINotSupported(b)) => **a == **b,
+            Self::VMINotSupported(v) => Self::VMINotSupported(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::VMOnConflictDVPort(a), Self::VMOnConflictDVPort(b)) => **a == **b,
+            Self::VMOnConflictDVPort(v) => {
+                Self::VMOnConflictDVPort(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VMOnVirtualIntranet(a), Self::VMOnVirtualIntranet(b)) => **a == **b,
+            Self::VMOnVirtualIntranet(v) => {
+                Self::VMOnVirtualIntranet(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VMotionAcrossNetworkNotSupported(a),
-                Self::VMotionAcrossNetworkNotSupported(b),
-            ) => **a == **b,
+            Self::VMotionAcrossNetworkNotSupported(v) => {
+                Self::VMotionAcrossNetworkNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VMotionInterfaceIssue(a), Self::VMotionInterfaceIssue(b)) => {
-                **a == **b
+            Self::VMotionInterfaceIssue(v) => {
+                Self::VMotionInterfaceIssue(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::VMotionLinkCapacityLow(a), Self::VMotionLinkCapacityLow(b)) => {
-                **a == **b
+            Self::VMotionLinkCapacityLow(v) => {
+                Self::VMotionLinkCapacityLow(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::VMotionLinkDown(a), Self::VMotionLinkDown(b)) => **a == **b,
+            Self::VMotionLinkDown(v) => Self::VMotionLinkDown(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::VMotionNotConfigured(a), Self::VMotionNotConfigured(b)) => **a == **b,
+            Self::VMotionNotConfigured(v) => {
+                Self::VMotionNotConfigured(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VMotionNotLicensed(a), Self::VMotionNotLicensed(b)) => **a == **b,
+            Self::VMotionNotLicensed(v) => {
+                Self::VMotionNotLicensed(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VMotionNotSupported(a), Self::VMotionNotSupported(b)) => **a == **b,
+            Self::VMotionNotSupported(v) => {
+                Self::VMotionNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VMotionProtocolIncompatible(a),
-                Self::VMotionProtocolIncompatible(b),
-            ) => **a == **b,
-            (Self::VimFault(a), Self::VimFault(b)) => **a == **b,
+            Self::VMotionProtocolIncompatible(v) => {
+                Self::VMotionProtocolIncompatible(Box::new((**v).clone()))
+            }
+            Self::VimFault(v) => Self::VimFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::VirtualDiskBlocksNotFullyProvisioned(a),
-                Self::VirtualDiskBlocksNotFullyProvisioned(b),
-            ) => **a == **b,
+            Self::VirtualDiskBlocksNotFullyProvisioned(v) => {
+                Self::VirtualDiskBlocksNotFullyProvisioned(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VirtualDiskModeNotSupported(a),
-                Self::VirtualDiskModeNotSupported(b),
-            ) => **a == **b,
+            Self::VirtualDiskModeNotSupported(v) => {
+                Self::VirtualDiskModeNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VirtualEthernetCardNotSupported(a),
-                Self::VirtualEthernetCardNotSupported(b),
-            ) => **a == **b,
+            Self::VirtualEthernetCardNotSupported(v) => {
+                Self::VirtualEthernetCardNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VirtualHardwareCompatibilityIssue(a),
-                Self::VirtualHardwareCompatibilityIssue(b),
-            ) => **a == **b,
+            Self::VirtualHardwareCompatibilityIssue(v) => {
+                Self::VirtualHardwareCompatibilityIssue(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VirtualHardwareVersionNotSupported(a),
-                Self::VirtualHardwareVersionNotSupported(b),
-            ) => **a == **b,
+            Self::VirtualHardwareVersionNotSupported(v) => {
+                Self::VirtualHardwareVersionNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmAlreadyExistsInDatacenter(a),
-                Self::VmAlreadyExistsInDatacenter(b),
-            ) => **a == **b,
-            (Self::VmConfigFault(a), Self::VmConfigFault(b)) => **a == **b,
+            Self::VmAlreadyExistsInDatacenter(v) => {
+                Self::VmAlreadyExistsInDatacenter(Box::new((**v).clone()))
+            }
+            Self::VmConfigFault(v) => Self::VmConfigFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmConfigIncompatibleForFaultTolerance(a),
-                Self::VmConfigIncompatibleForFaultTolerance(b),
-            ) => **a == **b,
+            Self::VmConfigIncompatibleForFaultTolerance(v) => {
+                Self::VmConfigIncompatibleForFaultTolerance(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmConfigIncompatibleForRecordReplay(a),
-                Self::VmConfigIncompatibleForRecordReplay(b),
-            ) => **a == **b,
+            Self::VmConfigIncompatibleForRecordReplay(v) => {
+                Self::VmConfigIncompatibleForRecordReplay(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmFaultToleranceConfigIssue(a),
-                Self::VmFaultToleranceConfigIssue(b),
-            ) => **a == **b,
+            Self::VmFaultToleranceConfigIssue(v) => {
+                Self::VmFaultToleranceConfigIssue(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmFaultToleranceConfigIssueWrapper(a),
-                Self::VmFaultToleranceConfigIssueWrapper(b),
-            ) => **a == **b,
+            Self::VmFaultToleranceConfigIssueWrapper(v) => {
+                Self::VmFaultToleranceConfigIssueWrapper(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmFaultToleranceInvalidFileBacking(a),
-                Self::VmFaultToleranceInvalidFileBacking(b),
-            ) => **a == **b,
+            Self::VmFaultToleranceInvalidFileBacking(v) => {
+                Self::VmFaultToleranceInvalidFileBacking(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VmFaultToleranceIssue(a), Self::VmFaultToleranceIssue(b)) => {
-                **a == **b
+            Self::VmFaultToleranceIssue(v) => {
+                Self::VmFaultToleranceIssue(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmFaultToleranceOpIssuesList(a),
-                Self::VmFaultToleranceOpIssuesList(b),
-            ) => **a == **b,
+            Self::VmFaultToleranceOpIssuesList(v) => {
+                Self::VmFaultToleranceOpIssuesList(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmFaultToleranceTooManyFtVcpusOnHost(a),
-                Self::VmFaultToleranceTooManyFtVcpusOnHost(b),
-            ) => **a == **b,
+            Self::VmFaultToleranceTooManyFtVcpusOnHost(v) => {
+                Self::VmFaultToleranceTooManyFtVcpusOnHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmFaultToleranceTooManyVMsOnHost(a),
-                Self::VmFaultToleranceTooManyVMsOnHost(b),
-            ) => **a == **b,
+            Self::VmFaultToleranceTooManyVMsOnHost(v) => {
+                Self::VmFaultToleranceTooManyVMsOnHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmHostAffinityRuleViolation(a),
-                Self::VmHostAffinityRuleViolation(b),
-            ) => **a == **b,
+            Self::VmHostAffinityRuleViolation(v) => {
+                Self::VmHostAffinityRuleViolation(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VmLimitLicense(a), Self::VmLimitLicense(b)) => **a == **b,
+            Self::VmLimitLicense(v) => Self::VmLimitLicense(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::VmMetadataManagerFault(a), Self::VmMetadataManagerFault(b)) => {
-                **a == **b
+            Self::VmMetadataManagerFault(v) => {
+                Self::VmMetadataManagerFault(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmMonitorIncompatibleForFaultTolerance(a),
-                Self::VmMonitorIncompatibleForFaultTolerance(b),
-            ) => **a == **b,
+            Self::VmMonitorIncompatibleForFaultTolerance(v) => {
+                Self::VmMonitorIncompatibleForFaultTolerance(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VmPowerOnDisabled(a), Self::VmPowerOnDisabled(b)) => **a == **b,
+            Self::VmPowerOnDisabled(v) => {
+                Self::VmPowerOnDisabled(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmSmpFaultToleranceTooManyVMsOnHost(a),
-                Self::VmSmpFaultToleranceTooManyVMsOnHost(b),
-            ) => **a == **b,
+            Self::VmSmpFaultToleranceTooManyVMsOnHost(v) => {
+                Self::VmSmpFaultToleranceTooManyVMsOnHost(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VmToolsUpgradeFault(a), Self::VmToolsUpgradeFault(b)) => **a == **b,
+            Self::VmToolsUpgradeFault(v) => {
+                Self::VmToolsUpgradeFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VmValidateMaxDevice(a), Self::VmValidateMaxDevice(b)) => **a == **b,
+            Self::VmValidateMaxDevice(v) => {
+                Self::VmValidateMaxDevice(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VmWwnConflict(a), Self::VmWwnConflict(b)) => **a == **b,
+            Self::VmWwnConflict(v) => Self::VmWwnConflict(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::VmfsAlreadyMounted(a), Self::VmfsAlreadyMounted(b)) => **a == **b,
+            Self::VmfsAlreadyMounted(v) => {
+                Self::VmfsAlreadyMounted(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VmfsAmbiguousMount(a), Self::VmfsAmbiguousMount(b)) => **a == **b,
+            Self::VmfsAmbiguousMount(v) => {
+                Self::VmfsAmbiguousMount(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VmfsMountFault(a), Self::VmfsMountFault(b)) => **a == **b,
+            Self::VmfsMountFault(v) => Self::VmfsMountFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::VmotionInterfaceNotEnabled(a),
-                Self::VmotionInterfaceNotEnabled(b),
-            ) => **a == **b,
+            Self::VmotionInterfaceNotEnabled(v) => {
+                Self::VmotionInterfaceNotEnabled(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VolumeEditorError(a), Self::VolumeEditorError(b)) => **a == **b,
+            Self::VolumeEditorError(v) => {
+                Self::VolumeEditorError(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VramLimitLicense(a), Self::VramLimitLicense(b)) => **a == **b,
+            Self::VramLimitLicense(v) => Self::VramLimitLicense(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::VsanClusterUuidMismatch(a), Self::VsanClusterUuidMismatch(b)) => {
-                **a == **b
+            Self::VsanClusterUuidMismatch(v) => {
+                Self::VsanClusterUuidMismatch(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::VsanDiskFault(a), Self::VsanDiskFault(b)) => **a == **b,
+            Self::VsanDiskFault(v) => Self::VsanDiskFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (Self::VsanFault(a), Self::VsanFault(b)) => **a == **b,
+            Self::VsanFault(v) => Self::VsanFault(Box::new((**v).clone())),
             #[cfg(feature = "all-faults")]
-            (
-                Self::VsanIncompatibleDiskMapping(a),
-                Self::VsanIncompatibleDiskMapping(b),
-            ) => **a == **b,
+            Self::VsanIncompatibleDiskMapping(v) => {
+                Self::VsanIncompatibleDiskMapping(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VspanDestPortConflict(a), Self::VspanDestPortConflict(b)) => {
-                **a == **b
+            Self::VspanDestPortConflict(v) => {
+                Self::VspanDestPortConflict(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (Self::VspanPortConflict(a), Self::VspanPortConflict(b)) => **a == **b,
+            Self::VspanPortConflict(v) => {
+                Self::VspanPortConflict(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::VspanPortMoveFault(a), Self::VspanPortMoveFault(b)) => **a == **b,
+            Self::VspanPortMoveFault(v) => {
+                Self::VspanPortMoveFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VspanPortPromiscChangeFault(a),
-                Self::VspanPortPromiscChangeFault(b),
-            ) => **a == **b,
+            Self::VspanPortPromiscChangeFault(v) => {
+                Self::VspanPortPromiscChangeFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VspanPortgroupPromiscChangeFault(a),
-                Self::VspanPortgroupPromiscChangeFault(b),
-            ) => **a == **b,
+            Self::VspanPortgroupPromiscChangeFault(v) => {
+                Self::VspanPortgroupPromiscChangeFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VspanPortgroupTypeChangeFault(a),
-                Self::VspanPortgroupTypeChangeFault(b),
-            ) => **a == **b,
+            Self::VspanPortgroupTypeChangeFault(v) => {
+                Self::VspanPortgroupTypeChangeFault(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VspanPromiscuousPortNotSupported(a),
-                Self::VspanPromiscuousPortNotSupported(b),
-            ) => **a == **b,
+            Self::VspanPromiscuousPortNotSupported(v) => {
+                Self::VspanPromiscuousPortNotSupported(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::VspanSameSessionPortConflict(a),
-                Self::VspanSameSessionPortConflict(b),
-            ) => **a == **b,
+            Self::VspanSameSessionPortConflict(v) => {
+                Self::VspanSameSessionPortConflict(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::WakeOnLanNotSupported(a), Self::WakeOnLanNotSupported(b)) => {
-                **a == **b
+            Self::WakeOnLanNotSupported(v) => {
+                Self::WakeOnLanNotSupported(Box::new((**v).clone()))
             }
             #[cfg(feature = "all-faults")]
-            (
-                Self::WakeOnLanNotSupportedByVmotionNIC(a),
-                Self::WakeOnLanNotSupportedByVmotionNIC(b),
-            ) => **a == **b,
+            Self::WakeOnLanNotSupportedByVmotionNIC(v) => {
+                Self::WakeOnLanNotSupportedByVmotionNIC(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::WillLoseHAProtection(a), Self::WillLoseHAProtection(b)) => **a == **b,
+            Self::WillLoseHAProtection(v) => {
+                Self::WillLoseHAProtection(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::WillModifyConfigCpuRequirements(a),
-                Self::WillModifyConfigCpuRequirements(b),
-            ) => **a == **b,
+            Self::WillModifyConfigCpuRequirements(v) => {
+                Self::WillModifyConfigCpuRequirements(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (
-                Self::WillResetSnapshotDirectory(a),
-                Self::WillResetSnapshotDirectory(b),
-            ) => **a == **b,
+            Self::WillResetSnapshotDirectory(v) => {
+                Self::WillResetSnapshotDirectory(Box::new((**v).clone()))
+            }
             #[cfg(feature = "all-faults")]
-            (Self::WipeDiskFault(a), Self::WipeDiskFault(b)) => **a == **b,
-            #[allow(unreachable_patterns)]
-            _ => false,
+            Self::WipeDiskFault(v) => Self::WipeDiskFault(Box::new((**v).clone())),
         }
     }
 }

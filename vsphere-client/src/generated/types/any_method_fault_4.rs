@@ -5,2400 +5,3255 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl Clone for AnyMethodFault {
-    fn clone(&self) -> Self {
+impl x::Encode for AnyMethodFault {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
         match self {
-            Self::MethodFault(v) => Self::MethodFault(Box::new((**v).clone())),
+            Self::MethodFault(v) => x::Encode::encode_as(&**v, w, tag, None),
             #[cfg(feature = "all-faults")]
             Self::ActiveDirectoryFault(v) => {
-                Self::ActiveDirectoryFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ActiveDirectoryFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::ActiveVMsBlockingEVC(v) => {
-                Self::ActiveVMsBlockingEVC(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ActiveVMsBlockingEVC"))
             }
             #[cfg(feature = "all-faults")]
-            Self::AdminDisabled(v) => Self::AdminDisabled(Box::new((**v).clone())),
+            Self::AdminDisabled(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AdminDisabled"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::AdminNotDisabled(v) => Self::AdminNotDisabled(Box::new((**v).clone())),
+            Self::AdminNotDisabled(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AdminNotDisabled"))
+            }
             #[cfg(feature = "all-faults")]
             Self::AffinityConfigured(v) => {
-                Self::AffinityConfigured(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AffinityConfigured"))
             }
             #[cfg(feature = "all-faults")]
             Self::AgentInstallFailed(v) => {
-                Self::AgentInstallFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AgentInstallFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::AlreadyBeingManaged(v) => {
-                Self::AlreadyBeingManaged(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AlreadyBeingManaged"))
             }
             #[cfg(feature = "all-faults")]
-            Self::AlreadyConnected(v) => Self::AlreadyConnected(Box::new((**v).clone())),
-            Self::AlreadyExists(v) => Self::AlreadyExists(Box::new((**v).clone())),
+            Self::AlreadyConnected(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlreadyConnected"))
+            }
+            Self::AlreadyExists(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlreadyExists"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::AlreadyUpgraded(v) => Self::AlreadyUpgraded(Box::new((**v).clone())),
+            Self::AlreadyUpgraded(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("AlreadyUpgraded"))
+            }
             #[cfg(feature = "all-faults")]
             Self::AnswerFileUpdateFailed(v) => {
-                Self::AnswerFileUpdateFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AnswerFileUpdateFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::ApplicationQuiesceFault(v) => {
-                Self::ApplicationQuiesceFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ApplicationQuiesceFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::AuthMinimumAdminPermission(v) => {
-                Self::AuthMinimumAdminPermission(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AuthMinimumAdminPermission"))
             }
             #[cfg(feature = "all-faults")]
             Self::AuthenticationRequired(v) => {
-                Self::AuthenticationRequired(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("AuthenticationRequired"))
             }
             #[cfg(feature = "all-faults")]
             Self::BackupBlobReadFailure(v) => {
-                Self::BackupBlobReadFailure(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("BackupBlobReadFailure"))
             }
             #[cfg(feature = "all-faults")]
             Self::BackupBlobWriteFailure(v) => {
-                Self::BackupBlobWriteFailure(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("BackupBlobWriteFailure"))
             }
             #[cfg(feature = "all-faults")]
             Self::BlockedByFirewall(v) => {
-                Self::BlockedByFirewall(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("BlockedByFirewall"))
             }
             #[cfg(feature = "all-faults")]
             Self::CAMServerRefusedConnection(v) => {
-                Self::CAMServerRefusedConnection(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CAMServerRefusedConnection"))
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAccessFile(v) => Self::CannotAccessFile(Box::new((**v).clone())),
+            Self::CannotAccessFile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessFile"))
+            }
             #[cfg(feature = "all-faults")]
             Self::CannotAccessLocalSource(v) => {
-                Self::CannotAccessLocalSource(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessLocalSource"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotAccessNetwork(v) => {
-                Self::CannotAccessNetwork(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessNetwork"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotAccessVmComponent(v) => {
-                Self::CannotAccessVmComponent(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmComponent"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotAccessVmConfig(v) => {
-                Self::CannotAccessVmConfig(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmConfig"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDevice(v) => {
-                Self::CannotAccessVmDevice(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmDevice"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotAccessVmDisk(v) => {
-                Self::CannotAccessVmDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmDisk"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmAsStandalone(v) => {
-                Self::CannotAddHostWithFTVmAsStandalone(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotAddHostWithFTVmAsStandalone"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToDifferentCluster(v) => {
-                Self::CannotAddHostWithFTVmToDifferentCluster(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotAddHostWithFTVmToDifferentCluster"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotAddHostWithFTVmToNonHACluster(v) => {
-                Self::CannotAddHostWithFTVmToNonHACluster(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotAddHostWithFTVmToNonHACluster"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotChangeDrsBehaviorForFtSecondary(v) => {
-                Self::CannotChangeDrsBehaviorForFtSecondary(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotChangeDrsBehaviorForFtSecondary"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotChangeHaSettingsForFtSecondary(v) => {
-                Self::CannotChangeHaSettingsForFtSecondary(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotChangeHaSettingsForFtSecondary"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanClusterUuid(v) => {
-                Self::CannotChangeVsanClusterUuid(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotChangeVsanClusterUuid"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotChangeVsanNodeUuid(v) => {
-                Self::CannotChangeVsanNodeUuid(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotChangeVsanNodeUuid"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotComputeFTCompatibleHosts(v) => {
-                Self::CannotComputeFTCompatibleHosts(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotComputeFTCompatibleHosts"),
+                )
             }
-            Self::CannotCreateFile(v) => Self::CannotCreateFile(Box::new((**v).clone())),
+            Self::CannotCreateFile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CannotCreateFile"))
+            }
             #[cfg(feature = "all-faults")]
             Self::CannotDecryptPasswords(v) => {
-                Self::CannotDecryptPasswords(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotDecryptPasswords"))
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotDeleteFile(v) => Self::CannotDeleteFile(Box::new((**v).clone())),
+            Self::CannotDeleteFile(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CannotDeleteFile"))
+            }
             #[cfg(feature = "all-faults")]
             Self::CannotDisableDrsOnClustersWithVApps(v) => {
-                Self::CannotDisableDrsOnClustersWithVApps(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotDisableDrsOnClustersWithVApps"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotDisableSnapshot(v) => {
-                Self::CannotDisableSnapshot(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotDisableSnapshot"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotDisconnectHostWithFaultToleranceVm(v) => {
-                Self::CannotDisconnectHostWithFaultToleranceVm(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotDisconnectHostWithFaultToleranceVm"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotEnableVmcpForCluster(v) => {
-                Self::CannotEnableVmcpForCluster(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotEnableVmcpForCluster"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotModifyConfigCpuRequirements(v) => {
-                Self::CannotModifyConfigCpuRequirements(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotModifyConfigCpuRequirements"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotMoveFaultToleranceVm(v) => {
-                Self::CannotMoveFaultToleranceVm(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotMoveFaultToleranceVm"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotMoveHostWithFaultToleranceVm(v) => {
-                Self::CannotMoveHostWithFaultToleranceVm(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotMoveHostWithFaultToleranceVm"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithDeltaDisk(v) => {
-                Self::CannotMoveVmWithDeltaDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotMoveVmWithDeltaDisk"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotMoveVmWithNativeDeltaDisk(v) => {
-                Self::CannotMoveVmWithNativeDeltaDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotMoveVmWithNativeDeltaDisk"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotMoveVsanEnabledHost(v) => {
-                Self::CannotMoveVsanEnabledHost(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotMoveVsanEnabledHost"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotPlaceWithoutPrerequisiteMoves(v) => {
-                Self::CannotPlaceWithoutPrerequisiteMoves(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotPlaceWithoutPrerequisiteMoves"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::CannotPowerOffVmInCluster(v) => {
-                Self::CannotPowerOffVmInCluster(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CannotPowerOffVmInCluster"))
             }
             #[cfg(feature = "all-faults")]
             Self::CannotReconfigureVsanWhenHaEnabled(v) => {
-                Self::CannotReconfigureVsanWhenHaEnabled(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("CannotReconfigureVsanWhenHaEnabled"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotUseNetwork(v) => Self::CannotUseNetwork(Box::new((**v).clone())),
+            Self::CannotUseNetwork(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CannotUseNetwork"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::ClockSkew(v) => Self::ClockSkew(Box::new((**v).clone())),
+            Self::ClockSkew(v) => x::Encode::encode_as(&**v, w, tag, Some("ClockSkew")),
             #[cfg(feature = "all-faults")]
             Self::CloneFromSnapshotNotSupported(v) => {
-                Self::CloneFromSnapshotNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CloneFromSnapshotNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::CollectorAddressUnset(v) => {
-                Self::CollectorAddressUnset(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CollectorAddressUnset"))
             }
-            Self::ConcurrentAccess(v) => Self::ConcurrentAccess(Box::new((**v).clone())),
+            Self::ConcurrentAccess(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ConcurrentAccess"))
+            }
             #[cfg(feature = "all-faults")]
             Self::ConflictingConfiguration(v) => {
-                Self::ConflictingConfiguration(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ConflictingConfiguration"))
             }
             #[cfg(feature = "all-faults")]
             Self::ConflictingDatastoreFound(v) => {
-                Self::ConflictingDatastoreFound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ConflictingDatastoreFound"))
             }
             #[cfg(feature = "all-faults")]
-            Self::ConnectedIso(v) => Self::ConnectedIso(Box::new((**v).clone())),
+            Self::ConnectedIso(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ConnectedIso"))
+            }
             #[cfg(feature = "all-faults")]
             Self::CpuCompatibilityUnknown(v) => {
-                Self::CpuCompatibilityUnknown(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CpuCompatibilityUnknown"))
             }
             #[cfg(feature = "all-faults")]
             Self::CpuHotPlugNotSupported(v) => {
-                Self::CpuHotPlugNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CpuHotPlugNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::CpuIncompatible(v) => Self::CpuIncompatible(Box::new((**v).clone())),
+            Self::CpuIncompatible(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("CpuIncompatible"))
+            }
             #[cfg(feature = "all-faults")]
             Self::CpuIncompatible1ECX(v) => {
-                Self::CpuIncompatible1ECX(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CpuIncompatible1ECX"))
             }
             #[cfg(feature = "all-faults")]
             Self::CpuIncompatible81EDX(v) => {
-                Self::CpuIncompatible81EDX(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CpuIncompatible81EDX"))
             }
             Self::CustomizationFault(v) => {
-                Self::CustomizationFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::CustomizationPending(v) => {
-                Self::CustomizationPending(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("CustomizationPending"))
             }
             #[cfg(feature = "all-faults")]
             Self::DVPortNotSupported(v) => {
-                Self::DVPortNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DVPortNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::DasConfigFault(v) => Self::DasConfigFault(Box::new((**v).clone())),
+            Self::DasConfigFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DasConfigFault"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::DatabaseError(v) => Self::DatabaseError(Box::new((**v).clone())),
+            Self::DatabaseError(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DatabaseError"))
+            }
             #[cfg(feature = "all-faults")]
             Self::DatacenterMismatch(v) => {
-                Self::DatacenterMismatch(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatacenterMismatch"))
             }
             #[cfg(feature = "all-faults")]
             Self::DatastoreNotWritableOnHost(v) => {
-                Self::DatastoreNotWritableOnHost(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DatastoreNotWritableOnHost"))
             }
             #[cfg(feature = "all-faults")]
             Self::DeltaDiskFormatNotSupported(v) => {
-                Self::DeltaDiskFormatNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DeltaDiskFormatNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::DestinationSwitchFull(v) => {
-                Self::DestinationSwitchFull(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DestinationSwitchFull"))
             }
             #[cfg(feature = "all-faults")]
             Self::DestinationVsanDisabled(v) => {
-                Self::DestinationVsanDisabled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DestinationVsanDisabled"))
             }
             #[cfg(feature = "all-faults")]
             Self::DeviceBackingNotSupported(v) => {
-                Self::DeviceBackingNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DeviceBackingNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::DeviceControllerNotSupported(v) => {
-                Self::DeviceControllerNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DeviceControllerNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::DeviceHotPlugNotSupported(v) => {
-                Self::DeviceHotPlugNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DeviceHotPlugNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::DeviceNotFound(v) => Self::DeviceNotFound(Box::new((**v).clone())),
+            Self::DeviceNotFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DeviceNotFound"))
+            }
             #[cfg(feature = "all-faults")]
             Self::DeviceNotSupported(v) => {
-                Self::DeviceNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DeviceNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmPlatform(v) => {
-                Self::DeviceUnsupportedForVmPlatform(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DeviceUnsupportedForVmPlatform"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::DeviceUnsupportedForVmVersion(v) => {
-                Self::DeviceUnsupportedForVmVersion(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DeviceUnsupportedForVmVersion"))
             }
             #[cfg(feature = "all-faults")]
             Self::DigestNotSupported(v) => {
-                Self::DigestNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DigestNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::DirectoryNotEmpty(v) => {
-                Self::DirectoryNotEmpty(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DirectoryNotEmpty"))
             }
             #[cfg(feature = "all-faults")]
             Self::DisableAdminNotSupported(v) => {
-                Self::DisableAdminNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DisableAdminNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::DisallowedChangeByService(v) => {
-                Self::DisallowedChangeByService(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DisallowedChangeByService"))
             }
             #[cfg(feature = "all-faults")]
             Self::DisallowedDiskModeChange(v) => {
-                Self::DisallowedDiskModeChange(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DisallowedDiskModeChange"))
             }
             #[cfg(feature = "all-faults")]
             Self::DisallowedMigrationDeviceAttached(v) => {
-                Self::DisallowedMigrationDeviceAttached(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DisallowedMigrationDeviceAttached"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::DisallowedOperationOnFailoverHost(v) => {
-                Self::DisallowedOperationOnFailoverHost(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DisallowedOperationOnFailoverHost"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::DisconnectedHostsBlockingEVC(v) => {
-                Self::DisconnectedHostsBlockingEVC(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DisconnectedHostsBlockingEVC"))
             }
             #[cfg(feature = "all-faults")]
             Self::DiskHasPartitions(v) => {
-                Self::DiskHasPartitions(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DiskHasPartitions"))
             }
             #[cfg(feature = "all-faults")]
             Self::DiskIsLastRemainingNonSSD(v) => {
-                Self::DiskIsLastRemainingNonSSD(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DiskIsLastRemainingNonSSD"))
             }
             #[cfg(feature = "all-faults")]
-            Self::DiskIsNonLocal(v) => Self::DiskIsNonLocal(Box::new((**v).clone())),
+            Self::DiskIsNonLocal(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DiskIsNonLocal"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::DiskIsUSB(v) => Self::DiskIsUSB(Box::new((**v).clone())),
+            Self::DiskIsUSB(v) => x::Encode::encode_as(&**v, w, tag, Some("DiskIsUSB")),
             #[cfg(feature = "all-faults")]
             Self::DiskMoveTypeNotSupported(v) => {
-                Self::DiskMoveTypeNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DiskMoveTypeNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::DiskNotSupported(v) => Self::DiskNotSupported(Box::new((**v).clone())),
+            Self::DiskNotSupported(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DiskNotSupported"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::DiskTooSmall(v) => Self::DiskTooSmall(Box::new((**v).clone())),
+            Self::DiskTooSmall(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DiskTooSmall"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::DomainNotFound(v) => Self::DomainNotFound(Box::new((**v).clone())),
+            Self::DomainNotFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DomainNotFound"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::DrsDisabledOnVm(v) => Self::DrsDisabledOnVm(Box::new((**v).clone())),
+            Self::DrsDisabledOnVm(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DrsDisabledOnVm"))
+            }
             #[cfg(feature = "all-faults")]
             Self::DrsVmotionIncompatibleFault(v) => {
-                Self::DrsVmotionIncompatibleFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DrsVmotionIncompatibleFault"))
             }
             #[cfg(feature = "all-faults")]
-            Self::DuplicateDisks(v) => Self::DuplicateDisks(Box::new((**v).clone())),
-            Self::DuplicateName(v) => Self::DuplicateName(Box::new((**v).clone())),
+            Self::DuplicateDisks(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DuplicateDisks"))
+            }
+            Self::DuplicateName(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DuplicateName"))
+            }
             #[cfg(feature = "all-faults")]
             Self::DuplicateVsanNetworkInterface(v) => {
-                Self::DuplicateVsanNetworkInterface(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DuplicateVsanNetworkInterface"))
             }
             #[cfg(feature = "all-faults")]
             Self::DvsApplyOperationFault(v) => {
-                Self::DvsApplyOperationFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsApplyOperationFault"))
             }
             #[cfg(feature = "all-faults")]
-            Self::DvsFault(v) => Self::DvsFault(Box::new((**v).clone())),
+            Self::DvsFault(v) => x::Encode::encode_as(&**v, w, tag, Some("DvsFault")),
             #[cfg(feature = "all-faults")]
-            Self::DvsNotAuthorized(v) => Self::DvsNotAuthorized(Box::new((**v).clone())),
+            Self::DvsNotAuthorized(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsNotAuthorized"))
+            }
             #[cfg(feature = "all-faults")]
             Self::DvsOperationBulkFault(v) => {
-                Self::DvsOperationBulkFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("DvsOperationBulkFault"))
             }
             #[cfg(feature = "all-faults")]
-            Self::DvsScopeViolated(v) => Self::DvsScopeViolated(Box::new((**v).clone())),
+            Self::DvsScopeViolated(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsScopeViolated"))
+            }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailed(v) => {
-                Self::EVCAdmissionFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUFeaturesForMode(v) => {
-                Self::EVCAdmissionFailedCPUFeaturesForMode(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("EVCAdmissionFailedCPUFeaturesForMode"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModel(v) => {
-                Self::EVCAdmissionFailedCPUModel(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailedCPUModel"))
             }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUModelForMode(v) => {
-                Self::EVCAdmissionFailedCPUModelForMode(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("EVCAdmissionFailedCPUModelForMode"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendor(v) => {
-                Self::EVCAdmissionFailedCPUVendor(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailedCPUVendor"))
             }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedCPUVendorUnknown(v) => {
-                Self::EVCAdmissionFailedCPUVendorUnknown(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("EVCAdmissionFailedCPUVendorUnknown"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostDisconnected(v) => {
-                Self::EVCAdmissionFailedHostDisconnected(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("EVCAdmissionFailedHostDisconnected"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftware(v) => {
-                Self::EVCAdmissionFailedHostSoftware(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("EVCAdmissionFailedHostSoftware"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedHostSoftwareForMode(v) => {
-                Self::EVCAdmissionFailedHostSoftwareForMode(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("EVCAdmissionFailedHostSoftwareForMode"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::EVCAdmissionFailedVmActive(v) => {
-                Self::EVCAdmissionFailedVmActive(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailedVmActive"))
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCConfigFault(v) => Self::EVCConfigFault(Box::new((**v).clone())),
+            Self::EVCConfigFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("EVCConfigFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::EVCModeIllegalByVendor(v) => {
-                Self::EVCModeIllegalByVendor(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EVCModeIllegalByVendor"))
             }
             #[cfg(feature = "all-faults")]
             Self::EVCModeUnsupportedByHosts(v) => {
-                Self::EVCModeUnsupportedByHosts(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EVCModeUnsupportedByHosts"))
             }
             #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostHardware(v) => {
-                Self::EVCUnsupportedByHostHardware(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EVCUnsupportedByHostHardware"))
             }
             #[cfg(feature = "all-faults")]
             Self::EVCUnsupportedByHostSoftware(v) => {
-                Self::EVCUnsupportedByHostSoftware(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EVCUnsupportedByHostSoftware"))
             }
             #[cfg(feature = "all-faults")]
             Self::EightHostLimitViolated(v) => {
-                Self::EightHostLimitViolated(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EightHostLimitViolated"))
             }
             #[cfg(feature = "all-faults")]
             Self::EncryptionKeyRequired(v) => {
-                Self::EncryptionKeyRequired(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("EncryptionKeyRequired"))
             }
             #[cfg(feature = "all-faults")]
             Self::ExpiredAddonLicense(v) => {
-                Self::ExpiredAddonLicense(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ExpiredAddonLicense"))
             }
             #[cfg(feature = "all-faults")]
             Self::ExpiredEditionLicense(v) => {
-                Self::ExpiredEditionLicense(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ExpiredEditionLicense"))
             }
             #[cfg(feature = "all-faults")]
             Self::ExpiredFeatureLicense(v) => {
-                Self::ExpiredFeatureLicense(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ExpiredFeatureLicense"))
             }
             #[cfg(feature = "all-faults")]
-            Self::ExtendedFault(v) => Self::ExtendedFault(Box::new((**v).clone())),
+            Self::ExtendedFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ExtendedFault"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::FailToEnableSPBM(v) => Self::FailToEnableSPBM(Box::new((**v).clone())),
+            Self::FailToEnableSPBM(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FailToEnableSPBM"))
+            }
             #[cfg(feature = "all-faults")]
             Self::FailToLockFaultToleranceVMs(v) => {
-                Self::FailToLockFaultToleranceVMs(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FailToLockFaultToleranceVMs"))
             }
             #[cfg(feature = "all-faults")]
             Self::FaultToleranceAntiAffinityViolated(v) => {
-                Self::FaultToleranceAntiAffinityViolated(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("FaultToleranceAntiAffinityViolated"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::FaultToleranceCannotEditMem(v) => {
-                Self::FaultToleranceCannotEditMem(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceCannotEditMem"))
             }
             #[cfg(feature = "all-faults")]
             Self::FaultToleranceCpuIncompatible(v) => {
-                Self::FaultToleranceCpuIncompatible(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceCpuIncompatible"))
             }
             #[cfg(feature = "all-faults")]
             Self::FaultToleranceNeedsThickDisk(v) => {
-                Self::FaultToleranceNeedsThickDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceNeedsThickDisk"))
             }
             #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotLicensed(v) => {
-                Self::FaultToleranceNotLicensed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceNotLicensed"))
             }
             #[cfg(feature = "all-faults")]
             Self::FaultToleranceNotSameBuild(v) => {
-                Self::FaultToleranceNotSameBuild(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceNotSameBuild"))
             }
             #[cfg(feature = "all-faults")]
             Self::FaultTolerancePrimaryPowerOnNotAttempted(v) => {
-                Self::FaultTolerancePrimaryPowerOnNotAttempted(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("FaultTolerancePrimaryPowerOnNotAttempted"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::FaultToleranceVmNotDasProtected(v) => {
-                Self::FaultToleranceVmNotDasProtected(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("FaultToleranceVmNotDasProtected"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::FcoeFault(v) => Self::FcoeFault(Box::new((**v).clone())),
+            Self::FcoeFault(v) => x::Encode::encode_as(&**v, w, tag, Some("FcoeFault")),
             #[cfg(feature = "all-faults")]
             Self::FcoeFaultPnicHasNoPortSet(v) => {
-                Self::FcoeFaultPnicHasNoPortSet(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FcoeFaultPnicHasNoPortSet"))
             }
             #[cfg(feature = "all-faults")]
             Self::FeatureRequirementsNotMet(v) => {
-                Self::FeatureRequirementsNotMet(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FeatureRequirementsNotMet"))
             }
             Self::FileAlreadyExists(v) => {
-                Self::FileAlreadyExists(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FileAlreadyExists"))
             }
             #[cfg(feature = "all-faults")]
             Self::FileBackedPortNotSupported(v) => {
-                Self::FileBackedPortNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FileBackedPortNotSupported"))
             }
-            Self::FileFault(v) => Self::FileFault(Box::new((**v).clone())),
-            Self::FileLocked(v) => Self::FileLocked(Box::new((**v).clone())),
+            Self::FileFault(v) => x::Encode::encode_as(&**v, w, tag, Some("FileFault")),
+            Self::FileLocked(v) => x::Encode::encode_as(&**v, w, tag, Some("FileLocked")),
             #[cfg(feature = "all-faults")]
-            Self::FileNameTooLong(v) => Self::FileNameTooLong(Box::new((**v).clone())),
-            Self::FileNotFound(v) => Self::FileNotFound(Box::new((**v).clone())),
+            Self::FileNameTooLong(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FileNameTooLong"))
+            }
+            Self::FileNotFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FileNotFound"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::FileNotWritable(v) => Self::FileNotWritable(Box::new((**v).clone())),
+            Self::FileNotWritable(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FileNotWritable"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::FileTooLarge(v) => Self::FileTooLarge(Box::new((**v).clone())),
+            Self::FileTooLarge(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FileTooLarge"))
+            }
             #[cfg(feature = "all-faults")]
             Self::FilesystemQuiesceFault(v) => {
-                Self::FilesystemQuiesceFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FilesystemQuiesceFault"))
             }
             #[cfg(feature = "all-faults")]
-            Self::FilterInUse(v) => Self::FilterInUse(Box::new((**v).clone())),
+            Self::FilterInUse(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FilterInUse"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::FtIssuesOnHost(v) => Self::FtIssuesOnHost(Box::new((**v).clone())),
+            Self::FtIssuesOnHost(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("FtIssuesOnHost"))
+            }
             #[cfg(feature = "all-faults")]
             Self::FtVmHostRuleViolation(v) => {
-                Self::FtVmHostRuleViolation(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("FtVmHostRuleViolation"))
             }
             #[cfg(feature = "all-faults")]
             Self::FullStorageVMotionNotSupported(v) => {
-                Self::FullStorageVMotionNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("FullStorageVMotionNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::GatewayConnectFault(v) => {
-                Self::GatewayConnectFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GatewayConnectFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::GatewayHostNotReachable(v) => {
-                Self::GatewayHostNotReachable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GatewayHostNotReachable"))
             }
             #[cfg(feature = "all-faults")]
-            Self::GatewayNotFound(v) => Self::GatewayNotFound(Box::new((**v).clone())),
+            Self::GatewayNotFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GatewayNotFound"))
+            }
             #[cfg(feature = "all-faults")]
             Self::GatewayNotReachable(v) => {
-                Self::GatewayNotReachable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GatewayNotReachable"))
             }
             #[cfg(feature = "all-faults")]
             Self::GatewayOperationRefused(v) => {
-                Self::GatewayOperationRefused(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GatewayOperationRefused"))
             }
             #[cfg(feature = "all-faults")]
             Self::GatewayToHostAuthFault(v) => {
-                Self::GatewayToHostAuthFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GatewayToHostAuthFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::GatewayToHostConnectFault(v) => {
-                Self::GatewayToHostConnectFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GatewayToHostConnectFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::GatewayToHostTrustVerifyFault(v) => {
-                Self::GatewayToHostTrustVerifyFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GatewayToHostTrustVerifyFault"))
             }
             #[cfg(feature = "all-faults")]
-            Self::GenericDrsFault(v) => Self::GenericDrsFault(Box::new((**v).clone())),
+            Self::GenericDrsFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("GenericDrsFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::GenericVmConfigFault(v) => {
-                Self::GenericVmConfigFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GenericVmConfigFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestAuthenticationChallenge(v) => {
-                Self::GuestAuthenticationChallenge(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestAuthenticationChallenge"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestComponentsOutOfDate(v) => {
-                Self::GuestComponentsOutOfDate(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestComponentsOutOfDate"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestMultipleMappings(v) => {
-                Self::GuestMultipleMappings(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestMultipleMappings"))
             }
             Self::GuestOperationsFault(v) => {
-                Self::GuestOperationsFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestOperationsFault"))
             }
             Self::GuestOperationsUnavailable(v) => {
-                Self::GuestOperationsUnavailable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestOperationsUnavailable"))
             }
             Self::GuestPermissionDenied(v) => {
-                Self::GuestPermissionDenied(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestPermissionDenied"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestProcessNotFound(v) => {
-                Self::GuestProcessNotFound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestProcessNotFound"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestRegistryFault(v) => {
-                Self::GuestRegistryFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyAlreadyExists(v) => {
-                Self::GuestRegistryKeyAlreadyExists(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyAlreadyExists"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyFault(v) => {
-                Self::GuestRegistryKeyFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyHasSubkeys(v) => {
-                Self::GuestRegistryKeyHasSubkeys(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyHasSubkeys"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyInvalid(v) => {
-                Self::GuestRegistryKeyInvalid(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyInvalid"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestRegistryKeyParentVolatile(v) => {
-                Self::GuestRegistryKeyParentVolatile(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("GuestRegistryKeyParentVolatile"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueFault(v) => {
-                Self::GuestRegistryValueFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryValueFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::GuestRegistryValueNotFound(v) => {
-                Self::GuestRegistryValueNotFound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryValueNotFound"))
             }
             #[cfg(feature = "all-faults")]
-            Self::HAErrorsAtDest(v) => Self::HAErrorsAtDest(Box::new((**v).clone())),
+            Self::HAErrorsAtDest(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HAErrorsAtDest"))
+            }
             #[cfg(feature = "all-faults")]
             Self::HeterogenousHostsBlockingEVC(v) => {
-                Self::HeterogenousHostsBlockingEVC(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HeterogenousHostsBlockingEVC"))
             }
             #[cfg(feature = "all-faults")]
             Self::HostAccessRestrictedToManagementServer(v) => {
-                Self::HostAccessRestrictedToManagementServer(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostAccessRestrictedToManagementServer"),
+                )
             }
             Self::HostCommunication(v) => {
-                Self::HostCommunication(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostCommunication"))
             }
             #[cfg(feature = "all-faults")]
-            Self::HostConfigFailed(v) => Self::HostConfigFailed(Box::new((**v).clone())),
+            Self::HostConfigFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostConfigFailed"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::HostConfigFault(v) => Self::HostConfigFault(Box::new((**v).clone())),
+            Self::HostConfigFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostConfigFault"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::HostConnectFault(v) => Self::HostConnectFault(Box::new((**v).clone())),
+            Self::HostConnectFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostConnectFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::HostHasComponentFailure(v) => {
-                Self::HostHasComponentFailure(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostHasComponentFailure"))
             }
             #[cfg(feature = "all-faults")]
-            Self::HostInDomain(v) => Self::HostInDomain(Box::new((**v).clone())),
+            Self::HostInDomain(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostInDomain"))
+            }
             #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForFaultTolerance(v) => {
-                Self::HostIncompatibleForFaultTolerance(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostIncompatibleForFaultTolerance"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::HostIncompatibleForRecordReplay(v) => {
-                Self::HostIncompatibleForRecordReplay(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostIncompatibleForRecordReplay"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::HostInventoryFull(v) => {
-                Self::HostInventoryFull(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryFull"))
             }
-            Self::HostNotConnected(v) => Self::HostNotConnected(Box::new((**v).clone())),
+            Self::HostNotConnected(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostNotConnected"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::HostNotReachable(v) => Self::HostNotReachable(Box::new((**v).clone())),
+            Self::HostNotReachable(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("HostNotReachable"))
+            }
             #[cfg(feature = "all-faults")]
             Self::HostPowerOpFailed(v) => {
-                Self::HostPowerOpFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HostPowerOpFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::HostSpecificationOperationFailed(v) => {
-                Self::HostSpecificationOperationFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("HostSpecificationOperationFailed"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::HotSnapshotMoveNotSupported(v) => {
-                Self::HotSnapshotMoveNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("HotSnapshotMoveNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::HttpFault(v) => Self::HttpFault(Box::new((**v).clone())),
+            Self::HttpFault(v) => x::Encode::encode_as(&**v, w, tag, Some("HttpFault")),
             #[cfg(feature = "all-faults")]
             Self::IDEDiskNotSupported(v) => {
-                Self::IDEDiskNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IDEDiskNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::IORMNotSupportedHostOnDatastore(v) => {
-                Self::IORMNotSupportedHostOnDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("IORMNotSupportedHostOnDatastore"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::ImportHostAddFailure(v) => {
-                Self::ImportHostAddFailure(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ImportHostAddFailure"))
             }
             #[cfg(feature = "all-faults")]
             Self::ImportOperationBulkFault(v) => {
-                Self::ImportOperationBulkFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ImportOperationBulkFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::InUseFeatureManipulationDisallowed(v) => {
-                Self::InUseFeatureManipulationDisallowed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InUseFeatureManipulationDisallowed"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InaccessibleDatastore(v) => {
-                Self::InaccessibleDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InaccessibleDatastore"))
             }
             #[cfg(feature = "all-faults")]
             Self::InaccessibleFTMetadataDatastore(v) => {
-                Self::InaccessibleFTMetadataDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InaccessibleFTMetadataDatastore"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InaccessibleVFlashSource(v) => {
-                Self::InaccessibleVFlashSource(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InaccessibleVFlashSource"))
             }
             #[cfg(feature = "all-faults")]
             Self::IncompatibleDefaultDevice(v) => {
-                Self::IncompatibleDefaultDevice(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IncompatibleDefaultDevice"))
             }
             #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForFtSecondary(v) => {
-                Self::IncompatibleHostForFtSecondary(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("IncompatibleHostForFtSecondary"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::IncompatibleHostForVmReplication(v) => {
-                Self::IncompatibleHostForVmReplication(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("IncompatibleHostForVmReplication"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::IncompatibleSetting(v) => {
-                Self::IncompatibleSetting(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IncompatibleSetting"))
             }
             #[cfg(feature = "all-faults")]
             Self::IncorrectFileType(v) => {
-                Self::IncorrectFileType(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IncorrectFileType"))
             }
             #[cfg(feature = "all-faults")]
             Self::IncorrectHostInformation(v) => {
-                Self::IncorrectHostInformation(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IncorrectHostInformation"))
             }
             #[cfg(feature = "all-faults")]
             Self::IndependentDiskVMotionNotSupported(v) => {
-                Self::IndependentDiskVMotionNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("IndependentDiskVMotionNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientAgentVmsDeployed(v) => {
-                Self::InsufficientAgentVmsDeployed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientAgentVmsDeployed"))
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientCpuResourcesFault(v) => {
-                Self::InsufficientCpuResourcesFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientCpuResourcesFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientDisks(v) => {
-                Self::InsufficientDisks(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientDisks"))
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientFailoverResourcesFault(v) => {
-                Self::InsufficientFailoverResourcesFault(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientFailoverResourcesFault"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientGraphicsResourcesFault(v) => {
-                Self::InsufficientGraphicsResourcesFault(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientGraphicsResourcesFault"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientHostCapacityFault(v) => {
-                Self::InsufficientHostCapacityFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientHostCapacityFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientHostCpuCapacityFault(v) => {
-                Self::InsufficientHostCpuCapacityFault(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientHostCpuCapacityFault"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientHostMemoryCapacityFault(v) => {
-                Self::InsufficientHostMemoryCapacityFault(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientHostMemoryCapacityFault"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientMemoryResourcesFault(v) => {
-                Self::InsufficientMemoryResourcesFault(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientMemoryResourcesFault"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkCapacity(v) => {
-                Self::InsufficientNetworkCapacity(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientNetworkCapacity"))
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientNetworkResourcePoolCapacity(v) => {
-                Self::InsufficientNetworkResourcePoolCapacity(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientNetworkResourcePoolCapacity"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientPerCpuCapacity(v) => {
-                Self::InsufficientPerCpuCapacity(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientPerCpuCapacity"))
             }
             Self::InsufficientResourcesFault(v) => {
-                Self::InsufficientResourcesFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientResourcesFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyCpuResource(v) => {
-                Self::InsufficientStandbyCpuResource(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientStandbyCpuResource"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyMemoryResource(v) => {
-                Self::InsufficientStandbyMemoryResource(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientStandbyMemoryResource"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientStandbyResource(v) => {
-                Self::InsufficientStandbyResource(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientStandbyResource"))
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientStorageIops(v) => {
-                Self::InsufficientStorageIops(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientStorageIops"))
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientStorageSpace(v) => {
-                Self::InsufficientStorageSpace(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InsufficientStorageSpace"))
             }
             #[cfg(feature = "all-faults")]
             Self::InsufficientVFlashResourcesFault(v) => {
-                Self::InsufficientVFlashResourcesFault(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InsufficientVFlashResourcesFault"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidAffinitySettingFault(v) => {
-                Self::InvalidAffinitySettingFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidAffinitySettingFault"))
             }
-            Self::InvalidArgument(v) => Self::InvalidArgument(Box::new((**v).clone())),
+            Self::InvalidArgument(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidArgument"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::InvalidBmcRole(v) => Self::InvalidBmcRole(Box::new((**v).clone())),
+            Self::InvalidBmcRole(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidBmcRole"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::InvalidBundle(v) => Self::InvalidBundle(Box::new((**v).clone())),
+            Self::InvalidBundle(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidBundle"))
+            }
             #[cfg(feature = "all-faults")]
             Self::InvalidCAMCertificate(v) => {
-                Self::InvalidCAMCertificate(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidCAMCertificate"))
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidCAMServer(v) => Self::InvalidCAMServer(Box::new((**v).clone())),
+            Self::InvalidCAMServer(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidCAMServer"))
+            }
             #[cfg(feature = "all-faults")]
             Self::InvalidClientCertificate(v) => {
-                Self::InvalidClientCertificate(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidClientCertificate"))
             }
             Self::InvalidCollectorVersion(v) => {
-                Self::InvalidCollectorVersion(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidCollectorVersion"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidController(v) => {
-                Self::InvalidController(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidController"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidDasConfigArgument(v) => {
-                Self::InvalidDasConfigArgument(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidDasConfigArgument"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidDasRestartPriorityForFtVm(v) => {
-                Self::InvalidDasRestartPriorityForFtVm(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InvalidDasRestartPriorityForFtVm"),
+                )
             }
-            Self::InvalidDatastore(v) => Self::InvalidDatastore(Box::new((**v).clone())),
+            Self::InvalidDatastore(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidDatastore"))
+            }
             Self::InvalidDatastorePath(v) => {
-                Self::InvalidDatastorePath(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidDatastorePath"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidDatastoreState(v) => {
-                Self::InvalidDatastoreState(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidDatastoreState"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidDeviceBacking(v) => {
-                Self::InvalidDeviceBacking(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidDeviceBacking"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidDeviceOperation(v) => {
-                Self::InvalidDeviceOperation(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidDeviceOperation"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidDeviceSpec(v) => {
-                Self::InvalidDeviceSpec(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidDeviceSpec"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidDiskFormat(v) => {
-                Self::InvalidDiskFormat(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidDiskFormat"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidDrsBehaviorForFtVm(v) => {
-                Self::InvalidDrsBehaviorForFtVm(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidDrsBehaviorForFtVm"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidEditionLicense(v) => {
-                Self::InvalidEditionLicense(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidEditionLicense"))
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidEvent(v) => Self::InvalidEvent(Box::new((**v).clone())),
+            Self::InvalidEvent(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidEvent"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::InvalidFolder(v) => Self::InvalidFolder(Box::new((**v).clone())),
+            Self::InvalidFolder(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidFolder"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::InvalidFormat(v) => Self::InvalidFormat(Box::new((**v).clone())),
+            Self::InvalidFormat(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidFormat"))
+            }
             Self::InvalidGuestLogin(v) => {
-                Self::InvalidGuestLogin(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidGuestLogin"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidHostConnectionState(v) => {
-                Self::InvalidHostConnectionState(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidHostConnectionState"))
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidHostName(v) => Self::InvalidHostName(Box::new((**v).clone())),
-            Self::InvalidHostState(v) => Self::InvalidHostState(Box::new((**v).clone())),
+            Self::InvalidHostName(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidHostName"))
+            }
+            Self::InvalidHostState(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidHostState"))
+            }
             #[cfg(feature = "all-faults")]
             Self::InvalidIndexArgument(v) => {
-                Self::InvalidIndexArgument(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidIndexArgument"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidIpfixConfig(v) => {
-                Self::InvalidIpfixConfig(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidIpfixConfig"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidIpmiLoginInfo(v) => {
-                Self::InvalidIpmiLoginInfo(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidIpmiLoginInfo"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidIpmiMacAddress(v) => {
-                Self::InvalidIpmiMacAddress(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidIpmiMacAddress"))
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidLicense(v) => Self::InvalidLicense(Box::new((**v).clone())),
+            Self::InvalidLicense(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidLicense"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::InvalidLocale(v) => Self::InvalidLocale(Box::new((**v).clone())),
-            Self::InvalidLogin(v) => Self::InvalidLogin(Box::new((**v).clone())),
-            Self::InvalidName(v) => Self::InvalidName(Box::new((**v).clone())),
+            Self::InvalidLocale(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidLocale"))
+            }
+            Self::InvalidLogin(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidLogin"))
+            }
+            Self::InvalidName(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidName"))
+            }
             #[cfg(feature = "all-faults")]
             Self::InvalidNasCredentials(v) => {
-                Self::InvalidNasCredentials(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidNasCredentials"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidNetworkInType(v) => {
-                Self::InvalidNetworkInType(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidNetworkInType"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidNetworkResource(v) => {
-                Self::InvalidNetworkResource(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidNetworkResource"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidOperationOnSecondaryVm(v) => {
-                Self::InvalidOperationOnSecondaryVm(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidOperationOnSecondaryVm"))
             }
             Self::InvalidPowerState(v) => {
-                Self::InvalidPowerState(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidPowerState"))
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidPrivilege(v) => Self::InvalidPrivilege(Box::new((**v).clone())),
+            Self::InvalidPrivilege(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidPrivilege"))
+            }
             #[cfg(feature = "all-faults")]
             Self::InvalidProfileReferenceHost(v) => {
-                Self::InvalidProfileReferenceHost(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidProfileReferenceHost"))
             }
-            Self::InvalidProperty(v) => Self::InvalidProperty(Box::new((**v).clone())),
+            Self::InvalidProperty(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidProperty"))
+            }
             #[cfg(feature = "all-faults")]
             Self::InvalidPropertyType(v) => {
-                Self::InvalidPropertyType(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidPropertyType"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidPropertyValue(v) => {
-                Self::InvalidPropertyValue(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidPropertyValue"))
             }
-            Self::InvalidRequest(v) => Self::InvalidRequest(Box::new((**v).clone())),
+            Self::InvalidRequest(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidRequest"))
+            }
             #[cfg(feature = "all-faults")]
             Self::InvalidResourcePoolStructureFault(v) => {
-                Self::InvalidResourcePoolStructureFault(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InvalidResourcePoolStructureFault"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidScheduledTask(v) => {
-                Self::InvalidScheduledTask(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidScheduledTask"))
             }
             #[cfg(feature = "all-faults")]
             Self::InvalidSnapshotFormat(v) => {
-                Self::InvalidSnapshotFormat(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidSnapshotFormat"))
             }
-            Self::InvalidState(v) => Self::InvalidState(Box::new((**v).clone())),
+            Self::InvalidState(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidState"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::InvalidToken(v) => Self::InvalidToken(Box::new((**v).clone())),
-            Self::InvalidType(v) => Self::InvalidType(Box::new((**v).clone())),
-            Self::InvalidVmConfig(v) => Self::InvalidVmConfig(Box::new((**v).clone())),
+            Self::InvalidToken(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidToken"))
+            }
+            Self::InvalidType(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidType"))
+            }
+            Self::InvalidVmConfig(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidVmConfig"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::InvalidVmState(v) => Self::InvalidVmState(Box::new((**v).clone())),
+            Self::InvalidVmState(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("InvalidVmState"))
+            }
             #[cfg(feature = "all-faults")]
             Self::InventoryHasStandardAloneHosts(v) => {
-                Self::InventoryHasStandardAloneHosts(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("InventoryHasStandardAloneHosts"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::IpHostnameGeneratorError(v) => {
-                Self::IpHostnameGeneratorError(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IpHostnameGeneratorError"))
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFault(v) => Self::IscsiFault(Box::new((**v).clone())),
+            Self::IscsiFault(v) => x::Encode::encode_as(&**v, w, tag, Some("IscsiFault")),
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultInvalidVnic(v) => {
-                Self::IscsiFaultInvalidVnic(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultInvalidVnic"))
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultPnicInUse(v) => {
-                Self::IscsiFaultPnicInUse(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultPnicInUse"))
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicAlreadyBound(v) => {
-                Self::IscsiFaultVnicAlreadyBound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicAlreadyBound"))
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasActivePaths(v) => {
-                Self::IscsiFaultVnicHasActivePaths(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicHasActivePaths"))
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasMultipleUplinks(v) => {
-                Self::IscsiFaultVnicHasMultipleUplinks(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("IscsiFaultVnicHasMultipleUplinks"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasNoUplinks(v) => {
-                Self::IscsiFaultVnicHasNoUplinks(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicHasNoUplinks"))
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicHasWrongUplink(v) => {
-                Self::IscsiFaultVnicHasWrongUplink(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicHasWrongUplink"))
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicInUse(v) => {
-                Self::IscsiFaultVnicInUse(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicInUse"))
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicIsLastPath(v) => {
-                Self::IscsiFaultVnicIsLastPath(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicIsLastPath"))
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotBound(v) => {
-                Self::IscsiFaultVnicNotBound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicNotBound"))
             }
             #[cfg(feature = "all-faults")]
             Self::IscsiFaultVnicNotFound(v) => {
-                Self::IscsiFaultVnicNotFound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicNotFound"))
             }
             #[cfg(feature = "all-faults")]
-            Self::KeyNotFound(v) => Self::KeyNotFound(Box::new((**v).clone())),
+            Self::KeyNotFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("KeyNotFound"))
+            }
             #[cfg(feature = "all-faults")]
             Self::LargeRDMConversionNotSupported(v) => {
-                Self::LargeRDMConversionNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("LargeRDMConversionNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::LargeRDMNotSupportedOnDatastore(v) => {
-                Self::LargeRDMNotSupportedOnDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("LargeRDMNotSupportedOnDatastore"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::LegacyNetworkInterfaceInUse(v) => {
-                Self::LegacyNetworkInterfaceInUse(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LegacyNetworkInterfaceInUse"))
             }
             #[cfg(feature = "all-faults")]
             Self::LicenseAssignmentFailed(v) => {
-                Self::LicenseAssignmentFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseAssignmentFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::LicenseDowngradeDisallowed(v) => {
-                Self::LicenseDowngradeDisallowed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseDowngradeDisallowed"))
             }
             #[cfg(feature = "all-faults")]
             Self::LicenseEntityNotFound(v) => {
-                Self::LicenseEntityNotFound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseEntityNotFound"))
             }
             #[cfg(feature = "all-faults")]
-            Self::LicenseExpired(v) => Self::LicenseExpired(Box::new((**v).clone())),
+            Self::LicenseExpired(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseExpired"))
+            }
             #[cfg(feature = "all-faults")]
             Self::LicenseKeyEntityMismatch(v) => {
-                Self::LicenseKeyEntityMismatch(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseKeyEntityMismatch"))
             }
             #[cfg(feature = "all-faults")]
             Self::LicenseRestricted(v) => {
-                Self::LicenseRestricted(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseRestricted"))
             }
             #[cfg(feature = "all-faults")]
             Self::LicenseServerUnavailable(v) => {
-                Self::LicenseServerUnavailable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerUnavailable"))
             }
             #[cfg(feature = "all-faults")]
             Self::LicenseSourceUnavailable(v) => {
-                Self::LicenseSourceUnavailable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LicenseSourceUnavailable"))
             }
             #[cfg(feature = "all-faults")]
-            Self::LimitExceeded(v) => Self::LimitExceeded(Box::new((**v).clone())),
+            Self::LimitExceeded(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("LimitExceeded"))
+            }
             #[cfg(feature = "all-faults")]
             Self::LinuxVolumeNotClean(v) => {
-                Self::LinuxVolumeNotClean(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LinuxVolumeNotClean"))
             }
             #[cfg(feature = "all-faults")]
             Self::LogBundlingFailed(v) => {
-                Self::LogBundlingFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("LogBundlingFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::MaintenanceModeFileMove(v) => {
-                Self::MaintenanceModeFileMove(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MaintenanceModeFileMove"))
             }
             Self::ManagedObjectNotFound(v) => {
-                Self::ManagedObjectNotFound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ManagedObjectNotFound"))
             }
             #[cfg(feature = "all-faults")]
             Self::MemoryFileFormatNotSupportedByDatastore(v) => {
-                Self::MemoryFileFormatNotSupportedByDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("MemoryFileFormatNotSupportedByDatastore"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::MemoryHotPlugNotSupported(v) => {
-                Self::MemoryHotPlugNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MemoryHotPlugNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::MemorySizeNotRecommended(v) => {
-                Self::MemorySizeNotRecommended(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MemorySizeNotRecommended"))
             }
             #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupported(v) => {
-                Self::MemorySizeNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MemorySizeNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::MemorySizeNotSupportedByDatastore(v) => {
-                Self::MemorySizeNotSupportedByDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("MemorySizeNotSupportedByDatastore"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::MemorySnapshotOnIndependentDisk(v) => {
-                Self::MemorySnapshotOnIndependentDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("MemorySnapshotOnIndependentDisk"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::MethodAlreadyDisabledFault(v) => {
-                Self::MethodAlreadyDisabledFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MethodAlreadyDisabledFault"))
             }
-            Self::MethodDisabled(v) => Self::MethodDisabled(Box::new((**v).clone())),
+            Self::MethodDisabled(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MethodDisabled"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::MethodNotFound(v) => Self::MethodNotFound(Box::new((**v).clone())),
+            Self::MethodNotFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MethodNotFound"))
+            }
             #[cfg(feature = "all-faults")]
             Self::MigrationDisabled(v) => {
-                Self::MigrationDisabled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationDisabled"))
             }
             #[cfg(feature = "all-faults")]
-            Self::MigrationFault(v) => Self::MigrationFault(Box::new((**v).clone())),
+            Self::MigrationFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::MigrationFeatureNotSupported(v) => {
-                Self::MigrationFeatureNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationFeatureNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::MigrationNotReady(v) => {
-                Self::MigrationNotReady(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MigrationNotReady"))
             }
             #[cfg(feature = "all-faults")]
-            Self::MismatchedBundle(v) => Self::MismatchedBundle(Box::new((**v).clone())),
+            Self::MismatchedBundle(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MismatchedBundle"))
+            }
             #[cfg(feature = "all-faults")]
             Self::MismatchedNetworkPolicies(v) => {
-                Self::MismatchedNetworkPolicies(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MismatchedNetworkPolicies"))
             }
             #[cfg(feature = "all-faults")]
             Self::MismatchedVMotionNetworkNames(v) => {
-                Self::MismatchedVMotionNetworkNames(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MismatchedVMotionNetworkNames"))
             }
             #[cfg(feature = "all-faults")]
             Self::MissingBmcSupport(v) => {
-                Self::MissingBmcSupport(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MissingBmcSupport"))
             }
             #[cfg(feature = "all-faults")]
             Self::MissingController(v) => {
-                Self::MissingController(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MissingController"))
             }
             #[cfg(feature = "all-faults")]
-            Self::MissingIpPool(v) => Self::MissingIpPool(Box::new((**v).clone())),
+            Self::MissingIpPool(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("MissingIpPool"))
+            }
             #[cfg(feature = "all-faults")]
             Self::MissingLinuxCustResources(v) => {
-                Self::MissingLinuxCustResources(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MissingLinuxCustResources"))
             }
             #[cfg(feature = "all-faults")]
             Self::MissingNetworkIpConfig(v) => {
-                Self::MissingNetworkIpConfig(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MissingNetworkIpConfig"))
             }
             #[cfg(feature = "all-faults")]
             Self::MissingPowerOffConfiguration(v) => {
-                Self::MissingPowerOffConfiguration(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MissingPowerOffConfiguration"))
             }
             #[cfg(feature = "all-faults")]
             Self::MissingPowerOnConfiguration(v) => {
-                Self::MissingPowerOnConfiguration(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MissingPowerOnConfiguration"))
             }
             #[cfg(feature = "all-faults")]
             Self::MissingWindowsCustResources(v) => {
-                Self::MissingWindowsCustResources(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MissingWindowsCustResources"))
             }
             #[cfg(feature = "all-faults")]
             Self::MksConnectionLimitReached(v) => {
-                Self::MksConnectionLimitReached(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MksConnectionLimitReached"))
             }
             #[cfg(feature = "all-faults")]
-            Self::MountError(v) => Self::MountError(Box::new((**v).clone())),
+            Self::MountError(v) => x::Encode::encode_as(&**v, w, tag, Some("MountError")),
             #[cfg(feature = "all-faults")]
             Self::MultiWriterNotSupported(v) => {
-                Self::MultiWriterNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MultiWriterNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::MultipleCertificatesVerifyFault(v) => {
-                Self::MultipleCertificatesVerifyFault(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("MultipleCertificatesVerifyFault"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::MultipleSnapshotsNotSupported(v) => {
-                Self::MultipleSnapshotsNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("MultipleSnapshotsNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NamespaceFull(v) => Self::NamespaceFull(Box::new((**v).clone())),
+            Self::NamespaceFull(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NamespaceFull"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NamespaceLimitReached(v) => {
-                Self::NamespaceLimitReached(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NamespaceLimitReached"))
             }
             #[cfg(feature = "all-faults")]
             Self::NamespaceWriteProtected(v) => {
-                Self::NamespaceWriteProtected(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NamespaceWriteProtected"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NasConfigFault(v) => Self::NasConfigFault(Box::new((**v).clone())),
+            Self::NasConfigFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NasConfigFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NasConnectionLimitReached(v) => {
-                Self::NasConnectionLimitReached(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NasConnectionLimitReached"))
             }
             #[cfg(feature = "all-faults")]
             Self::NasSessionCredentialConflict(v) => {
-                Self::NasSessionCredentialConflict(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NasSessionCredentialConflict"))
             }
             #[cfg(feature = "all-faults")]
             Self::NasVolumeNotMounted(v) => {
-                Self::NasVolumeNotMounted(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NasVolumeNotMounted"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NetworkCopyFault(v) => Self::NetworkCopyFault(Box::new((**v).clone())),
+            Self::NetworkCopyFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NetworkCopyFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NetworkDisruptedAndConfigRolledBack(v) => {
-                Self::NetworkDisruptedAndConfigRolledBack(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NetworkDisruptedAndConfigRolledBack"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::NetworkInaccessible(v) => {
-                Self::NetworkInaccessible(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NetworkInaccessible"))
             }
             #[cfg(feature = "all-faults")]
             Self::NetworksMayNotBeTheSame(v) => {
-                Self::NetworksMayNotBeTheSame(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NetworksMayNotBeTheSame"))
             }
             #[cfg(feature = "all-faults")]
             Self::NicSettingMismatch(v) => {
-                Self::NicSettingMismatch(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NicSettingMismatch"))
             }
             #[cfg(feature = "all-faults")]
             Self::NoActiveHostInCluster(v) => {
-                Self::NoActiveHostInCluster(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoActiveHostInCluster"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NoAvailableIp(v) => Self::NoAvailableIp(Box::new((**v).clone())),
+            Self::NoAvailableIp(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoAvailableIp"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NoClientCertificate(v) => {
-                Self::NoClientCertificate(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoClientCertificate"))
             }
             #[cfg(feature = "all-faults")]
             Self::NoCompatibleDatastore(v) => {
-                Self::NoCompatibleDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleDatastore"))
             }
             #[cfg(feature = "all-faults")]
             Self::NoCompatibleHardAffinityHost(v) => {
-                Self::NoCompatibleHardAffinityHost(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleHardAffinityHost"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NoCompatibleHost(v) => Self::NoCompatibleHost(Box::new((**v).clone())),
+            Self::NoCompatibleHost(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleHost"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NoCompatibleHostWithAccessToDevice(v) => {
-                Self::NoCompatibleHostWithAccessToDevice(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NoCompatibleHostWithAccessToDevice"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::NoCompatibleSoftAffinityHost(v) => {
-                Self::NoCompatibleSoftAffinityHost(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleSoftAffinityHost"))
             }
             #[cfg(feature = "all-faults")]
             Self::NoConnectedDatastore(v) => {
-                Self::NoConnectedDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoConnectedDatastore"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NoDiskFound(v) => Self::NoDiskFound(Box::new((**v).clone())),
+            Self::NoDiskFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoDiskFound"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::NoDiskSpace(v) => Self::NoDiskSpace(Box::new((**v).clone())),
+            Self::NoDiskSpace(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoDiskSpace"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NoDisksToCustomize(v) => {
-                Self::NoDisksToCustomize(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoDisksToCustomize"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NoGateway(v) => Self::NoGateway(Box::new((**v).clone())),
+            Self::NoGateway(v) => x::Encode::encode_as(&**v, w, tag, Some("NoGateway")),
             #[cfg(feature = "all-faults")]
-            Self::NoGuestHeartbeat(v) => Self::NoGuestHeartbeat(Box::new((**v).clone())),
+            Self::NoGuestHeartbeat(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoGuestHeartbeat"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::NoHost(v) => Self::NoHost(Box::new((**v).clone())),
+            Self::NoHost(v) => x::Encode::encode_as(&**v, w, tag, Some("NoHost")),
             #[cfg(feature = "all-faults")]
             Self::NoHostSuitableForFtSecondary(v) => {
-                Self::NoHostSuitableForFtSecondary(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoHostSuitableForFtSecondary"))
             }
             #[cfg(feature = "all-faults")]
             Self::NoLicenseServerConfigured(v) => {
-                Self::NoLicenseServerConfigured(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoLicenseServerConfigured"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NoPeerHostFound(v) => Self::NoPeerHostFound(Box::new((**v).clone())),
-            Self::NoPermission(v) => Self::NoPermission(Box::new((**v).clone())),
+            Self::NoPeerHostFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoPeerHostFound"))
+            }
+            Self::NoPermission(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoPermission"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::NoPermissionOnAD(v) => Self::NoPermissionOnAD(Box::new((**v).clone())),
+            Self::NoPermissionOnAD(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoPermissionOnAD"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NoPermissionOnHost(v) => {
-                Self::NoPermissionOnHost(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoPermissionOnHost"))
             }
             #[cfg(feature = "all-faults")]
             Self::NoPermissionOnNasVolume(v) => {
-                Self::NoPermissionOnNasVolume(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoPermissionOnNasVolume"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NoSubjectName(v) => Self::NoSubjectName(Box::new((**v).clone())),
+            Self::NoSubjectName(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoSubjectName"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NoVcManagedIpConfigured(v) => {
-                Self::NoVcManagedIpConfigured(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NoVcManagedIpConfigured"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NoVirtualNic(v) => Self::NoVirtualNic(Box::new((**v).clone())),
+            Self::NoVirtualNic(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NoVirtualNic"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::NoVmInVApp(v) => Self::NoVmInVApp(Box::new((**v).clone())),
+            Self::NoVmInVApp(v) => x::Encode::encode_as(&**v, w, tag, Some("NoVmInVApp")),
             #[cfg(feature = "all-faults")]
             Self::NonADUserRequired(v) => {
-                Self::NonADUserRequired(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NonADUserRequired"))
             }
             #[cfg(feature = "all-faults")]
             Self::NonHomeRDMVMotionNotSupported(v) => {
-                Self::NonHomeRDMVMotionNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NonHomeRDMVMotionNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::NonPersistentDisksNotSupported(v) => {
-                Self::NonPersistentDisksNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NonPersistentDisksNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::NonVmwareOuiMacNotSupportedHost(v) => {
-                Self::NonVmwareOuiMacNotSupportedHost(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NonVmwareOuiMacNotSupportedHost"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::NotADirectory(v) => Self::NotADirectory(Box::new((**v).clone())),
+            Self::NotADirectory(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NotADirectory"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::NotAFile(v) => Self::NotAFile(Box::new((**v).clone())),
-            Self::NotAuthenticated(v) => Self::NotAuthenticated(Box::new((**v).clone())),
+            Self::NotAFile(v) => x::Encode::encode_as(&**v, w, tag, Some("NotAFile")),
+            Self::NotAuthenticated(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NotAuthenticated"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::NotEnoughCpus(v) => Self::NotEnoughCpus(Box::new((**v).clone())),
+            Self::NotEnoughCpus(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NotEnoughCpus"))
+            }
             Self::NotEnoughLicenses(v) => {
-                Self::NotEnoughLicenses(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotEnoughLicenses"))
             }
             #[cfg(feature = "all-faults")]
             Self::NotEnoughLogicalCpus(v) => {
-                Self::NotEnoughLogicalCpus(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotEnoughLogicalCpus"))
             }
-            Self::NotFound(v) => Self::NotFound(Box::new((**v).clone())),
-            Self::NotImplemented(v) => Self::NotImplemented(Box::new((**v).clone())),
-            Self::NotSupported(v) => Self::NotSupported(Box::new((**v).clone())),
+            Self::NotFound(v) => x::Encode::encode_as(&**v, w, tag, Some("NotFound")),
+            Self::NotImplemented(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NotImplemented"))
+            }
+            Self::NotSupported(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupported"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NotSupportedDeviceForFT(v) => {
-                Self::NotSupportedDeviceForFT(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedDeviceForFT"))
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHost(v) => Self::NotSupportedHost(Box::new((**v).clone())),
+            Self::NotSupportedHost(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHost"))
+            }
             #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForChecksum(v) => {
-                Self::NotSupportedHostForChecksum(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForChecksum"))
             }
             #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVFlash(v) => {
-                Self::NotSupportedHostForVFlash(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVFlash"))
             }
             #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmcp(v) => {
-                Self::NotSupportedHostForVmcp(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVmcp"))
             }
             #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVmemFile(v) => {
-                Self::NotSupportedHostForVmemFile(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVmemFile"))
             }
             #[cfg(feature = "all-faults")]
             Self::NotSupportedHostForVsan(v) => {
-                Self::NotSupportedHostForVsan(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVsan"))
             }
             #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInCluster(v) => {
-                Self::NotSupportedHostInCluster(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostInCluster"))
             }
             #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInDvs(v) => {
-                Self::NotSupportedHostInDvs(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostInDvs"))
             }
             #[cfg(feature = "all-faults")]
             Self::NotSupportedHostInHACluster(v) => {
-                Self::NotSupportedHostInHACluster(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostInHACluster"))
             }
             #[cfg(feature = "all-faults")]
             Self::NotUserConfigurableProperty(v) => {
-                Self::NotUserConfigurableProperty(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NotUserConfigurableProperty"))
             }
             #[cfg(feature = "all-faults")]
             Self::NumVirtualCoresPerSocketNotSupported(v) => {
-                Self::NumVirtualCoresPerSocketNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("NumVirtualCoresPerSocketNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusExceedsLimit(v) => {
-                Self::NumVirtualCpusExceedsLimit(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NumVirtualCpusExceedsLimit"))
             }
             #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusIncompatible(v) => {
-                Self::NumVirtualCpusIncompatible(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NumVirtualCpusIncompatible"))
             }
             #[cfg(feature = "all-faults")]
             Self::NumVirtualCpusNotSupported(v) => {
-                Self::NumVirtualCpusNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("NumVirtualCpusNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::OperationDisabledByGuest(v) => {
-                Self::OperationDisabledByGuest(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OperationDisabledByGuest"))
             }
             #[cfg(feature = "all-faults")]
             Self::OperationDisallowedOnHost(v) => {
-                Self::OperationDisallowedOnHost(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OperationDisallowedOnHost"))
             }
             #[cfg(feature = "all-faults")]
             Self::OperationNotSupportedByGuest(v) => {
-                Self::OperationNotSupportedByGuest(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OperationNotSupportedByGuest"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OutOfBounds(v) => Self::OutOfBounds(Box::new((**v).clone())),
+            Self::OutOfBounds(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OutOfBounds"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::OvfAttribute(v) => Self::OvfAttribute(Box::new((**v).clone())),
+            Self::OvfAttribute(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfAttribute"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfConnectedDevice(v) => {
-                Self::OvfConnectedDevice(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConnectedDevice"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceFloppy(v) => {
-                Self::OvfConnectedDeviceFloppy(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConnectedDeviceFloppy"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfConnectedDeviceIso(v) => {
-                Self::OvfConnectedDeviceIso(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConnectedDeviceIso"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConstraint(v) => Self::OvfConstraint(Box::new((**v).clone())),
+            Self::OvfConstraint(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConstraint"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfConsumerCallbackFault(v) => {
-                Self::OvfConsumerCallbackFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerCallbackFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfConsumerCommunicationError(v) => {
-                Self::OvfConsumerCommunicationError(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerCommunicationError"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConsumerFault(v) => Self::OvfConsumerFault(Box::new((**v).clone())),
+            Self::OvfConsumerFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfConsumerInvalidSection(v) => {
-                Self::OvfConsumerInvalidSection(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerInvalidSection"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfConsumerPowerOnFault(v) => {
-                Self::OvfConsumerPowerOnFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerPowerOnFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndeclaredSection(v) => {
-                Self::OvfConsumerUndeclaredSection(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerUndeclaredSection"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfConsumerUndefinedPrefix(v) => {
-                Self::OvfConsumerUndefinedPrefix(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerUndefinedPrefix"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfConsumerValidationFault(v) => {
-                Self::OvfConsumerValidationFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerValidationFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibility(v) => {
-                Self::OvfCpuCompatibility(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfCpuCompatibility"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfCpuCompatibilityCheckNotSupported(v) => {
-                Self::OvfCpuCompatibilityCheckNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("OvfCpuCompatibilityCheckNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::OvfDiskMappingNotFound(v) => {
-                Self::OvfDiskMappingNotFound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfDiskMappingNotFound"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfDiskOrderConstraint(v) => {
-                Self::OvfDiskOrderConstraint(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfDiskOrderConstraint"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfDuplicateElement(v) => {
-                Self::OvfDuplicateElement(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicateElement"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedElementBoundary(v) => {
-                Self::OvfDuplicatedElementBoundary(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicatedElementBoundary"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdExport(v) => {
-                Self::OvfDuplicatedPropertyIdExport(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicatedPropertyIdExport"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfDuplicatedPropertyIdImport(v) => {
-                Self::OvfDuplicatedPropertyIdImport(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicatedPropertyIdImport"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfElement(v) => Self::OvfElement(Box::new((**v).clone())),
+            Self::OvfElement(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfElement")),
             #[cfg(feature = "all-faults")]
             Self::OvfElementInvalidValue(v) => {
-                Self::OvfElementInvalidValue(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfElementInvalidValue"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfExport(v) => Self::OvfExport(Box::new((**v).clone())),
+            Self::OvfExport(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfExport")),
             #[cfg(feature = "all-faults")]
-            Self::OvfExportFailed(v) => Self::OvfExportFailed(Box::new((**v).clone())),
+            Self::OvfExportFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfExportFailed"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::OvfFault(v) => Self::OvfFault(Box::new((**v).clone())),
+            Self::OvfFault(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfFault")),
             #[cfg(feature = "all-faults")]
-            Self::OvfHardwareCheck(v) => Self::OvfHardwareCheck(Box::new((**v).clone())),
+            Self::OvfHardwareCheck(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfHardwareCheck"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfHardwareExport(v) => {
-                Self::OvfHardwareExport(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfHardwareExport"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfHostResourceConstraint(v) => {
-                Self::OvfHostResourceConstraint(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfHostResourceConstraint"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfHostValueNotParsed(v) => {
-                Self::OvfHostValueNotParsed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfHostValueNotParsed"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfImport(v) => Self::OvfImport(Box::new((**v).clone())),
+            Self::OvfImport(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfImport")),
             #[cfg(feature = "all-faults")]
-            Self::OvfImportFailed(v) => Self::OvfImportFailed(Box::new((**v).clone())),
+            Self::OvfImportFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfImportFailed"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::OvfInternalError(v) => Self::OvfInternalError(Box::new((**v).clone())),
+            Self::OvfInternalError(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfInternalError"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfInvalidPackage(v) => {
-                Self::OvfInvalidPackage(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidPackage"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInvalidValue(v) => Self::OvfInvalidValue(Box::new((**v).clone())),
+            Self::OvfInvalidValue(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValue"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueConfiguration(v) => {
-                Self::OvfInvalidValueConfiguration(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValueConfiguration"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueEmpty(v) => {
-                Self::OvfInvalidValueEmpty(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValueEmpty"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueFormatMalformed(v) => {
-                Self::OvfInvalidValueFormatMalformed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("OvfInvalidValueFormatMalformed"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::OvfInvalidValueReference(v) => {
-                Self::OvfInvalidValueReference(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValueReference"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInvalidVmName(v) => Self::OvfInvalidVmName(Box::new((**v).clone())),
+            Self::OvfInvalidVmName(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidVmName"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::OvfMappedOsId(v) => Self::OvfMappedOsId(Box::new((**v).clone())),
+            Self::OvfMappedOsId(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfMappedOsId"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfMissingAttribute(v) => {
-                Self::OvfMissingAttribute(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfMissingAttribute"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfMissingElement(v) => {
-                Self::OvfMissingElement(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfMissingElement"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfMissingElementNormalBoundary(v) => {
-                Self::OvfMissingElementNormalBoundary(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("OvfMissingElementNormalBoundary"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::OvfMissingHardware(v) => {
-                Self::OvfMissingHardware(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfMissingHardware"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfNetworkMappingNotSupported(v) => {
-                Self::OvfNetworkMappingNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfNetworkMappingNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfNoHostNic(v) => Self::OvfNoHostNic(Box::new((**v).clone())),
+            Self::OvfNoHostNic(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfNoHostNic"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfNoSpaceOnController(v) => {
-                Self::OvfNoSpaceOnController(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfNoSpaceOnController"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfNoSupportedHardwareFamily(v) => {
-                Self::OvfNoSupportedHardwareFamily(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfNoSupportedHardwareFamily"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfProperty(v) => Self::OvfProperty(Box::new((**v).clone())),
+            Self::OvfProperty(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfProperty"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfPropertyExport(v) => {
-                Self::OvfPropertyExport(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyExport"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetwork(v) => {
-                Self::OvfPropertyNetwork(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyNetwork"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfPropertyNetworkExport(v) => {
-                Self::OvfPropertyNetworkExport(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyNetworkExport"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifier(v) => {
-                Self::OvfPropertyQualifier(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyQualifier"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierDuplicate(v) => {
-                Self::OvfPropertyQualifierDuplicate(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyQualifierDuplicate"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfPropertyQualifierIgnored(v) => {
-                Self::OvfPropertyQualifierIgnored(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyQualifierIgnored"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyType(v) => Self::OvfPropertyType(Box::new((**v).clone())),
+            Self::OvfPropertyType(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyType"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyValue(v) => Self::OvfPropertyValue(Box::new((**v).clone())),
+            Self::OvfPropertyValue(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyValue"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::OvfSystemFault(v) => Self::OvfSystemFault(Box::new((**v).clone())),
+            Self::OvfSystemFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfSystemFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfToXmlUnsupportedElement(v) => {
-                Self::OvfToXmlUnsupportedElement(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfToXmlUnsupportedElement"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnableToExportDisk(v) => {
-                Self::OvfUnableToExportDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnableToExportDisk"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnexpectedElement(v) => {
-                Self::OvfUnexpectedElement(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnexpectedElement"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnknownDevice(v) => Self::OvfUnknownDevice(Box::new((**v).clone())),
+            Self::OvfUnknownDevice(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnknownDevice"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfUnknownDeviceBacking(v) => {
-                Self::OvfUnknownDeviceBacking(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnknownDeviceBacking"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnknownEntity(v) => Self::OvfUnknownEntity(Box::new((**v).clone())),
+            Self::OvfUnknownEntity(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnknownEntity"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttribute(v) => {
-                Self::OvfUnsupportedAttribute(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedAttribute"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedAttributeValue(v) => {
-                Self::OvfUnsupportedAttributeValue(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedAttributeValue"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingInfo(v) => {
-                Self::OvfUnsupportedDeviceBackingInfo(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("OvfUnsupportedDeviceBackingInfo"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceBackingOption(v) => {
-                Self::OvfUnsupportedDeviceBackingOption(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("OvfUnsupportedDeviceBackingOption"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDeviceExport(v) => {
-                Self::OvfUnsupportedDeviceExport(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedDeviceExport"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedDiskProvisioning(v) => {
-                Self::OvfUnsupportedDiskProvisioning(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("OvfUnsupportedDiskProvisioning"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElement(v) => {
-                Self::OvfUnsupportedElement(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedElement"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedElementValue(v) => {
-                Self::OvfUnsupportedElementValue(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedElementValue"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedPackage(v) => {
-                Self::OvfUnsupportedPackage(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedPackage"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSection(v) => {
-                Self::OvfUnsupportedSection(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedSection"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedSubType(v) => {
-                Self::OvfUnsupportedSubType(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedSubType"))
             }
             #[cfg(feature = "all-faults")]
             Self::OvfUnsupportedType(v) => {
-                Self::OvfUnsupportedType(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedType"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfWrongElement(v) => Self::OvfWrongElement(Box::new((**v).clone())),
+            Self::OvfWrongElement(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfWrongElement"))
+            }
             #[cfg(feature = "all-faults")]
             Self::OvfWrongNamespace(v) => {
-                Self::OvfWrongNamespace(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("OvfWrongNamespace"))
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfXmlFormat(v) => Self::OvfXmlFormat(Box::new((**v).clone())),
-            Self::PasswordExpired(v) => Self::PasswordExpired(Box::new((**v).clone())),
+            Self::OvfXmlFormat(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("OvfXmlFormat"))
+            }
+            Self::PasswordExpired(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PasswordExpired"))
+            }
             #[cfg(feature = "all-faults")]
             Self::PatchAlreadyInstalled(v) => {
-                Self::PatchAlreadyInstalled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PatchAlreadyInstalled"))
             }
             #[cfg(feature = "all-faults")]
             Self::PatchBinariesNotFound(v) => {
-                Self::PatchBinariesNotFound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PatchBinariesNotFound"))
             }
             #[cfg(feature = "all-faults")]
             Self::PatchInstallFailed(v) => {
-                Self::PatchInstallFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PatchInstallFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::PatchIntegrityError(v) => {
-                Self::PatchIntegrityError(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PatchIntegrityError"))
             }
             #[cfg(feature = "all-faults")]
             Self::PatchMetadataCorrupted(v) => {
-                Self::PatchMetadataCorrupted(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PatchMetadataCorrupted"))
             }
             #[cfg(feature = "all-faults")]
             Self::PatchMetadataInvalid(v) => {
-                Self::PatchMetadataInvalid(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PatchMetadataInvalid"))
             }
             #[cfg(feature = "all-faults")]
             Self::PatchMetadataNotFound(v) => {
-                Self::PatchMetadataNotFound(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PatchMetadataNotFound"))
             }
             #[cfg(feature = "all-faults")]
             Self::PatchMissingDependencies(v) => {
-                Self::PatchMissingDependencies(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PatchMissingDependencies"))
             }
             #[cfg(feature = "all-faults")]
             Self::PatchNotApplicable(v) => {
-                Self::PatchNotApplicable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PatchNotApplicable"))
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchSuperseded(v) => Self::PatchSuperseded(Box::new((**v).clone())),
+            Self::PatchSuperseded(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("PatchSuperseded"))
+            }
             #[cfg(feature = "all-faults")]
             Self::PhysCompatRDMNotSupported(v) => {
-                Self::PhysCompatRDMNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PhysCompatRDMNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::PlatformConfigFault(v) => {
-                Self::PlatformConfigFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PlatformConfigFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryFailed(v) => {
-                Self::PowerOnFtSecondaryFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PowerOnFtSecondaryFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::PowerOnFtSecondaryTimedout(v) => {
-                Self::PowerOnFtSecondaryTimedout(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("PowerOnFtSecondaryTimedout"))
             }
             #[cfg(feature = "all-faults")]
             Self::ProfileUpdateFailed(v) => {
-                Self::ProfileUpdateFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ProfileUpdateFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::QuarantineModeFault(v) => {
-                Self::QuarantineModeFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("QuarantineModeFault"))
             }
             #[cfg(feature = "all-faults")]
-            Self::QuestionPending(v) => Self::QuestionPending(Box::new((**v).clone())),
+            Self::QuestionPending(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("QuestionPending"))
+            }
             #[cfg(feature = "all-faults")]
             Self::QuiesceDatastoreIOForHAFailed(v) => {
-                Self::QuiesceDatastoreIOForHAFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("QuiesceDatastoreIOForHAFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::RDMConversionNotSupported(v) => {
-                Self::RDMConversionNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("RDMConversionNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::RDMNotPreserved(v) => Self::RDMNotPreserved(Box::new((**v).clone())),
+            Self::RDMNotPreserved(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RDMNotPreserved"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::RDMNotSupported(v) => Self::RDMNotSupported(Box::new((**v).clone())),
+            Self::RDMNotSupported(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RDMNotSupported"))
+            }
             #[cfg(feature = "all-faults")]
             Self::RDMNotSupportedOnDatastore(v) => {
-                Self::RDMNotSupportedOnDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("RDMNotSupportedOnDatastore"))
             }
             #[cfg(feature = "all-faults")]
             Self::RDMPointsToInaccessibleDisk(v) => {
-                Self::RDMPointsToInaccessibleDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("RDMPointsToInaccessibleDisk"))
             }
             #[cfg(feature = "all-faults")]
             Self::RawDiskNotSupported(v) => {
-                Self::RawDiskNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("RawDiskNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::ReadHostResourcePoolTreeFailed(v) => {
-                Self::ReadHostResourcePoolTreeFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ReadHostResourcePoolTreeFailed"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::ReadOnlyDisksWithLegacyDestination(v) => {
-                Self::ReadOnlyDisksWithLegacyDestination(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ReadOnlyDisksWithLegacyDestination"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::RebootRequired(v) => Self::RebootRequired(Box::new((**v).clone())),
+            Self::RebootRequired(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RebootRequired"))
+            }
             #[cfg(feature = "all-faults")]
             Self::RecordReplayDisabled(v) => {
-                Self::RecordReplayDisabled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("RecordReplayDisabled"))
             }
             #[cfg(feature = "all-faults")]
             Self::RemoteDeviceNotSupported(v) => {
-                Self::RemoteDeviceNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("RemoteDeviceNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::RemoveFailed(v) => Self::RemoveFailed(Box::new((**v).clone())),
+            Self::RemoveFailed(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RemoveFailed"))
+            }
             #[cfg(feature = "all-faults")]
             Self::ReplicationConfigFault(v) => {
-                Self::ReplicationConfigFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ReplicationConfigFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::ReplicationDiskConfigFault(v) => {
-                Self::ReplicationDiskConfigFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ReplicationDiskConfigFault"))
             }
             #[cfg(feature = "all-faults")]
-            Self::ReplicationFault(v) => Self::ReplicationFault(Box::new((**v).clone())),
+            Self::ReplicationFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ReplicationFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::ReplicationIncompatibleWithFT(v) => {
-                Self::ReplicationIncompatibleWithFT(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ReplicationIncompatibleWithFT"))
             }
             #[cfg(feature = "all-faults")]
             Self::ReplicationInvalidOptions(v) => {
-                Self::ReplicationInvalidOptions(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ReplicationInvalidOptions"))
             }
             #[cfg(feature = "all-faults")]
             Self::ReplicationNotSupportedOnHost(v) => {
-                Self::ReplicationNotSupportedOnHost(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ReplicationNotSupportedOnHost"))
             }
             #[cfg(feature = "all-faults")]
             Self::ReplicationVmConfigFault(v) => {
-                Self::ReplicationVmConfigFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ReplicationVmConfigFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::ReplicationVmFault(v) => {
-                Self::ReplicationVmFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ReplicationVmFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::ReplicationVmInProgressFault(v) => {
-                Self::ReplicationVmInProgressFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ReplicationVmInProgressFault"))
             }
-            Self::RequestCanceled(v) => Self::RequestCanceled(Box::new((**v).clone())),
-            Self::ResourceInUse(v) => Self::ResourceInUse(Box::new((**v).clone())),
+            Self::RequestCanceled(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RequestCanceled"))
+            }
+            Self::ResourceInUse(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ResourceInUse"))
+            }
             #[cfg(feature = "all-faults")]
             Self::ResourceNotAvailable(v) => {
-                Self::ResourceNotAvailable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ResourceNotAvailable"))
             }
             #[cfg(feature = "all-faults")]
             Self::RestrictedByAdministrator(v) => {
-                Self::RestrictedByAdministrator(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("RestrictedByAdministrator"))
             }
             Self::RestrictedVersion(v) => {
-                Self::RestrictedVersion(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("RestrictedVersion"))
             }
             #[cfg(feature = "all-faults")]
-            Self::RollbackFailure(v) => Self::RollbackFailure(Box::new((**v).clone())),
+            Self::RollbackFailure(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RollbackFailure"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::RuleViolation(v) => Self::RuleViolation(Box::new((**v).clone())),
-            Self::RuntimeFault(v) => Self::RuntimeFault(Box::new((**v).clone())),
+            Self::RuleViolation(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RuleViolation"))
+            }
+            Self::RuntimeFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("RuntimeFault"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::SSLDisabledFault(v) => Self::SSLDisabledFault(Box::new((**v).clone())),
+            Self::SSLDisabledFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SSLDisabledFault"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::SSLVerifyFault(v) => Self::SSLVerifyFault(Box::new((**v).clone())),
+            Self::SSLVerifyFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SSLVerifyFault"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::SSPIChallenge(v) => Self::SSPIChallenge(Box::new((**v).clone())),
+            Self::SSPIChallenge(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SSPIChallenge"))
+            }
             #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyDisabled(v) => {
-                Self::SecondaryVmAlreadyDisabled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmAlreadyDisabled"))
             }
             #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyEnabled(v) => {
-                Self::SecondaryVmAlreadyEnabled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmAlreadyEnabled"))
             }
             #[cfg(feature = "all-faults")]
             Self::SecondaryVmAlreadyRegistered(v) => {
-                Self::SecondaryVmAlreadyRegistered(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmAlreadyRegistered"))
             }
             #[cfg(feature = "all-faults")]
             Self::SecondaryVmNotRegistered(v) => {
-                Self::SecondaryVmNotRegistered(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmNotRegistered"))
             }
-            Self::SecurityError(v) => Self::SecurityError(Box::new((**v).clone())),
+            Self::SecurityError(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SecurityError"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::SessionNotFound(v) => Self::SessionNotFound(Box::new((**v).clone())),
+            Self::SessionNotFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SessionNotFound"))
+            }
             #[cfg(feature = "all-faults")]
             Self::SharedBusControllerNotSupported(v) => {
-                Self::SharedBusControllerNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("SharedBusControllerNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::ShrinkDiskFault(v) => Self::ShrinkDiskFault(Box::new((**v).clone())),
+            Self::ShrinkDiskFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ShrinkDiskFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::SnapshotCloneNotSupported(v) => {
-                Self::SnapshotCloneNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SnapshotCloneNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::SnapshotCopyNotSupported(v) => {
-                Self::SnapshotCopyNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SnapshotCopyNotSupported"))
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotDisabled(v) => Self::SnapshotDisabled(Box::new((**v).clone())),
-            Self::SnapshotFault(v) => Self::SnapshotFault(Box::new((**v).clone())),
+            Self::SnapshotDisabled(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SnapshotDisabled"))
+            }
+            Self::SnapshotFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SnapshotFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::SnapshotIncompatibleDeviceInVm(v) => {
-                Self::SnapshotIncompatibleDeviceInVm(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("SnapshotIncompatibleDeviceInVm"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotLocked(v) => Self::SnapshotLocked(Box::new((**v).clone())),
+            Self::SnapshotLocked(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SnapshotLocked"))
+            }
             #[cfg(feature = "all-faults")]
             Self::SnapshotMoveFromNonHomeNotSupported(v) => {
-                Self::SnapshotMoveFromNonHomeNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("SnapshotMoveFromNonHomeNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::SnapshotMoveNotSupported(v) => {
-                Self::SnapshotMoveNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SnapshotMoveNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::SnapshotMoveToNonHomeNotSupported(v) => {
-                Self::SnapshotMoveToNonHomeNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("SnapshotMoveToNonHomeNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotNoChange(v) => Self::SnapshotNoChange(Box::new((**v).clone())),
+            Self::SnapshotNoChange(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SnapshotNoChange"))
+            }
             #[cfg(feature = "all-faults")]
             Self::SnapshotRevertIssue(v) => {
-                Self::SnapshotRevertIssue(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SnapshotRevertIssue"))
             }
             #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionDisallowed(v) => {
-                Self::SoftRuleVioCorrectionDisallowed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("SoftRuleVioCorrectionDisallowed"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::SoftRuleVioCorrectionImpact(v) => {
-                Self::SoftRuleVioCorrectionImpact(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SoftRuleVioCorrectionImpact"))
             }
             #[cfg(feature = "all-faults")]
             Self::SolutionUserRequired(v) => {
-                Self::SolutionUserRequired(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SolutionUserRequired"))
             }
             #[cfg(feature = "all-faults")]
             Self::SsdDiskNotAvailable(v) => {
-                Self::SsdDiskNotAvailable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SsdDiskNotAvailable"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveDiskInMultiWriterMode(v) => {
-                Self::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsCannotMoveDiskInMultiWriterMode"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveFTVm(v) => {
-                Self::StorageDrsCannotMoveFTVm(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsCannotMoveFTVm"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveIndependentDisk(v) => {
-                Self::StorageDrsCannotMoveIndependentDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsCannotMoveIndependentDisk"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => {
-                Self::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsCannotMoveManuallyPlacedSwapFile"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveManuallyPlacedVm(v) => {
-                Self::StorageDrsCannotMoveManuallyPlacedVm(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsCannotMoveManuallyPlacedVm"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveSharedDisk(v) => {
-                Self::StorageDrsCannotMoveSharedDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsCannotMoveSharedDisk"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveTemplate(v) => {
-                Self::StorageDrsCannotMoveTemplate(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsCannotMoveTemplate"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmInUserFolder(v) => {
-                Self::StorageDrsCannotMoveVmInUserFolder(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsCannotMoveVmInUserFolder"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithMountedCDROM(v) => {
-                Self::StorageDrsCannotMoveVmWithMountedCDROM(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsCannotMoveVmWithMountedCDROM"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => {
-                Self::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsCannotMoveVmWithNoFilesInLayout"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsDatacentersCannotShareDatastore(v) => {
-                Self::StorageDrsDatacentersCannotShareDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsDatacentersCannotShareDatastore"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsDisabledOnVm(v) => {
-                Self::StorageDrsDisabledOnVm(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsDisabledOnVm"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsHbrDiskNotMovable(v) => {
-                Self::StorageDrsHbrDiskNotMovable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsHbrDiskNotMovable"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsMoveInProgress(v) => {
-                Self::StorageDrsHmsMoveInProgress(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsHmsMoveInProgress"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsHmsUnreachable(v) => {
-                Self::StorageDrsHmsUnreachable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsHmsUnreachable"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsIolbDisabledInternally(v) => {
-                Self::StorageDrsIolbDisabledInternally(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("StorageDrsIolbDisabledInternally"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsRelocateDisabled(v) => {
-                Self::StorageDrsRelocateDisabled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsRelocateDisabled"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsStaleHmsCollection(v) => {
-                Self::StorageDrsStaleHmsCollection(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsStaleHmsCollection"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageDrsUnableToMoveFiles(v) => {
-                Self::StorageDrsUnableToMoveFiles(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsUnableToMoveFiles"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageVMotionNotSupported(v) => {
-                Self::StorageVMotionNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageVMotionNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::StorageVmotionIncompatible(v) => {
-                Self::StorageVmotionIncompatible(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("StorageVmotionIncompatible"))
             }
             #[cfg(feature = "all-faults")]
             Self::SuspendedRelocateNotSupported(v) => {
-                Self::SuspendedRelocateNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SuspendedRelocateNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::SwapDatastoreNotWritableOnHost(v) => {
-                Self::SwapDatastoreNotWritableOnHost(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("SwapDatastoreNotWritableOnHost"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::SwapDatastoreUnset(v) => {
-                Self::SwapDatastoreUnset(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SwapDatastoreUnset"))
             }
             #[cfg(feature = "all-faults")]
             Self::SwapPlacementOverrideNotSupported(v) => {
-                Self::SwapPlacementOverrideNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("SwapPlacementOverrideNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::SwitchIpUnset(v) => Self::SwitchIpUnset(Box::new((**v).clone())),
+            Self::SwitchIpUnset(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SwitchIpUnset"))
+            }
             #[cfg(feature = "all-faults")]
             Self::SwitchNotInUpgradeMode(v) => {
-                Self::SwitchNotInUpgradeMode(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("SwitchNotInUpgradeMode"))
             }
-            Self::SystemError(v) => Self::SystemError(Box::new((**v).clone())),
-            Self::TaskInProgress(v) => Self::TaskInProgress(Box::new((**v).clone())),
+            Self::SystemError(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("SystemError"))
+            }
+            Self::TaskInProgress(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TaskInProgress"))
+            }
             #[cfg(feature = "all-faults")]
             Self::ThirdPartyLicenseAssignmentFailed(v) => {
-                Self::ThirdPartyLicenseAssignmentFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ThirdPartyLicenseAssignmentFailed"),
+                )
             }
-            Self::Timedout(v) => Self::Timedout(Box::new((**v).clone())),
+            Self::Timedout(v) => x::Encode::encode_as(&**v, w, tag, Some("Timedout")),
             #[cfg(feature = "all-faults")]
             Self::TooManyConcurrentNativeClones(v) => {
-                Self::TooManyConcurrentNativeClones(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TooManyConcurrentNativeClones"))
             }
             #[cfg(feature = "all-faults")]
             Self::TooManyConsecutiveOverrides(v) => {
-                Self::TooManyConsecutiveOverrides(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TooManyConsecutiveOverrides"))
             }
             #[cfg(feature = "all-faults")]
-            Self::TooManyDevices(v) => Self::TooManyDevices(Box::new((**v).clone())),
+            Self::TooManyDevices(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TooManyDevices"))
+            }
             #[cfg(feature = "all-faults")]
             Self::TooManyDisksOnLegacyHost(v) => {
-                Self::TooManyDisksOnLegacyHost(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TooManyDisksOnLegacyHost"))
             }
             #[cfg(feature = "all-faults")]
             Self::TooManyGuestLogons(v) => {
-                Self::TooManyGuestLogons(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TooManyGuestLogons"))
             }
             #[cfg(feature = "all-faults")]
-            Self::TooManyHosts(v) => Self::TooManyHosts(Box::new((**v).clone())),
+            Self::TooManyHosts(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("TooManyHosts"))
+            }
             #[cfg(feature = "all-faults")]
             Self::TooManyNativeCloneLevels(v) => {
-                Self::TooManyNativeCloneLevels(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TooManyNativeCloneLevels"))
             }
             #[cfg(feature = "all-faults")]
             Self::TooManyNativeClonesOnFile(v) => {
-                Self::TooManyNativeClonesOnFile(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TooManyNativeClonesOnFile"))
             }
             #[cfg(feature = "all-faults")]
             Self::TooManySnapshotLevels(v) => {
-                Self::TooManySnapshotLevels(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("TooManySnapshotLevels"))
             }
             #[cfg(feature = "all-faults")]
             Self::ToolsAlreadyUpgraded(v) => {
-                Self::ToolsAlreadyUpgraded(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ToolsAlreadyUpgraded"))
             }
             #[cfg(feature = "all-faults")]
             Self::ToolsAutoUpgradeNotSupported(v) => {
-                Self::ToolsAutoUpgradeNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ToolsAutoUpgradeNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::ToolsImageCopyFailed(v) => {
-                Self::ToolsImageCopyFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ToolsImageCopyFailed"))
             }
             #[cfg(feature = "all-faults")]
             Self::ToolsImageNotAvailable(v) => {
-                Self::ToolsImageNotAvailable(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ToolsImageNotAvailable"))
             }
             #[cfg(feature = "all-faults")]
             Self::ToolsImageSignatureCheckFailed(v) => {
-                Self::ToolsImageSignatureCheckFailed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("ToolsImageSignatureCheckFailed"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::ToolsInstallationInProgress(v) => {
-                Self::ToolsInstallationInProgress(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ToolsInstallationInProgress"))
             }
-            Self::ToolsUnavailable(v) => Self::ToolsUnavailable(Box::new((**v).clone())),
+            Self::ToolsUnavailable(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("ToolsUnavailable"))
+            }
             #[cfg(feature = "all-faults")]
             Self::ToolsUpgradeCancelled(v) => {
-                Self::ToolsUpgradeCancelled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("ToolsUpgradeCancelled"))
             }
             #[cfg(feature = "all-faults")]
             Self::UnSupportedDatastoreForVFlash(v) => {
-                Self::UnSupportedDatastoreForVFlash(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UnSupportedDatastoreForVFlash"))
             }
             #[cfg(feature = "all-faults")]
             Self::UncommittedUndoableDisk(v) => {
-                Self::UncommittedUndoableDisk(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UncommittedUndoableDisk"))
             }
             #[cfg(feature = "all-faults")]
             Self::UnconfiguredPropertyValue(v) => {
-                Self::UnconfiguredPropertyValue(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UnconfiguredPropertyValue"))
             }
             #[cfg(feature = "all-faults")]
             Self::UncustomizableGuest(v) => {
-                Self::UncustomizableGuest(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UncustomizableGuest"))
             }
             #[cfg(feature = "all-faults")]
             Self::UnexpectedCustomizationFault(v) => {
-                Self::UnexpectedCustomizationFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UnexpectedCustomizationFault"))
             }
             #[cfg(feature = "all-faults")]
-            Self::UnexpectedFault(v) => Self::UnexpectedFault(Box::new((**v).clone())),
+            Self::UnexpectedFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UnexpectedFault"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::UnrecognizedHost(v) => Self::UnrecognizedHost(Box::new((**v).clone())),
+            Self::UnrecognizedHost(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UnrecognizedHost"))
+            }
             #[cfg(feature = "all-faults")]
             Self::UnsharedSwapVMotionNotSupported(v) => {
-                Self::UnsharedSwapVMotionNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UnsharedSwapVMotionNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::UnsupportedDatastore(v) => {
-                Self::UnsupportedDatastore(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UnsupportedDatastore"))
             }
             #[cfg(feature = "all-faults")]
-            Self::UnsupportedGuest(v) => Self::UnsupportedGuest(Box::new((**v).clone())),
+            Self::UnsupportedGuest(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UnsupportedGuest"))
+            }
             #[cfg(feature = "all-faults")]
             Self::UnsupportedVimApiVersion(v) => {
-                Self::UnsupportedVimApiVersion(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UnsupportedVimApiVersion"))
             }
             #[cfg(feature = "all-faults")]
             Self::UnsupportedVmxLocation(v) => {
-                Self::UnsupportedVmxLocation(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("UnsupportedVmxLocation"))
             }
             #[cfg(feature = "all-faults")]
             Self::UnusedVirtualDiskBlocksNotScrubbed(v) => {
-                Self::UnusedVirtualDiskBlocksNotScrubbed(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("UnusedVirtualDiskBlocksNotScrubbed"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::UserNotFound(v) => Self::UserNotFound(Box::new((**v).clone())),
+            Self::UserNotFound(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("UserNotFound"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::VAppConfigFault(v) => Self::VAppConfigFault(Box::new((**v).clone())),
+            Self::VAppConfigFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VAppConfigFault"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::VAppNotRunning(v) => Self::VAppNotRunning(Box::new((**v).clone())),
+            Self::VAppNotRunning(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VAppNotRunning"))
+            }
             #[cfg(feature = "all-faults")]
             Self::VAppOperationInProgress(v) => {
-                Self::VAppOperationInProgress(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VAppOperationInProgress"))
             }
             #[cfg(feature = "all-faults")]
             Self::VAppPropertyFault(v) => {
-                Self::VAppPropertyFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VAppPropertyFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::VAppTaskInProgress(v) => {
-                Self::VAppTaskInProgress(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VAppTaskInProgress"))
             }
             #[cfg(feature = "all-faults")]
             Self::VFlashCacheHotConfigNotSupported(v) => {
-                Self::VFlashCacheHotConfigNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VFlashCacheHotConfigNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VFlashModuleNotSupported(v) => {
-                Self::VFlashModuleNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VFlashModuleNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::VFlashModuleVersionIncompatible(v) => {
-                Self::VFlashModuleVersionIncompatible(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VFlashModuleVersionIncompatible"),
+                )
             }
             #[cfg(feature = "all-faults")]
-            Self::VMINotSupported(v) => Self::VMINotSupported(Box::new((**v).clone())),
+            Self::VMINotSupported(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMINotSupported"))
+            }
             #[cfg(feature = "all-faults")]
             Self::VMOnConflictDVPort(v) => {
-                Self::VMOnConflictDVPort(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMOnConflictDVPort"))
             }
             #[cfg(feature = "all-faults")]
             Self::VMOnVirtualIntranet(v) => {
-                Self::VMOnVirtualIntranet(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMOnVirtualIntranet"))
             }
             #[cfg(feature = "all-faults")]
             Self::VMotionAcrossNetworkNotSupported(v) => {
-                Self::VMotionAcrossNetworkNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VMotionAcrossNetworkNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VMotionInterfaceIssue(v) => {
-                Self::VMotionInterfaceIssue(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionInterfaceIssue"))
             }
             #[cfg(feature = "all-faults")]
             Self::VMotionLinkCapacityLow(v) => {
-                Self::VMotionLinkCapacityLow(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionLinkCapacityLow"))
             }
             #[cfg(feature = "all-faults")]
-            Self::VMotionLinkDown(v) => Self::VMotionLinkDown(Box::new((**v).clone())),
+            Self::VMotionLinkDown(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionLinkDown"))
+            }
             #[cfg(feature = "all-faults")]
             Self::VMotionNotConfigured(v) => {
-                Self::VMotionNotConfigured(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionNotConfigured"))
             }
             #[cfg(feature = "all-faults")]
             Self::VMotionNotLicensed(v) => {
-                Self::VMotionNotLicensed(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionNotLicensed"))
             }
             #[cfg(feature = "all-faults")]
             Self::VMotionNotSupported(v) => {
-                Self::VMotionNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::VMotionProtocolIncompatible(v) => {
-                Self::VMotionProtocolIncompatible(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VMotionProtocolIncompatible"))
             }
-            Self::VimFault(v) => Self::VimFault(Box::new((**v).clone())),
+            Self::VimFault(v) => x::Encode::encode_as(&**v, w, tag, Some("VimFault")),
             #[cfg(feature = "all-faults")]
             Self::VirtualDiskBlocksNotFullyProvisioned(v) => {
-                Self::VirtualDiskBlocksNotFullyProvisioned(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualDiskBlocksNotFullyProvisioned"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VirtualDiskModeNotSupported(v) => {
-                Self::VirtualDiskModeNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VirtualDiskModeNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::VirtualEthernetCardNotSupported(v) => {
-                Self::VirtualEthernetCardNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualEthernetCardNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VirtualHardwareCompatibilityIssue(v) => {
-                Self::VirtualHardwareCompatibilityIssue(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualHardwareCompatibilityIssue"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VirtualHardwareVersionNotSupported(v) => {
-                Self::VirtualHardwareVersionNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VirtualHardwareVersionNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VmAlreadyExistsInDatacenter(v) => {
-                Self::VmAlreadyExistsInDatacenter(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmAlreadyExistsInDatacenter"))
             }
-            Self::VmConfigFault(v) => Self::VmConfigFault(Box::new((**v).clone())),
+            Self::VmConfigFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmConfigFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForFaultTolerance(v) => {
-                Self::VmConfigIncompatibleForFaultTolerance(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmConfigIncompatibleForFaultTolerance"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VmConfigIncompatibleForRecordReplay(v) => {
-                Self::VmConfigIncompatibleForRecordReplay(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmConfigIncompatibleForRecordReplay"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssue(v) => {
-                Self::VmFaultToleranceConfigIssue(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFaultToleranceConfigIssue"))
             }
             #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceConfigIssueWrapper(v) => {
-                Self::VmFaultToleranceConfigIssueWrapper(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceConfigIssueWrapper"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceInvalidFileBacking(v) => {
-                Self::VmFaultToleranceInvalidFileBacking(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceInvalidFileBacking"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceIssue(v) => {
-                Self::VmFaultToleranceIssue(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFaultToleranceIssue"))
             }
             #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceOpIssuesList(v) => {
-                Self::VmFaultToleranceOpIssuesList(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmFaultToleranceOpIssuesList"))
             }
             #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyFtVcpusOnHost(v) => {
-                Self::VmFaultToleranceTooManyFtVcpusOnHost(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceTooManyFtVcpusOnHost"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VmFaultToleranceTooManyVMsOnHost(v) => {
-                Self::VmFaultToleranceTooManyVMsOnHost(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmFaultToleranceTooManyVMsOnHost"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VmHostAffinityRuleViolation(v) => {
-                Self::VmHostAffinityRuleViolation(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmHostAffinityRuleViolation"))
             }
             #[cfg(feature = "all-faults")]
-            Self::VmLimitLicense(v) => Self::VmLimitLicense(Box::new((**v).clone())),
+            Self::VmLimitLicense(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmLimitLicense"))
+            }
             #[cfg(feature = "all-faults")]
             Self::VmMetadataManagerFault(v) => {
-                Self::VmMetadataManagerFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmMetadataManagerFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::VmMonitorIncompatibleForFaultTolerance(v) => {
-                Self::VmMonitorIncompatibleForFaultTolerance(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmMonitorIncompatibleForFaultTolerance"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VmPowerOnDisabled(v) => {
-                Self::VmPowerOnDisabled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmPowerOnDisabled"))
             }
             #[cfg(feature = "all-faults")]
             Self::VmSmpFaultToleranceTooManyVMsOnHost(v) => {
-                Self::VmSmpFaultToleranceTooManyVMsOnHost(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VmSmpFaultToleranceTooManyVMsOnHost"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VmToolsUpgradeFault(v) => {
-                Self::VmToolsUpgradeFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmToolsUpgradeFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::VmValidateMaxDevice(v) => {
-                Self::VmValidateMaxDevice(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmValidateMaxDevice"))
             }
             #[cfg(feature = "all-faults")]
-            Self::VmWwnConflict(v) => Self::VmWwnConflict(Box::new((**v).clone())),
+            Self::VmWwnConflict(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmWwnConflict"))
+            }
             #[cfg(feature = "all-faults")]
             Self::VmfsAlreadyMounted(v) => {
-                Self::VmfsAlreadyMounted(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmfsAlreadyMounted"))
             }
             #[cfg(feature = "all-faults")]
             Self::VmfsAmbiguousMount(v) => {
-                Self::VmfsAmbiguousMount(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmfsAmbiguousMount"))
             }
             #[cfg(feature = "all-faults")]
-            Self::VmfsMountFault(v) => Self::VmfsMountFault(Box::new((**v).clone())),
+            Self::VmfsMountFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VmfsMountFault"))
+            }
             #[cfg(feature = "all-faults")]
             Self::VmotionInterfaceNotEnabled(v) => {
-                Self::VmotionInterfaceNotEnabled(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VmotionInterfaceNotEnabled"))
             }
             #[cfg(feature = "all-faults")]
             Self::VolumeEditorError(v) => {
-                Self::VolumeEditorError(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VolumeEditorError"))
             }
             #[cfg(feature = "all-faults")]
-            Self::VramLimitLicense(v) => Self::VramLimitLicense(Box::new((**v).clone())),
+            Self::VramLimitLicense(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VramLimitLicense"))
+            }
             #[cfg(feature = "all-faults")]
             Self::VsanClusterUuidMismatch(v) => {
-                Self::VsanClusterUuidMismatch(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VsanClusterUuidMismatch"))
             }
             #[cfg(feature = "all-faults")]
-            Self::VsanDiskFault(v) => Self::VsanDiskFault(Box::new((**v).clone())),
+            Self::VsanDiskFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("VsanDiskFault"))
+            }
             #[cfg(feature = "all-faults")]
-            Self::VsanFault(v) => Self::VsanFault(Box::new((**v).clone())),
+            Self::VsanFault(v) => x::Encode::encode_as(&**v, w, tag, Some("VsanFault")),
             #[cfg(feature = "all-faults")]
             Self::VsanIncompatibleDiskMapping(v) => {
-                Self::VsanIncompatibleDiskMapping(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VsanIncompatibleDiskMapping"))
             }
             #[cfg(feature = "all-faults")]
             Self::VspanDestPortConflict(v) => {
-                Self::VspanDestPortConflict(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VspanDestPortConflict"))
             }
             #[cfg(feature = "all-faults")]
             Self::VspanPortConflict(v) => {
-                Self::VspanPortConflict(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VspanPortConflict"))
             }
             #[cfg(feature = "all-faults")]
             Self::VspanPortMoveFault(v) => {
-                Self::VspanPortMoveFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VspanPortMoveFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::VspanPortPromiscChangeFault(v) => {
-                Self::VspanPortPromiscChangeFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VspanPortPromiscChangeFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::VspanPortgroupPromiscChangeFault(v) => {
-                Self::VspanPortgroupPromiscChangeFault(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VspanPortgroupPromiscChangeFault"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VspanPortgroupTypeChangeFault(v) => {
-                Self::VspanPortgroupTypeChangeFault(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VspanPortgroupTypeChangeFault"))
             }
             #[cfg(feature = "all-faults")]
             Self::VspanPromiscuousPortNotSupported(v) => {
-                Self::VspanPromiscuousPortNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("VspanPromiscuousPortNotSupported"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::VspanSameSessionPortConflict(v) => {
-                Self::VspanSameSessionPortConflict(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("VspanSameSessionPortConflict"))
             }
             #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupported(v) => {
-                Self::WakeOnLanNotSupported(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("WakeOnLanNotSupported"))
             }
             #[cfg(feature = "all-faults")]
             Self::WakeOnLanNotSupportedByVmotionNIC(v) => {
-                Self::WakeOnLanNotSupportedByVmotionNIC(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("WakeOnLanNotSupportedByVmotionNIC"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::WillLoseHAProtection(v) => {
-                Self::WillLoseHAProtection(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("WillLoseHAProtection"))
             }
             #[cfg(feature = "all-faults")]
             Self::WillModifyConfigCpuRequirements(v) => {
-                Self::WillModifyConfigCpuRequirements(Box::new((**v).clone()))
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("WillModifyConfigCpuRequirements"),
+                )
             }
             #[cfg(feature = "all-faults")]
             Self::WillResetSnapshotDirectory(v) => {
-                Self::WillResetSnapshotDirectory(Box::new((**v).clone()))
+                x::Encode::encode_as(&**v, w, tag, Some("WillResetSnapshotDirectory"))
             }
             #[cfg(feature = "all-faults")]
-            Self::WipeDiskFault(v) => Self::WipeDiskFault(Box::new((**v).clone())),
+            Self::WipeDiskFault(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("WipeDiskFault"))
+            }
         }
     }
 }

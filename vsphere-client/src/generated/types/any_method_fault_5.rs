@@ -5,3255 +5,2907 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::Encode for AnyMethodFault {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        match self {
-            Self::MethodFault(v) => x::Encode::encode_as(&**v, w, tag, None),
+impl AnyMethodFault {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::ActiveDirectoryFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ActiveDirectoryFault"))
+            Ok(chunks::a_1::Object::ActiveDirectoryFault(v)) => {
+                return Ok(Self::ActiveDirectoryFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ActiveVMsBlockingEVC(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ActiveVMsBlockingEVC"))
+            Ok(chunks::a_1::Object::ActiveVMsBlockingEVC(v)) => {
+                return Ok(Self::ActiveVMsBlockingEVC(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::AdminDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AdminDisabled"))
+            Ok(chunks::a_1::Object::AdminDisabled(v)) => {
+                return Ok(Self::AdminDisabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::AdminNotDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AdminNotDisabled"))
+            Ok(chunks::a_1::Object::AdminNotDisabled(v)) => {
+                return Ok(Self::AdminNotDisabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::AffinityConfigured(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AffinityConfigured"))
+            Ok(chunks::a_1::Object::AffinityConfigured(v)) => {
+                return Ok(Self::AffinityConfigured(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::AgentInstallFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AgentInstallFailed"))
+            Ok(chunks::a_1::Object::AgentInstallFailed(v)) => {
+                return Ok(Self::AgentInstallFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::AlreadyBeingManaged(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlreadyBeingManaged"))
+            Ok(chunks::a_1::Object::AlreadyBeingManaged(v)) => {
+                return Ok(Self::AlreadyBeingManaged(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::AlreadyConnected(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlreadyConnected"))
+            Ok(chunks::a_1::Object::AlreadyConnected(v)) => {
+                return Ok(Self::AlreadyConnected(v));
             }
-            Self::AlreadyExists(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlreadyExists"))
+            Ok(chunks::a_1::Object::AlreadyExists(v)) => {
+                return Ok(Self::AlreadyExists(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::AlreadyUpgraded(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AlreadyUpgraded"))
+            Ok(chunks::a_1::Object::AlreadyUpgraded(v)) => {
+                return Ok(Self::AlreadyUpgraded(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::AnswerFileUpdateFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AnswerFileUpdateFailed"))
+            Ok(chunks::a_1::Object::AnswerFileUpdateFailed(v)) => {
+                return Ok(Self::AnswerFileUpdateFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ApplicationQuiesceFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ApplicationQuiesceFault"))
+            Ok(chunks::a_1::Object::ApplicationQuiesceFault(v)) => {
+                return Ok(Self::ApplicationQuiesceFault(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::AuthMinimumAdminPermission(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AuthMinimumAdminPermission"))
+            Ok(chunks::a_9::Object::AuthMinimumAdminPermission(v)) => {
+                return Ok(Self::AuthMinimumAdminPermission(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::AuthenticationRequired(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("AuthenticationRequired"))
+            Ok(chunks::a_9::Object::AuthenticationRequired(v)) => {
+                return Ok(Self::AuthenticationRequired(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::BackupBlobReadFailure(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("BackupBlobReadFailure"))
+            Ok(chunks::b_to_c::Object::BackupBlobReadFailure(v)) => {
+                return Ok(Self::BackupBlobReadFailure(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::BackupBlobWriteFailure(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("BackupBlobWriteFailure"))
+            Ok(chunks::b_to_c::Object::BackupBlobWriteFailure(v)) => {
+                return Ok(Self::BackupBlobWriteFailure(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::BlockedByFirewall(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("BlockedByFirewall"))
+            Ok(chunks::b_to_c::Object::BlockedByFirewall(v)) => {
+                return Ok(Self::BlockedByFirewall(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CAMServerRefusedConnection(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CAMServerRefusedConnection"))
+            Ok(chunks::b_to_c::Object::CAMServerRefusedConnection(v)) => {
+                return Ok(Self::CAMServerRefusedConnection(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAccessFile(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessFile"))
+            Ok(chunks::b_to_c::Object::CannotAccessFile(v)) => {
+                return Ok(Self::CannotAccessFile(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAccessLocalSource(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessLocalSource"))
+            Ok(chunks::b_to_c::Object::CannotAccessLocalSource(v)) => {
+                return Ok(Self::CannotAccessLocalSource(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAccessNetwork(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessNetwork"))
+            Ok(chunks::b_to_c::Object::CannotAccessNetwork(v)) => {
+                return Ok(Self::CannotAccessNetwork(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAccessVmComponent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmComponent"))
+            Ok(chunks::b_to_c::Object::CannotAccessVmComponent(v)) => {
+                return Ok(Self::CannotAccessVmComponent(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAccessVmConfig(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmConfig"))
+            Ok(chunks::b_to_c::Object::CannotAccessVmConfig(v)) => {
+                return Ok(Self::CannotAccessVmConfig(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAccessVmDevice(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmDevice"))
+            Ok(chunks::b_to_c::Object::CannotAccessVmDevice(v)) => {
+                return Ok(Self::CannotAccessVmDevice(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAccessVmDisk(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotAccessVmDisk"))
+            Ok(chunks::b_to_c::Object::CannotAccessVmDisk(v)) => {
+                return Ok(Self::CannotAccessVmDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAddHostWithFTVmAsStandalone(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotAddHostWithFTVmAsStandalone"),
-                )
+            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmAsStandalone(v)) => {
+                return Ok(Self::CannotAddHostWithFTVmAsStandalone(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAddHostWithFTVmToDifferentCluster(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotAddHostWithFTVmToDifferentCluster"),
-                )
+            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToDifferentCluster(v)) => {
+                return Ok(Self::CannotAddHostWithFTVmToDifferentCluster(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotAddHostWithFTVmToNonHACluster(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotAddHostWithFTVmToNonHACluster"),
-                )
+            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToNonHACluster(v)) => {
+                return Ok(Self::CannotAddHostWithFTVmToNonHACluster(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotChangeDrsBehaviorForFtSecondary(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotChangeDrsBehaviorForFtSecondary"),
-                )
+            Ok(chunks::b_to_c::Object::CannotChangeDrsBehaviorForFtSecondary(v)) => {
+                return Ok(Self::CannotChangeDrsBehaviorForFtSecondary(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotChangeHaSettingsForFtSecondary(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotChangeHaSettingsForFtSecondary"),
-                )
+            Ok(chunks::b_to_c::Object::CannotChangeHaSettingsForFtSecondary(v)) => {
+                return Ok(Self::CannotChangeHaSettingsForFtSecondary(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotChangeVsanClusterUuid(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotChangeVsanClusterUuid"))
+            Ok(chunks::b_to_c::Object::CannotChangeVsanClusterUuid(v)) => {
+                return Ok(Self::CannotChangeVsanClusterUuid(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotChangeVsanNodeUuid(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotChangeVsanNodeUuid"))
+            Ok(chunks::b_to_c::Object::CannotChangeVsanNodeUuid(v)) => {
+                return Ok(Self::CannotChangeVsanNodeUuid(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotComputeFTCompatibleHosts(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotComputeFTCompatibleHosts"),
-                )
+            Ok(chunks::b_to_c::Object::CannotComputeFTCompatibleHosts(v)) => {
+                return Ok(Self::CannotComputeFTCompatibleHosts(v));
             }
-            Self::CannotCreateFile(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotCreateFile"))
+            Ok(chunks::b_to_c::Object::CannotCreateFile(v)) => {
+                return Ok(Self::CannotCreateFile(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotDecryptPasswords(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotDecryptPasswords"))
+            Ok(chunks::b_to_c::Object::CannotDecryptPasswords(v)) => {
+                return Ok(Self::CannotDecryptPasswords(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotDeleteFile(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotDeleteFile"))
+            Ok(chunks::b_to_c::Object::CannotDeleteFile(v)) => {
+                return Ok(Self::CannotDeleteFile(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotDisableDrsOnClustersWithVApps(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotDisableDrsOnClustersWithVApps"),
-                )
+            Ok(chunks::b_to_c::Object::CannotDisableDrsOnClustersWithVApps(v)) => {
+                return Ok(Self::CannotDisableDrsOnClustersWithVApps(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotDisableSnapshot(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotDisableSnapshot"))
+            Ok(chunks::b_to_c::Object::CannotDisableSnapshot(v)) => {
+                return Ok(Self::CannotDisableSnapshot(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotDisconnectHostWithFaultToleranceVm(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotDisconnectHostWithFaultToleranceVm"),
-                )
+            Ok(chunks::b_to_c::Object::CannotDisconnectHostWithFaultToleranceVm(v)) => {
+                return Ok(Self::CannotDisconnectHostWithFaultToleranceVm(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotEnableVmcpForCluster(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotEnableVmcpForCluster"))
+            Ok(chunks::b_to_c::Object::CannotEnableVmcpForCluster(v)) => {
+                return Ok(Self::CannotEnableVmcpForCluster(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotModifyConfigCpuRequirements(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotModifyConfigCpuRequirements"),
-                )
+            Ok(chunks::b_to_c::Object::CannotModifyConfigCpuRequirements(v)) => {
+                return Ok(Self::CannotModifyConfigCpuRequirements(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotMoveFaultToleranceVm(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotMoveFaultToleranceVm"))
+            Ok(chunks::b_to_c::Object::CannotMoveFaultToleranceVm(v)) => {
+                return Ok(Self::CannotMoveFaultToleranceVm(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotMoveHostWithFaultToleranceVm(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotMoveHostWithFaultToleranceVm"),
-                )
+            Ok(chunks::b_to_c::Object::CannotMoveHostWithFaultToleranceVm(v)) => {
+                return Ok(Self::CannotMoveHostWithFaultToleranceVm(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotMoveVmWithDeltaDisk(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotMoveVmWithDeltaDisk"))
+            Ok(chunks::b_to_c::Object::CannotMoveVmWithDeltaDisk(v)) => {
+                return Ok(Self::CannotMoveVmWithDeltaDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotMoveVmWithNativeDeltaDisk(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotMoveVmWithNativeDeltaDisk"),
-                )
+            Ok(chunks::b_to_c::Object::CannotMoveVmWithNativeDeltaDisk(v)) => {
+                return Ok(Self::CannotMoveVmWithNativeDeltaDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotMoveVsanEnabledHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotMoveVsanEnabledHost"))
+            Ok(chunks::b_to_c::Object::CannotMoveVsanEnabledHost(v)) => {
+                return Ok(Self::CannotMoveVsanEnabledHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotPlaceWithoutPrerequisiteMoves(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotPlaceWithoutPrerequisiteMoves"),
-                )
+            Ok(chunks::b_to_c::Object::CannotPlaceWithoutPrerequisiteMoves(v)) => {
+                return Ok(Self::CannotPlaceWithoutPrerequisiteMoves(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotPowerOffVmInCluster(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotPowerOffVmInCluster"))
+            Ok(chunks::b_to_c::Object::CannotPowerOffVmInCluster(v)) => {
+                return Ok(Self::CannotPowerOffVmInCluster(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotReconfigureVsanWhenHaEnabled(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("CannotReconfigureVsanWhenHaEnabled"),
-                )
+            Ok(chunks::b_to_c::Object::CannotReconfigureVsanWhenHaEnabled(v)) => {
+                return Ok(Self::CannotReconfigureVsanWhenHaEnabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CannotUseNetwork(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CannotUseNetwork"))
+            Ok(chunks::b_to_c::Object::CannotUseNetwork(v)) => {
+                return Ok(Self::CannotUseNetwork(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ClockSkew(v) => x::Encode::encode_as(&**v, w, tag, Some("ClockSkew")),
+            Ok(chunks::b_to_c::Object::ClockSkew(v)) => return Ok(Self::ClockSkew(v)),
             #[cfg(feature = "all-faults")]
-            Self::CloneFromSnapshotNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CloneFromSnapshotNotSupported"))
+            Ok(chunks::b_to_c::Object::CloneFromSnapshotNotSupported(v)) => {
+                return Ok(Self::CloneFromSnapshotNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::CollectorAddressUnset(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CollectorAddressUnset"))
+            Ok(chunks::c_2::Object::CollectorAddressUnset(v)) => {
+                return Ok(Self::CollectorAddressUnset(v));
             }
-            Self::ConcurrentAccess(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ConcurrentAccess"))
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
+            Ok(chunks::c_3::Object::ConcurrentAccess(v)) => {
+                return Ok(Self::ConcurrentAccess(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ConflictingConfiguration(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ConflictingConfiguration"))
+            Ok(chunks::c_3::Object::ConflictingConfiguration(v)) => {
+                return Ok(Self::ConflictingConfiguration(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ConflictingDatastoreFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ConflictingDatastoreFound"))
+            Ok(chunks::c_3::Object::ConflictingDatastoreFound(v)) => {
+                return Ok(Self::ConflictingDatastoreFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ConnectedIso(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ConnectedIso"))
-            }
+            Ok(chunks::c_3::Object::ConnectedIso(v)) => return Ok(Self::ConnectedIso(v)),
             #[cfg(feature = "all-faults")]
-            Self::CpuCompatibilityUnknown(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CpuCompatibilityUnknown"))
+            Ok(chunks::c_3::Object::CpuCompatibilityUnknown(v)) => {
+                return Ok(Self::CpuCompatibilityUnknown(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CpuHotPlugNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CpuHotPlugNotSupported"))
+            Ok(chunks::c_3::Object::CpuHotPlugNotSupported(v)) => {
+                return Ok(Self::CpuHotPlugNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CpuIncompatible(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CpuIncompatible"))
+            Ok(chunks::c_3::Object::CpuIncompatible(v)) => {
+                return Ok(Self::CpuIncompatible(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CpuIncompatible1ECX(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CpuIncompatible1ECX"))
+            Ok(chunks::c_3::Object::CpuIncompatible1ECX(v)) => {
+                return Ok(Self::CpuIncompatible1ECX(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CpuIncompatible81EDX(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CpuIncompatible81EDX"))
+            Ok(chunks::c_3::Object::CpuIncompatible81EDX(v)) => {
+                return Ok(Self::CpuIncompatible81EDX(v));
             }
-            Self::CustomizationFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationFault"))
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CustomizationFault(v)) => {
+                return Ok(Self::CustomizationFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::CustomizationPending(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("CustomizationPending"))
+            Ok(chunks::c_4::Object::CustomizationPending(v)) => {
+                return Ok(Self::CustomizationPending(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::DVPortNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DVPortNotSupported"))
+            Ok(chunks::d_1::Object::DVPortNotSupported(v)) => {
+                return Ok(Self::DVPortNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::DasConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DasConfigFault"))
+            Ok(chunks::d_2::Object::DasConfigFault(v)) => {
+                return Ok(Self::DasConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DatabaseError(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatabaseError"))
+            Ok(chunks::d_2::Object::DatabaseError(v)) => {
+                return Ok(Self::DatabaseError(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DatacenterMismatch(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatacenterMismatch"))
+            Ok(chunks::d_2::Object::DatacenterMismatch(v)) => {
+                return Ok(Self::DatacenterMismatch(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DatastoreNotWritableOnHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DatastoreNotWritableOnHost"))
+            Ok(chunks::d_2::Object::DatastoreNotWritableOnHost(v)) => {
+                return Ok(Self::DatastoreNotWritableOnHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DeltaDiskFormatNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DeltaDiskFormatNotSupported"))
+            Ok(chunks::d_2::Object::DeltaDiskFormatNotSupported(v)) => {
+                return Ok(Self::DeltaDiskFormatNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DestinationSwitchFull(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DestinationSwitchFull"))
+            Ok(chunks::d_2::Object::DestinationSwitchFull(v)) => {
+                return Ok(Self::DestinationSwitchFull(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DestinationVsanDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DestinationVsanDisabled"))
+            Ok(chunks::d_2::Object::DestinationVsanDisabled(v)) => {
+                return Ok(Self::DestinationVsanDisabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DeviceBackingNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DeviceBackingNotSupported"))
+            Ok(chunks::d_2::Object::DeviceBackingNotSupported(v)) => {
+                return Ok(Self::DeviceBackingNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DeviceControllerNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DeviceControllerNotSupported"))
+            Ok(chunks::d_2::Object::DeviceControllerNotSupported(v)) => {
+                return Ok(Self::DeviceControllerNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DeviceHotPlugNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DeviceHotPlugNotSupported"))
+            Ok(chunks::d_2::Object::DeviceHotPlugNotSupported(v)) => {
+                return Ok(Self::DeviceHotPlugNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DeviceNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DeviceNotFound"))
+            Ok(chunks::d_2::Object::DeviceNotFound(v)) => {
+                return Ok(Self::DeviceNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DeviceNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DeviceNotSupported"))
+            Ok(chunks::d_2::Object::DeviceNotSupported(v)) => {
+                return Ok(Self::DeviceNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::DeviceUnsupportedForVmPlatform(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DeviceUnsupportedForVmPlatform"),
-                )
+            Ok(chunks::d_3::Object::DeviceUnsupportedForVmPlatform(v)) => {
+                return Ok(Self::DeviceUnsupportedForVmPlatform(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DeviceUnsupportedForVmVersion(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DeviceUnsupportedForVmVersion"))
+            Ok(chunks::d_3::Object::DeviceUnsupportedForVmVersion(v)) => {
+                return Ok(Self::DeviceUnsupportedForVmVersion(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DigestNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DigestNotSupported"))
+            Ok(chunks::d_3::Object::DigestNotSupported(v)) => {
+                return Ok(Self::DigestNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DirectoryNotEmpty(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DirectoryNotEmpty"))
+            Ok(chunks::d_3::Object::DirectoryNotEmpty(v)) => {
+                return Ok(Self::DirectoryNotEmpty(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DisableAdminNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DisableAdminNotSupported"))
+            Ok(chunks::d_3::Object::DisableAdminNotSupported(v)) => {
+                return Ok(Self::DisableAdminNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DisallowedChangeByService(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DisallowedChangeByService"))
+            Ok(chunks::d_3::Object::DisallowedChangeByService(v)) => {
+                return Ok(Self::DisallowedChangeByService(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DisallowedDiskModeChange(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DisallowedDiskModeChange"))
+            Ok(chunks::d_3::Object::DisallowedDiskModeChange(v)) => {
+                return Ok(Self::DisallowedDiskModeChange(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DisallowedMigrationDeviceAttached(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DisallowedMigrationDeviceAttached"),
-                )
+            Ok(chunks::d_3::Object::DisallowedMigrationDeviceAttached(v)) => {
+                return Ok(Self::DisallowedMigrationDeviceAttached(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DisallowedOperationOnFailoverHost(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DisallowedOperationOnFailoverHost"),
-                )
+            Ok(chunks::d_3::Object::DisallowedOperationOnFailoverHost(v)) => {
+                return Ok(Self::DisallowedOperationOnFailoverHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DisconnectedHostsBlockingEVC(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DisconnectedHostsBlockingEVC"))
+            Ok(chunks::d_3::Object::DisconnectedHostsBlockingEVC(v)) => {
+                return Ok(Self::DisconnectedHostsBlockingEVC(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DiskHasPartitions(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DiskHasPartitions"))
+            Ok(chunks::d_3::Object::DiskHasPartitions(v)) => {
+                return Ok(Self::DiskHasPartitions(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DiskIsLastRemainingNonSSD(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DiskIsLastRemainingNonSSD"))
+            Ok(chunks::d_3::Object::DiskIsLastRemainingNonSSD(v)) => {
+                return Ok(Self::DiskIsLastRemainingNonSSD(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DiskIsNonLocal(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DiskIsNonLocal"))
+            Ok(chunks::d_3::Object::DiskIsNonLocal(v)) => {
+                return Ok(Self::DiskIsNonLocal(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DiskIsUSB(v) => x::Encode::encode_as(&**v, w, tag, Some("DiskIsUSB")),
+            Ok(chunks::d_3::Object::DiskIsUSB(v)) => return Ok(Self::DiskIsUSB(v)),
             #[cfg(feature = "all-faults")]
-            Self::DiskMoveTypeNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DiskMoveTypeNotSupported"))
+            Ok(chunks::d_3::Object::DiskMoveTypeNotSupported(v)) => {
+                return Ok(Self::DiskMoveTypeNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DiskNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DiskNotSupported"))
+            Ok(chunks::d_3::Object::DiskNotSupported(v)) => {
+                return Ok(Self::DiskNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DiskTooSmall(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DiskTooSmall"))
-            }
+            Ok(chunks::d_3::Object::DiskTooSmall(v)) => return Ok(Self::DiskTooSmall(v)),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::DomainNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DomainNotFound"))
+            Ok(chunks::d_4::Object::DomainNotFound(v)) => {
+                return Ok(Self::DomainNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DrsDisabledOnVm(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsDisabledOnVm"))
+            Ok(chunks::d_4::Object::DrsDisabledOnVm(v)) => {
+                return Ok(Self::DrsDisabledOnVm(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DrsVmotionIncompatibleFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DrsVmotionIncompatibleFault"))
+            Ok(chunks::d_4::Object::DrsVmotionIncompatibleFault(v)) => {
+                return Ok(Self::DrsVmotionIncompatibleFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DuplicateDisks(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DuplicateDisks"))
+            Ok(chunks::d_4::Object::DuplicateDisks(v)) => {
+                return Ok(Self::DuplicateDisks(v));
             }
-            Self::DuplicateName(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DuplicateName"))
+            Ok(chunks::d_4::Object::DuplicateName(v)) => {
+                return Ok(Self::DuplicateName(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DuplicateVsanNetworkInterface(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DuplicateVsanNetworkInterface"))
+            Ok(chunks::d_4::Object::DuplicateVsanNetworkInterface(v)) => {
+                return Ok(Self::DuplicateVsanNetworkInterface(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DvsApplyOperationFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsApplyOperationFault"))
+            Ok(chunks::d_4::Object::DvsApplyOperationFault(v)) => {
+                return Ok(Self::DvsApplyOperationFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DvsFault(v) => x::Encode::encode_as(&**v, w, tag, Some("DvsFault")),
+            Ok(chunks::d_4::Object::DvsFault(v)) => return Ok(Self::DvsFault(v)),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::DvsNotAuthorized(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsNotAuthorized"))
+            Ok(chunks::d_5::Object::DvsNotAuthorized(v)) => {
+                return Ok(Self::DvsNotAuthorized(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DvsOperationBulkFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsOperationBulkFault"))
+            Ok(chunks::d_5::Object::DvsOperationBulkFault(v)) => {
+                return Ok(Self::DvsOperationBulkFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::DvsScopeViolated(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("DvsScopeViolated"))
+            Ok(chunks::d_5::Object::DvsScopeViolated(v)) => {
+                return Ok(Self::DvsScopeViolated(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailed"))
+            Ok(chunks::e::Object::EVCAdmissionFailed(v)) => {
+                return Ok(Self::EVCAdmissionFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailedCPUFeaturesForMode(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("EVCAdmissionFailedCPUFeaturesForMode"),
-                )
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUFeaturesForMode(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUFeaturesForMode(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailedCPUModel(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailedCPUModel"))
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUModel(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUModel(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailedCPUModelForMode(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("EVCAdmissionFailedCPUModelForMode"),
-                )
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUModelForMode(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUModelForMode(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailedCPUVendor(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailedCPUVendor"))
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUVendor(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUVendor(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailedCPUVendorUnknown(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("EVCAdmissionFailedCPUVendorUnknown"),
-                )
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUVendorUnknown(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUVendorUnknown(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailedHostDisconnected(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("EVCAdmissionFailedHostDisconnected"),
-                )
+            Ok(chunks::e::Object::EVCAdmissionFailedHostDisconnected(v)) => {
+                return Ok(Self::EVCAdmissionFailedHostDisconnected(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailedHostSoftware(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("EVCAdmissionFailedHostSoftware"),
-                )
+            Ok(chunks::e::Object::EVCAdmissionFailedHostSoftware(v)) => {
+                return Ok(Self::EVCAdmissionFailedHostSoftware(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailedHostSoftwareForMode(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("EVCAdmissionFailedHostSoftwareForMode"),
-                )
+            Ok(chunks::e::Object::EVCAdmissionFailedHostSoftwareForMode(v)) => {
+                return Ok(Self::EVCAdmissionFailedHostSoftwareForMode(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCAdmissionFailedVmActive(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EVCAdmissionFailedVmActive"))
+            Ok(chunks::e::Object::EVCAdmissionFailedVmActive(v)) => {
+                return Ok(Self::EVCAdmissionFailedVmActive(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EVCConfigFault"))
+            Ok(chunks::e::Object::EVCConfigFault(v)) => {
+                return Ok(Self::EVCConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCModeIllegalByVendor(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EVCModeIllegalByVendor"))
+            Ok(chunks::e::Object::EVCModeIllegalByVendor(v)) => {
+                return Ok(Self::EVCModeIllegalByVendor(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCModeUnsupportedByHosts(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EVCModeUnsupportedByHosts"))
+            Ok(chunks::e::Object::EVCModeUnsupportedByHosts(v)) => {
+                return Ok(Self::EVCModeUnsupportedByHosts(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCUnsupportedByHostHardware(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EVCUnsupportedByHostHardware"))
+            Ok(chunks::e::Object::EVCUnsupportedByHostHardware(v)) => {
+                return Ok(Self::EVCUnsupportedByHostHardware(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EVCUnsupportedByHostSoftware(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EVCUnsupportedByHostSoftware"))
+            Ok(chunks::e::Object::EVCUnsupportedByHostSoftware(v)) => {
+                return Ok(Self::EVCUnsupportedByHostSoftware(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EightHostLimitViolated(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EightHostLimitViolated"))
+            Ok(chunks::e::Object::EightHostLimitViolated(v)) => {
+                return Ok(Self::EightHostLimitViolated(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::EncryptionKeyRequired(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("EncryptionKeyRequired"))
+            Ok(chunks::e::Object::EncryptionKeyRequired(v)) => {
+                return Ok(Self::EncryptionKeyRequired(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ExpiredAddonLicense(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExpiredAddonLicense"))
+            Ok(chunks::e::Object::ExpiredAddonLicense(v)) => {
+                return Ok(Self::ExpiredAddonLicense(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ExpiredEditionLicense(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExpiredEditionLicense"))
+            Ok(chunks::e::Object::ExpiredEditionLicense(v)) => {
+                return Ok(Self::ExpiredEditionLicense(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ExpiredFeatureLicense(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExpiredFeatureLicense"))
+            Ok(chunks::e::Object::ExpiredFeatureLicense(v)) => {
+                return Ok(Self::ExpiredFeatureLicense(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::ExtendedFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ExtendedFault"))
+            Ok(chunks::e_to_f::Object::ExtendedFault(v)) => {
+                return Ok(Self::ExtendedFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FailToEnableSPBM(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FailToEnableSPBM"))
+            Ok(chunks::e_to_f::Object::FailToEnableSPBM(v)) => {
+                return Ok(Self::FailToEnableSPBM(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FailToLockFaultToleranceVMs(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FailToLockFaultToleranceVMs"))
+            Ok(chunks::e_to_f::Object::FailToLockFaultToleranceVMs(v)) => {
+                return Ok(Self::FailToLockFaultToleranceVMs(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FaultToleranceAntiAffinityViolated(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("FaultToleranceAntiAffinityViolated"),
-                )
+            Ok(chunks::e_to_f::Object::FaultToleranceAntiAffinityViolated(v)) => {
+                return Ok(Self::FaultToleranceAntiAffinityViolated(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FaultToleranceCannotEditMem(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceCannotEditMem"))
+            Ok(chunks::e_to_f::Object::FaultToleranceCannotEditMem(v)) => {
+                return Ok(Self::FaultToleranceCannotEditMem(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FaultToleranceCpuIncompatible(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceCpuIncompatible"))
+            Ok(chunks::e_to_f::Object::FaultToleranceCpuIncompatible(v)) => {
+                return Ok(Self::FaultToleranceCpuIncompatible(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FaultToleranceNeedsThickDisk(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceNeedsThickDisk"))
+            Ok(chunks::e_to_f::Object::FaultToleranceNeedsThickDisk(v)) => {
+                return Ok(Self::FaultToleranceNeedsThickDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FaultToleranceNotLicensed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceNotLicensed"))
+            Ok(chunks::e_to_f::Object::FaultToleranceNotLicensed(v)) => {
+                return Ok(Self::FaultToleranceNotLicensed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FaultToleranceNotSameBuild(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FaultToleranceNotSameBuild"))
+            Ok(chunks::e_to_f::Object::FaultToleranceNotSameBuild(v)) => {
+                return Ok(Self::FaultToleranceNotSameBuild(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FaultTolerancePrimaryPowerOnNotAttempted(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("FaultTolerancePrimaryPowerOnNotAttempted"),
-                )
+            Ok(chunks::e_to_f::Object::FaultTolerancePrimaryPowerOnNotAttempted(v)) => {
+                return Ok(Self::FaultTolerancePrimaryPowerOnNotAttempted(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FaultToleranceVmNotDasProtected(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("FaultToleranceVmNotDasProtected"),
-                )
+            Ok(chunks::e_to_f::Object::FaultToleranceVmNotDasProtected(v)) => {
+                return Ok(Self::FaultToleranceVmNotDasProtected(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FcoeFault(v) => x::Encode::encode_as(&**v, w, tag, Some("FcoeFault")),
+            Ok(chunks::e_to_f::Object::FcoeFault(v)) => return Ok(Self::FcoeFault(v)),
             #[cfg(feature = "all-faults")]
-            Self::FcoeFaultPnicHasNoPortSet(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FcoeFaultPnicHasNoPortSet"))
+            Ok(chunks::e_to_f::Object::FcoeFaultPnicHasNoPortSet(v)) => {
+                return Ok(Self::FcoeFaultPnicHasNoPortSet(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FeatureRequirementsNotMet(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FeatureRequirementsNotMet"))
+            Ok(chunks::e_to_f::Object::FeatureRequirementsNotMet(v)) => {
+                return Ok(Self::FeatureRequirementsNotMet(v));
             }
-            Self::FileAlreadyExists(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FileAlreadyExists"))
+            Ok(chunks::e_to_f::Object::FileAlreadyExists(v)) => {
+                return Ok(Self::FileAlreadyExists(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FileBackedPortNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FileBackedPortNotSupported"))
+            Ok(chunks::e_to_f::Object::FileBackedPortNotSupported(v)) => {
+                return Ok(Self::FileBackedPortNotSupported(v));
             }
-            Self::FileFault(v) => x::Encode::encode_as(&**v, w, tag, Some("FileFault")),
-            Self::FileLocked(v) => x::Encode::encode_as(&**v, w, tag, Some("FileLocked")),
+            Ok(chunks::e_to_f::Object::FileFault(v)) => return Ok(Self::FileFault(v)),
+            Ok(chunks::e_to_f::Object::FileLocked(v)) => return Ok(Self::FileLocked(v)),
             #[cfg(feature = "all-faults")]
-            Self::FileNameTooLong(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FileNameTooLong"))
+            Ok(chunks::e_to_f::Object::FileNameTooLong(v)) => {
+                return Ok(Self::FileNameTooLong(v));
             }
-            Self::FileNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FileNotFound"))
+            Ok(chunks::e_to_f::Object::FileNotFound(v)) => {
+                return Ok(Self::FileNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FileNotWritable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FileNotWritable"))
+            Ok(chunks::e_to_f::Object::FileNotWritable(v)) => {
+                return Ok(Self::FileNotWritable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FileTooLarge(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FileTooLarge"))
+            Ok(chunks::e_to_f::Object::FileTooLarge(v)) => {
+                return Ok(Self::FileTooLarge(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FilesystemQuiesceFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FilesystemQuiesceFault"))
+            Ok(chunks::e_to_f::Object::FilesystemQuiesceFault(v)) => {
+                return Ok(Self::FilesystemQuiesceFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FilterInUse(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FilterInUse"))
-            }
+            Ok(chunks::e_to_f::Object::FilterInUse(v)) => return Ok(Self::FilterInUse(v)),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::FtIssuesOnHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FtIssuesOnHost"))
+            Ok(chunks::f_to_g::Object::FtIssuesOnHost(v)) => {
+                return Ok(Self::FtIssuesOnHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FtVmHostRuleViolation(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("FtVmHostRuleViolation"))
+            Ok(chunks::f_to_g::Object::FtVmHostRuleViolation(v)) => {
+                return Ok(Self::FtVmHostRuleViolation(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::FullStorageVMotionNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("FullStorageVMotionNotSupported"),
-                )
+            Ok(chunks::f_to_g::Object::FullStorageVMotionNotSupported(v)) => {
+                return Ok(Self::FullStorageVMotionNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GatewayConnectFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GatewayConnectFault"))
+            Ok(chunks::f_to_g::Object::GatewayConnectFault(v)) => {
+                return Ok(Self::GatewayConnectFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GatewayHostNotReachable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GatewayHostNotReachable"))
+            Ok(chunks::f_to_g::Object::GatewayHostNotReachable(v)) => {
+                return Ok(Self::GatewayHostNotReachable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GatewayNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GatewayNotFound"))
+            Ok(chunks::f_to_g::Object::GatewayNotFound(v)) => {
+                return Ok(Self::GatewayNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GatewayNotReachable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GatewayNotReachable"))
+            Ok(chunks::f_to_g::Object::GatewayNotReachable(v)) => {
+                return Ok(Self::GatewayNotReachable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GatewayOperationRefused(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GatewayOperationRefused"))
+            Ok(chunks::f_to_g::Object::GatewayOperationRefused(v)) => {
+                return Ok(Self::GatewayOperationRefused(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GatewayToHostAuthFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GatewayToHostAuthFault"))
+            Ok(chunks::f_to_g::Object::GatewayToHostAuthFault(v)) => {
+                return Ok(Self::GatewayToHostAuthFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GatewayToHostConnectFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GatewayToHostConnectFault"))
+            Ok(chunks::f_to_g::Object::GatewayToHostConnectFault(v)) => {
+                return Ok(Self::GatewayToHostConnectFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GatewayToHostTrustVerifyFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GatewayToHostTrustVerifyFault"))
+            Ok(chunks::f_to_g::Object::GatewayToHostTrustVerifyFault(v)) => {
+                return Ok(Self::GatewayToHostTrustVerifyFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GenericDrsFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GenericDrsFault"))
+            Ok(chunks::f_to_g::Object::GenericDrsFault(v)) => {
+                return Ok(Self::GenericDrsFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GenericVmConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GenericVmConfigFault"))
+            Ok(chunks::f_to_g::Object::GenericVmConfigFault(v)) => {
+                return Ok(Self::GenericVmConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestAuthenticationChallenge(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestAuthenticationChallenge"))
+            Ok(chunks::f_to_g::Object::GuestAuthenticationChallenge(v)) => {
+                return Ok(Self::GuestAuthenticationChallenge(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestComponentsOutOfDate(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestComponentsOutOfDate"))
+            Ok(chunks::f_to_g::Object::GuestComponentsOutOfDate(v)) => {
+                return Ok(Self::GuestComponentsOutOfDate(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestMultipleMappings(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestMultipleMappings"))
+            Ok(chunks::f_to_g::Object::GuestMultipleMappings(v)) => {
+                return Ok(Self::GuestMultipleMappings(v));
             }
-            Self::GuestOperationsFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestOperationsFault"))
+            Ok(chunks::f_to_g::Object::GuestOperationsFault(v)) => {
+                return Ok(Self::GuestOperationsFault(v));
             }
-            Self::GuestOperationsUnavailable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestOperationsUnavailable"))
+            Ok(chunks::f_to_g::Object::GuestOperationsUnavailable(v)) => {
+                return Ok(Self::GuestOperationsUnavailable(v));
             }
-            Self::GuestPermissionDenied(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestPermissionDenied"))
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::g::Object>(object) {
+            Ok(chunks::g::Object::GuestPermissionDenied(v)) => {
+                return Ok(Self::GuestPermissionDenied(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestProcessNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestProcessNotFound"))
+            Ok(chunks::g::Object::GuestProcessNotFound(v)) => {
+                return Ok(Self::GuestProcessNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestRegistryFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryFault"))
+            Ok(chunks::g::Object::GuestRegistryFault(v)) => {
+                return Ok(Self::GuestRegistryFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestRegistryKeyAlreadyExists(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyAlreadyExists"))
+            Ok(chunks::g::Object::GuestRegistryKeyAlreadyExists(v)) => {
+                return Ok(Self::GuestRegistryKeyAlreadyExists(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestRegistryKeyFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyFault"))
+            Ok(chunks::g::Object::GuestRegistryKeyFault(v)) => {
+                return Ok(Self::GuestRegistryKeyFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestRegistryKeyHasSubkeys(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyHasSubkeys"))
+            Ok(chunks::g::Object::GuestRegistryKeyHasSubkeys(v)) => {
+                return Ok(Self::GuestRegistryKeyHasSubkeys(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestRegistryKeyInvalid(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryKeyInvalid"))
+            Ok(chunks::g::Object::GuestRegistryKeyInvalid(v)) => {
+                return Ok(Self::GuestRegistryKeyInvalid(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestRegistryKeyParentVolatile(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("GuestRegistryKeyParentVolatile"),
-                )
+            Ok(chunks::g::Object::GuestRegistryKeyParentVolatile(v)) => {
+                return Ok(Self::GuestRegistryKeyParentVolatile(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestRegistryValueFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryValueFault"))
+            Ok(chunks::g::Object::GuestRegistryValueFault(v)) => {
+                return Ok(Self::GuestRegistryValueFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::GuestRegistryValueNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("GuestRegistryValueNotFound"))
+            Ok(chunks::g::Object::GuestRegistryValueNotFound(v)) => {
+                return Ok(Self::GuestRegistryValueNotFound(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::HAErrorsAtDest(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HAErrorsAtDest"))
+            Ok(chunks::h_1::Object::HAErrorsAtDest(v)) => {
+                return Ok(Self::HAErrorsAtDest(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::HeterogenousHostsBlockingEVC(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HeterogenousHostsBlockingEVC"))
+            Ok(chunks::h_1::Object::HeterogenousHostsBlockingEVC(v)) => {
+                return Ok(Self::HeterogenousHostsBlockingEVC(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::HostAccessRestrictedToManagementServer(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostAccessRestrictedToManagementServer"),
-                )
-            }
-            Self::HostCommunication(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostCommunication"))
+            Ok(chunks::h_1::Object::HostAccessRestrictedToManagementServer(v)) => {
+                return Ok(Self::HostAccessRestrictedToManagementServer(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::HostConfigFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostConfigFailed"))
+            Ok(chunks::h_10::Object::HotSnapshotMoveNotSupported(v)) => {
+                return Ok(Self::HotSnapshotMoveNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::HostConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostConfigFault"))
+            Ok(chunks::h_10::Object::HttpFault(v)) => return Ok(Self::HttpFault(v)),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
+            Ok(chunks::h_2::Object::HostCommunication(v)) => {
+                return Ok(Self::HostCommunication(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::HostConnectFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostConnectFault"))
+            Ok(chunks::h_2::Object::HostConfigFailed(v)) => {
+                return Ok(Self::HostConfigFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::HostHasComponentFailure(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostHasComponentFailure"))
+            Ok(chunks::h_2::Object::HostConfigFault(v)) => {
+                return Ok(Self::HostConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::HostInDomain(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostInDomain"))
+            Ok(chunks::h_2::Object::HostConnectFault(v)) => {
+                return Ok(Self::HostConnectFault(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::HostIncompatibleForFaultTolerance(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostIncompatibleForFaultTolerance"),
-                )
+            Ok(chunks::h_4::Object::HostHasComponentFailure(v)) => {
+                return Ok(Self::HostHasComponentFailure(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::HostIncompatibleForRecordReplay(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostIncompatibleForRecordReplay"),
-                )
-            }
+            Ok(chunks::h_4::Object::HostInDomain(v)) => return Ok(Self::HostInDomain(v)),
             #[cfg(feature = "all-faults")]
-            Self::HostInventoryFull(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostInventoryFull"))
-            }
-            Self::HostNotConnected(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostNotConnected"))
+            Ok(chunks::h_4::Object::HostIncompatibleForFaultTolerance(v)) => {
+                return Ok(Self::HostIncompatibleForFaultTolerance(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::HostNotReachable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostNotReachable"))
+            Ok(chunks::h_4::Object::HostIncompatibleForRecordReplay(v)) => {
+                return Ok(Self::HostIncompatibleForRecordReplay(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::HostPowerOpFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HostPowerOpFailed"))
+            Ok(chunks::h_4::Object::HostInventoryFull(v)) => {
+                return Ok(Self::HostInventoryFull(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            Ok(chunks::h_6::Object::HostNotConnected(v)) => {
+                return Ok(Self::HostNotConnected(v));
+            }
             #[cfg(feature = "all-faults")]
-            Self::HostSpecificationOperationFailed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("HostSpecificationOperationFailed"),
-                )
+            Ok(chunks::h_6::Object::HostNotReachable(v)) => {
+                return Ok(Self::HostNotReachable(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::HotSnapshotMoveNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("HotSnapshotMoveNotSupported"))
+            Ok(chunks::h_7::Object::HostPowerOpFailed(v)) => {
+                return Ok(Self::HostPowerOpFailed(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::HttpFault(v) => x::Encode::encode_as(&**v, w, tag, Some("HttpFault")),
+            Ok(chunks::h_8::Object::HostSpecificationOperationFailed(v)) => {
+                return Ok(Self::HostSpecificationOperationFailed(v));
+            }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::IDEDiskNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IDEDiskNotSupported"))
+            Ok(chunks::i_1::Object::IDEDiskNotSupported(v)) => {
+                return Ok(Self::IDEDiskNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IORMNotSupportedHostOnDatastore(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("IORMNotSupportedHostOnDatastore"),
-                )
+            Ok(chunks::i_1::Object::IORMNotSupportedHostOnDatastore(v)) => {
+                return Ok(Self::IORMNotSupportedHostOnDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ImportHostAddFailure(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ImportHostAddFailure"))
+            Ok(chunks::i_1::Object::ImportHostAddFailure(v)) => {
+                return Ok(Self::ImportHostAddFailure(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ImportOperationBulkFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ImportOperationBulkFault"))
+            Ok(chunks::i_1::Object::ImportOperationBulkFault(v)) => {
+                return Ok(Self::ImportOperationBulkFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InUseFeatureManipulationDisallowed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InUseFeatureManipulationDisallowed"),
-                )
+            Ok(chunks::i_1::Object::InUseFeatureManipulationDisallowed(v)) => {
+                return Ok(Self::InUseFeatureManipulationDisallowed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InaccessibleDatastore(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InaccessibleDatastore"))
+            Ok(chunks::i_1::Object::InaccessibleDatastore(v)) => {
+                return Ok(Self::InaccessibleDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InaccessibleFTMetadataDatastore(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InaccessibleFTMetadataDatastore"),
-                )
+            Ok(chunks::i_1::Object::InaccessibleFTMetadataDatastore(v)) => {
+                return Ok(Self::InaccessibleFTMetadataDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InaccessibleVFlashSource(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InaccessibleVFlashSource"))
+            Ok(chunks::i_1::Object::InaccessibleVFlashSource(v)) => {
+                return Ok(Self::InaccessibleVFlashSource(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IncompatibleDefaultDevice(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IncompatibleDefaultDevice"))
+            Ok(chunks::i_1::Object::IncompatibleDefaultDevice(v)) => {
+                return Ok(Self::IncompatibleDefaultDevice(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IncompatibleHostForFtSecondary(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("IncompatibleHostForFtSecondary"),
-                )
+            Ok(chunks::i_1::Object::IncompatibleHostForFtSecondary(v)) => {
+                return Ok(Self::IncompatibleHostForFtSecondary(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IncompatibleHostForVmReplication(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("IncompatibleHostForVmReplication"),
-                )
+            Ok(chunks::i_1::Object::IncompatibleHostForVmReplication(v)) => {
+                return Ok(Self::IncompatibleHostForVmReplication(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IncompatibleSetting(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IncompatibleSetting"))
+            Ok(chunks::i_1::Object::IncompatibleSetting(v)) => {
+                return Ok(Self::IncompatibleSetting(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IncorrectFileType(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IncorrectFileType"))
+            Ok(chunks::i_1::Object::IncorrectFileType(v)) => {
+                return Ok(Self::IncorrectFileType(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IncorrectHostInformation(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IncorrectHostInformation"))
+            Ok(chunks::i_1::Object::IncorrectHostInformation(v)) => {
+                return Ok(Self::IncorrectHostInformation(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IndependentDiskVMotionNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("IndependentDiskVMotionNotSupported"),
-                )
+            Ok(chunks::i_1::Object::IndependentDiskVMotionNotSupported(v)) => {
+                return Ok(Self::IndependentDiskVMotionNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientAgentVmsDeployed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientAgentVmsDeployed"))
+            Ok(chunks::i_1::Object::InsufficientAgentVmsDeployed(v)) => {
+                return Ok(Self::InsufficientAgentVmsDeployed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientCpuResourcesFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientCpuResourcesFault"))
+            Ok(chunks::i_1::Object::InsufficientCpuResourcesFault(v)) => {
+                return Ok(Self::InsufficientCpuResourcesFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientDisks(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientDisks"))
+            Ok(chunks::i_1::Object::InsufficientDisks(v)) => {
+                return Ok(Self::InsufficientDisks(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientFailoverResourcesFault(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientFailoverResourcesFault"),
-                )
+            Ok(chunks::i_1::Object::InsufficientFailoverResourcesFault(v)) => {
+                return Ok(Self::InsufficientFailoverResourcesFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientGraphicsResourcesFault(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientGraphicsResourcesFault"),
-                )
+            Ok(chunks::i_1::Object::InsufficientGraphicsResourcesFault(v)) => {
+                return Ok(Self::InsufficientGraphicsResourcesFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientHostCapacityFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientHostCapacityFault"))
+            Ok(chunks::i_1::Object::InsufficientHostCapacityFault(v)) => {
+                return Ok(Self::InsufficientHostCapacityFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientHostCpuCapacityFault(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientHostCpuCapacityFault"),
-                )
+            Ok(chunks::i_1::Object::InsufficientHostCpuCapacityFault(v)) => {
+                return Ok(Self::InsufficientHostCpuCapacityFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientHostMemoryCapacityFault(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientHostMemoryCapacityFault"),
-                )
+            Ok(chunks::i_1::Object::InsufficientHostMemoryCapacityFault(v)) => {
+                return Ok(Self::InsufficientHostMemoryCapacityFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientMemoryResourcesFault(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientMemoryResourcesFault"),
-                )
+            Ok(chunks::i_1::Object::InsufficientMemoryResourcesFault(v)) => {
+                return Ok(Self::InsufficientMemoryResourcesFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientNetworkCapacity(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientNetworkCapacity"))
+            Ok(chunks::i_1::Object::InsufficientNetworkCapacity(v)) => {
+                return Ok(Self::InsufficientNetworkCapacity(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientNetworkResourcePoolCapacity(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientNetworkResourcePoolCapacity"),
-                )
+            Ok(chunks::i_1::Object::InsufficientNetworkResourcePoolCapacity(v)) => {
+                return Ok(Self::InsufficientNetworkResourcePoolCapacity(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientPerCpuCapacity(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientPerCpuCapacity"))
+            Ok(chunks::i_1::Object::InsufficientPerCpuCapacity(v)) => {
+                return Ok(Self::InsufficientPerCpuCapacity(v));
             }
-            Self::InsufficientResourcesFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientResourcesFault"))
+            Ok(chunks::i_1::Object::InsufficientResourcesFault(v)) => {
+                return Ok(Self::InsufficientResourcesFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientStandbyCpuResource(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientStandbyCpuResource"),
-                )
+            Ok(chunks::i_1::Object::InsufficientStandbyCpuResource(v)) => {
+                return Ok(Self::InsufficientStandbyCpuResource(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientStandbyMemoryResource(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientStandbyMemoryResource"),
-                )
+            Ok(chunks::i_1::Object::InsufficientStandbyMemoryResource(v)) => {
+                return Ok(Self::InsufficientStandbyMemoryResource(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientStandbyResource(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientStandbyResource"))
+            Ok(chunks::i_1::Object::InsufficientStandbyResource(v)) => {
+                return Ok(Self::InsufficientStandbyResource(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientStorageIops(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientStorageIops"))
+            Ok(chunks::i_1::Object::InsufficientStorageIops(v)) => {
+                return Ok(Self::InsufficientStorageIops(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientStorageSpace(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InsufficientStorageSpace"))
+            Ok(chunks::i_1::Object::InsufficientStorageSpace(v)) => {
+                return Ok(Self::InsufficientStorageSpace(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InsufficientVFlashResourcesFault(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InsufficientVFlashResourcesFault"),
-                )
+            Ok(chunks::i_1::Object::InsufficientVFlashResourcesFault(v)) => {
+                return Ok(Self::InsufficientVFlashResourcesFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidAffinitySettingFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidAffinitySettingFault"))
+            Ok(chunks::i_1::Object::InvalidAffinitySettingFault(v)) => {
+                return Ok(Self::InvalidAffinitySettingFault(v));
             }
-            Self::InvalidArgument(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidArgument"))
+            Ok(chunks::i_1::Object::InvalidArgument(v)) => {
+                return Ok(Self::InvalidArgument(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidBmcRole(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidBmcRole"))
+            Ok(chunks::i_1::Object::InvalidBmcRole(v)) => {
+                return Ok(Self::InvalidBmcRole(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidBundle(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidBundle"))
+            Ok(chunks::i_1::Object::InvalidBundle(v)) => {
+                return Ok(Self::InvalidBundle(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidCAMCertificate(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidCAMCertificate"))
+            Ok(chunks::i_1::Object::InvalidCAMCertificate(v)) => {
+                return Ok(Self::InvalidCAMCertificate(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidCAMServer(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidCAMServer"))
+            Ok(chunks::i_1::Object::InvalidCAMServer(v)) => {
+                return Ok(Self::InvalidCAMServer(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidClientCertificate(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidClientCertificate"))
+            Ok(chunks::i_1::Object::InvalidClientCertificate(v)) => {
+                return Ok(Self::InvalidClientCertificate(v));
             }
-            Self::InvalidCollectorVersion(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidCollectorVersion"))
+            Ok(chunks::i_1::Object::InvalidCollectorVersion(v)) => {
+                return Ok(Self::InvalidCollectorVersion(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidController(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidController"))
+            Ok(chunks::i_1::Object::InvalidController(v)) => {
+                return Ok(Self::InvalidController(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidDasConfigArgument(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidDasConfigArgument"))
+            Ok(chunks::i_1::Object::InvalidDasConfigArgument(v)) => {
+                return Ok(Self::InvalidDasConfigArgument(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidDasRestartPriorityForFtVm(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InvalidDasRestartPriorityForFtVm"),
-                )
+            Ok(chunks::i_1::Object::InvalidDasRestartPriorityForFtVm(v)) => {
+                return Ok(Self::InvalidDasRestartPriorityForFtVm(v));
             }
-            Self::InvalidDatastore(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidDatastore"))
+            Ok(chunks::i_1::Object::InvalidDatastore(v)) => {
+                return Ok(Self::InvalidDatastore(v));
             }
-            Self::InvalidDatastorePath(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidDatastorePath"))
+            Ok(chunks::i_1::Object::InvalidDatastorePath(v)) => {
+                return Ok(Self::InvalidDatastorePath(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidDatastoreState(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidDatastoreState"))
+            Ok(chunks::i_1::Object::InvalidDatastoreState(v)) => {
+                return Ok(Self::InvalidDatastoreState(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidDeviceBacking(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidDeviceBacking"))
+            Ok(chunks::i_1::Object::InvalidDeviceBacking(v)) => {
+                return Ok(Self::InvalidDeviceBacking(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidDeviceOperation(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidDeviceOperation"))
+            Ok(chunks::i_1::Object::InvalidDeviceOperation(v)) => {
+                return Ok(Self::InvalidDeviceOperation(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidDeviceSpec(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidDeviceSpec"))
+            Ok(chunks::i_1::Object::InvalidDeviceSpec(v)) => {
+                return Ok(Self::InvalidDeviceSpec(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidDiskFormat(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidDiskFormat"))
+            Ok(chunks::i_1::Object::InvalidDiskFormat(v)) => {
+                return Ok(Self::InvalidDiskFormat(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidDrsBehaviorForFtVm(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidDrsBehaviorForFtVm"))
+            Ok(chunks::i_1::Object::InvalidDrsBehaviorForFtVm(v)) => {
+                return Ok(Self::InvalidDrsBehaviorForFtVm(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidEditionLicense(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidEditionLicense"))
+            Ok(chunks::i_1::Object::InvalidEditionLicense(v)) => {
+                return Ok(Self::InvalidEditionLicense(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidEvent(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidEvent"))
-            }
+            Ok(chunks::i_1::Object::InvalidEvent(v)) => return Ok(Self::InvalidEvent(v)),
             #[cfg(feature = "all-faults")]
-            Self::InvalidFolder(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidFolder"))
+            Ok(chunks::i_1::Object::InvalidFolder(v)) => {
+                return Ok(Self::InvalidFolder(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidFormat(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidFormat"))
+            Ok(chunks::i_1::Object::InvalidFormat(v)) => {
+                return Ok(Self::InvalidFormat(v));
             }
-            Self::InvalidGuestLogin(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidGuestLogin"))
+            Ok(chunks::i_1::Object::InvalidGuestLogin(v)) => {
+                return Ok(Self::InvalidGuestLogin(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidHostConnectionState(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidHostConnectionState"))
+            Ok(chunks::i_1::Object::InvalidHostConnectionState(v)) => {
+                return Ok(Self::InvalidHostConnectionState(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::InvalidHostName(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidHostName"))
+            Ok(chunks::i_2::Object::InvalidHostName(v)) => {
+                return Ok(Self::InvalidHostName(v));
             }
-            Self::InvalidHostState(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidHostState"))
+            Ok(chunks::i_2::Object::InvalidHostState(v)) => {
+                return Ok(Self::InvalidHostState(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidIndexArgument(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidIndexArgument"))
+            Ok(chunks::i_2::Object::InvalidIndexArgument(v)) => {
+                return Ok(Self::InvalidIndexArgument(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidIpfixConfig(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidIpfixConfig"))
+            Ok(chunks::i_2::Object::InvalidIpfixConfig(v)) => {
+                return Ok(Self::InvalidIpfixConfig(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidIpmiLoginInfo(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidIpmiLoginInfo"))
+            Ok(chunks::i_2::Object::InvalidIpmiLoginInfo(v)) => {
+                return Ok(Self::InvalidIpmiLoginInfo(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidIpmiMacAddress(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidIpmiMacAddress"))
+            Ok(chunks::i_2::Object::InvalidIpmiMacAddress(v)) => {
+                return Ok(Self::InvalidIpmiMacAddress(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidLicense(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidLicense"))
+            Ok(chunks::i_2::Object::InvalidLicense(v)) => {
+                return Ok(Self::InvalidLicense(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidLocale(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidLocale"))
-            }
-            Self::InvalidLogin(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidLogin"))
+            Ok(chunks::i_2::Object::InvalidLocale(v)) => {
+                return Ok(Self::InvalidLocale(v));
             }
-            Self::InvalidName(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidName"))
-            }
+            Ok(chunks::i_2::Object::InvalidLogin(v)) => return Ok(Self::InvalidLogin(v)),
+            Ok(chunks::i_2::Object::InvalidName(v)) => return Ok(Self::InvalidName(v)),
             #[cfg(feature = "all-faults")]
-            Self::InvalidNasCredentials(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidNasCredentials"))
+            Ok(chunks::i_2::Object::InvalidNasCredentials(v)) => {
+                return Ok(Self::InvalidNasCredentials(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidNetworkInType(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidNetworkInType"))
+            Ok(chunks::i_2::Object::InvalidNetworkInType(v)) => {
+                return Ok(Self::InvalidNetworkInType(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidNetworkResource(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidNetworkResource"))
+            Ok(chunks::i_2::Object::InvalidNetworkResource(v)) => {
+                return Ok(Self::InvalidNetworkResource(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidOperationOnSecondaryVm(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidOperationOnSecondaryVm"))
+            Ok(chunks::i_2::Object::InvalidOperationOnSecondaryVm(v)) => {
+                return Ok(Self::InvalidOperationOnSecondaryVm(v));
             }
-            Self::InvalidPowerState(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidPowerState"))
+            Ok(chunks::i_2::Object::InvalidPowerState(v)) => {
+                return Ok(Self::InvalidPowerState(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidPrivilege(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidPrivilege"))
+            Ok(chunks::i_2::Object::InvalidPrivilege(v)) => {
+                return Ok(Self::InvalidPrivilege(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidProfileReferenceHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidProfileReferenceHost"))
+            Ok(chunks::i_2::Object::InvalidProfileReferenceHost(v)) => {
+                return Ok(Self::InvalidProfileReferenceHost(v));
             }
-            Self::InvalidProperty(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidProperty"))
+            Ok(chunks::i_2::Object::InvalidProperty(v)) => {
+                return Ok(Self::InvalidProperty(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidPropertyType(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidPropertyType"))
+            Ok(chunks::i_2::Object::InvalidPropertyType(v)) => {
+                return Ok(Self::InvalidPropertyType(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidPropertyValue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidPropertyValue"))
+            Ok(chunks::i_2::Object::InvalidPropertyValue(v)) => {
+                return Ok(Self::InvalidPropertyValue(v));
             }
-            Self::InvalidRequest(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidRequest"))
+            Ok(chunks::i_2::Object::InvalidRequest(v)) => {
+                return Ok(Self::InvalidRequest(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidResourcePoolStructureFault(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InvalidResourcePoolStructureFault"),
-                )
+            Ok(chunks::i_2::Object::InvalidResourcePoolStructureFault(v)) => {
+                return Ok(Self::InvalidResourcePoolStructureFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidScheduledTask(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidScheduledTask"))
+            Ok(chunks::i_2::Object::InvalidScheduledTask(v)) => {
+                return Ok(Self::InvalidScheduledTask(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InvalidSnapshotFormat(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidSnapshotFormat"))
-            }
-            Self::InvalidState(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidState"))
+            Ok(chunks::i_2::Object::InvalidSnapshotFormat(v)) => {
+                return Ok(Self::InvalidSnapshotFormat(v));
             }
+            Ok(chunks::i_2::Object::InvalidState(v)) => return Ok(Self::InvalidState(v)),
             #[cfg(feature = "all-faults")]
-            Self::InvalidToken(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidToken"))
+            Ok(chunks::i_2::Object::InvalidToken(v)) => return Ok(Self::InvalidToken(v)),
+            Ok(chunks::i_2::Object::InvalidType(v)) => return Ok(Self::InvalidType(v)),
+            Ok(chunks::i_2::Object::InvalidVmConfig(v)) => {
+                return Ok(Self::InvalidVmConfig(v));
             }
-            Self::InvalidType(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidType"))
-            }
-            Self::InvalidVmConfig(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidVmConfig"))
-            }
             #[cfg(feature = "all-faults")]
-            Self::InvalidVmState(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("InvalidVmState"))
+            Ok(chunks::i_2::Object::InvalidVmState(v)) => {
+                return Ok(Self::InvalidVmState(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::InventoryHasStandardAloneHosts(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("InventoryHasStandardAloneHosts"),
-                )
+            Ok(chunks::i_2::Object::InventoryHasStandardAloneHosts(v)) => {
+                return Ok(Self::InventoryHasStandardAloneHosts(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IpHostnameGeneratorError(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IpHostnameGeneratorError"))
+            Ok(chunks::i_2::Object::IpHostnameGeneratorError(v)) => {
+                return Ok(Self::IpHostnameGeneratorError(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFault(v) => x::Encode::encode_as(&**v, w, tag, Some("IscsiFault")),
+            Ok(chunks::i_2::Object::IscsiFault(v)) => return Ok(Self::IscsiFault(v)),
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultInvalidVnic(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultInvalidVnic"))
+            Ok(chunks::i_2::Object::IscsiFaultInvalidVnic(v)) => {
+                return Ok(Self::IscsiFaultInvalidVnic(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultPnicInUse(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultPnicInUse"))
+            Ok(chunks::i_2::Object::IscsiFaultPnicInUse(v)) => {
+                return Ok(Self::IscsiFaultPnicInUse(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultVnicAlreadyBound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicAlreadyBound"))
+            Ok(chunks::i_2::Object::IscsiFaultVnicAlreadyBound(v)) => {
+                return Ok(Self::IscsiFaultVnicAlreadyBound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultVnicHasActivePaths(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicHasActivePaths"))
+            Ok(chunks::i_2::Object::IscsiFaultVnicHasActivePaths(v)) => {
+                return Ok(Self::IscsiFaultVnicHasActivePaths(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultVnicHasMultipleUplinks(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("IscsiFaultVnicHasMultipleUplinks"),
-                )
+            Ok(chunks::i_2::Object::IscsiFaultVnicHasMultipleUplinks(v)) => {
+                return Ok(Self::IscsiFaultVnicHasMultipleUplinks(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultVnicHasNoUplinks(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicHasNoUplinks"))
+            Ok(chunks::i_2::Object::IscsiFaultVnicHasNoUplinks(v)) => {
+                return Ok(Self::IscsiFaultVnicHasNoUplinks(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultVnicHasWrongUplink(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicHasWrongUplink"))
+            Ok(chunks::i_2::Object::IscsiFaultVnicHasWrongUplink(v)) => {
+                return Ok(Self::IscsiFaultVnicHasWrongUplink(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultVnicInUse(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicInUse"))
+            Ok(chunks::i_2::Object::IscsiFaultVnicInUse(v)) => {
+                return Ok(Self::IscsiFaultVnicInUse(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultVnicIsLastPath(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicIsLastPath"))
+            Ok(chunks::i_2::Object::IscsiFaultVnicIsLastPath(v)) => {
+                return Ok(Self::IscsiFaultVnicIsLastPath(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultVnicNotBound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicNotBound"))
+            Ok(chunks::i_2::Object::IscsiFaultVnicNotBound(v)) => {
+                return Ok(Self::IscsiFaultVnicNotBound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::IscsiFaultVnicNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("IscsiFaultVnicNotFound"))
+            Ok(chunks::i_2::Object::IscsiFaultVnicNotFound(v)) => {
+                return Ok(Self::IscsiFaultVnicNotFound(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::KeyNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("KeyNotFound"))
-            }
+            Ok(chunks::j_to_l::Object::KeyNotFound(v)) => return Ok(Self::KeyNotFound(v)),
             #[cfg(feature = "all-faults")]
-            Self::LargeRDMConversionNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("LargeRDMConversionNotSupported"),
-                )
+            Ok(chunks::j_to_l::Object::LargeRDMConversionNotSupported(v)) => {
+                return Ok(Self::LargeRDMConversionNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LargeRDMNotSupportedOnDatastore(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("LargeRDMNotSupportedOnDatastore"),
-                )
+            Ok(chunks::j_to_l::Object::LargeRDMNotSupportedOnDatastore(v)) => {
+                return Ok(Self::LargeRDMNotSupportedOnDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LegacyNetworkInterfaceInUse(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LegacyNetworkInterfaceInUse"))
+            Ok(chunks::j_to_l::Object::LegacyNetworkInterfaceInUse(v)) => {
+                return Ok(Self::LegacyNetworkInterfaceInUse(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LicenseAssignmentFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseAssignmentFailed"))
+            Ok(chunks::j_to_l::Object::LicenseAssignmentFailed(v)) => {
+                return Ok(Self::LicenseAssignmentFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LicenseDowngradeDisallowed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseDowngradeDisallowed"))
+            Ok(chunks::j_to_l::Object::LicenseDowngradeDisallowed(v)) => {
+                return Ok(Self::LicenseDowngradeDisallowed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LicenseEntityNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseEntityNotFound"))
+            Ok(chunks::j_to_l::Object::LicenseEntityNotFound(v)) => {
+                return Ok(Self::LicenseEntityNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LicenseExpired(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseExpired"))
+            Ok(chunks::j_to_l::Object::LicenseExpired(v)) => {
+                return Ok(Self::LicenseExpired(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LicenseKeyEntityMismatch(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseKeyEntityMismatch"))
+            Ok(chunks::j_to_l::Object::LicenseKeyEntityMismatch(v)) => {
+                return Ok(Self::LicenseKeyEntityMismatch(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LicenseRestricted(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseRestricted"))
+            Ok(chunks::j_to_l::Object::LicenseRestricted(v)) => {
+                return Ok(Self::LicenseRestricted(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LicenseServerUnavailable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseServerUnavailable"))
+            Ok(chunks::j_to_l::Object::LicenseServerUnavailable(v)) => {
+                return Ok(Self::LicenseServerUnavailable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LicenseSourceUnavailable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LicenseSourceUnavailable"))
+            Ok(chunks::j_to_l::Object::LicenseSourceUnavailable(v)) => {
+                return Ok(Self::LicenseSourceUnavailable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LimitExceeded(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LimitExceeded"))
+            Ok(chunks::j_to_l::Object::LimitExceeded(v)) => {
+                return Ok(Self::LimitExceeded(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::LinuxVolumeNotClean(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LinuxVolumeNotClean"))
+            Ok(chunks::j_to_l::Object::LinuxVolumeNotClean(v)) => {
+                return Ok(Self::LinuxVolumeNotClean(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::MethodFault(v)) => return Ok(Self::MethodFault(v)),
             #[cfg(feature = "all-faults")]
-            Self::LogBundlingFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("LogBundlingFailed"))
+            Ok(chunks::l_to_m::Object::LogBundlingFailed(v)) => {
+                return Ok(Self::LogBundlingFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MaintenanceModeFileMove(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MaintenanceModeFileMove"))
+            Ok(chunks::l_to_m::Object::MaintenanceModeFileMove(v)) => {
+                return Ok(Self::MaintenanceModeFileMove(v));
             }
-            Self::ManagedObjectNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ManagedObjectNotFound"))
+            Ok(chunks::l_to_m::Object::ManagedObjectNotFound(v)) => {
+                return Ok(Self::ManagedObjectNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MemoryFileFormatNotSupportedByDatastore(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("MemoryFileFormatNotSupportedByDatastore"),
-                )
+            Ok(chunks::l_to_m::Object::MemoryFileFormatNotSupportedByDatastore(v)) => {
+                return Ok(Self::MemoryFileFormatNotSupportedByDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MemoryHotPlugNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MemoryHotPlugNotSupported"))
+            Ok(chunks::l_to_m::Object::MemoryHotPlugNotSupported(v)) => {
+                return Ok(Self::MemoryHotPlugNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MemorySizeNotRecommended(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MemorySizeNotRecommended"))
+            Ok(chunks::l_to_m::Object::MemorySizeNotRecommended(v)) => {
+                return Ok(Self::MemorySizeNotRecommended(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MemorySizeNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MemorySizeNotSupported"))
+            Ok(chunks::l_to_m::Object::MemorySizeNotSupported(v)) => {
+                return Ok(Self::MemorySizeNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MemorySizeNotSupportedByDatastore(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("MemorySizeNotSupportedByDatastore"),
-                )
+            Ok(chunks::l_to_m::Object::MemorySizeNotSupportedByDatastore(v)) => {
+                return Ok(Self::MemorySizeNotSupportedByDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MemorySnapshotOnIndependentDisk(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("MemorySnapshotOnIndependentDisk"),
-                )
+            Ok(chunks::l_to_m::Object::MemorySnapshotOnIndependentDisk(v)) => {
+                return Ok(Self::MemorySnapshotOnIndependentDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MethodAlreadyDisabledFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MethodAlreadyDisabledFault"))
+            Ok(chunks::l_to_m::Object::MethodAlreadyDisabledFault(v)) => {
+                return Ok(Self::MethodAlreadyDisabledFault(v));
             }
-            Self::MethodDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MethodDisabled"))
+            Ok(chunks::l_to_m::Object::MethodDisabled(v)) => {
+                return Ok(Self::MethodDisabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MethodNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MethodNotFound"))
+            Ok(chunks::l_to_m::Object::MethodNotFound(v)) => {
+                return Ok(Self::MethodNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MigrationDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationDisabled"))
+            Ok(chunks::l_to_m::Object::MigrationDisabled(v)) => {
+                return Ok(Self::MigrationDisabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MigrationFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationFault"))
+            Ok(chunks::l_to_m::Object::MigrationFault(v)) => {
+                return Ok(Self::MigrationFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MigrationFeatureNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationFeatureNotSupported"))
+            Ok(chunks::l_to_m::Object::MigrationFeatureNotSupported(v)) => {
+                return Ok(Self::MigrationFeatureNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MigrationNotReady(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MigrationNotReady"))
+            Ok(chunks::l_to_m::Object::MigrationNotReady(v)) => {
+                return Ok(Self::MigrationNotReady(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MismatchedBundle(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MismatchedBundle"))
+            Ok(chunks::l_to_m::Object::MismatchedBundle(v)) => {
+                return Ok(Self::MismatchedBundle(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MismatchedNetworkPolicies(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MismatchedNetworkPolicies"))
+            Ok(chunks::l_to_m::Object::MismatchedNetworkPolicies(v)) => {
+                return Ok(Self::MismatchedNetworkPolicies(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MismatchedVMotionNetworkNames(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MismatchedVMotionNetworkNames"))
+            Ok(chunks::l_to_m::Object::MismatchedVMotionNetworkNames(v)) => {
+                return Ok(Self::MismatchedVMotionNetworkNames(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MissingBmcSupport(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MissingBmcSupport"))
+            Ok(chunks::l_to_m::Object::MissingBmcSupport(v)) => {
+                return Ok(Self::MissingBmcSupport(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MissingController(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MissingController"))
+            Ok(chunks::l_to_m::Object::MissingController(v)) => {
+                return Ok(Self::MissingController(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MissingIpPool(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MissingIpPool"))
+            Ok(chunks::l_to_m::Object::MissingIpPool(v)) => {
+                return Ok(Self::MissingIpPool(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MissingLinuxCustResources(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MissingLinuxCustResources"))
+            Ok(chunks::l_to_m::Object::MissingLinuxCustResources(v)) => {
+                return Ok(Self::MissingLinuxCustResources(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MissingNetworkIpConfig(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MissingNetworkIpConfig"))
+            Ok(chunks::l_to_m::Object::MissingNetworkIpConfig(v)) => {
+                return Ok(Self::MissingNetworkIpConfig(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MissingPowerOffConfiguration(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MissingPowerOffConfiguration"))
+            Ok(chunks::l_to_m::Object::MissingPowerOffConfiguration(v)) => {
+                return Ok(Self::MissingPowerOffConfiguration(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MissingPowerOnConfiguration(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MissingPowerOnConfiguration"))
+            Ok(chunks::l_to_m::Object::MissingPowerOnConfiguration(v)) => {
+                return Ok(Self::MissingPowerOnConfiguration(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MissingWindowsCustResources(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MissingWindowsCustResources"))
+            Ok(chunks::l_to_m::Object::MissingWindowsCustResources(v)) => {
+                return Ok(Self::MissingWindowsCustResources(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MksConnectionLimitReached(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MksConnectionLimitReached"))
+            Ok(chunks::l_to_m::Object::MksConnectionLimitReached(v)) => {
+                return Ok(Self::MksConnectionLimitReached(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MountError(v) => x::Encode::encode_as(&**v, w, tag, Some("MountError")),
+            Ok(chunks::l_to_m::Object::MountError(v)) => return Ok(Self::MountError(v)),
             #[cfg(feature = "all-faults")]
-            Self::MultiWriterNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MultiWriterNotSupported"))
+            Ok(chunks::l_to_m::Object::MultiWriterNotSupported(v)) => {
+                return Ok(Self::MultiWriterNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MultipleCertificatesVerifyFault(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("MultipleCertificatesVerifyFault"),
-                )
+            Ok(chunks::l_to_m::Object::MultipleCertificatesVerifyFault(v)) => {
+                return Ok(Self::MultipleCertificatesVerifyFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::MultipleSnapshotsNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("MultipleSnapshotsNotSupported"))
+            Ok(chunks::l_to_m::Object::MultipleSnapshotsNotSupported(v)) => {
+                return Ok(Self::MultipleSnapshotsNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::NamespaceFull(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NamespaceFull"))
+            Ok(chunks::n_1::Object::NamespaceFull(v)) => {
+                return Ok(Self::NamespaceFull(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NamespaceLimitReached(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NamespaceLimitReached"))
+            Ok(chunks::n_1::Object::NamespaceLimitReached(v)) => {
+                return Ok(Self::NamespaceLimitReached(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NamespaceWriteProtected(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NamespaceWriteProtected"))
+            Ok(chunks::n_1::Object::NamespaceWriteProtected(v)) => {
+                return Ok(Self::NamespaceWriteProtected(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NasConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NasConfigFault"))
+            Ok(chunks::n_1::Object::NasConfigFault(v)) => {
+                return Ok(Self::NasConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NasConnectionLimitReached(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NasConnectionLimitReached"))
+            Ok(chunks::n_1::Object::NasConnectionLimitReached(v)) => {
+                return Ok(Self::NasConnectionLimitReached(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NasSessionCredentialConflict(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NasSessionCredentialConflict"))
+            Ok(chunks::n_1::Object::NasSessionCredentialConflict(v)) => {
+                return Ok(Self::NasSessionCredentialConflict(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NasVolumeNotMounted(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NasVolumeNotMounted"))
+            Ok(chunks::n_1::Object::NasVolumeNotMounted(v)) => {
+                return Ok(Self::NasVolumeNotMounted(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NetworkCopyFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NetworkCopyFault"))
+            Ok(chunks::n_1::Object::NetworkCopyFault(v)) => {
+                return Ok(Self::NetworkCopyFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NetworkDisruptedAndConfigRolledBack(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NetworkDisruptedAndConfigRolledBack"),
-                )
+            Ok(chunks::n_1::Object::NetworkDisruptedAndConfigRolledBack(v)) => {
+                return Ok(Self::NetworkDisruptedAndConfigRolledBack(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NetworkInaccessible(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NetworkInaccessible"))
+            Ok(chunks::n_1::Object::NetworkInaccessible(v)) => {
+                return Ok(Self::NetworkInaccessible(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NetworksMayNotBeTheSame(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NetworksMayNotBeTheSame"))
+            Ok(chunks::n_1::Object::NetworksMayNotBeTheSame(v)) => {
+                return Ok(Self::NetworksMayNotBeTheSame(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NicSettingMismatch(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NicSettingMismatch"))
+            Ok(chunks::n_1::Object::NicSettingMismatch(v)) => {
+                return Ok(Self::NicSettingMismatch(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoActiveHostInCluster(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoActiveHostInCluster"))
+            Ok(chunks::n_1::Object::NoActiveHostInCluster(v)) => {
+                return Ok(Self::NoActiveHostInCluster(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoAvailableIp(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoAvailableIp"))
+            Ok(chunks::n_1::Object::NoAvailableIp(v)) => {
+                return Ok(Self::NoAvailableIp(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoClientCertificate(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoClientCertificate"))
+            Ok(chunks::n_1::Object::NoClientCertificate(v)) => {
+                return Ok(Self::NoClientCertificate(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoCompatibleDatastore(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleDatastore"))
+            Ok(chunks::n_1::Object::NoCompatibleDatastore(v)) => {
+                return Ok(Self::NoCompatibleDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoCompatibleHardAffinityHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleHardAffinityHost"))
+            Ok(chunks::n_1::Object::NoCompatibleHardAffinityHost(v)) => {
+                return Ok(Self::NoCompatibleHardAffinityHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoCompatibleHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleHost"))
+            Ok(chunks::n_1::Object::NoCompatibleHost(v)) => {
+                return Ok(Self::NoCompatibleHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoCompatibleHostWithAccessToDevice(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NoCompatibleHostWithAccessToDevice"),
-                )
+            Ok(chunks::n_1::Object::NoCompatibleHostWithAccessToDevice(v)) => {
+                return Ok(Self::NoCompatibleHostWithAccessToDevice(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoCompatibleSoftAffinityHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoCompatibleSoftAffinityHost"))
+            Ok(chunks::n_1::Object::NoCompatibleSoftAffinityHost(v)) => {
+                return Ok(Self::NoCompatibleSoftAffinityHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoConnectedDatastore(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoConnectedDatastore"))
+            Ok(chunks::n_1::Object::NoConnectedDatastore(v)) => {
+                return Ok(Self::NoConnectedDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoDiskFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoDiskFound"))
-            }
+            Ok(chunks::n_1::Object::NoDiskFound(v)) => return Ok(Self::NoDiskFound(v)),
             #[cfg(feature = "all-faults")]
-            Self::NoDiskSpace(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoDiskSpace"))
-            }
+            Ok(chunks::n_1::Object::NoDiskSpace(v)) => return Ok(Self::NoDiskSpace(v)),
             #[cfg(feature = "all-faults")]
-            Self::NoDisksToCustomize(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoDisksToCustomize"))
+            Ok(chunks::n_1::Object::NoDisksToCustomize(v)) => {
+                return Ok(Self::NoDisksToCustomize(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoGateway(v) => x::Encode::encode_as(&**v, w, tag, Some("NoGateway")),
+            Ok(chunks::n_1::Object::NoGateway(v)) => return Ok(Self::NoGateway(v)),
             #[cfg(feature = "all-faults")]
-            Self::NoGuestHeartbeat(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoGuestHeartbeat"))
+            Ok(chunks::n_1::Object::NoGuestHeartbeat(v)) => {
+                return Ok(Self::NoGuestHeartbeat(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoHost(v) => x::Encode::encode_as(&**v, w, tag, Some("NoHost")),
+            Ok(chunks::n_1::Object::NoHost(v)) => return Ok(Self::NoHost(v)),
             #[cfg(feature = "all-faults")]
-            Self::NoHostSuitableForFtSecondary(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoHostSuitableForFtSecondary"))
+            Ok(chunks::n_1::Object::NoHostSuitableForFtSecondary(v)) => {
+                return Ok(Self::NoHostSuitableForFtSecondary(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoLicenseServerConfigured(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoLicenseServerConfigured"))
+            Ok(chunks::n_1::Object::NoLicenseServerConfigured(v)) => {
+                return Ok(Self::NoLicenseServerConfigured(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoPeerHostFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoPeerHostFound"))
+            Ok(chunks::n_1::Object::NoPeerHostFound(v)) => {
+                return Ok(Self::NoPeerHostFound(v));
             }
-            Self::NoPermission(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoPermission"))
-            }
+            Ok(chunks::n_1::Object::NoPermission(v)) => return Ok(Self::NoPermission(v)),
             #[cfg(feature = "all-faults")]
-            Self::NoPermissionOnAD(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoPermissionOnAD"))
+            Ok(chunks::n_1::Object::NoPermissionOnAD(v)) => {
+                return Ok(Self::NoPermissionOnAD(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoPermissionOnHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoPermissionOnHost"))
+            Ok(chunks::n_1::Object::NoPermissionOnHost(v)) => {
+                return Ok(Self::NoPermissionOnHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoPermissionOnNasVolume(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoPermissionOnNasVolume"))
+            Ok(chunks::n_1::Object::NoPermissionOnNasVolume(v)) => {
+                return Ok(Self::NoPermissionOnNasVolume(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::NoSubjectName(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoSubjectName"))
+            Ok(chunks::n_2::Object::NoSubjectName(v)) => {
+                return Ok(Self::NoSubjectName(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoVcManagedIpConfigured(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoVcManagedIpConfigured"))
+            Ok(chunks::n_2::Object::NoVcManagedIpConfigured(v)) => {
+                return Ok(Self::NoVcManagedIpConfigured(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NoVirtualNic(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NoVirtualNic"))
-            }
+            Ok(chunks::n_2::Object::NoVirtualNic(v)) => return Ok(Self::NoVirtualNic(v)),
             #[cfg(feature = "all-faults")]
-            Self::NoVmInVApp(v) => x::Encode::encode_as(&**v, w, tag, Some("NoVmInVApp")),
+            Ok(chunks::n_2::Object::NoVmInVApp(v)) => return Ok(Self::NoVmInVApp(v)),
             #[cfg(feature = "all-faults")]
-            Self::NonADUserRequired(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NonADUserRequired"))
+            Ok(chunks::n_2::Object::NonADUserRequired(v)) => {
+                return Ok(Self::NonADUserRequired(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NonHomeRDMVMotionNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NonHomeRDMVMotionNotSupported"))
+            Ok(chunks::n_2::Object::NonHomeRDMVMotionNotSupported(v)) => {
+                return Ok(Self::NonHomeRDMVMotionNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NonPersistentDisksNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NonPersistentDisksNotSupported"),
-                )
+            Ok(chunks::n_2::Object::NonPersistentDisksNotSupported(v)) => {
+                return Ok(Self::NonPersistentDisksNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NonVmwareOuiMacNotSupportedHost(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NonVmwareOuiMacNotSupportedHost"),
-                )
+            Ok(chunks::n_2::Object::NonVmwareOuiMacNotSupportedHost(v)) => {
+                return Ok(Self::NonVmwareOuiMacNotSupportedHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotADirectory(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotADirectory"))
+            Ok(chunks::n_2::Object::NotADirectory(v)) => {
+                return Ok(Self::NotADirectory(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotAFile(v) => x::Encode::encode_as(&**v, w, tag, Some("NotAFile")),
-            Self::NotAuthenticated(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotAuthenticated"))
+            Ok(chunks::n_2::Object::NotAFile(v)) => return Ok(Self::NotAFile(v)),
+            Ok(chunks::n_2::Object::NotAuthenticated(v)) => {
+                return Ok(Self::NotAuthenticated(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotEnoughCpus(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotEnoughCpus"))
+            Ok(chunks::n_2::Object::NotEnoughCpus(v)) => {
+                return Ok(Self::NotEnoughCpus(v));
             }
-            Self::NotEnoughLicenses(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotEnoughLicenses"))
+            Ok(chunks::n_2::Object::NotEnoughLicenses(v)) => {
+                return Ok(Self::NotEnoughLicenses(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotEnoughLogicalCpus(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotEnoughLogicalCpus"))
+            Ok(chunks::n_2::Object::NotEnoughLogicalCpus(v)) => {
+                return Ok(Self::NotEnoughLogicalCpus(v));
             }
-            Self::NotFound(v) => x::Encode::encode_as(&**v, w, tag, Some("NotFound")),
-            Self::NotImplemented(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotImplemented"))
+            Ok(chunks::n_2::Object::NotFound(v)) => return Ok(Self::NotFound(v)),
+            Ok(chunks::n_2::Object::NotImplemented(v)) => {
+                return Ok(Self::NotImplemented(v));
             }
-            Self::NotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupported"))
-            }
+            Ok(chunks::n_2::Object::NotSupported(v)) => return Ok(Self::NotSupported(v)),
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedDeviceForFT(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedDeviceForFT"))
+            Ok(chunks::n_2::Object::NotSupportedDeviceForFT(v)) => {
+                return Ok(Self::NotSupportedDeviceForFT(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHost"))
+            Ok(chunks::n_2::Object::NotSupportedHost(v)) => {
+                return Ok(Self::NotSupportedHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHostForChecksum(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForChecksum"))
+            Ok(chunks::n_2::Object::NotSupportedHostForChecksum(v)) => {
+                return Ok(Self::NotSupportedHostForChecksum(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHostForVFlash(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVFlash"))
+            Ok(chunks::n_2::Object::NotSupportedHostForVFlash(v)) => {
+                return Ok(Self::NotSupportedHostForVFlash(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHostForVmcp(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVmcp"))
+            Ok(chunks::n_2::Object::NotSupportedHostForVmcp(v)) => {
+                return Ok(Self::NotSupportedHostForVmcp(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHostForVmemFile(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVmemFile"))
+            Ok(chunks::n_2::Object::NotSupportedHostForVmemFile(v)) => {
+                return Ok(Self::NotSupportedHostForVmemFile(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHostForVsan(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostForVsan"))
+            Ok(chunks::n_2::Object::NotSupportedHostForVsan(v)) => {
+                return Ok(Self::NotSupportedHostForVsan(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHostInCluster(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostInCluster"))
+            Ok(chunks::n_2::Object::NotSupportedHostInCluster(v)) => {
+                return Ok(Self::NotSupportedHostInCluster(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHostInDvs(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostInDvs"))
+            Ok(chunks::n_2::Object::NotSupportedHostInDvs(v)) => {
+                return Ok(Self::NotSupportedHostInDvs(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotSupportedHostInHACluster(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotSupportedHostInHACluster"))
+            Ok(chunks::n_2::Object::NotSupportedHostInHACluster(v)) => {
+                return Ok(Self::NotSupportedHostInHACluster(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NotUserConfigurableProperty(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NotUserConfigurableProperty"))
+            Ok(chunks::n_2::Object::NotUserConfigurableProperty(v)) => {
+                return Ok(Self::NotUserConfigurableProperty(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NumVirtualCoresPerSocketNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("NumVirtualCoresPerSocketNotSupported"),
-                )
+            Ok(chunks::n_2::Object::NumVirtualCoresPerSocketNotSupported(v)) => {
+                return Ok(Self::NumVirtualCoresPerSocketNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NumVirtualCpusExceedsLimit(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NumVirtualCpusExceedsLimit"))
+            Ok(chunks::n_2::Object::NumVirtualCpusExceedsLimit(v)) => {
+                return Ok(Self::NumVirtualCpusExceedsLimit(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NumVirtualCpusIncompatible(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NumVirtualCpusIncompatible"))
+            Ok(chunks::n_2::Object::NumVirtualCpusIncompatible(v)) => {
+                return Ok(Self::NumVirtualCpusIncompatible(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::NumVirtualCpusNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("NumVirtualCpusNotSupported"))
+            Ok(chunks::n_2::Object::NumVirtualCpusNotSupported(v)) => {
+                return Ok(Self::NumVirtualCpusNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::OperationDisabledByGuest(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OperationDisabledByGuest"))
+            Ok(chunks::o_1::Object::OperationDisabledByGuest(v)) => {
+                return Ok(Self::OperationDisabledByGuest(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OperationDisallowedOnHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OperationDisallowedOnHost"))
+            Ok(chunks::o_1::Object::OperationDisallowedOnHost(v)) => {
+                return Ok(Self::OperationDisallowedOnHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OperationNotSupportedByGuest(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OperationNotSupportedByGuest"))
+            Ok(chunks::o_1::Object::OperationNotSupportedByGuest(v)) => {
+                return Ok(Self::OperationNotSupportedByGuest(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OutOfBounds(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OutOfBounds"))
-            }
+            Ok(chunks::o_1::Object::OutOfBounds(v)) => return Ok(Self::OutOfBounds(v)),
             #[cfg(feature = "all-faults")]
-            Self::OvfAttribute(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfAttribute"))
-            }
+            Ok(chunks::o_1::Object::OvfAttribute(v)) => return Ok(Self::OvfAttribute(v)),
             #[cfg(feature = "all-faults")]
-            Self::OvfConnectedDevice(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConnectedDevice"))
+            Ok(chunks::o_1::Object::OvfConnectedDevice(v)) => {
+                return Ok(Self::OvfConnectedDevice(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConnectedDeviceFloppy(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConnectedDeviceFloppy"))
+            Ok(chunks::o_1::Object::OvfConnectedDeviceFloppy(v)) => {
+                return Ok(Self::OvfConnectedDeviceFloppy(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConnectedDeviceIso(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConnectedDeviceIso"))
+            Ok(chunks::o_1::Object::OvfConnectedDeviceIso(v)) => {
+                return Ok(Self::OvfConnectedDeviceIso(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConstraint(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConstraint"))
+            Ok(chunks::o_1::Object::OvfConstraint(v)) => {
+                return Ok(Self::OvfConstraint(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConsumerCallbackFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerCallbackFault"))
+            Ok(chunks::o_1::Object::OvfConsumerCallbackFault(v)) => {
+                return Ok(Self::OvfConsumerCallbackFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConsumerCommunicationError(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerCommunicationError"))
+            Ok(chunks::o_1::Object::OvfConsumerCommunicationError(v)) => {
+                return Ok(Self::OvfConsumerCommunicationError(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConsumerFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerFault"))
+            Ok(chunks::o_1::Object::OvfConsumerFault(v)) => {
+                return Ok(Self::OvfConsumerFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConsumerInvalidSection(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerInvalidSection"))
+            Ok(chunks::o_1::Object::OvfConsumerInvalidSection(v)) => {
+                return Ok(Self::OvfConsumerInvalidSection(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConsumerPowerOnFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerPowerOnFault"))
+            Ok(chunks::o_1::Object::OvfConsumerPowerOnFault(v)) => {
+                return Ok(Self::OvfConsumerPowerOnFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConsumerUndeclaredSection(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerUndeclaredSection"))
+            Ok(chunks::o_1::Object::OvfConsumerUndeclaredSection(v)) => {
+                return Ok(Self::OvfConsumerUndeclaredSection(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConsumerUndefinedPrefix(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerUndefinedPrefix"))
+            Ok(chunks::o_1::Object::OvfConsumerUndefinedPrefix(v)) => {
+                return Ok(Self::OvfConsumerUndefinedPrefix(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfConsumerValidationFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfConsumerValidationFault"))
+            Ok(chunks::o_1::Object::OvfConsumerValidationFault(v)) => {
+                return Ok(Self::OvfConsumerValidationFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfCpuCompatibility(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfCpuCompatibility"))
+            Ok(chunks::o_1::Object::OvfCpuCompatibility(v)) => {
+                return Ok(Self::OvfCpuCompatibility(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfCpuCompatibilityCheckNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("OvfCpuCompatibilityCheckNotSupported"),
-                )
+            Ok(chunks::o_1::Object::OvfCpuCompatibilityCheckNotSupported(v)) => {
+                return Ok(Self::OvfCpuCompatibilityCheckNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfDiskMappingNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfDiskMappingNotFound"))
+            Ok(chunks::o_1::Object::OvfDiskMappingNotFound(v)) => {
+                return Ok(Self::OvfDiskMappingNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfDiskOrderConstraint(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfDiskOrderConstraint"))
+            Ok(chunks::o_1::Object::OvfDiskOrderConstraint(v)) => {
+                return Ok(Self::OvfDiskOrderConstraint(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfDuplicateElement(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicateElement"))
+            Ok(chunks::o_1::Object::OvfDuplicateElement(v)) => {
+                return Ok(Self::OvfDuplicateElement(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfDuplicatedElementBoundary(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicatedElementBoundary"))
+            Ok(chunks::o_1::Object::OvfDuplicatedElementBoundary(v)) => {
+                return Ok(Self::OvfDuplicatedElementBoundary(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfDuplicatedPropertyIdExport(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicatedPropertyIdExport"))
+            Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdExport(v)) => {
+                return Ok(Self::OvfDuplicatedPropertyIdExport(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfDuplicatedPropertyIdImport(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfDuplicatedPropertyIdImport"))
+            Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdImport(v)) => {
+                return Ok(Self::OvfDuplicatedPropertyIdImport(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfElement(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfElement")),
+            Ok(chunks::o_1::Object::OvfElement(v)) => return Ok(Self::OvfElement(v)),
             #[cfg(feature = "all-faults")]
-            Self::OvfElementInvalidValue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfElementInvalidValue"))
+            Ok(chunks::o_1::Object::OvfElementInvalidValue(v)) => {
+                return Ok(Self::OvfElementInvalidValue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfExport(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfExport")),
+            Ok(chunks::o_1::Object::OvfExport(v)) => return Ok(Self::OvfExport(v)),
             #[cfg(feature = "all-faults")]
-            Self::OvfExportFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfExportFailed"))
+            Ok(chunks::o_1::Object::OvfExportFailed(v)) => {
+                return Ok(Self::OvfExportFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfFault(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfFault")),
+            Ok(chunks::o_1::Object::OvfFault(v)) => return Ok(Self::OvfFault(v)),
             #[cfg(feature = "all-faults")]
-            Self::OvfHardwareCheck(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfHardwareCheck"))
+            Ok(chunks::o_1::Object::OvfHardwareCheck(v)) => {
+                return Ok(Self::OvfHardwareCheck(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfHardwareExport(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfHardwareExport"))
+            Ok(chunks::o_1::Object::OvfHardwareExport(v)) => {
+                return Ok(Self::OvfHardwareExport(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfHostResourceConstraint(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfHostResourceConstraint"))
+            Ok(chunks::o_1::Object::OvfHostResourceConstraint(v)) => {
+                return Ok(Self::OvfHostResourceConstraint(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfHostValueNotParsed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfHostValueNotParsed"))
+            Ok(chunks::o_1::Object::OvfHostValueNotParsed(v)) => {
+                return Ok(Self::OvfHostValueNotParsed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfImport(v) => x::Encode::encode_as(&**v, w, tag, Some("OvfImport")),
+            Ok(chunks::o_1::Object::OvfImport(v)) => return Ok(Self::OvfImport(v)),
             #[cfg(feature = "all-faults")]
-            Self::OvfImportFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfImportFailed"))
+            Ok(chunks::o_1::Object::OvfImportFailed(v)) => {
+                return Ok(Self::OvfImportFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInternalError(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfInternalError"))
+            Ok(chunks::o_1::Object::OvfInternalError(v)) => {
+                return Ok(Self::OvfInternalError(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInvalidPackage(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidPackage"))
+            Ok(chunks::o_1::Object::OvfInvalidPackage(v)) => {
+                return Ok(Self::OvfInvalidPackage(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInvalidValue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValue"))
+            Ok(chunks::o_1::Object::OvfInvalidValue(v)) => {
+                return Ok(Self::OvfInvalidValue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInvalidValueConfiguration(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValueConfiguration"))
+            Ok(chunks::o_1::Object::OvfInvalidValueConfiguration(v)) => {
+                return Ok(Self::OvfInvalidValueConfiguration(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInvalidValueEmpty(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValueEmpty"))
+            Ok(chunks::o_1::Object::OvfInvalidValueEmpty(v)) => {
+                return Ok(Self::OvfInvalidValueEmpty(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInvalidValueFormatMalformed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("OvfInvalidValueFormatMalformed"),
-                )
+            Ok(chunks::o_1::Object::OvfInvalidValueFormatMalformed(v)) => {
+                return Ok(Self::OvfInvalidValueFormatMalformed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInvalidValueReference(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidValueReference"))
+            Ok(chunks::o_1::Object::OvfInvalidValueReference(v)) => {
+                return Ok(Self::OvfInvalidValueReference(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfInvalidVmName(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfInvalidVmName"))
+            Ok(chunks::o_1::Object::OvfInvalidVmName(v)) => {
+                return Ok(Self::OvfInvalidVmName(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfMappedOsId(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfMappedOsId"))
+            Ok(chunks::o_1::Object::OvfMappedOsId(v)) => {
+                return Ok(Self::OvfMappedOsId(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfMissingAttribute(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfMissingAttribute"))
+            Ok(chunks::o_1::Object::OvfMissingAttribute(v)) => {
+                return Ok(Self::OvfMissingAttribute(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfMissingElement(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfMissingElement"))
+            Ok(chunks::o_1::Object::OvfMissingElement(v)) => {
+                return Ok(Self::OvfMissingElement(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::OvfMissingElementNormalBoundary(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("OvfMissingElementNormalBoundary"),
-                )
+            Ok(chunks::o_2::Object::OvfMissingElementNormalBoundary(v)) => {
+                return Ok(Self::OvfMissingElementNormalBoundary(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfMissingHardware(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfMissingHardware"))
+            Ok(chunks::o_2::Object::OvfMissingHardware(v)) => {
+                return Ok(Self::OvfMissingHardware(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfNetworkMappingNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfNetworkMappingNotSupported"))
+            Ok(chunks::o_2::Object::OvfNetworkMappingNotSupported(v)) => {
+                return Ok(Self::OvfNetworkMappingNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfNoHostNic(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfNoHostNic"))
-            }
+            Ok(chunks::o_2::Object::OvfNoHostNic(v)) => return Ok(Self::OvfNoHostNic(v)),
             #[cfg(feature = "all-faults")]
-            Self::OvfNoSpaceOnController(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfNoSpaceOnController"))
+            Ok(chunks::o_2::Object::OvfNoSpaceOnController(v)) => {
+                return Ok(Self::OvfNoSpaceOnController(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfNoSupportedHardwareFamily(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfNoSupportedHardwareFamily"))
+            Ok(chunks::o_2::Object::OvfNoSupportedHardwareFamily(v)) => {
+                return Ok(Self::OvfNoSupportedHardwareFamily(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfProperty(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfProperty"))
-            }
+            Ok(chunks::o_2::Object::OvfProperty(v)) => return Ok(Self::OvfProperty(v)),
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyExport(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyExport"))
+            Ok(chunks::o_2::Object::OvfPropertyExport(v)) => {
+                return Ok(Self::OvfPropertyExport(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyNetwork(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyNetwork"))
+            Ok(chunks::o_2::Object::OvfPropertyNetwork(v)) => {
+                return Ok(Self::OvfPropertyNetwork(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyNetworkExport(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyNetworkExport"))
+            Ok(chunks::o_2::Object::OvfPropertyNetworkExport(v)) => {
+                return Ok(Self::OvfPropertyNetworkExport(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyQualifier(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyQualifier"))
+            Ok(chunks::o_2::Object::OvfPropertyQualifier(v)) => {
+                return Ok(Self::OvfPropertyQualifier(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyQualifierDuplicate(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyQualifierDuplicate"))
+            Ok(chunks::o_2::Object::OvfPropertyQualifierDuplicate(v)) => {
+                return Ok(Self::OvfPropertyQualifierDuplicate(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyQualifierIgnored(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyQualifierIgnored"))
+            Ok(chunks::o_2::Object::OvfPropertyQualifierIgnored(v)) => {
+                return Ok(Self::OvfPropertyQualifierIgnored(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyType(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyType"))
+            Ok(chunks::o_2::Object::OvfPropertyType(v)) => {
+                return Ok(Self::OvfPropertyType(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfPropertyValue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfPropertyValue"))
+            Ok(chunks::o_2::Object::OvfPropertyValue(v)) => {
+                return Ok(Self::OvfPropertyValue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfSystemFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfSystemFault"))
+            Ok(chunks::o_2::Object::OvfSystemFault(v)) => {
+                return Ok(Self::OvfSystemFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfToXmlUnsupportedElement(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfToXmlUnsupportedElement"))
+            Ok(chunks::o_2::Object::OvfToXmlUnsupportedElement(v)) => {
+                return Ok(Self::OvfToXmlUnsupportedElement(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnableToExportDisk(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnableToExportDisk"))
+            Ok(chunks::o_2::Object::OvfUnableToExportDisk(v)) => {
+                return Ok(Self::OvfUnableToExportDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnexpectedElement(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnexpectedElement"))
+            Ok(chunks::o_2::Object::OvfUnexpectedElement(v)) => {
+                return Ok(Self::OvfUnexpectedElement(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnknownDevice(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnknownDevice"))
+            Ok(chunks::o_2::Object::OvfUnknownDevice(v)) => {
+                return Ok(Self::OvfUnknownDevice(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnknownDeviceBacking(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnknownDeviceBacking"))
+            Ok(chunks::o_2::Object::OvfUnknownDeviceBacking(v)) => {
+                return Ok(Self::OvfUnknownDeviceBacking(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnknownEntity(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnknownEntity"))
+            Ok(chunks::o_2::Object::OvfUnknownEntity(v)) => {
+                return Ok(Self::OvfUnknownEntity(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedAttribute(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedAttribute"))
+            Ok(chunks::o_2::Object::OvfUnsupportedAttribute(v)) => {
+                return Ok(Self::OvfUnsupportedAttribute(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedAttributeValue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedAttributeValue"))
+            Ok(chunks::o_2::Object::OvfUnsupportedAttributeValue(v)) => {
+                return Ok(Self::OvfUnsupportedAttributeValue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedDeviceBackingInfo(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("OvfUnsupportedDeviceBackingInfo"),
-                )
+            Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingInfo(v)) => {
+                return Ok(Self::OvfUnsupportedDeviceBackingInfo(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedDeviceBackingOption(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("OvfUnsupportedDeviceBackingOption"),
-                )
+            Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingOption(v)) => {
+                return Ok(Self::OvfUnsupportedDeviceBackingOption(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedDeviceExport(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedDeviceExport"))
+            Ok(chunks::o_2::Object::OvfUnsupportedDeviceExport(v)) => {
+                return Ok(Self::OvfUnsupportedDeviceExport(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedDiskProvisioning(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("OvfUnsupportedDiskProvisioning"),
-                )
+            Ok(chunks::o_2::Object::OvfUnsupportedDiskProvisioning(v)) => {
+                return Ok(Self::OvfUnsupportedDiskProvisioning(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedElement(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedElement"))
+            Ok(chunks::o_2::Object::OvfUnsupportedElement(v)) => {
+                return Ok(Self::OvfUnsupportedElement(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedElementValue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedElementValue"))
+            Ok(chunks::o_2::Object::OvfUnsupportedElementValue(v)) => {
+                return Ok(Self::OvfUnsupportedElementValue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedPackage(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedPackage"))
+            Ok(chunks::o_2::Object::OvfUnsupportedPackage(v)) => {
+                return Ok(Self::OvfUnsupportedPackage(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedSection(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedSection"))
+            Ok(chunks::o_2::Object::OvfUnsupportedSection(v)) => {
+                return Ok(Self::OvfUnsupportedSection(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedSubType(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedSubType"))
+            Ok(chunks::o_2::Object::OvfUnsupportedSubType(v)) => {
+                return Ok(Self::OvfUnsupportedSubType(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfUnsupportedType(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfUnsupportedType"))
+            Ok(chunks::o_2::Object::OvfUnsupportedType(v)) => {
+                return Ok(Self::OvfUnsupportedType(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfWrongElement(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfWrongElement"))
+            Ok(chunks::o_2::Object::OvfWrongElement(v)) => {
+                return Ok(Self::OvfWrongElement(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfWrongNamespace(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfWrongNamespace"))
+            Ok(chunks::o_2::Object::OvfWrongNamespace(v)) => {
+                return Ok(Self::OvfWrongNamespace(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::OvfXmlFormat(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("OvfXmlFormat"))
-            }
-            Self::PasswordExpired(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PasswordExpired"))
+            Ok(chunks::o_2::Object::OvfXmlFormat(v)) => return Ok(Self::OvfXmlFormat(v)),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PasswordExpired(v)) => {
+                return Ok(Self::PasswordExpired(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchAlreadyInstalled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchAlreadyInstalled"))
+            Ok(chunks::p_1::Object::PatchAlreadyInstalled(v)) => {
+                return Ok(Self::PatchAlreadyInstalled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchBinariesNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchBinariesNotFound"))
+            Ok(chunks::p_1::Object::PatchBinariesNotFound(v)) => {
+                return Ok(Self::PatchBinariesNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchInstallFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchInstallFailed"))
+            Ok(chunks::p_1::Object::PatchInstallFailed(v)) => {
+                return Ok(Self::PatchInstallFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchIntegrityError(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchIntegrityError"))
+            Ok(chunks::p_1::Object::PatchIntegrityError(v)) => {
+                return Ok(Self::PatchIntegrityError(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchMetadataCorrupted(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchMetadataCorrupted"))
+            Ok(chunks::p_1::Object::PatchMetadataCorrupted(v)) => {
+                return Ok(Self::PatchMetadataCorrupted(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchMetadataInvalid(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchMetadataInvalid"))
+            Ok(chunks::p_1::Object::PatchMetadataInvalid(v)) => {
+                return Ok(Self::PatchMetadataInvalid(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchMetadataNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchMetadataNotFound"))
+            Ok(chunks::p_1::Object::PatchMetadataNotFound(v)) => {
+                return Ok(Self::PatchMetadataNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchMissingDependencies(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchMissingDependencies"))
+            Ok(chunks::p_1::Object::PatchMissingDependencies(v)) => {
+                return Ok(Self::PatchMissingDependencies(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchNotApplicable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchNotApplicable"))
+            Ok(chunks::p_1::Object::PatchNotApplicable(v)) => {
+                return Ok(Self::PatchNotApplicable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PatchSuperseded(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PatchSuperseded"))
+            Ok(chunks::p_1::Object::PatchSuperseded(v)) => {
+                return Ok(Self::PatchSuperseded(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PhysCompatRDMNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PhysCompatRDMNotSupported"))
+            Ok(chunks::p_1::Object::PhysCompatRDMNotSupported(v)) => {
+                return Ok(Self::PhysCompatRDMNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::PlatformConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PlatformConfigFault"))
+            Ok(chunks::p_2::Object::PlatformConfigFault(v)) => {
+                return Ok(Self::PlatformConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PowerOnFtSecondaryFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PowerOnFtSecondaryFailed"))
+            Ok(chunks::p_2::Object::PowerOnFtSecondaryFailed(v)) => {
+                return Ok(Self::PowerOnFtSecondaryFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::PowerOnFtSecondaryTimedout(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("PowerOnFtSecondaryTimedout"))
+            Ok(chunks::p_2::Object::PowerOnFtSecondaryTimedout(v)) => {
+                return Ok(Self::PowerOnFtSecondaryTimedout(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ProfileUpdateFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ProfileUpdateFailed"))
+            Ok(chunks::p_2::Object::ProfileUpdateFailed(v)) => {
+                return Ok(Self::ProfileUpdateFailed(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::q::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::QuarantineModeFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("QuarantineModeFault"))
+            Ok(chunks::q::Object::QuarantineModeFault(v)) => {
+                return Ok(Self::QuarantineModeFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::QuestionPending(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("QuestionPending"))
+            Ok(chunks::q::Object::QuestionPending(v)) => {
+                return Ok(Self::QuestionPending(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::QuiesceDatastoreIOForHAFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("QuiesceDatastoreIOForHAFailed"))
+            Ok(chunks::q::Object::QuiesceDatastoreIOForHAFailed(v)) => {
+                return Ok(Self::QuiesceDatastoreIOForHAFailed(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::RDMConversionNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RDMConversionNotSupported"))
+            Ok(chunks::r_1::Object::RDMConversionNotSupported(v)) => {
+                return Ok(Self::RDMConversionNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RDMNotPreserved(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RDMNotPreserved"))
+            Ok(chunks::r_1::Object::RDMNotPreserved(v)) => {
+                return Ok(Self::RDMNotPreserved(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RDMNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RDMNotSupported"))
+            Ok(chunks::r_1::Object::RDMNotSupported(v)) => {
+                return Ok(Self::RDMNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RDMNotSupportedOnDatastore(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RDMNotSupportedOnDatastore"))
+            Ok(chunks::r_1::Object::RDMNotSupportedOnDatastore(v)) => {
+                return Ok(Self::RDMNotSupportedOnDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RDMPointsToInaccessibleDisk(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RDMPointsToInaccessibleDisk"))
+            Ok(chunks::r_1::Object::RDMPointsToInaccessibleDisk(v)) => {
+                return Ok(Self::RDMPointsToInaccessibleDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RawDiskNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RawDiskNotSupported"))
+            Ok(chunks::r_1::Object::RawDiskNotSupported(v)) => {
+                return Ok(Self::RawDiskNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReadHostResourcePoolTreeFailed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ReadHostResourcePoolTreeFailed"),
-                )
+            Ok(chunks::r_1::Object::ReadHostResourcePoolTreeFailed(v)) => {
+                return Ok(Self::ReadHostResourcePoolTreeFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReadOnlyDisksWithLegacyDestination(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ReadOnlyDisksWithLegacyDestination"),
-                )
+            Ok(chunks::r_1::Object::ReadOnlyDisksWithLegacyDestination(v)) => {
+                return Ok(Self::ReadOnlyDisksWithLegacyDestination(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RebootRequired(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RebootRequired"))
+            Ok(chunks::r_1::Object::RebootRequired(v)) => {
+                return Ok(Self::RebootRequired(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RecordReplayDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RecordReplayDisabled"))
+            Ok(chunks::r_1::Object::RecordReplayDisabled(v)) => {
+                return Ok(Self::RecordReplayDisabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RemoteDeviceNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RemoteDeviceNotSupported"))
+            Ok(chunks::r_1::Object::RemoteDeviceNotSupported(v)) => {
+                return Ok(Self::RemoteDeviceNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RemoveFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RemoveFailed"))
-            }
+            Ok(chunks::r_1::Object::RemoveFailed(v)) => return Ok(Self::RemoveFailed(v)),
             #[cfg(feature = "all-faults")]
-            Self::ReplicationConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ReplicationConfigFault"))
+            Ok(chunks::r_1::Object::ReplicationConfigFault(v)) => {
+                return Ok(Self::ReplicationConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReplicationDiskConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ReplicationDiskConfigFault"))
+            Ok(chunks::r_1::Object::ReplicationDiskConfigFault(v)) => {
+                return Ok(Self::ReplicationDiskConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReplicationFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ReplicationFault"))
+            Ok(chunks::r_1::Object::ReplicationFault(v)) => {
+                return Ok(Self::ReplicationFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReplicationIncompatibleWithFT(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ReplicationIncompatibleWithFT"))
+            Ok(chunks::r_1::Object::ReplicationIncompatibleWithFT(v)) => {
+                return Ok(Self::ReplicationIncompatibleWithFT(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReplicationInvalidOptions(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ReplicationInvalidOptions"))
+            Ok(chunks::r_1::Object::ReplicationInvalidOptions(v)) => {
+                return Ok(Self::ReplicationInvalidOptions(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReplicationNotSupportedOnHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ReplicationNotSupportedOnHost"))
+            Ok(chunks::r_1::Object::ReplicationNotSupportedOnHost(v)) => {
+                return Ok(Self::ReplicationNotSupportedOnHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReplicationVmConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ReplicationVmConfigFault"))
+            Ok(chunks::r_1::Object::ReplicationVmConfigFault(v)) => {
+                return Ok(Self::ReplicationVmConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReplicationVmFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ReplicationVmFault"))
+            Ok(chunks::r_1::Object::ReplicationVmFault(v)) => {
+                return Ok(Self::ReplicationVmFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ReplicationVmInProgressFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ReplicationVmInProgressFault"))
+            Ok(chunks::r_1::Object::ReplicationVmInProgressFault(v)) => {
+                return Ok(Self::ReplicationVmInProgressFault(v));
             }
-            Self::RequestCanceled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RequestCanceled"))
+            Ok(chunks::r_1::Object::RequestCanceled(v)) => {
+                return Ok(Self::RequestCanceled(v));
             }
-            Self::ResourceInUse(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourceInUse"))
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
+            Ok(chunks::r_2::Object::ResourceInUse(v)) => {
+                return Ok(Self::ResourceInUse(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ResourceNotAvailable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ResourceNotAvailable"))
+            Ok(chunks::r_2::Object::ResourceNotAvailable(v)) => {
+                return Ok(Self::ResourceNotAvailable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RestrictedByAdministrator(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RestrictedByAdministrator"))
+            Ok(chunks::r_2::Object::RestrictedByAdministrator(v)) => {
+                return Ok(Self::RestrictedByAdministrator(v));
             }
-            Self::RestrictedVersion(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RestrictedVersion"))
+            Ok(chunks::r_2::Object::RestrictedVersion(v)) => {
+                return Ok(Self::RestrictedVersion(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RollbackFailure(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RollbackFailure"))
+            Ok(chunks::r_2::Object::RollbackFailure(v)) => {
+                return Ok(Self::RollbackFailure(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::RuleViolation(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RuleViolation"))
-            }
-            Self::RuntimeFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("RuntimeFault"))
+            Ok(chunks::r_2::Object::RuleViolation(v)) => {
+                return Ok(Self::RuleViolation(v));
             }
+            Ok(chunks::r_2::Object::RuntimeFault(v)) => return Ok(Self::RuntimeFault(v)),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::SSLDisabledFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SSLDisabledFault"))
+            Ok(chunks::s_1::Object::SSLDisabledFault(v)) => {
+                return Ok(Self::SSLDisabledFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SSLVerifyFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SSLVerifyFault"))
+            Ok(chunks::s_1::Object::SSLVerifyFault(v)) => {
+                return Ok(Self::SSLVerifyFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SSPIChallenge(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SSPIChallenge"))
+            Ok(chunks::s_1::Object::SSPIChallenge(v)) => {
+                return Ok(Self::SSPIChallenge(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SecondaryVmAlreadyDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmAlreadyDisabled"))
+            Ok(chunks::s_1::Object::SecondaryVmAlreadyDisabled(v)) => {
+                return Ok(Self::SecondaryVmAlreadyDisabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SecondaryVmAlreadyEnabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmAlreadyEnabled"))
+            Ok(chunks::s_1::Object::SecondaryVmAlreadyEnabled(v)) => {
+                return Ok(Self::SecondaryVmAlreadyEnabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SecondaryVmAlreadyRegistered(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmAlreadyRegistered"))
+            Ok(chunks::s_1::Object::SecondaryVmAlreadyRegistered(v)) => {
+                return Ok(Self::SecondaryVmAlreadyRegistered(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SecondaryVmNotRegistered(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SecondaryVmNotRegistered"))
+            Ok(chunks::s_1::Object::SecondaryVmNotRegistered(v)) => {
+                return Ok(Self::SecondaryVmNotRegistered(v));
             }
-            Self::SecurityError(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SecurityError"))
+            Ok(chunks::s_1::Object::SecurityError(v)) => {
+                return Ok(Self::SecurityError(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::SessionNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SessionNotFound"))
+            Ok(chunks::s_2::Object::SessionNotFound(v)) => {
+                return Ok(Self::SessionNotFound(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SharedBusControllerNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("SharedBusControllerNotSupported"),
-                )
+            Ok(chunks::s_2::Object::SharedBusControllerNotSupported(v)) => {
+                return Ok(Self::SharedBusControllerNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ShrinkDiskFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ShrinkDiskFault"))
+            Ok(chunks::s_2::Object::ShrinkDiskFault(v)) => {
+                return Ok(Self::ShrinkDiskFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotCloneNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SnapshotCloneNotSupported"))
+            Ok(chunks::s_2::Object::SnapshotCloneNotSupported(v)) => {
+                return Ok(Self::SnapshotCloneNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotCopyNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SnapshotCopyNotSupported"))
+            Ok(chunks::s_2::Object::SnapshotCopyNotSupported(v)) => {
+                return Ok(Self::SnapshotCopyNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SnapshotDisabled"))
+            Ok(chunks::s_2::Object::SnapshotDisabled(v)) => {
+                return Ok(Self::SnapshotDisabled(v));
             }
-            Self::SnapshotFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SnapshotFault"))
+            Ok(chunks::s_2::Object::SnapshotFault(v)) => {
+                return Ok(Self::SnapshotFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotIncompatibleDeviceInVm(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("SnapshotIncompatibleDeviceInVm"),
-                )
+            Ok(chunks::s_2::Object::SnapshotIncompatibleDeviceInVm(v)) => {
+                return Ok(Self::SnapshotIncompatibleDeviceInVm(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotLocked(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SnapshotLocked"))
+            Ok(chunks::s_2::Object::SnapshotLocked(v)) => {
+                return Ok(Self::SnapshotLocked(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotMoveFromNonHomeNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("SnapshotMoveFromNonHomeNotSupported"),
-                )
+            Ok(chunks::s_2::Object::SnapshotMoveFromNonHomeNotSupported(v)) => {
+                return Ok(Self::SnapshotMoveFromNonHomeNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotMoveNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SnapshotMoveNotSupported"))
+            Ok(chunks::s_2::Object::SnapshotMoveNotSupported(v)) => {
+                return Ok(Self::SnapshotMoveNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotMoveToNonHomeNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("SnapshotMoveToNonHomeNotSupported"),
-                )
+            Ok(chunks::s_2::Object::SnapshotMoveToNonHomeNotSupported(v)) => {
+                return Ok(Self::SnapshotMoveToNonHomeNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotNoChange(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SnapshotNoChange"))
+            Ok(chunks::s_2::Object::SnapshotNoChange(v)) => {
+                return Ok(Self::SnapshotNoChange(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SnapshotRevertIssue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SnapshotRevertIssue"))
+            Ok(chunks::s_2::Object::SnapshotRevertIssue(v)) => {
+                return Ok(Self::SnapshotRevertIssue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SoftRuleVioCorrectionDisallowed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("SoftRuleVioCorrectionDisallowed"),
-                )
+            Ok(chunks::s_2::Object::SoftRuleVioCorrectionDisallowed(v)) => {
+                return Ok(Self::SoftRuleVioCorrectionDisallowed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SoftRuleVioCorrectionImpact(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SoftRuleVioCorrectionImpact"))
+            Ok(chunks::s_2::Object::SoftRuleVioCorrectionImpact(v)) => {
+                return Ok(Self::SoftRuleVioCorrectionImpact(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SolutionUserRequired(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SolutionUserRequired"))
+            Ok(chunks::s_2::Object::SolutionUserRequired(v)) => {
+                return Ok(Self::SolutionUserRequired(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SsdDiskNotAvailable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SsdDiskNotAvailable"))
+            Ok(chunks::s_2::Object::SsdDiskNotAvailable(v)) => {
+                return Ok(Self::SsdDiskNotAvailable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveDiskInMultiWriterMode(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsCannotMoveDiskInMultiWriterMode"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveDiskInMultiWriterMode(v)) => {
+                return Ok(Self::StorageDrsCannotMoveDiskInMultiWriterMode(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveFTVm(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsCannotMoveFTVm"))
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveFTVm(v)) => {
+                return Ok(Self::StorageDrsCannotMoveFTVm(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveIndependentDisk(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsCannotMoveIndependentDisk"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveIndependentDisk(v)) => {
+                return Ok(Self::StorageDrsCannotMoveIndependentDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsCannotMoveManuallyPlacedSwapFile"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v)) => {
+                return Ok(Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveManuallyPlacedVm(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsCannotMoveManuallyPlacedVm"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedVm(v)) => {
+                return Ok(Self::StorageDrsCannotMoveManuallyPlacedVm(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveSharedDisk(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsCannotMoveSharedDisk"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveSharedDisk(v)) => {
+                return Ok(Self::StorageDrsCannotMoveSharedDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveTemplate(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsCannotMoveTemplate"))
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveTemplate(v)) => {
+                return Ok(Self::StorageDrsCannotMoveTemplate(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveVmInUserFolder(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsCannotMoveVmInUserFolder"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmInUserFolder(v)) => {
+                return Ok(Self::StorageDrsCannotMoveVmInUserFolder(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveVmWithMountedCDROM(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsCannotMoveVmWithMountedCDROM"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithMountedCDROM(v)) => {
+                return Ok(Self::StorageDrsCannotMoveVmWithMountedCDROM(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsCannotMoveVmWithNoFilesInLayout"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v)) => {
+                return Ok(Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsDatacentersCannotShareDatastore(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsDatacentersCannotShareDatastore"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsDatacentersCannotShareDatastore(v)) => {
+                return Ok(Self::StorageDrsDatacentersCannotShareDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsDisabledOnVm(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsDisabledOnVm"))
+            Ok(chunks::s_2::Object::StorageDrsDisabledOnVm(v)) => {
+                return Ok(Self::StorageDrsDisabledOnVm(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsHbrDiskNotMovable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsHbrDiskNotMovable"))
+            Ok(chunks::s_2::Object::StorageDrsHbrDiskNotMovable(v)) => {
+                return Ok(Self::StorageDrsHbrDiskNotMovable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsHmsMoveInProgress(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsHmsMoveInProgress"))
+            Ok(chunks::s_2::Object::StorageDrsHmsMoveInProgress(v)) => {
+                return Ok(Self::StorageDrsHmsMoveInProgress(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsHmsUnreachable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsHmsUnreachable"))
+            Ok(chunks::s_2::Object::StorageDrsHmsUnreachable(v)) => {
+                return Ok(Self::StorageDrsHmsUnreachable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsIolbDisabledInternally(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("StorageDrsIolbDisabledInternally"),
-                )
+            Ok(chunks::s_2::Object::StorageDrsIolbDisabledInternally(v)) => {
+                return Ok(Self::StorageDrsIolbDisabledInternally(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsRelocateDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsRelocateDisabled"))
+            Ok(chunks::s_3::Object::StorageDrsRelocateDisabled(v)) => {
+                return Ok(Self::StorageDrsRelocateDisabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsStaleHmsCollection(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsStaleHmsCollection"))
+            Ok(chunks::s_3::Object::StorageDrsStaleHmsCollection(v)) => {
+                return Ok(Self::StorageDrsStaleHmsCollection(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageDrsUnableToMoveFiles(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageDrsUnableToMoveFiles"))
+            Ok(chunks::s_3::Object::StorageDrsUnableToMoveFiles(v)) => {
+                return Ok(Self::StorageDrsUnableToMoveFiles(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageVMotionNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageVMotionNotSupported"))
+            Ok(chunks::s_3::Object::StorageVMotionNotSupported(v)) => {
+                return Ok(Self::StorageVMotionNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::StorageVmotionIncompatible(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("StorageVmotionIncompatible"))
+            Ok(chunks::s_3::Object::StorageVmotionIncompatible(v)) => {
+                return Ok(Self::StorageVmotionIncompatible(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SuspendedRelocateNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SuspendedRelocateNotSupported"))
+            Ok(chunks::s_3::Object::SuspendedRelocateNotSupported(v)) => {
+                return Ok(Self::SuspendedRelocateNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SwapDatastoreNotWritableOnHost(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("SwapDatastoreNotWritableOnHost"),
-                )
+            Ok(chunks::s_3::Object::SwapDatastoreNotWritableOnHost(v)) => {
+                return Ok(Self::SwapDatastoreNotWritableOnHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SwapDatastoreUnset(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SwapDatastoreUnset"))
+            Ok(chunks::s_3::Object::SwapDatastoreUnset(v)) => {
+                return Ok(Self::SwapDatastoreUnset(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SwapPlacementOverrideNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("SwapPlacementOverrideNotSupported"),
-                )
+            Ok(chunks::s_3::Object::SwapPlacementOverrideNotSupported(v)) => {
+                return Ok(Self::SwapPlacementOverrideNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SwitchIpUnset(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SwitchIpUnset"))
+            Ok(chunks::s_3::Object::SwitchIpUnset(v)) => {
+                return Ok(Self::SwitchIpUnset(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::SwitchNotInUpgradeMode(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SwitchNotInUpgradeMode"))
+            Ok(chunks::s_3::Object::SwitchNotInUpgradeMode(v)) => {
+                return Ok(Self::SwitchNotInUpgradeMode(v));
             }
-            Self::SystemError(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("SystemError"))
+            Ok(chunks::s_3::Object::SystemError(v)) => return Ok(Self::SystemError(v)),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TaskInProgress(v)) => {
+                return Ok(Self::TaskInProgress(v));
             }
-            Self::TaskInProgress(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TaskInProgress"))
-            }
             #[cfg(feature = "all-faults")]
-            Self::ThirdPartyLicenseAssignmentFailed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ThirdPartyLicenseAssignmentFailed"),
-                )
+            Ok(chunks::t::Object::ThirdPartyLicenseAssignmentFailed(v)) => {
+                return Ok(Self::ThirdPartyLicenseAssignmentFailed(v));
             }
-            Self::Timedout(v) => x::Encode::encode_as(&**v, w, tag, Some("Timedout")),
+            Ok(chunks::t::Object::Timedout(v)) => return Ok(Self::Timedout(v)),
             #[cfg(feature = "all-faults")]
-            Self::TooManyConcurrentNativeClones(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TooManyConcurrentNativeClones"))
+            Ok(chunks::t::Object::TooManyConcurrentNativeClones(v)) => {
+                return Ok(Self::TooManyConcurrentNativeClones(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::TooManyConsecutiveOverrides(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TooManyConsecutiveOverrides"))
+            Ok(chunks::t::Object::TooManyConsecutiveOverrides(v)) => {
+                return Ok(Self::TooManyConsecutiveOverrides(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::TooManyDevices(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TooManyDevices"))
+            Ok(chunks::t::Object::TooManyDevices(v)) => {
+                return Ok(Self::TooManyDevices(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::TooManyDisksOnLegacyHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TooManyDisksOnLegacyHost"))
+            Ok(chunks::t::Object::TooManyDisksOnLegacyHost(v)) => {
+                return Ok(Self::TooManyDisksOnLegacyHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::TooManyGuestLogons(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TooManyGuestLogons"))
+            Ok(chunks::t::Object::TooManyGuestLogons(v)) => {
+                return Ok(Self::TooManyGuestLogons(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::TooManyHosts(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TooManyHosts"))
-            }
+            Ok(chunks::t::Object::TooManyHosts(v)) => return Ok(Self::TooManyHosts(v)),
             #[cfg(feature = "all-faults")]
-            Self::TooManyNativeCloneLevels(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TooManyNativeCloneLevels"))
+            Ok(chunks::t::Object::TooManyNativeCloneLevels(v)) => {
+                return Ok(Self::TooManyNativeCloneLevels(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::TooManyNativeClonesOnFile(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TooManyNativeClonesOnFile"))
+            Ok(chunks::t::Object::TooManyNativeClonesOnFile(v)) => {
+                return Ok(Self::TooManyNativeClonesOnFile(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::TooManySnapshotLevels(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("TooManySnapshotLevels"))
+            Ok(chunks::t::Object::TooManySnapshotLevels(v)) => {
+                return Ok(Self::TooManySnapshotLevels(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ToolsAlreadyUpgraded(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ToolsAlreadyUpgraded"))
+            Ok(chunks::t::Object::ToolsAlreadyUpgraded(v)) => {
+                return Ok(Self::ToolsAlreadyUpgraded(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ToolsAutoUpgradeNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ToolsAutoUpgradeNotSupported"))
+            Ok(chunks::t::Object::ToolsAutoUpgradeNotSupported(v)) => {
+                return Ok(Self::ToolsAutoUpgradeNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ToolsImageCopyFailed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ToolsImageCopyFailed"))
+            Ok(chunks::t::Object::ToolsImageCopyFailed(v)) => {
+                return Ok(Self::ToolsImageCopyFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ToolsImageNotAvailable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ToolsImageNotAvailable"))
+            Ok(chunks::t::Object::ToolsImageNotAvailable(v)) => {
+                return Ok(Self::ToolsImageNotAvailable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ToolsImageSignatureCheckFailed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("ToolsImageSignatureCheckFailed"),
-                )
+            Ok(chunks::t::Object::ToolsImageSignatureCheckFailed(v)) => {
+                return Ok(Self::ToolsImageSignatureCheckFailed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ToolsInstallationInProgress(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ToolsInstallationInProgress"))
+            Ok(chunks::t::Object::ToolsInstallationInProgress(v)) => {
+                return Ok(Self::ToolsInstallationInProgress(v));
             }
-            Self::ToolsUnavailable(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ToolsUnavailable"))
+            Ok(chunks::t::Object::ToolsUnavailable(v)) => {
+                return Ok(Self::ToolsUnavailable(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::ToolsUpgradeCancelled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("ToolsUpgradeCancelled"))
+            Ok(chunks::t::Object::ToolsUpgradeCancelled(v)) => {
+                return Ok(Self::ToolsUpgradeCancelled(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::UnSupportedDatastoreForVFlash(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UnSupportedDatastoreForVFlash"))
+            Ok(chunks::u::Object::UnSupportedDatastoreForVFlash(v)) => {
+                return Ok(Self::UnSupportedDatastoreForVFlash(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UncommittedUndoableDisk(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UncommittedUndoableDisk"))
+            Ok(chunks::u::Object::UncommittedUndoableDisk(v)) => {
+                return Ok(Self::UncommittedUndoableDisk(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnconfiguredPropertyValue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UnconfiguredPropertyValue"))
+            Ok(chunks::u::Object::UnconfiguredPropertyValue(v)) => {
+                return Ok(Self::UnconfiguredPropertyValue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UncustomizableGuest(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UncustomizableGuest"))
+            Ok(chunks::u::Object::UncustomizableGuest(v)) => {
+                return Ok(Self::UncustomizableGuest(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnexpectedCustomizationFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UnexpectedCustomizationFault"))
+            Ok(chunks::u::Object::UnexpectedCustomizationFault(v)) => {
+                return Ok(Self::UnexpectedCustomizationFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnexpectedFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UnexpectedFault"))
+            Ok(chunks::u::Object::UnexpectedFault(v)) => {
+                return Ok(Self::UnexpectedFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnrecognizedHost(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UnrecognizedHost"))
+            Ok(chunks::u::Object::UnrecognizedHost(v)) => {
+                return Ok(Self::UnrecognizedHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnsharedSwapVMotionNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("UnsharedSwapVMotionNotSupported"),
-                )
+            Ok(chunks::u::Object::UnsharedSwapVMotionNotSupported(v)) => {
+                return Ok(Self::UnsharedSwapVMotionNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnsupportedDatastore(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UnsupportedDatastore"))
+            Ok(chunks::u::Object::UnsupportedDatastore(v)) => {
+                return Ok(Self::UnsupportedDatastore(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnsupportedGuest(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UnsupportedGuest"))
+            Ok(chunks::u::Object::UnsupportedGuest(v)) => {
+                return Ok(Self::UnsupportedGuest(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnsupportedVimApiVersion(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UnsupportedVimApiVersion"))
+            Ok(chunks::u::Object::UnsupportedVimApiVersion(v)) => {
+                return Ok(Self::UnsupportedVimApiVersion(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnsupportedVmxLocation(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UnsupportedVmxLocation"))
+            Ok(chunks::u::Object::UnsupportedVmxLocation(v)) => {
+                return Ok(Self::UnsupportedVmxLocation(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UnusedVirtualDiskBlocksNotScrubbed(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("UnusedVirtualDiskBlocksNotScrubbed"),
-                )
+            Ok(chunks::u::Object::UnusedVirtualDiskBlocksNotScrubbed(v)) => {
+                return Ok(Self::UnusedVirtualDiskBlocksNotScrubbed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::UserNotFound(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("UserNotFound"))
-            }
+            Ok(chunks::u::Object::UserNotFound(v)) => return Ok(Self::UserNotFound(v)),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::VAppConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VAppConfigFault"))
+            Ok(chunks::v_1::Object::VAppConfigFault(v)) => {
+                return Ok(Self::VAppConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VAppNotRunning(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VAppNotRunning"))
+            Ok(chunks::v_1::Object::VAppNotRunning(v)) => {
+                return Ok(Self::VAppNotRunning(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VAppOperationInProgress(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VAppOperationInProgress"))
+            Ok(chunks::v_1::Object::VAppOperationInProgress(v)) => {
+                return Ok(Self::VAppOperationInProgress(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VAppPropertyFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VAppPropertyFault"))
+            Ok(chunks::v_1::Object::VAppPropertyFault(v)) => {
+                return Ok(Self::VAppPropertyFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VAppTaskInProgress(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VAppTaskInProgress"))
+            Ok(chunks::v_1::Object::VAppTaskInProgress(v)) => {
+                return Ok(Self::VAppTaskInProgress(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VFlashCacheHotConfigNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VFlashCacheHotConfigNotSupported"),
-                )
+            Ok(chunks::v_1::Object::VFlashCacheHotConfigNotSupported(v)) => {
+                return Ok(Self::VFlashCacheHotConfigNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VFlashModuleNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VFlashModuleNotSupported"))
+            Ok(chunks::v_1::Object::VFlashModuleNotSupported(v)) => {
+                return Ok(Self::VFlashModuleNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VFlashModuleVersionIncompatible(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VFlashModuleVersionIncompatible"),
-                )
+            Ok(chunks::v_1::Object::VFlashModuleVersionIncompatible(v)) => {
+                return Ok(Self::VFlashModuleVersionIncompatible(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMINotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMINotSupported"))
+            Ok(chunks::v_1::Object::VMINotSupported(v)) => {
+                return Ok(Self::VMINotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMOnConflictDVPort(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMOnConflictDVPort"))
+            Ok(chunks::v_1::Object::VMOnConflictDVPort(v)) => {
+                return Ok(Self::VMOnConflictDVPort(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMOnVirtualIntranet(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMOnVirtualIntranet"))
+            Ok(chunks::v_1::Object::VMOnVirtualIntranet(v)) => {
+                return Ok(Self::VMOnVirtualIntranet(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMotionAcrossNetworkNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VMotionAcrossNetworkNotSupported"),
-                )
+            Ok(chunks::v_1::Object::VMotionAcrossNetworkNotSupported(v)) => {
+                return Ok(Self::VMotionAcrossNetworkNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMotionInterfaceIssue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMotionInterfaceIssue"))
+            Ok(chunks::v_1::Object::VMotionInterfaceIssue(v)) => {
+                return Ok(Self::VMotionInterfaceIssue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMotionLinkCapacityLow(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMotionLinkCapacityLow"))
+            Ok(chunks::v_1::Object::VMotionLinkCapacityLow(v)) => {
+                return Ok(Self::VMotionLinkCapacityLow(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMotionLinkDown(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMotionLinkDown"))
+            Ok(chunks::v_1::Object::VMotionLinkDown(v)) => {
+                return Ok(Self::VMotionLinkDown(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMotionNotConfigured(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMotionNotConfigured"))
+            Ok(chunks::v_1::Object::VMotionNotConfigured(v)) => {
+                return Ok(Self::VMotionNotConfigured(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMotionNotLicensed(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMotionNotLicensed"))
+            Ok(chunks::v_1::Object::VMotionNotLicensed(v)) => {
+                return Ok(Self::VMotionNotLicensed(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMotionNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMotionNotSupported"))
+            Ok(chunks::v_1::Object::VMotionNotSupported(v)) => {
+                return Ok(Self::VMotionNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VMotionProtocolIncompatible(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VMotionProtocolIncompatible"))
+            Ok(chunks::v_1::Object::VMotionProtocolIncompatible(v)) => {
+                return Ok(Self::VMotionProtocolIncompatible(v));
             }
-            Self::VimFault(v) => x::Encode::encode_as(&**v, w, tag, Some("VimFault")),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::VirtualDiskBlocksNotFullyProvisioned(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VirtualDiskBlocksNotFullyProvisioned"),
-                )
+            Ok(chunks::v_10::Object::VmFaultToleranceConfigIssue(v)) => {
+                return Ok(Self::VmFaultToleranceConfigIssue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VirtualDiskModeNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VirtualDiskModeNotSupported"))
+            Ok(chunks::v_10::Object::VmFaultToleranceConfigIssueWrapper(v)) => {
+                return Ok(Self::VmFaultToleranceConfigIssueWrapper(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VirtualEthernetCardNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VirtualEthernetCardNotSupported"),
-                )
+            Ok(chunks::v_10::Object::VmFaultToleranceInvalidFileBacking(v)) => {
+                return Ok(Self::VmFaultToleranceInvalidFileBacking(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VirtualHardwareCompatibilityIssue(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VirtualHardwareCompatibilityIssue"),
-                )
+            Ok(chunks::v_10::Object::VmFaultToleranceIssue(v)) => {
+                return Ok(Self::VmFaultToleranceIssue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VirtualHardwareVersionNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VirtualHardwareVersionNotSupported"),
-                )
+            Ok(chunks::v_10::Object::VmFaultToleranceOpIssuesList(v)) => {
+                return Ok(Self::VmFaultToleranceOpIssuesList(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmAlreadyExistsInDatacenter(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmAlreadyExistsInDatacenter"))
-            }
-            Self::VmConfigFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmConfigFault"))
+            Ok(chunks::v_10::Object::VmFaultToleranceTooManyFtVcpusOnHost(v)) => {
+                return Ok(Self::VmFaultToleranceTooManyFtVcpusOnHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmConfigIncompatibleForFaultTolerance(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmConfigIncompatibleForFaultTolerance"),
-                )
+            Ok(chunks::v_10::Object::VmFaultToleranceTooManyVMsOnHost(v)) => {
+                return Ok(Self::VmFaultToleranceTooManyVMsOnHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmConfigIncompatibleForRecordReplay(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmConfigIncompatibleForRecordReplay"),
-                )
+            Ok(chunks::v_10::Object::VmHostAffinityRuleViolation(v)) => {
+                return Ok(Self::VmHostAffinityRuleViolation(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmFaultToleranceConfigIssue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFaultToleranceConfigIssue"))
+            Ok(chunks::v_10::Object::VmLimitLicense(v)) => {
+                return Ok(Self::VmLimitLicense(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmFaultToleranceConfigIssueWrapper(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceConfigIssueWrapper"),
-                )
+            Ok(chunks::v_10::Object::VmMetadataManagerFault(v)) => {
+                return Ok(Self::VmMetadataManagerFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmFaultToleranceInvalidFileBacking(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceInvalidFileBacking"),
-                )
+            Ok(chunks::v_10::Object::VmMonitorIncompatibleForFaultTolerance(v)) => {
+                return Ok(Self::VmMonitorIncompatibleForFaultTolerance(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmFaultToleranceIssue(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFaultToleranceIssue"))
+            Ok(chunks::v_10::Object::VmPowerOnDisabled(v)) => {
+                return Ok(Self::VmPowerOnDisabled(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::VmFaultToleranceOpIssuesList(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmFaultToleranceOpIssuesList"))
+            Ok(chunks::v_11::Object::VmSmpFaultToleranceTooManyVMsOnHost(v)) => {
+                return Ok(Self::VmSmpFaultToleranceTooManyVMsOnHost(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmFaultToleranceTooManyFtVcpusOnHost(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceTooManyFtVcpusOnHost"),
-                )
+            Ok(chunks::v_11::Object::VmToolsUpgradeFault(v)) => {
+                return Ok(Self::VmToolsUpgradeFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmFaultToleranceTooManyVMsOnHost(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmFaultToleranceTooManyVMsOnHost"),
-                )
+            Ok(chunks::v_11::Object::VmValidateMaxDevice(v)) => {
+                return Ok(Self::VmValidateMaxDevice(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmHostAffinityRuleViolation(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmHostAffinityRuleViolation"))
+            Ok(chunks::v_11::Object::VmWwnConflict(v)) => {
+                return Ok(Self::VmWwnConflict(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmLimitLicense(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmLimitLicense"))
+            Ok(chunks::v_11::Object::VmfsAlreadyMounted(v)) => {
+                return Ok(Self::VmfsAlreadyMounted(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmMetadataManagerFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmMetadataManagerFault"))
+            Ok(chunks::v_11::Object::VmfsAmbiguousMount(v)) => {
+                return Ok(Self::VmfsAmbiguousMount(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmMonitorIncompatibleForFaultTolerance(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmMonitorIncompatibleForFaultTolerance"),
-                )
+            Ok(chunks::v_11::Object::VmfsMountFault(v)) => {
+                return Ok(Self::VmfsMountFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmPowerOnDisabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmPowerOnDisabled"))
+            Ok(chunks::v_11::Object::VmotionInterfaceNotEnabled(v)) => {
+                return Ok(Self::VmotionInterfaceNotEnabled(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmSmpFaultToleranceTooManyVMsOnHost(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VmSmpFaultToleranceTooManyVMsOnHost"),
-                )
+            Ok(chunks::v_11::Object::VolumeEditorError(v)) => {
+                return Ok(Self::VolumeEditorError(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmToolsUpgradeFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmToolsUpgradeFault"))
+            Ok(chunks::v_11::Object::VramLimitLicense(v)) => {
+                return Ok(Self::VramLimitLicense(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_12::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::VmValidateMaxDevice(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmValidateMaxDevice"))
+            Ok(chunks::v_12::Object::VsanClusterUuidMismatch(v)) => {
+                return Ok(Self::VsanClusterUuidMismatch(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmWwnConflict(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmWwnConflict"))
+            Ok(chunks::v_12::Object::VsanDiskFault(v)) => {
+                return Ok(Self::VsanDiskFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmfsAlreadyMounted(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmfsAlreadyMounted"))
-            }
+            Ok(chunks::v_12::Object::VsanFault(v)) => return Ok(Self::VsanFault(v)),
             #[cfg(feature = "all-faults")]
-            Self::VmfsAmbiguousMount(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmfsAmbiguousMount"))
+            Ok(chunks::v_12::Object::VsanIncompatibleDiskMapping(v)) => {
+                return Ok(Self::VsanIncompatibleDiskMapping(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmfsMountFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmfsMountFault"))
+            Ok(chunks::v_12::Object::VspanDestPortConflict(v)) => {
+                return Ok(Self::VspanDestPortConflict(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VmotionInterfaceNotEnabled(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VmotionInterfaceNotEnabled"))
+            Ok(chunks::v_12::Object::VspanPortConflict(v)) => {
+                return Ok(Self::VspanPortConflict(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VolumeEditorError(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VolumeEditorError"))
+            Ok(chunks::v_12::Object::VspanPortMoveFault(v)) => {
+                return Ok(Self::VspanPortMoveFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VramLimitLicense(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VramLimitLicense"))
+            Ok(chunks::v_12::Object::VspanPortPromiscChangeFault(v)) => {
+                return Ok(Self::VspanPortPromiscChangeFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VsanClusterUuidMismatch(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VsanClusterUuidMismatch"))
+            Ok(chunks::v_12::Object::VspanPortgroupPromiscChangeFault(v)) => {
+                return Ok(Self::VspanPortgroupPromiscChangeFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VsanDiskFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VsanDiskFault"))
+            Ok(chunks::v_12::Object::VspanPortgroupTypeChangeFault(v)) => {
+                return Ok(Self::VspanPortgroupTypeChangeFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VsanFault(v) => x::Encode::encode_as(&**v, w, tag, Some("VsanFault")),
+            Ok(chunks::v_12::Object::VspanPromiscuousPortNotSupported(v)) => {
+                return Ok(Self::VspanPromiscuousPortNotSupported(v));
+            }
             #[cfg(feature = "all-faults")]
-            Self::VsanIncompatibleDiskMapping(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VsanIncompatibleDiskMapping"))
+            Ok(chunks::v_12::Object::VspanSameSessionPortConflict(v)) => {
+                return Ok(Self::VspanSameSessionPortConflict(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
+            Ok(chunks::v_2::Object::VimFault(v)) => return Ok(Self::VimFault(v)),
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::VspanDestPortConflict(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VspanDestPortConflict"))
+            Ok(chunks::v_3::Object::VirtualDiskBlocksNotFullyProvisioned(v)) => {
+                return Ok(Self::VirtualDiskBlocksNotFullyProvisioned(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VspanPortConflict(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VspanPortConflict"))
+            Ok(chunks::v_3::Object::VirtualDiskModeNotSupported(v)) => {
+                return Ok(Self::VirtualDiskModeNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::VspanPortMoveFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VspanPortMoveFault"))
+            Ok(chunks::v_4::Object::VirtualEthernetCardNotSupported(v)) => {
+                return Ok(Self::VirtualEthernetCardNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VspanPortPromiscChangeFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VspanPortPromiscChangeFault"))
+            Ok(chunks::v_4::Object::VirtualHardwareCompatibilityIssue(v)) => {
+                return Ok(Self::VirtualHardwareCompatibilityIssue(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VspanPortgroupPromiscChangeFault(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VspanPortgroupPromiscChangeFault"),
-                )
+            Ok(chunks::v_4::Object::VirtualHardwareVersionNotSupported(v)) => {
+                return Ok(Self::VirtualHardwareVersionNotSupported(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::VspanPortgroupTypeChangeFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VspanPortgroupTypeChangeFault"))
+            Ok(chunks::v_9::Object::VmAlreadyExistsInDatacenter(v)) => {
+                return Ok(Self::VmAlreadyExistsInDatacenter(v));
+            }
+            Ok(chunks::v_9::Object::VmConfigFault(v)) => {
+                return Ok(Self::VmConfigFault(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VspanPromiscuousPortNotSupported(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("VspanPromiscuousPortNotSupported"),
-                )
+            Ok(chunks::v_9::Object::VmConfigIncompatibleForFaultTolerance(v)) => {
+                return Ok(Self::VmConfigIncompatibleForFaultTolerance(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::VspanSameSessionPortConflict(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("VspanSameSessionPortConflict"))
+            Ok(chunks::v_9::Object::VmConfigIncompatibleForRecordReplay(v)) => {
+                return Ok(Self::VmConfigIncompatibleForRecordReplay(v));
             }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
             #[cfg(feature = "all-faults")]
-            Self::WakeOnLanNotSupported(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("WakeOnLanNotSupported"))
+            Ok(chunks::w_to_v::Object::WakeOnLanNotSupported(v)) => {
+                return Ok(Self::WakeOnLanNotSupported(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::WakeOnLanNotSupportedByVmotionNIC(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("WakeOnLanNotSupportedByVmotionNIC"),
-                )
+            Ok(chunks::w_to_v::Object::WakeOnLanNotSupportedByVmotionNIC(v)) => {
+                return Ok(Self::WakeOnLanNotSupportedByVmotionNIC(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::WillLoseHAProtection(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("WillLoseHAProtection"))
+            Ok(chunks::w_to_v::Object::WillLoseHAProtection(v)) => {
+                return Ok(Self::WillLoseHAProtection(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::WillModifyConfigCpuRequirements(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("WillModifyConfigCpuRequirements"),
-                )
+            Ok(chunks::w_to_v::Object::WillModifyConfigCpuRequirements(v)) => {
+                return Ok(Self::WillModifyConfigCpuRequirements(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::WillResetSnapshotDirectory(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("WillResetSnapshotDirectory"))
+            Ok(chunks::w_to_v::Object::WillResetSnapshotDirectory(v)) => {
+                return Ok(Self::WillResetSnapshotDirectory(v));
             }
             #[cfg(feature = "all-faults")]
-            Self::WipeDiskFault(v) => {
-                x::Encode::encode_as(&**v, w, tag, Some("WipeDiskFault"))
+            Ok(chunks::w_to_v::Object::WipeDiskFault(v)) => {
+                return Ok(Self::WipeDiskFault(v));
             }
-        }
+            #[allow(unreachable_patterns)]
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }

@@ -5,2907 +5,4880 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl AnyMethodFault {
-    /// The value of an `anyType` slot as this enum, if it holds this
-    /// type or one of its subtypes; else the object back.
-    pub fn from_object(
-        object: Box<dyn x::DataObject>,
-    ) -> Result<Self, Box<dyn x::DataObject>> {
-        use crate::generated::registry as chunks;
-        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::ActiveDirectoryFault(v)) => {
-                return Ok(Self::ActiveDirectoryFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::ActiveVMsBlockingEVC(v)) => {
-                return Ok(Self::ActiveVMsBlockingEVC(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AdminDisabled(v)) => {
-                return Ok(Self::AdminDisabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AdminNotDisabled(v)) => {
-                return Ok(Self::AdminNotDisabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AffinityConfigured(v)) => {
-                return Ok(Self::AffinityConfigured(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AgentInstallFailed(v)) => {
-                return Ok(Self::AgentInstallFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AlreadyBeingManaged(v)) => {
-                return Ok(Self::AlreadyBeingManaged(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AlreadyConnected(v)) => {
-                return Ok(Self::AlreadyConnected(v));
-            }
-            Ok(chunks::a_1::Object::AlreadyExists(v)) => {
-                return Ok(Self::AlreadyExists(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AlreadyUpgraded(v)) => {
-                return Ok(Self::AlreadyUpgraded(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::AnswerFileUpdateFailed(v)) => {
-                return Ok(Self::AnswerFileUpdateFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_1::Object::ApplicationQuiesceFault(v)) => {
-                return Ok(Self::ApplicationQuiesceFault(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_9::Object::AuthMinimumAdminPermission(v)) => {
-                return Ok(Self::AuthMinimumAdminPermission(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::a_9::Object::AuthenticationRequired(v)) => {
-                return Ok(Self::AuthenticationRequired(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::BackupBlobReadFailure(v)) => {
-                return Ok(Self::BackupBlobReadFailure(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::BackupBlobWriteFailure(v)) => {
-                return Ok(Self::BackupBlobWriteFailure(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::BlockedByFirewall(v)) => {
-                return Ok(Self::BlockedByFirewall(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CAMServerRefusedConnection(v)) => {
-                return Ok(Self::CAMServerRefusedConnection(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessFile(v)) => {
-                return Ok(Self::CannotAccessFile(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessLocalSource(v)) => {
-                return Ok(Self::CannotAccessLocalSource(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessNetwork(v)) => {
-                return Ok(Self::CannotAccessNetwork(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessVmComponent(v)) => {
-                return Ok(Self::CannotAccessVmComponent(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessVmConfig(v)) => {
-                return Ok(Self::CannotAccessVmConfig(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessVmDevice(v)) => {
-                return Ok(Self::CannotAccessVmDevice(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAccessVmDisk(v)) => {
-                return Ok(Self::CannotAccessVmDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmAsStandalone(v)) => {
-                return Ok(Self::CannotAddHostWithFTVmAsStandalone(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToDifferentCluster(v)) => {
-                return Ok(Self::CannotAddHostWithFTVmToDifferentCluster(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToNonHACluster(v)) => {
-                return Ok(Self::CannotAddHostWithFTVmToNonHACluster(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotChangeDrsBehaviorForFtSecondary(v)) => {
-                return Ok(Self::CannotChangeDrsBehaviorForFtSecondary(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotChangeHaSettingsForFtSecondary(v)) => {
-                return Ok(Self::CannotChangeHaSettingsForFtSecondary(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotChangeVsanClusterUuid(v)) => {
-                return Ok(Self::CannotChangeVsanClusterUuid(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotChangeVsanNodeUuid(v)) => {
-                return Ok(Self::CannotChangeVsanNodeUuid(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotComputeFTCompatibleHosts(v)) => {
-                return Ok(Self::CannotComputeFTCompatibleHosts(v));
-            }
-            Ok(chunks::b_to_c::Object::CannotCreateFile(v)) => {
-                return Ok(Self::CannotCreateFile(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDecryptPasswords(v)) => {
-                return Ok(Self::CannotDecryptPasswords(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDeleteFile(v)) => {
-                return Ok(Self::CannotDeleteFile(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDisableDrsOnClustersWithVApps(v)) => {
-                return Ok(Self::CannotDisableDrsOnClustersWithVApps(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDisableSnapshot(v)) => {
-                return Ok(Self::CannotDisableSnapshot(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotDisconnectHostWithFaultToleranceVm(v)) => {
-                return Ok(Self::CannotDisconnectHostWithFaultToleranceVm(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotEnableVmcpForCluster(v)) => {
-                return Ok(Self::CannotEnableVmcpForCluster(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotModifyConfigCpuRequirements(v)) => {
-                return Ok(Self::CannotModifyConfigCpuRequirements(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveFaultToleranceVm(v)) => {
-                return Ok(Self::CannotMoveFaultToleranceVm(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveHostWithFaultToleranceVm(v)) => {
-                return Ok(Self::CannotMoveHostWithFaultToleranceVm(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveVmWithDeltaDisk(v)) => {
-                return Ok(Self::CannotMoveVmWithDeltaDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveVmWithNativeDeltaDisk(v)) => {
-                return Ok(Self::CannotMoveVmWithNativeDeltaDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotMoveVsanEnabledHost(v)) => {
-                return Ok(Self::CannotMoveVsanEnabledHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotPlaceWithoutPrerequisiteMoves(v)) => {
-                return Ok(Self::CannotPlaceWithoutPrerequisiteMoves(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotPowerOffVmInCluster(v)) => {
-                return Ok(Self::CannotPowerOffVmInCluster(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotReconfigureVsanWhenHaEnabled(v)) => {
-                return Ok(Self::CannotReconfigureVsanWhenHaEnabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CannotUseNetwork(v)) => {
-                return Ok(Self::CannotUseNetwork(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::ClockSkew(v)) => return Ok(Self::ClockSkew(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::b_to_c::Object::CloneFromSnapshotNotSupported(v)) => {
-                return Ok(Self::CloneFromSnapshotNotSupported(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_2::Object::CollectorAddressUnset(v)) => {
-                return Ok(Self::CollectorAddressUnset(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
-            Ok(chunks::c_3::Object::ConcurrentAccess(v)) => {
-                return Ok(Self::ConcurrentAccess(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::ConflictingConfiguration(v)) => {
-                return Ok(Self::ConflictingConfiguration(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::ConflictingDatastoreFound(v)) => {
-                return Ok(Self::ConflictingDatastoreFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::ConnectedIso(v)) => return Ok(Self::ConnectedIso(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuCompatibilityUnknown(v)) => {
-                return Ok(Self::CpuCompatibilityUnknown(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuHotPlugNotSupported(v)) => {
-                return Ok(Self::CpuHotPlugNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuIncompatible(v)) => {
-                return Ok(Self::CpuIncompatible(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuIncompatible1ECX(v)) => {
-                return Ok(Self::CpuIncompatible1ECX(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_3::Object::CpuIncompatible81EDX(v)) => {
-                return Ok(Self::CpuIncompatible81EDX(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
-            Ok(chunks::c_4::Object::CustomizationFault(v)) => {
-                return Ok(Self::CustomizationFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::c_4::Object::CustomizationPending(v)) => {
-                return Ok(Self::CustomizationPending(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_1::Object::DVPortNotSupported(v)) => {
-                return Ok(Self::DVPortNotSupported(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DasConfigFault(v)) => {
-                return Ok(Self::DasConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DatabaseError(v)) => {
-                return Ok(Self::DatabaseError(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DatacenterMismatch(v)) => {
-                return Ok(Self::DatacenterMismatch(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DatastoreNotWritableOnHost(v)) => {
-                return Ok(Self::DatastoreNotWritableOnHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeltaDiskFormatNotSupported(v)) => {
-                return Ok(Self::DeltaDiskFormatNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DestinationSwitchFull(v)) => {
-                return Ok(Self::DestinationSwitchFull(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DestinationVsanDisabled(v)) => {
-                return Ok(Self::DestinationVsanDisabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceBackingNotSupported(v)) => {
-                return Ok(Self::DeviceBackingNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceControllerNotSupported(v)) => {
-                return Ok(Self::DeviceControllerNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceHotPlugNotSupported(v)) => {
-                return Ok(Self::DeviceHotPlugNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceNotFound(v)) => {
-                return Ok(Self::DeviceNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_2::Object::DeviceNotSupported(v)) => {
-                return Ok(Self::DeviceNotSupported(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DeviceUnsupportedForVmPlatform(v)) => {
-                return Ok(Self::DeviceUnsupportedForVmPlatform(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DeviceUnsupportedForVmVersion(v)) => {
-                return Ok(Self::DeviceUnsupportedForVmVersion(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DigestNotSupported(v)) => {
-                return Ok(Self::DigestNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DirectoryNotEmpty(v)) => {
-                return Ok(Self::DirectoryNotEmpty(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisableAdminNotSupported(v)) => {
-                return Ok(Self::DisableAdminNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisallowedChangeByService(v)) => {
-                return Ok(Self::DisallowedChangeByService(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisallowedDiskModeChange(v)) => {
-                return Ok(Self::DisallowedDiskModeChange(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisallowedMigrationDeviceAttached(v)) => {
-                return Ok(Self::DisallowedMigrationDeviceAttached(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisallowedOperationOnFailoverHost(v)) => {
-                return Ok(Self::DisallowedOperationOnFailoverHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DisconnectedHostsBlockingEVC(v)) => {
-                return Ok(Self::DisconnectedHostsBlockingEVC(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskHasPartitions(v)) => {
-                return Ok(Self::DiskHasPartitions(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskIsLastRemainingNonSSD(v)) => {
-                return Ok(Self::DiskIsLastRemainingNonSSD(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskIsNonLocal(v)) => {
-                return Ok(Self::DiskIsNonLocal(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskIsUSB(v)) => return Ok(Self::DiskIsUSB(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskMoveTypeNotSupported(v)) => {
-                return Ok(Self::DiskMoveTypeNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskNotSupported(v)) => {
-                return Ok(Self::DiskNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_3::Object::DiskTooSmall(v)) => return Ok(Self::DiskTooSmall(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DomainNotFound(v)) => {
-                return Ok(Self::DomainNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DrsDisabledOnVm(v)) => {
-                return Ok(Self::DrsDisabledOnVm(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DrsVmotionIncompatibleFault(v)) => {
-                return Ok(Self::DrsVmotionIncompatibleFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DuplicateDisks(v)) => {
-                return Ok(Self::DuplicateDisks(v));
-            }
-            Ok(chunks::d_4::Object::DuplicateName(v)) => {
-                return Ok(Self::DuplicateName(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DuplicateVsanNetworkInterface(v)) => {
-                return Ok(Self::DuplicateVsanNetworkInterface(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DvsApplyOperationFault(v)) => {
-                return Ok(Self::DvsApplyOperationFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_4::Object::DvsFault(v)) => return Ok(Self::DvsFault(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_5::Object::DvsNotAuthorized(v)) => {
-                return Ok(Self::DvsNotAuthorized(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_5::Object::DvsOperationBulkFault(v)) => {
-                return Ok(Self::DvsOperationBulkFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::d_5::Object::DvsScopeViolated(v)) => {
-                return Ok(Self::DvsScopeViolated(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailed(v)) => {
-                return Ok(Self::EVCAdmissionFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUFeaturesForMode(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUFeaturesForMode(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUModel(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUModel(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUModelForMode(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUModelForMode(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUVendor(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUVendor(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedCPUVendorUnknown(v)) => {
-                return Ok(Self::EVCAdmissionFailedCPUVendorUnknown(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedHostDisconnected(v)) => {
-                return Ok(Self::EVCAdmissionFailedHostDisconnected(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedHostSoftware(v)) => {
-                return Ok(Self::EVCAdmissionFailedHostSoftware(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedHostSoftwareForMode(v)) => {
-                return Ok(Self::EVCAdmissionFailedHostSoftwareForMode(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCAdmissionFailedVmActive(v)) => {
-                return Ok(Self::EVCAdmissionFailedVmActive(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCConfigFault(v)) => {
-                return Ok(Self::EVCConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCModeIllegalByVendor(v)) => {
-                return Ok(Self::EVCModeIllegalByVendor(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCModeUnsupportedByHosts(v)) => {
-                return Ok(Self::EVCModeUnsupportedByHosts(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCUnsupportedByHostHardware(v)) => {
-                return Ok(Self::EVCUnsupportedByHostHardware(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EVCUnsupportedByHostSoftware(v)) => {
-                return Ok(Self::EVCUnsupportedByHostSoftware(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EightHostLimitViolated(v)) => {
-                return Ok(Self::EightHostLimitViolated(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::EncryptionKeyRequired(v)) => {
-                return Ok(Self::EncryptionKeyRequired(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::ExpiredAddonLicense(v)) => {
-                return Ok(Self::ExpiredAddonLicense(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::ExpiredEditionLicense(v)) => {
-                return Ok(Self::ExpiredEditionLicense(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e::Object::ExpiredFeatureLicense(v)) => {
-                return Ok(Self::ExpiredFeatureLicense(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::ExtendedFault(v)) => {
-                return Ok(Self::ExtendedFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FailToEnableSPBM(v)) => {
-                return Ok(Self::FailToEnableSPBM(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FailToLockFaultToleranceVMs(v)) => {
-                return Ok(Self::FailToLockFaultToleranceVMs(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceAntiAffinityViolated(v)) => {
-                return Ok(Self::FaultToleranceAntiAffinityViolated(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceCannotEditMem(v)) => {
-                return Ok(Self::FaultToleranceCannotEditMem(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceCpuIncompatible(v)) => {
-                return Ok(Self::FaultToleranceCpuIncompatible(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceNeedsThickDisk(v)) => {
-                return Ok(Self::FaultToleranceNeedsThickDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceNotLicensed(v)) => {
-                return Ok(Self::FaultToleranceNotLicensed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceNotSameBuild(v)) => {
-                return Ok(Self::FaultToleranceNotSameBuild(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultTolerancePrimaryPowerOnNotAttempted(v)) => {
-                return Ok(Self::FaultTolerancePrimaryPowerOnNotAttempted(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FaultToleranceVmNotDasProtected(v)) => {
-                return Ok(Self::FaultToleranceVmNotDasProtected(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FcoeFault(v)) => return Ok(Self::FcoeFault(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FcoeFaultPnicHasNoPortSet(v)) => {
-                return Ok(Self::FcoeFaultPnicHasNoPortSet(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FeatureRequirementsNotMet(v)) => {
-                return Ok(Self::FeatureRequirementsNotMet(v));
-            }
-            Ok(chunks::e_to_f::Object::FileAlreadyExists(v)) => {
-                return Ok(Self::FileAlreadyExists(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FileBackedPortNotSupported(v)) => {
-                return Ok(Self::FileBackedPortNotSupported(v));
-            }
-            Ok(chunks::e_to_f::Object::FileFault(v)) => return Ok(Self::FileFault(v)),
-            Ok(chunks::e_to_f::Object::FileLocked(v)) => return Ok(Self::FileLocked(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FileNameTooLong(v)) => {
-                return Ok(Self::FileNameTooLong(v));
-            }
-            Ok(chunks::e_to_f::Object::FileNotFound(v)) => {
-                return Ok(Self::FileNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FileNotWritable(v)) => {
-                return Ok(Self::FileNotWritable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FileTooLarge(v)) => {
-                return Ok(Self::FileTooLarge(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FilesystemQuiesceFault(v)) => {
-                return Ok(Self::FilesystemQuiesceFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::e_to_f::Object::FilterInUse(v)) => return Ok(Self::FilterInUse(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::FtIssuesOnHost(v)) => {
-                return Ok(Self::FtIssuesOnHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::FtVmHostRuleViolation(v)) => {
-                return Ok(Self::FtVmHostRuleViolation(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::FullStorageVMotionNotSupported(v)) => {
-                return Ok(Self::FullStorageVMotionNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayConnectFault(v)) => {
-                return Ok(Self::GatewayConnectFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayHostNotReachable(v)) => {
-                return Ok(Self::GatewayHostNotReachable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayNotFound(v)) => {
-                return Ok(Self::GatewayNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayNotReachable(v)) => {
-                return Ok(Self::GatewayNotReachable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayOperationRefused(v)) => {
-                return Ok(Self::GatewayOperationRefused(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayToHostAuthFault(v)) => {
-                return Ok(Self::GatewayToHostAuthFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayToHostConnectFault(v)) => {
-                return Ok(Self::GatewayToHostConnectFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GatewayToHostTrustVerifyFault(v)) => {
-                return Ok(Self::GatewayToHostTrustVerifyFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GenericDrsFault(v)) => {
-                return Ok(Self::GenericDrsFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GenericVmConfigFault(v)) => {
-                return Ok(Self::GenericVmConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GuestAuthenticationChallenge(v)) => {
-                return Ok(Self::GuestAuthenticationChallenge(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GuestComponentsOutOfDate(v)) => {
-                return Ok(Self::GuestComponentsOutOfDate(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::f_to_g::Object::GuestMultipleMappings(v)) => {
-                return Ok(Self::GuestMultipleMappings(v));
-            }
-            Ok(chunks::f_to_g::Object::GuestOperationsFault(v)) => {
-                return Ok(Self::GuestOperationsFault(v));
-            }
-            Ok(chunks::f_to_g::Object::GuestOperationsUnavailable(v)) => {
-                return Ok(Self::GuestOperationsUnavailable(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::g::Object>(object) {
-            Ok(chunks::g::Object::GuestPermissionDenied(v)) => {
-                return Ok(Self::GuestPermissionDenied(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestProcessNotFound(v)) => {
-                return Ok(Self::GuestProcessNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryFault(v)) => {
-                return Ok(Self::GuestRegistryFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyAlreadyExists(v)) => {
-                return Ok(Self::GuestRegistryKeyAlreadyExists(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyFault(v)) => {
-                return Ok(Self::GuestRegistryKeyFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyHasSubkeys(v)) => {
-                return Ok(Self::GuestRegistryKeyHasSubkeys(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyInvalid(v)) => {
-                return Ok(Self::GuestRegistryKeyInvalid(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryKeyParentVolatile(v)) => {
-                return Ok(Self::GuestRegistryKeyParentVolatile(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryValueFault(v)) => {
-                return Ok(Self::GuestRegistryValueFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::g::Object::GuestRegistryValueNotFound(v)) => {
-                return Ok(Self::GuestRegistryValueNotFound(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_1::Object::HAErrorsAtDest(v)) => {
-                return Ok(Self::HAErrorsAtDest(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_1::Object::HeterogenousHostsBlockingEVC(v)) => {
-                return Ok(Self::HeterogenousHostsBlockingEVC(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_1::Object::HostAccessRestrictedToManagementServer(v)) => {
-                return Ok(Self::HostAccessRestrictedToManagementServer(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_10::Object::HotSnapshotMoveNotSupported(v)) => {
-                return Ok(Self::HotSnapshotMoveNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_10::Object::HttpFault(v)) => return Ok(Self::HttpFault(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
-            Ok(chunks::h_2::Object::HostCommunication(v)) => {
-                return Ok(Self::HostCommunication(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_2::Object::HostConfigFailed(v)) => {
-                return Ok(Self::HostConfigFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_2::Object::HostConfigFault(v)) => {
-                return Ok(Self::HostConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_2::Object::HostConnectFault(v)) => {
-                return Ok(Self::HostConnectFault(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostHasComponentFailure(v)) => {
-                return Ok(Self::HostHasComponentFailure(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostInDomain(v)) => return Ok(Self::HostInDomain(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostIncompatibleForFaultTolerance(v)) => {
-                return Ok(Self::HostIncompatibleForFaultTolerance(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostIncompatibleForRecordReplay(v)) => {
-                return Ok(Self::HostIncompatibleForRecordReplay(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_4::Object::HostInventoryFull(v)) => {
-                return Ok(Self::HostInventoryFull(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
-            Ok(chunks::h_6::Object::HostNotConnected(v)) => {
-                return Ok(Self::HostNotConnected(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_6::Object::HostNotReachable(v)) => {
-                return Ok(Self::HostNotReachable(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_7::Object::HostPowerOpFailed(v)) => {
-                return Ok(Self::HostPowerOpFailed(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::h_8::Object::HostSpecificationOperationFailed(v)) => {
-                return Ok(Self::HostSpecificationOperationFailed(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IDEDiskNotSupported(v)) => {
-                return Ok(Self::IDEDiskNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IORMNotSupportedHostOnDatastore(v)) => {
-                return Ok(Self::IORMNotSupportedHostOnDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::ImportHostAddFailure(v)) => {
-                return Ok(Self::ImportHostAddFailure(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::ImportOperationBulkFault(v)) => {
-                return Ok(Self::ImportOperationBulkFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InUseFeatureManipulationDisallowed(v)) => {
-                return Ok(Self::InUseFeatureManipulationDisallowed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InaccessibleDatastore(v)) => {
-                return Ok(Self::InaccessibleDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InaccessibleFTMetadataDatastore(v)) => {
-                return Ok(Self::InaccessibleFTMetadataDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InaccessibleVFlashSource(v)) => {
-                return Ok(Self::InaccessibleVFlashSource(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncompatibleDefaultDevice(v)) => {
-                return Ok(Self::IncompatibleDefaultDevice(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncompatibleHostForFtSecondary(v)) => {
-                return Ok(Self::IncompatibleHostForFtSecondary(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncompatibleHostForVmReplication(v)) => {
-                return Ok(Self::IncompatibleHostForVmReplication(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncompatibleSetting(v)) => {
-                return Ok(Self::IncompatibleSetting(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncorrectFileType(v)) => {
-                return Ok(Self::IncorrectFileType(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IncorrectHostInformation(v)) => {
-                return Ok(Self::IncorrectHostInformation(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::IndependentDiskVMotionNotSupported(v)) => {
-                return Ok(Self::IndependentDiskVMotionNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientAgentVmsDeployed(v)) => {
-                return Ok(Self::InsufficientAgentVmsDeployed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientCpuResourcesFault(v)) => {
-                return Ok(Self::InsufficientCpuResourcesFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientDisks(v)) => {
-                return Ok(Self::InsufficientDisks(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientFailoverResourcesFault(v)) => {
-                return Ok(Self::InsufficientFailoverResourcesFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientGraphicsResourcesFault(v)) => {
-                return Ok(Self::InsufficientGraphicsResourcesFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientHostCapacityFault(v)) => {
-                return Ok(Self::InsufficientHostCapacityFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientHostCpuCapacityFault(v)) => {
-                return Ok(Self::InsufficientHostCpuCapacityFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientHostMemoryCapacityFault(v)) => {
-                return Ok(Self::InsufficientHostMemoryCapacityFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientMemoryResourcesFault(v)) => {
-                return Ok(Self::InsufficientMemoryResourcesFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientNetworkCapacity(v)) => {
-                return Ok(Self::InsufficientNetworkCapacity(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientNetworkResourcePoolCapacity(v)) => {
-                return Ok(Self::InsufficientNetworkResourcePoolCapacity(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientPerCpuCapacity(v)) => {
-                return Ok(Self::InsufficientPerCpuCapacity(v));
-            }
-            Ok(chunks::i_1::Object::InsufficientResourcesFault(v)) => {
-                return Ok(Self::InsufficientResourcesFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStandbyCpuResource(v)) => {
-                return Ok(Self::InsufficientStandbyCpuResource(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStandbyMemoryResource(v)) => {
-                return Ok(Self::InsufficientStandbyMemoryResource(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStandbyResource(v)) => {
-                return Ok(Self::InsufficientStandbyResource(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStorageIops(v)) => {
-                return Ok(Self::InsufficientStorageIops(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientStorageSpace(v)) => {
-                return Ok(Self::InsufficientStorageSpace(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InsufficientVFlashResourcesFault(v)) => {
-                return Ok(Self::InsufficientVFlashResourcesFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidAffinitySettingFault(v)) => {
-                return Ok(Self::InvalidAffinitySettingFault(v));
-            }
-            Ok(chunks::i_1::Object::InvalidArgument(v)) => {
-                return Ok(Self::InvalidArgument(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidBmcRole(v)) => {
-                return Ok(Self::InvalidBmcRole(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidBundle(v)) => {
-                return Ok(Self::InvalidBundle(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidCAMCertificate(v)) => {
-                return Ok(Self::InvalidCAMCertificate(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidCAMServer(v)) => {
-                return Ok(Self::InvalidCAMServer(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidClientCertificate(v)) => {
-                return Ok(Self::InvalidClientCertificate(v));
-            }
-            Ok(chunks::i_1::Object::InvalidCollectorVersion(v)) => {
-                return Ok(Self::InvalidCollectorVersion(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidController(v)) => {
-                return Ok(Self::InvalidController(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDasConfigArgument(v)) => {
-                return Ok(Self::InvalidDasConfigArgument(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDasRestartPriorityForFtVm(v)) => {
-                return Ok(Self::InvalidDasRestartPriorityForFtVm(v));
-            }
-            Ok(chunks::i_1::Object::InvalidDatastore(v)) => {
-                return Ok(Self::InvalidDatastore(v));
-            }
-            Ok(chunks::i_1::Object::InvalidDatastorePath(v)) => {
-                return Ok(Self::InvalidDatastorePath(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDatastoreState(v)) => {
-                return Ok(Self::InvalidDatastoreState(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDeviceBacking(v)) => {
-                return Ok(Self::InvalidDeviceBacking(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDeviceOperation(v)) => {
-                return Ok(Self::InvalidDeviceOperation(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDeviceSpec(v)) => {
-                return Ok(Self::InvalidDeviceSpec(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDiskFormat(v)) => {
-                return Ok(Self::InvalidDiskFormat(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidDrsBehaviorForFtVm(v)) => {
-                return Ok(Self::InvalidDrsBehaviorForFtVm(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidEditionLicense(v)) => {
-                return Ok(Self::InvalidEditionLicense(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidEvent(v)) => return Ok(Self::InvalidEvent(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidFolder(v)) => {
-                return Ok(Self::InvalidFolder(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidFormat(v)) => {
-                return Ok(Self::InvalidFormat(v));
-            }
-            Ok(chunks::i_1::Object::InvalidGuestLogin(v)) => {
-                return Ok(Self::InvalidGuestLogin(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_1::Object::InvalidHostConnectionState(v)) => {
-                return Ok(Self::InvalidHostConnectionState(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidHostName(v)) => {
-                return Ok(Self::InvalidHostName(v));
-            }
-            Ok(chunks::i_2::Object::InvalidHostState(v)) => {
-                return Ok(Self::InvalidHostState(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidIndexArgument(v)) => {
-                return Ok(Self::InvalidIndexArgument(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidIpfixConfig(v)) => {
-                return Ok(Self::InvalidIpfixConfig(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidIpmiLoginInfo(v)) => {
-                return Ok(Self::InvalidIpmiLoginInfo(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidIpmiMacAddress(v)) => {
-                return Ok(Self::InvalidIpmiMacAddress(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidLicense(v)) => {
-                return Ok(Self::InvalidLicense(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidLocale(v)) => {
-                return Ok(Self::InvalidLocale(v));
-            }
-            Ok(chunks::i_2::Object::InvalidLogin(v)) => return Ok(Self::InvalidLogin(v)),
-            Ok(chunks::i_2::Object::InvalidName(v)) => return Ok(Self::InvalidName(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidNasCredentials(v)) => {
-                return Ok(Self::InvalidNasCredentials(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidNetworkInType(v)) => {
-                return Ok(Self::InvalidNetworkInType(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidNetworkResource(v)) => {
-                return Ok(Self::InvalidNetworkResource(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidOperationOnSecondaryVm(v)) => {
-                return Ok(Self::InvalidOperationOnSecondaryVm(v));
-            }
-            Ok(chunks::i_2::Object::InvalidPowerState(v)) => {
-                return Ok(Self::InvalidPowerState(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidPrivilege(v)) => {
-                return Ok(Self::InvalidPrivilege(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidProfileReferenceHost(v)) => {
-                return Ok(Self::InvalidProfileReferenceHost(v));
-            }
-            Ok(chunks::i_2::Object::InvalidProperty(v)) => {
-                return Ok(Self::InvalidProperty(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidPropertyType(v)) => {
-                return Ok(Self::InvalidPropertyType(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidPropertyValue(v)) => {
-                return Ok(Self::InvalidPropertyValue(v));
-            }
-            Ok(chunks::i_2::Object::InvalidRequest(v)) => {
-                return Ok(Self::InvalidRequest(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidResourcePoolStructureFault(v)) => {
-                return Ok(Self::InvalidResourcePoolStructureFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidScheduledTask(v)) => {
-                return Ok(Self::InvalidScheduledTask(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidSnapshotFormat(v)) => {
-                return Ok(Self::InvalidSnapshotFormat(v));
-            }
-            Ok(chunks::i_2::Object::InvalidState(v)) => return Ok(Self::InvalidState(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidToken(v)) => return Ok(Self::InvalidToken(v)),
-            Ok(chunks::i_2::Object::InvalidType(v)) => return Ok(Self::InvalidType(v)),
-            Ok(chunks::i_2::Object::InvalidVmConfig(v)) => {
-                return Ok(Self::InvalidVmConfig(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InvalidVmState(v)) => {
-                return Ok(Self::InvalidVmState(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::InventoryHasStandardAloneHosts(v)) => {
-                return Ok(Self::InventoryHasStandardAloneHosts(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IpHostnameGeneratorError(v)) => {
-                return Ok(Self::IpHostnameGeneratorError(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFault(v)) => return Ok(Self::IscsiFault(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultInvalidVnic(v)) => {
-                return Ok(Self::IscsiFaultInvalidVnic(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultPnicInUse(v)) => {
-                return Ok(Self::IscsiFaultPnicInUse(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicAlreadyBound(v)) => {
-                return Ok(Self::IscsiFaultVnicAlreadyBound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicHasActivePaths(v)) => {
-                return Ok(Self::IscsiFaultVnicHasActivePaths(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicHasMultipleUplinks(v)) => {
-                return Ok(Self::IscsiFaultVnicHasMultipleUplinks(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicHasNoUplinks(v)) => {
-                return Ok(Self::IscsiFaultVnicHasNoUplinks(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicHasWrongUplink(v)) => {
-                return Ok(Self::IscsiFaultVnicHasWrongUplink(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicInUse(v)) => {
-                return Ok(Self::IscsiFaultVnicInUse(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicIsLastPath(v)) => {
-                return Ok(Self::IscsiFaultVnicIsLastPath(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicNotBound(v)) => {
-                return Ok(Self::IscsiFaultVnicNotBound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::i_2::Object::IscsiFaultVnicNotFound(v)) => {
-                return Ok(Self::IscsiFaultVnicNotFound(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::KeyNotFound(v)) => return Ok(Self::KeyNotFound(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LargeRDMConversionNotSupported(v)) => {
-                return Ok(Self::LargeRDMConversionNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LargeRDMNotSupportedOnDatastore(v)) => {
-                return Ok(Self::LargeRDMNotSupportedOnDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LegacyNetworkInterfaceInUse(v)) => {
-                return Ok(Self::LegacyNetworkInterfaceInUse(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseAssignmentFailed(v)) => {
-                return Ok(Self::LicenseAssignmentFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseDowngradeDisallowed(v)) => {
-                return Ok(Self::LicenseDowngradeDisallowed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseEntityNotFound(v)) => {
-                return Ok(Self::LicenseEntityNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseExpired(v)) => {
-                return Ok(Self::LicenseExpired(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseKeyEntityMismatch(v)) => {
-                return Ok(Self::LicenseKeyEntityMismatch(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseRestricted(v)) => {
-                return Ok(Self::LicenseRestricted(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseServerUnavailable(v)) => {
-                return Ok(Self::LicenseServerUnavailable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LicenseSourceUnavailable(v)) => {
-                return Ok(Self::LicenseSourceUnavailable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LimitExceeded(v)) => {
-                return Ok(Self::LimitExceeded(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::j_to_l::Object::LinuxVolumeNotClean(v)) => {
-                return Ok(Self::LinuxVolumeNotClean(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
-            Ok(chunks::l_to_m::Object::MethodFault(v)) => return Ok(Self::MethodFault(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::LogBundlingFailed(v)) => {
-                return Ok(Self::LogBundlingFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MaintenanceModeFileMove(v)) => {
-                return Ok(Self::MaintenanceModeFileMove(v));
-            }
-            Ok(chunks::l_to_m::Object::ManagedObjectNotFound(v)) => {
-                return Ok(Self::ManagedObjectNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemoryFileFormatNotSupportedByDatastore(v)) => {
-                return Ok(Self::MemoryFileFormatNotSupportedByDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemoryHotPlugNotSupported(v)) => {
-                return Ok(Self::MemoryHotPlugNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemorySizeNotRecommended(v)) => {
-                return Ok(Self::MemorySizeNotRecommended(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemorySizeNotSupported(v)) => {
-                return Ok(Self::MemorySizeNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemorySizeNotSupportedByDatastore(v)) => {
-                return Ok(Self::MemorySizeNotSupportedByDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MemorySnapshotOnIndependentDisk(v)) => {
-                return Ok(Self::MemorySnapshotOnIndependentDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MethodAlreadyDisabledFault(v)) => {
-                return Ok(Self::MethodAlreadyDisabledFault(v));
-            }
-            Ok(chunks::l_to_m::Object::MethodDisabled(v)) => {
-                return Ok(Self::MethodDisabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MethodNotFound(v)) => {
-                return Ok(Self::MethodNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MigrationDisabled(v)) => {
-                return Ok(Self::MigrationDisabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MigrationFault(v)) => {
-                return Ok(Self::MigrationFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MigrationFeatureNotSupported(v)) => {
-                return Ok(Self::MigrationFeatureNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MigrationNotReady(v)) => {
-                return Ok(Self::MigrationNotReady(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MismatchedBundle(v)) => {
-                return Ok(Self::MismatchedBundle(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MismatchedNetworkPolicies(v)) => {
-                return Ok(Self::MismatchedNetworkPolicies(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MismatchedVMotionNetworkNames(v)) => {
-                return Ok(Self::MismatchedVMotionNetworkNames(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingBmcSupport(v)) => {
-                return Ok(Self::MissingBmcSupport(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingController(v)) => {
-                return Ok(Self::MissingController(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingIpPool(v)) => {
-                return Ok(Self::MissingIpPool(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingLinuxCustResources(v)) => {
-                return Ok(Self::MissingLinuxCustResources(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingNetworkIpConfig(v)) => {
-                return Ok(Self::MissingNetworkIpConfig(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingPowerOffConfiguration(v)) => {
-                return Ok(Self::MissingPowerOffConfiguration(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingPowerOnConfiguration(v)) => {
-                return Ok(Self::MissingPowerOnConfiguration(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MissingWindowsCustResources(v)) => {
-                return Ok(Self::MissingWindowsCustResources(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MksConnectionLimitReached(v)) => {
-                return Ok(Self::MksConnectionLimitReached(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MountError(v)) => return Ok(Self::MountError(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MultiWriterNotSupported(v)) => {
-                return Ok(Self::MultiWriterNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MultipleCertificatesVerifyFault(v)) => {
-                return Ok(Self::MultipleCertificatesVerifyFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::l_to_m::Object::MultipleSnapshotsNotSupported(v)) => {
-                return Ok(Self::MultipleSnapshotsNotSupported(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NamespaceFull(v)) => {
-                return Ok(Self::NamespaceFull(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NamespaceLimitReached(v)) => {
-                return Ok(Self::NamespaceLimitReached(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NamespaceWriteProtected(v)) => {
-                return Ok(Self::NamespaceWriteProtected(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NasConfigFault(v)) => {
-                return Ok(Self::NasConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NasConnectionLimitReached(v)) => {
-                return Ok(Self::NasConnectionLimitReached(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NasSessionCredentialConflict(v)) => {
-                return Ok(Self::NasSessionCredentialConflict(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NasVolumeNotMounted(v)) => {
-                return Ok(Self::NasVolumeNotMounted(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NetworkCopyFault(v)) => {
-                return Ok(Self::NetworkCopyFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NetworkDisruptedAndConfigRolledBack(v)) => {
-                return Ok(Self::NetworkDisruptedAndConfigRolledBack(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NetworkInaccessible(v)) => {
-                return Ok(Self::NetworkInaccessible(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NetworksMayNotBeTheSame(v)) => {
-                return Ok(Self::NetworksMayNotBeTheSame(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NicSettingMismatch(v)) => {
-                return Ok(Self::NicSettingMismatch(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoActiveHostInCluster(v)) => {
-                return Ok(Self::NoActiveHostInCluster(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoAvailableIp(v)) => {
-                return Ok(Self::NoAvailableIp(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoClientCertificate(v)) => {
-                return Ok(Self::NoClientCertificate(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleDatastore(v)) => {
-                return Ok(Self::NoCompatibleDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleHardAffinityHost(v)) => {
-                return Ok(Self::NoCompatibleHardAffinityHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleHost(v)) => {
-                return Ok(Self::NoCompatibleHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleHostWithAccessToDevice(v)) => {
-                return Ok(Self::NoCompatibleHostWithAccessToDevice(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoCompatibleSoftAffinityHost(v)) => {
-                return Ok(Self::NoCompatibleSoftAffinityHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoConnectedDatastore(v)) => {
-                return Ok(Self::NoConnectedDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoDiskFound(v)) => return Ok(Self::NoDiskFound(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoDiskSpace(v)) => return Ok(Self::NoDiskSpace(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoDisksToCustomize(v)) => {
-                return Ok(Self::NoDisksToCustomize(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoGateway(v)) => return Ok(Self::NoGateway(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoGuestHeartbeat(v)) => {
-                return Ok(Self::NoGuestHeartbeat(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoHost(v)) => return Ok(Self::NoHost(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoHostSuitableForFtSecondary(v)) => {
-                return Ok(Self::NoHostSuitableForFtSecondary(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoLicenseServerConfigured(v)) => {
-                return Ok(Self::NoLicenseServerConfigured(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoPeerHostFound(v)) => {
-                return Ok(Self::NoPeerHostFound(v));
-            }
-            Ok(chunks::n_1::Object::NoPermission(v)) => return Ok(Self::NoPermission(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoPermissionOnAD(v)) => {
-                return Ok(Self::NoPermissionOnAD(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoPermissionOnHost(v)) => {
-                return Ok(Self::NoPermissionOnHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_1::Object::NoPermissionOnNasVolume(v)) => {
-                return Ok(Self::NoPermissionOnNasVolume(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NoSubjectName(v)) => {
-                return Ok(Self::NoSubjectName(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NoVcManagedIpConfigured(v)) => {
-                return Ok(Self::NoVcManagedIpConfigured(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NoVirtualNic(v)) => return Ok(Self::NoVirtualNic(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NoVmInVApp(v)) => return Ok(Self::NoVmInVApp(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NonADUserRequired(v)) => {
-                return Ok(Self::NonADUserRequired(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NonHomeRDMVMotionNotSupported(v)) => {
-                return Ok(Self::NonHomeRDMVMotionNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NonPersistentDisksNotSupported(v)) => {
-                return Ok(Self::NonPersistentDisksNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NonVmwareOuiMacNotSupportedHost(v)) => {
-                return Ok(Self::NonVmwareOuiMacNotSupportedHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotADirectory(v)) => {
-                return Ok(Self::NotADirectory(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotAFile(v)) => return Ok(Self::NotAFile(v)),
-            Ok(chunks::n_2::Object::NotAuthenticated(v)) => {
-                return Ok(Self::NotAuthenticated(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotEnoughCpus(v)) => {
-                return Ok(Self::NotEnoughCpus(v));
-            }
-            Ok(chunks::n_2::Object::NotEnoughLicenses(v)) => {
-                return Ok(Self::NotEnoughLicenses(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotEnoughLogicalCpus(v)) => {
-                return Ok(Self::NotEnoughLogicalCpus(v));
-            }
-            Ok(chunks::n_2::Object::NotFound(v)) => return Ok(Self::NotFound(v)),
-            Ok(chunks::n_2::Object::NotImplemented(v)) => {
-                return Ok(Self::NotImplemented(v));
-            }
-            Ok(chunks::n_2::Object::NotSupported(v)) => return Ok(Self::NotSupported(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedDeviceForFT(v)) => {
-                return Ok(Self::NotSupportedDeviceForFT(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHost(v)) => {
-                return Ok(Self::NotSupportedHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForChecksum(v)) => {
-                return Ok(Self::NotSupportedHostForChecksum(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForVFlash(v)) => {
-                return Ok(Self::NotSupportedHostForVFlash(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForVmcp(v)) => {
-                return Ok(Self::NotSupportedHostForVmcp(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForVmemFile(v)) => {
-                return Ok(Self::NotSupportedHostForVmemFile(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostForVsan(v)) => {
-                return Ok(Self::NotSupportedHostForVsan(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostInCluster(v)) => {
-                return Ok(Self::NotSupportedHostInCluster(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostInDvs(v)) => {
-                return Ok(Self::NotSupportedHostInDvs(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotSupportedHostInHACluster(v)) => {
-                return Ok(Self::NotSupportedHostInHACluster(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NotUserConfigurableProperty(v)) => {
-                return Ok(Self::NotUserConfigurableProperty(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NumVirtualCoresPerSocketNotSupported(v)) => {
-                return Ok(Self::NumVirtualCoresPerSocketNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NumVirtualCpusExceedsLimit(v)) => {
-                return Ok(Self::NumVirtualCpusExceedsLimit(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NumVirtualCpusIncompatible(v)) => {
-                return Ok(Self::NumVirtualCpusIncompatible(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::n_2::Object::NumVirtualCpusNotSupported(v)) => {
-                return Ok(Self::NumVirtualCpusNotSupported(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OperationDisabledByGuest(v)) => {
-                return Ok(Self::OperationDisabledByGuest(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OperationDisallowedOnHost(v)) => {
-                return Ok(Self::OperationDisallowedOnHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OperationNotSupportedByGuest(v)) => {
-                return Ok(Self::OperationNotSupportedByGuest(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OutOfBounds(v)) => return Ok(Self::OutOfBounds(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfAttribute(v)) => return Ok(Self::OvfAttribute(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConnectedDevice(v)) => {
-                return Ok(Self::OvfConnectedDevice(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConnectedDeviceFloppy(v)) => {
-                return Ok(Self::OvfConnectedDeviceFloppy(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConnectedDeviceIso(v)) => {
-                return Ok(Self::OvfConnectedDeviceIso(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConstraint(v)) => {
-                return Ok(Self::OvfConstraint(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerCallbackFault(v)) => {
-                return Ok(Self::OvfConsumerCallbackFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerCommunicationError(v)) => {
-                return Ok(Self::OvfConsumerCommunicationError(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerFault(v)) => {
-                return Ok(Self::OvfConsumerFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerInvalidSection(v)) => {
-                return Ok(Self::OvfConsumerInvalidSection(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerPowerOnFault(v)) => {
-                return Ok(Self::OvfConsumerPowerOnFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerUndeclaredSection(v)) => {
-                return Ok(Self::OvfConsumerUndeclaredSection(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerUndefinedPrefix(v)) => {
-                return Ok(Self::OvfConsumerUndefinedPrefix(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfConsumerValidationFault(v)) => {
-                return Ok(Self::OvfConsumerValidationFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfCpuCompatibility(v)) => {
-                return Ok(Self::OvfCpuCompatibility(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfCpuCompatibilityCheckNotSupported(v)) => {
-                return Ok(Self::OvfCpuCompatibilityCheckNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDiskMappingNotFound(v)) => {
-                return Ok(Self::OvfDiskMappingNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDiskOrderConstraint(v)) => {
-                return Ok(Self::OvfDiskOrderConstraint(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDuplicateElement(v)) => {
-                return Ok(Self::OvfDuplicateElement(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDuplicatedElementBoundary(v)) => {
-                return Ok(Self::OvfDuplicatedElementBoundary(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdExport(v)) => {
-                return Ok(Self::OvfDuplicatedPropertyIdExport(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdImport(v)) => {
-                return Ok(Self::OvfDuplicatedPropertyIdImport(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfElement(v)) => return Ok(Self::OvfElement(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfElementInvalidValue(v)) => {
-                return Ok(Self::OvfElementInvalidValue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfExport(v)) => return Ok(Self::OvfExport(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfExportFailed(v)) => {
-                return Ok(Self::OvfExportFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfFault(v)) => return Ok(Self::OvfFault(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfHardwareCheck(v)) => {
-                return Ok(Self::OvfHardwareCheck(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfHardwareExport(v)) => {
-                return Ok(Self::OvfHardwareExport(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfHostResourceConstraint(v)) => {
-                return Ok(Self::OvfHostResourceConstraint(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfHostValueNotParsed(v)) => {
-                return Ok(Self::OvfHostValueNotParsed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfImport(v)) => return Ok(Self::OvfImport(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfImportFailed(v)) => {
-                return Ok(Self::OvfImportFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInternalError(v)) => {
-                return Ok(Self::OvfInternalError(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidPackage(v)) => {
-                return Ok(Self::OvfInvalidPackage(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValue(v)) => {
-                return Ok(Self::OvfInvalidValue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValueConfiguration(v)) => {
-                return Ok(Self::OvfInvalidValueConfiguration(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValueEmpty(v)) => {
-                return Ok(Self::OvfInvalidValueEmpty(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValueFormatMalformed(v)) => {
-                return Ok(Self::OvfInvalidValueFormatMalformed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidValueReference(v)) => {
-                return Ok(Self::OvfInvalidValueReference(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfInvalidVmName(v)) => {
-                return Ok(Self::OvfInvalidVmName(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfMappedOsId(v)) => {
-                return Ok(Self::OvfMappedOsId(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfMissingAttribute(v)) => {
-                return Ok(Self::OvfMissingAttribute(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_1::Object::OvfMissingElement(v)) => {
-                return Ok(Self::OvfMissingElement(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::o_2::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfMissingElementNormalBoundary(v)) => {
-                return Ok(Self::OvfMissingElementNormalBoundary(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfMissingHardware(v)) => {
-                return Ok(Self::OvfMissingHardware(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfNetworkMappingNotSupported(v)) => {
-                return Ok(Self::OvfNetworkMappingNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfNoHostNic(v)) => return Ok(Self::OvfNoHostNic(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfNoSpaceOnController(v)) => {
-                return Ok(Self::OvfNoSpaceOnController(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfNoSupportedHardwareFamily(v)) => {
-                return Ok(Self::OvfNoSupportedHardwareFamily(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfProperty(v)) => return Ok(Self::OvfProperty(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyExport(v)) => {
-                return Ok(Self::OvfPropertyExport(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyNetwork(v)) => {
-                return Ok(Self::OvfPropertyNetwork(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyNetworkExport(v)) => {
-                return Ok(Self::OvfPropertyNetworkExport(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyQualifier(v)) => {
-                return Ok(Self::OvfPropertyQualifier(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyQualifierDuplicate(v)) => {
-                return Ok(Self::OvfPropertyQualifierDuplicate(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyQualifierIgnored(v)) => {
-                return Ok(Self::OvfPropertyQualifierIgnored(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyType(v)) => {
-                return Ok(Self::OvfPropertyType(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfPropertyValue(v)) => {
-                return Ok(Self::OvfPropertyValue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfSystemFault(v)) => {
-                return Ok(Self::OvfSystemFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfToXmlUnsupportedElement(v)) => {
-                return Ok(Self::OvfToXmlUnsupportedElement(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnableToExportDisk(v)) => {
-                return Ok(Self::OvfUnableToExportDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnexpectedElement(v)) => {
-                return Ok(Self::OvfUnexpectedElement(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnknownDevice(v)) => {
-                return Ok(Self::OvfUnknownDevice(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnknownDeviceBacking(v)) => {
-                return Ok(Self::OvfUnknownDeviceBacking(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnknownEntity(v)) => {
-                return Ok(Self::OvfUnknownEntity(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedAttribute(v)) => {
-                return Ok(Self::OvfUnsupportedAttribute(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedAttributeValue(v)) => {
-                return Ok(Self::OvfUnsupportedAttributeValue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingInfo(v)) => {
-                return Ok(Self::OvfUnsupportedDeviceBackingInfo(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingOption(v)) => {
-                return Ok(Self::OvfUnsupportedDeviceBackingOption(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedDeviceExport(v)) => {
-                return Ok(Self::OvfUnsupportedDeviceExport(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedDiskProvisioning(v)) => {
-                return Ok(Self::OvfUnsupportedDiskProvisioning(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedElement(v)) => {
-                return Ok(Self::OvfUnsupportedElement(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedElementValue(v)) => {
-                return Ok(Self::OvfUnsupportedElementValue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedPackage(v)) => {
-                return Ok(Self::OvfUnsupportedPackage(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedSection(v)) => {
-                return Ok(Self::OvfUnsupportedSection(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedSubType(v)) => {
-                return Ok(Self::OvfUnsupportedSubType(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfUnsupportedType(v)) => {
-                return Ok(Self::OvfUnsupportedType(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfWrongElement(v)) => {
-                return Ok(Self::OvfWrongElement(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfWrongNamespace(v)) => {
-                return Ok(Self::OvfWrongNamespace(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::o_2::Object::OvfXmlFormat(v)) => return Ok(Self::OvfXmlFormat(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
-            Ok(chunks::p_1::Object::PasswordExpired(v)) => {
-                return Ok(Self::PasswordExpired(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchAlreadyInstalled(v)) => {
-                return Ok(Self::PatchAlreadyInstalled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchBinariesNotFound(v)) => {
-                return Ok(Self::PatchBinariesNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchInstallFailed(v)) => {
-                return Ok(Self::PatchInstallFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchIntegrityError(v)) => {
-                return Ok(Self::PatchIntegrityError(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchMetadataCorrupted(v)) => {
-                return Ok(Self::PatchMetadataCorrupted(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchMetadataInvalid(v)) => {
-                return Ok(Self::PatchMetadataInvalid(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchMetadataNotFound(v)) => {
-                return Ok(Self::PatchMetadataNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchMissingDependencies(v)) => {
-                return Ok(Self::PatchMissingDependencies(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchNotApplicable(v)) => {
-                return Ok(Self::PatchNotApplicable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PatchSuperseded(v)) => {
-                return Ok(Self::PatchSuperseded(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_1::Object::PhysCompatRDMNotSupported(v)) => {
-                return Ok(Self::PhysCompatRDMNotSupported(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_2::Object::PlatformConfigFault(v)) => {
-                return Ok(Self::PlatformConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_2::Object::PowerOnFtSecondaryFailed(v)) => {
-                return Ok(Self::PowerOnFtSecondaryFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_2::Object::PowerOnFtSecondaryTimedout(v)) => {
-                return Ok(Self::PowerOnFtSecondaryTimedout(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::p_2::Object::ProfileUpdateFailed(v)) => {
-                return Ok(Self::ProfileUpdateFailed(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::q::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::q::Object::QuarantineModeFault(v)) => {
-                return Ok(Self::QuarantineModeFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::q::Object::QuestionPending(v)) => {
-                return Ok(Self::QuestionPending(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::q::Object::QuiesceDatastoreIOForHAFailed(v)) => {
-                return Ok(Self::QuiesceDatastoreIOForHAFailed(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMConversionNotSupported(v)) => {
-                return Ok(Self::RDMConversionNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMNotPreserved(v)) => {
-                return Ok(Self::RDMNotPreserved(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMNotSupported(v)) => {
-                return Ok(Self::RDMNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMNotSupportedOnDatastore(v)) => {
-                return Ok(Self::RDMNotSupportedOnDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RDMPointsToInaccessibleDisk(v)) => {
-                return Ok(Self::RDMPointsToInaccessibleDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RawDiskNotSupported(v)) => {
-                return Ok(Self::RawDiskNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReadHostResourcePoolTreeFailed(v)) => {
-                return Ok(Self::ReadHostResourcePoolTreeFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReadOnlyDisksWithLegacyDestination(v)) => {
-                return Ok(Self::ReadOnlyDisksWithLegacyDestination(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RebootRequired(v)) => {
-                return Ok(Self::RebootRequired(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RecordReplayDisabled(v)) => {
-                return Ok(Self::RecordReplayDisabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RemoteDeviceNotSupported(v)) => {
-                return Ok(Self::RemoteDeviceNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::RemoveFailed(v)) => return Ok(Self::RemoveFailed(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationConfigFault(v)) => {
-                return Ok(Self::ReplicationConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationDiskConfigFault(v)) => {
-                return Ok(Self::ReplicationDiskConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationFault(v)) => {
-                return Ok(Self::ReplicationFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationIncompatibleWithFT(v)) => {
-                return Ok(Self::ReplicationIncompatibleWithFT(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationInvalidOptions(v)) => {
-                return Ok(Self::ReplicationInvalidOptions(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationNotSupportedOnHost(v)) => {
-                return Ok(Self::ReplicationNotSupportedOnHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationVmConfigFault(v)) => {
-                return Ok(Self::ReplicationVmConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationVmFault(v)) => {
-                return Ok(Self::ReplicationVmFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_1::Object::ReplicationVmInProgressFault(v)) => {
-                return Ok(Self::ReplicationVmInProgressFault(v));
-            }
-            Ok(chunks::r_1::Object::RequestCanceled(v)) => {
-                return Ok(Self::RequestCanceled(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
-            Ok(chunks::r_2::Object::ResourceInUse(v)) => {
-                return Ok(Self::ResourceInUse(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_2::Object::ResourceNotAvailable(v)) => {
-                return Ok(Self::ResourceNotAvailable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_2::Object::RestrictedByAdministrator(v)) => {
-                return Ok(Self::RestrictedByAdministrator(v));
-            }
-            Ok(chunks::r_2::Object::RestrictedVersion(v)) => {
-                return Ok(Self::RestrictedVersion(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_2::Object::RollbackFailure(v)) => {
-                return Ok(Self::RollbackFailure(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::r_2::Object::RuleViolation(v)) => {
-                return Ok(Self::RuleViolation(v));
-            }
-            Ok(chunks::r_2::Object::RuntimeFault(v)) => return Ok(Self::RuntimeFault(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SSLDisabledFault(v)) => {
-                return Ok(Self::SSLDisabledFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SSLVerifyFault(v)) => {
-                return Ok(Self::SSLVerifyFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SSPIChallenge(v)) => {
-                return Ok(Self::SSPIChallenge(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SecondaryVmAlreadyDisabled(v)) => {
-                return Ok(Self::SecondaryVmAlreadyDisabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SecondaryVmAlreadyEnabled(v)) => {
-                return Ok(Self::SecondaryVmAlreadyEnabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SecondaryVmAlreadyRegistered(v)) => {
-                return Ok(Self::SecondaryVmAlreadyRegistered(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_1::Object::SecondaryVmNotRegistered(v)) => {
-                return Ok(Self::SecondaryVmNotRegistered(v));
-            }
-            Ok(chunks::s_1::Object::SecurityError(v)) => {
-                return Ok(Self::SecurityError(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SessionNotFound(v)) => {
-                return Ok(Self::SessionNotFound(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SharedBusControllerNotSupported(v)) => {
-                return Ok(Self::SharedBusControllerNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::ShrinkDiskFault(v)) => {
-                return Ok(Self::ShrinkDiskFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotCloneNotSupported(v)) => {
-                return Ok(Self::SnapshotCloneNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotCopyNotSupported(v)) => {
-                return Ok(Self::SnapshotCopyNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotDisabled(v)) => {
-                return Ok(Self::SnapshotDisabled(v));
-            }
-            Ok(chunks::s_2::Object::SnapshotFault(v)) => {
-                return Ok(Self::SnapshotFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotIncompatibleDeviceInVm(v)) => {
-                return Ok(Self::SnapshotIncompatibleDeviceInVm(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotLocked(v)) => {
-                return Ok(Self::SnapshotLocked(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotMoveFromNonHomeNotSupported(v)) => {
-                return Ok(Self::SnapshotMoveFromNonHomeNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotMoveNotSupported(v)) => {
-                return Ok(Self::SnapshotMoveNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotMoveToNonHomeNotSupported(v)) => {
-                return Ok(Self::SnapshotMoveToNonHomeNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotNoChange(v)) => {
-                return Ok(Self::SnapshotNoChange(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SnapshotRevertIssue(v)) => {
-                return Ok(Self::SnapshotRevertIssue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SoftRuleVioCorrectionDisallowed(v)) => {
-                return Ok(Self::SoftRuleVioCorrectionDisallowed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SoftRuleVioCorrectionImpact(v)) => {
-                return Ok(Self::SoftRuleVioCorrectionImpact(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SolutionUserRequired(v)) => {
-                return Ok(Self::SolutionUserRequired(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::SsdDiskNotAvailable(v)) => {
-                return Ok(Self::SsdDiskNotAvailable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveDiskInMultiWriterMode(v)) => {
-                return Ok(Self::StorageDrsCannotMoveDiskInMultiWriterMode(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveFTVm(v)) => {
-                return Ok(Self::StorageDrsCannotMoveFTVm(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveIndependentDisk(v)) => {
-                return Ok(Self::StorageDrsCannotMoveIndependentDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v)) => {
-                return Ok(Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedVm(v)) => {
-                return Ok(Self::StorageDrsCannotMoveManuallyPlacedVm(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveSharedDisk(v)) => {
-                return Ok(Self::StorageDrsCannotMoveSharedDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveTemplate(v)) => {
-                return Ok(Self::StorageDrsCannotMoveTemplate(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmInUserFolder(v)) => {
-                return Ok(Self::StorageDrsCannotMoveVmInUserFolder(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithMountedCDROM(v)) => {
-                return Ok(Self::StorageDrsCannotMoveVmWithMountedCDROM(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v)) => {
-                return Ok(Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsDatacentersCannotShareDatastore(v)) => {
-                return Ok(Self::StorageDrsDatacentersCannotShareDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsDisabledOnVm(v)) => {
-                return Ok(Self::StorageDrsDisabledOnVm(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsHbrDiskNotMovable(v)) => {
-                return Ok(Self::StorageDrsHbrDiskNotMovable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsHmsMoveInProgress(v)) => {
-                return Ok(Self::StorageDrsHmsMoveInProgress(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsHmsUnreachable(v)) => {
-                return Ok(Self::StorageDrsHmsUnreachable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_2::Object::StorageDrsIolbDisabledInternally(v)) => {
-                return Ok(Self::StorageDrsIolbDisabledInternally(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageDrsRelocateDisabled(v)) => {
-                return Ok(Self::StorageDrsRelocateDisabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageDrsStaleHmsCollection(v)) => {
-                return Ok(Self::StorageDrsStaleHmsCollection(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageDrsUnableToMoveFiles(v)) => {
-                return Ok(Self::StorageDrsUnableToMoveFiles(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageVMotionNotSupported(v)) => {
-                return Ok(Self::StorageVMotionNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::StorageVmotionIncompatible(v)) => {
-                return Ok(Self::StorageVmotionIncompatible(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SuspendedRelocateNotSupported(v)) => {
-                return Ok(Self::SuspendedRelocateNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwapDatastoreNotWritableOnHost(v)) => {
-                return Ok(Self::SwapDatastoreNotWritableOnHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwapDatastoreUnset(v)) => {
-                return Ok(Self::SwapDatastoreUnset(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwapPlacementOverrideNotSupported(v)) => {
-                return Ok(Self::SwapPlacementOverrideNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwitchIpUnset(v)) => {
-                return Ok(Self::SwitchIpUnset(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::s_3::Object::SwitchNotInUpgradeMode(v)) => {
-                return Ok(Self::SwitchNotInUpgradeMode(v));
-            }
-            Ok(chunks::s_3::Object::SystemError(v)) => return Ok(Self::SystemError(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::t::Object>(object) {
-            Ok(chunks::t::Object::TaskInProgress(v)) => {
-                return Ok(Self::TaskInProgress(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ThirdPartyLicenseAssignmentFailed(v)) => {
-                return Ok(Self::ThirdPartyLicenseAssignmentFailed(v));
-            }
-            Ok(chunks::t::Object::Timedout(v)) => return Ok(Self::Timedout(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyConcurrentNativeClones(v)) => {
-                return Ok(Self::TooManyConcurrentNativeClones(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyConsecutiveOverrides(v)) => {
-                return Ok(Self::TooManyConsecutiveOverrides(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyDevices(v)) => {
-                return Ok(Self::TooManyDevices(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyDisksOnLegacyHost(v)) => {
-                return Ok(Self::TooManyDisksOnLegacyHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyGuestLogons(v)) => {
-                return Ok(Self::TooManyGuestLogons(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyHosts(v)) => return Ok(Self::TooManyHosts(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyNativeCloneLevels(v)) => {
-                return Ok(Self::TooManyNativeCloneLevels(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManyNativeClonesOnFile(v)) => {
-                return Ok(Self::TooManyNativeClonesOnFile(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::TooManySnapshotLevels(v)) => {
-                return Ok(Self::TooManySnapshotLevels(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsAlreadyUpgraded(v)) => {
-                return Ok(Self::ToolsAlreadyUpgraded(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsAutoUpgradeNotSupported(v)) => {
-                return Ok(Self::ToolsAutoUpgradeNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsImageCopyFailed(v)) => {
-                return Ok(Self::ToolsImageCopyFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsImageNotAvailable(v)) => {
-                return Ok(Self::ToolsImageNotAvailable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsImageSignatureCheckFailed(v)) => {
-                return Ok(Self::ToolsImageSignatureCheckFailed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsInstallationInProgress(v)) => {
-                return Ok(Self::ToolsInstallationInProgress(v));
-            }
-            Ok(chunks::t::Object::ToolsUnavailable(v)) => {
-                return Ok(Self::ToolsUnavailable(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::t::Object::ToolsUpgradeCancelled(v)) => {
-                return Ok(Self::ToolsUpgradeCancelled(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::u::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnSupportedDatastoreForVFlash(v)) => {
-                return Ok(Self::UnSupportedDatastoreForVFlash(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UncommittedUndoableDisk(v)) => {
-                return Ok(Self::UncommittedUndoableDisk(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnconfiguredPropertyValue(v)) => {
-                return Ok(Self::UnconfiguredPropertyValue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UncustomizableGuest(v)) => {
-                return Ok(Self::UncustomizableGuest(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnexpectedCustomizationFault(v)) => {
-                return Ok(Self::UnexpectedCustomizationFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnexpectedFault(v)) => {
-                return Ok(Self::UnexpectedFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnrecognizedHost(v)) => {
-                return Ok(Self::UnrecognizedHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsharedSwapVMotionNotSupported(v)) => {
-                return Ok(Self::UnsharedSwapVMotionNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsupportedDatastore(v)) => {
-                return Ok(Self::UnsupportedDatastore(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsupportedGuest(v)) => {
-                return Ok(Self::UnsupportedGuest(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsupportedVimApiVersion(v)) => {
-                return Ok(Self::UnsupportedVimApiVersion(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnsupportedVmxLocation(v)) => {
-                return Ok(Self::UnsupportedVmxLocation(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UnusedVirtualDiskBlocksNotScrubbed(v)) => {
-                return Ok(Self::UnusedVirtualDiskBlocksNotScrubbed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::u::Object::UserNotFound(v)) => return Ok(Self::UserNotFound(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppConfigFault(v)) => {
-                return Ok(Self::VAppConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppNotRunning(v)) => {
-                return Ok(Self::VAppNotRunning(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppOperationInProgress(v)) => {
-                return Ok(Self::VAppOperationInProgress(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppPropertyFault(v)) => {
-                return Ok(Self::VAppPropertyFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VAppTaskInProgress(v)) => {
-                return Ok(Self::VAppTaskInProgress(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VFlashCacheHotConfigNotSupported(v)) => {
-                return Ok(Self::VFlashCacheHotConfigNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VFlashModuleNotSupported(v)) => {
-                return Ok(Self::VFlashModuleNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VFlashModuleVersionIncompatible(v)) => {
-                return Ok(Self::VFlashModuleVersionIncompatible(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMINotSupported(v)) => {
-                return Ok(Self::VMINotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMOnConflictDVPort(v)) => {
-                return Ok(Self::VMOnConflictDVPort(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMOnVirtualIntranet(v)) => {
-                return Ok(Self::VMOnVirtualIntranet(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionAcrossNetworkNotSupported(v)) => {
-                return Ok(Self::VMotionAcrossNetworkNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionInterfaceIssue(v)) => {
-                return Ok(Self::VMotionInterfaceIssue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionLinkCapacityLow(v)) => {
-                return Ok(Self::VMotionLinkCapacityLow(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionLinkDown(v)) => {
-                return Ok(Self::VMotionLinkDown(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionNotConfigured(v)) => {
-                return Ok(Self::VMotionNotConfigured(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionNotLicensed(v)) => {
-                return Ok(Self::VMotionNotLicensed(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionNotSupported(v)) => {
-                return Ok(Self::VMotionNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_1::Object::VMotionProtocolIncompatible(v)) => {
-                return Ok(Self::VMotionProtocolIncompatible(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceConfigIssue(v)) => {
-                return Ok(Self::VmFaultToleranceConfigIssue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceConfigIssueWrapper(v)) => {
-                return Ok(Self::VmFaultToleranceConfigIssueWrapper(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceInvalidFileBacking(v)) => {
-                return Ok(Self::VmFaultToleranceInvalidFileBacking(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceIssue(v)) => {
-                return Ok(Self::VmFaultToleranceIssue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceOpIssuesList(v)) => {
-                return Ok(Self::VmFaultToleranceOpIssuesList(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceTooManyFtVcpusOnHost(v)) => {
-                return Ok(Self::VmFaultToleranceTooManyFtVcpusOnHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmFaultToleranceTooManyVMsOnHost(v)) => {
-                return Ok(Self::VmFaultToleranceTooManyVMsOnHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmHostAffinityRuleViolation(v)) => {
-                return Ok(Self::VmHostAffinityRuleViolation(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmLimitLicense(v)) => {
-                return Ok(Self::VmLimitLicense(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmMetadataManagerFault(v)) => {
-                return Ok(Self::VmMetadataManagerFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmMonitorIncompatibleForFaultTolerance(v)) => {
-                return Ok(Self::VmMonitorIncompatibleForFaultTolerance(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_10::Object::VmPowerOnDisabled(v)) => {
-                return Ok(Self::VmPowerOnDisabled(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmSmpFaultToleranceTooManyVMsOnHost(v)) => {
-                return Ok(Self::VmSmpFaultToleranceTooManyVMsOnHost(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmToolsUpgradeFault(v)) => {
-                return Ok(Self::VmToolsUpgradeFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmValidateMaxDevice(v)) => {
-                return Ok(Self::VmValidateMaxDevice(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmWwnConflict(v)) => {
-                return Ok(Self::VmWwnConflict(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmfsAlreadyMounted(v)) => {
-                return Ok(Self::VmfsAlreadyMounted(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmfsAmbiguousMount(v)) => {
-                return Ok(Self::VmfsAmbiguousMount(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmfsMountFault(v)) => {
-                return Ok(Self::VmfsMountFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VmotionInterfaceNotEnabled(v)) => {
-                return Ok(Self::VmotionInterfaceNotEnabled(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VolumeEditorError(v)) => {
-                return Ok(Self::VolumeEditorError(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_11::Object::VramLimitLicense(v)) => {
-                return Ok(Self::VramLimitLicense(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_12::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VsanClusterUuidMismatch(v)) => {
-                return Ok(Self::VsanClusterUuidMismatch(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VsanDiskFault(v)) => {
-                return Ok(Self::VsanDiskFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VsanFault(v)) => return Ok(Self::VsanFault(v)),
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VsanIncompatibleDiskMapping(v)) => {
-                return Ok(Self::VsanIncompatibleDiskMapping(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanDestPortConflict(v)) => {
-                return Ok(Self::VspanDestPortConflict(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortConflict(v)) => {
-                return Ok(Self::VspanPortConflict(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortMoveFault(v)) => {
-                return Ok(Self::VspanPortMoveFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortPromiscChangeFault(v)) => {
-                return Ok(Self::VspanPortPromiscChangeFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortgroupPromiscChangeFault(v)) => {
-                return Ok(Self::VspanPortgroupPromiscChangeFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPortgroupTypeChangeFault(v)) => {
-                return Ok(Self::VspanPortgroupTypeChangeFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanPromiscuousPortNotSupported(v)) => {
-                return Ok(Self::VspanPromiscuousPortNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_12::Object::VspanSameSessionPortConflict(v)) => {
-                return Ok(Self::VspanSameSessionPortConflict(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
-            Ok(chunks::v_2::Object::VimFault(v)) => return Ok(Self::VimFault(v)),
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_3::Object::VirtualDiskBlocksNotFullyProvisioned(v)) => {
-                return Ok(Self::VirtualDiskBlocksNotFullyProvisioned(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_3::Object::VirtualDiskModeNotSupported(v)) => {
-                return Ok(Self::VirtualDiskModeNotSupported(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_4::Object::VirtualEthernetCardNotSupported(v)) => {
-                return Ok(Self::VirtualEthernetCardNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_4::Object::VirtualHardwareCompatibilityIssue(v)) => {
-                return Ok(Self::VirtualHardwareCompatibilityIssue(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_4::Object::VirtualHardwareVersionNotSupported(v)) => {
-                return Ok(Self::VirtualHardwareVersionNotSupported(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_9::Object::VmAlreadyExistsInDatacenter(v)) => {
-                return Ok(Self::VmAlreadyExistsInDatacenter(v));
-            }
-            Ok(chunks::v_9::Object::VmConfigFault(v)) => {
-                return Ok(Self::VmConfigFault(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_9::Object::VmConfigIncompatibleForFaultTolerance(v)) => {
-                return Ok(Self::VmConfigIncompatibleForFaultTolerance(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::v_9::Object::VmConfigIncompatibleForRecordReplay(v)) => {
-                return Ok(Self::VmConfigIncompatibleForRecordReplay(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WakeOnLanNotSupported(v)) => {
-                return Ok(Self::WakeOnLanNotSupported(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WakeOnLanNotSupportedByVmotionNIC(v)) => {
-                return Ok(Self::WakeOnLanNotSupportedByVmotionNIC(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WillLoseHAProtection(v)) => {
-                return Ok(Self::WillLoseHAProtection(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WillModifyConfigCpuRequirements(v)) => {
-                return Ok(Self::WillModifyConfigCpuRequirements(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WillResetSnapshotDirectory(v)) => {
-                return Ok(Self::WillResetSnapshotDirectory(v));
-            }
-            #[cfg(feature = "all-faults")]
-            Ok(chunks::w_to_v::Object::WipeDiskFault(v)) => {
-                return Ok(Self::WipeDiskFault(v));
-            }
-            #[allow(unreachable_patterns)]
-            Ok(other) => return Err(x::box_object(other)),
-            Err(object) => object,
-        };
-        Err(object)
+impl x::Decode for AnyMethodFault {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        let mut ancestor: Option<&'static str> = None;
+        for _ in 0..64 {
+            let type_name = match ancestor {
+                Some(name) => Some(name),
+                None => r.xsi_type(),
+            };
+            return Ok(
+                match type_name {
+                    #[cfg(feature = "all-faults")]
+                    Some("ActiveDirectoryFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ActiveDirectoryFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ActiveVMsBlockingEVC") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ActiveVMsBlockingEVC(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AdminDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AdminDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AdminNotDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AdminNotDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AffinityConfigured") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AffinityConfigured(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AgentInstallFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AgentInstallFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AlreadyBeingManaged") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlreadyBeingManaged(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AlreadyConnected") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlreadyConnected(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("AlreadyExists") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlreadyExists(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AlreadyUpgraded") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AlreadyUpgraded(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AnswerFileUpdateFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AnswerFileUpdateFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ApplicationQuiesceFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ApplicationQuiesceFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AuthMinimumAdminPermission") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AuthMinimumAdminPermission(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("AuthenticationRequired") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::AuthenticationRequired(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("BackupBlobReadFailure") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::BackupBlobReadFailure(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("BackupBlobWriteFailure") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::BackupBlobWriteFailure(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("BlockedByFirewall") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::BlockedByFirewall(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CAMServerRefusedConnection") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CAMServerRefusedConnection(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAccessFile") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAccessFile(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAccessLocalSource") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAccessLocalSource(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAccessNetwork") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAccessNetwork(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAccessVmComponent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAccessVmComponent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAccessVmConfig") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAccessVmConfig(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAccessVmDevice") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAccessVmDevice(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAccessVmDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAccessVmDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAddHostWithFTVmAsStandalone") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAddHostWithFTVmAsStandalone(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAddHostWithFTVmToDifferentCluster") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAddHostWithFTVmToDifferentCluster(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotAddHostWithFTVmToNonHACluster") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotAddHostWithFTVmToNonHACluster(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotChangeDrsBehaviorForFtSecondary") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotChangeDrsBehaviorForFtSecondary(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotChangeHaSettingsForFtSecondary") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotChangeHaSettingsForFtSecondary(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotChangeVsanClusterUuid") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotChangeVsanClusterUuid(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotChangeVsanNodeUuid") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotChangeVsanNodeUuid(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotComputeFTCompatibleHosts") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotComputeFTCompatibleHosts(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("CannotCreateFile") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotCreateFile(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotDecryptPasswords") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotDecryptPasswords(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotDeleteFile") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotDeleteFile(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotDisableDrsOnClustersWithVApps") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotDisableDrsOnClustersWithVApps(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotDisableSnapshot") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotDisableSnapshot(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotDisconnectHostWithFaultToleranceVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotDisconnectHostWithFaultToleranceVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotEnableVmcpForCluster") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotEnableVmcpForCluster(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotModifyConfigCpuRequirements") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotModifyConfigCpuRequirements(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotMoveFaultToleranceVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotMoveFaultToleranceVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotMoveHostWithFaultToleranceVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotMoveHostWithFaultToleranceVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotMoveVmWithDeltaDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotMoveVmWithDeltaDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotMoveVmWithNativeDeltaDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotMoveVmWithNativeDeltaDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotMoveVsanEnabledHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotMoveVsanEnabledHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotPlaceWithoutPrerequisiteMoves") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotPlaceWithoutPrerequisiteMoves(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotPowerOffVmInCluster") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotPowerOffVmInCluster(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotReconfigureVsanWhenHaEnabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotReconfigureVsanWhenHaEnabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CannotUseNetwork") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CannotUseNetwork(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ClockSkew") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ClockSkew(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CloneFromSnapshotNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CloneFromSnapshotNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CollectorAddressUnset") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CollectorAddressUnset(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("ConcurrentAccess") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ConcurrentAccess(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ConflictingConfiguration") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ConflictingConfiguration(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ConflictingDatastoreFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ConflictingDatastoreFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ConnectedIso") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ConnectedIso(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CpuCompatibilityUnknown") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CpuCompatibilityUnknown(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CpuHotPlugNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CpuHotPlugNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CpuIncompatible") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CpuIncompatible(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CpuIncompatible1ECX") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CpuIncompatible1ECX(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CpuIncompatible81EDX") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CpuIncompatible81EDX(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("CustomizationFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("CustomizationPending") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::CustomizationPending(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DVPortNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DVPortNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DasConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DasConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DatabaseError") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatabaseError(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DatacenterMismatch") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatacenterMismatch(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DatastoreNotWritableOnHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DatastoreNotWritableOnHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DeltaDiskFormatNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DeltaDiskFormatNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DestinationSwitchFull") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DestinationSwitchFull(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DestinationVsanDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DestinationVsanDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DeviceBackingNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DeviceBackingNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DeviceControllerNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DeviceControllerNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DeviceHotPlugNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DeviceHotPlugNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DeviceNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DeviceNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DeviceNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DeviceNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DeviceUnsupportedForVmPlatform") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DeviceUnsupportedForVmPlatform(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DeviceUnsupportedForVmVersion") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DeviceUnsupportedForVmVersion(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DigestNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DigestNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DirectoryNotEmpty") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DirectoryNotEmpty(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DisableAdminNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DisableAdminNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DisallowedChangeByService") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DisallowedChangeByService(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DisallowedDiskModeChange") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DisallowedDiskModeChange(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DisallowedMigrationDeviceAttached") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DisallowedMigrationDeviceAttached(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DisallowedOperationOnFailoverHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DisallowedOperationOnFailoverHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DisconnectedHostsBlockingEVC") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DisconnectedHostsBlockingEVC(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DiskHasPartitions") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DiskHasPartitions(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DiskIsLastRemainingNonSSD") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DiskIsLastRemainingNonSSD(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DiskIsNonLocal") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DiskIsNonLocal(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DiskIsUSB") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DiskIsUSB(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DiskMoveTypeNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DiskMoveTypeNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DiskNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DiskNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DiskTooSmall") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DiskTooSmall(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DomainNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DomainNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DrsDisabledOnVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsDisabledOnVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DrsVmotionIncompatibleFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DrsVmotionIncompatibleFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DuplicateDisks") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DuplicateDisks(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("DuplicateName") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DuplicateName(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DuplicateVsanNetworkInterface") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DuplicateVsanNetworkInterface(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DvsApplyOperationFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsApplyOperationFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DvsFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DvsNotAuthorized") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsNotAuthorized(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DvsOperationBulkFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsOperationBulkFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("DvsScopeViolated") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::DvsScopeViolated(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailedCPUFeaturesForMode") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailedCPUFeaturesForMode(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailedCPUModel") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailedCPUModel(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailedCPUModelForMode") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailedCPUModelForMode(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailedCPUVendor") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailedCPUVendor(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailedCPUVendorUnknown") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailedCPUVendorUnknown(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailedHostDisconnected") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailedHostDisconnected(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailedHostSoftware") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailedHostSoftware(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailedHostSoftwareForMode") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailedHostSoftwareForMode(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCAdmissionFailedVmActive") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCAdmissionFailedVmActive(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCModeIllegalByVendor") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCModeIllegalByVendor(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCModeUnsupportedByHosts") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCModeUnsupportedByHosts(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCUnsupportedByHostHardware") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCUnsupportedByHostHardware(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EVCUnsupportedByHostSoftware") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EVCUnsupportedByHostSoftware(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EightHostLimitViolated") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EightHostLimitViolated(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("EncryptionKeyRequired") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::EncryptionKeyRequired(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ExpiredAddonLicense") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExpiredAddonLicense(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ExpiredEditionLicense") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExpiredEditionLicense(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ExpiredFeatureLicense") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExpiredFeatureLicense(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ExtendedFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ExtendedFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FailToEnableSPBM") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FailToEnableSPBM(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FailToLockFaultToleranceVMs") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FailToLockFaultToleranceVMs(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FaultToleranceAntiAffinityViolated") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FaultToleranceAntiAffinityViolated(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FaultToleranceCannotEditMem") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FaultToleranceCannotEditMem(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FaultToleranceCpuIncompatible") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FaultToleranceCpuIncompatible(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FaultToleranceNeedsThickDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FaultToleranceNeedsThickDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FaultToleranceNotLicensed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FaultToleranceNotLicensed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FaultToleranceNotSameBuild") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FaultToleranceNotSameBuild(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FaultTolerancePrimaryPowerOnNotAttempted") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FaultTolerancePrimaryPowerOnNotAttempted(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FaultToleranceVmNotDasProtected") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FaultToleranceVmNotDasProtected(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FcoeFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FcoeFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FcoeFaultPnicHasNoPortSet") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FcoeFaultPnicHasNoPortSet(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FeatureRequirementsNotMet") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FeatureRequirementsNotMet(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("FileAlreadyExists") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FileAlreadyExists(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FileBackedPortNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FileBackedPortNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("FileFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FileFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("FileLocked") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FileLocked(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FileNameTooLong") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FileNameTooLong(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("FileNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FileNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FileNotWritable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FileNotWritable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FileTooLarge") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FileTooLarge(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FilesystemQuiesceFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FilesystemQuiesceFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FilterInUse") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FilterInUse(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FtIssuesOnHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FtIssuesOnHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FtVmHostRuleViolation") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FtVmHostRuleViolation(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("FullStorageVMotionNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::FullStorageVMotionNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GatewayConnectFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GatewayConnectFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GatewayHostNotReachable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GatewayHostNotReachable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GatewayNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GatewayNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GatewayNotReachable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GatewayNotReachable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GatewayOperationRefused") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GatewayOperationRefused(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GatewayToHostAuthFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GatewayToHostAuthFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GatewayToHostConnectFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GatewayToHostConnectFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GatewayToHostTrustVerifyFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GatewayToHostTrustVerifyFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GenericDrsFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GenericDrsFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GenericVmConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GenericVmConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestAuthenticationChallenge") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestAuthenticationChallenge(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestComponentsOutOfDate") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestComponentsOutOfDate(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestMultipleMappings") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestMultipleMappings(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("GuestOperationsFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestOperationsFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("GuestOperationsUnavailable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestOperationsUnavailable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("GuestPermissionDenied") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestPermissionDenied(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestProcessNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestProcessNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestRegistryFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestRegistryFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestRegistryKeyAlreadyExists") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestRegistryKeyAlreadyExists(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestRegistryKeyFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestRegistryKeyFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestRegistryKeyHasSubkeys") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestRegistryKeyHasSubkeys(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestRegistryKeyInvalid") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestRegistryKeyInvalid(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestRegistryKeyParentVolatile") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestRegistryKeyParentVolatile(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestRegistryValueFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestRegistryValueFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("GuestRegistryValueNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::GuestRegistryValueNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HAErrorsAtDest") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HAErrorsAtDest(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HeterogenousHostsBlockingEVC") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HeterogenousHostsBlockingEVC(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostAccessRestrictedToManagementServer") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostAccessRestrictedToManagementServer(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("HostCommunication") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostCommunication(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostConfigFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostConfigFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostConnectFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostConnectFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostHasComponentFailure") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostHasComponentFailure(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostInDomain") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostInDomain(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostIncompatibleForFaultTolerance") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIncompatibleForFaultTolerance(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostIncompatibleForRecordReplay") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostIncompatibleForRecordReplay(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostInventoryFull") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostInventoryFull(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("HostNotConnected") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNotConnected(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostNotReachable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostNotReachable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostPowerOpFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostPowerOpFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HostSpecificationOperationFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HostSpecificationOperationFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HotSnapshotMoveNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HotSnapshotMoveNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("HttpFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::HttpFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IDEDiskNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IDEDiskNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IORMNotSupportedHostOnDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IORMNotSupportedHostOnDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ImportHostAddFailure") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ImportHostAddFailure(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ImportOperationBulkFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ImportOperationBulkFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InUseFeatureManipulationDisallowed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InUseFeatureManipulationDisallowed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InaccessibleDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InaccessibleDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InaccessibleFTMetadataDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InaccessibleFTMetadataDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InaccessibleVFlashSource") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InaccessibleVFlashSource(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IncompatibleDefaultDevice") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IncompatibleDefaultDevice(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IncompatibleHostForFtSecondary") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IncompatibleHostForFtSecondary(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IncompatibleHostForVmReplication") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IncompatibleHostForVmReplication(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IncompatibleSetting") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IncompatibleSetting(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IncorrectFileType") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IncorrectFileType(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IncorrectHostInformation") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IncorrectHostInformation(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IndependentDiskVMotionNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IndependentDiskVMotionNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientAgentVmsDeployed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientAgentVmsDeployed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientCpuResourcesFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientCpuResourcesFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientDisks") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientDisks(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientFailoverResourcesFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientFailoverResourcesFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientGraphicsResourcesFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientGraphicsResourcesFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientHostCapacityFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientHostCapacityFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientHostCpuCapacityFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientHostCpuCapacityFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientHostMemoryCapacityFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientHostMemoryCapacityFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientMemoryResourcesFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientMemoryResourcesFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientNetworkCapacity") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientNetworkCapacity(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientNetworkResourcePoolCapacity") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientNetworkResourcePoolCapacity(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientPerCpuCapacity") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientPerCpuCapacity(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InsufficientResourcesFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientResourcesFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientStandbyCpuResource") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientStandbyCpuResource(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientStandbyMemoryResource") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientStandbyMemoryResource(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientStandbyResource") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientStandbyResource(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientStorageIops") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientStorageIops(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientStorageSpace") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientStorageSpace(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InsufficientVFlashResourcesFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InsufficientVFlashResourcesFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidAffinitySettingFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidAffinitySettingFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidArgument") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidArgument(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidBmcRole") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidBmcRole(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidBundle") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidBundle(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidCAMCertificate") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidCAMCertificate(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidCAMServer") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidCAMServer(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidClientCertificate") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidClientCertificate(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidCollectorVersion") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidCollectorVersion(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidController") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidController(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidDasConfigArgument") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDasConfigArgument(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidDasRestartPriorityForFtVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDasRestartPriorityForFtVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidDatastorePath") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDatastorePath(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidDatastoreState") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDatastoreState(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidDeviceBacking") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDeviceBacking(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidDeviceOperation") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDeviceOperation(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidDeviceSpec") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDeviceSpec(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidDiskFormat") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDiskFormat(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidDrsBehaviorForFtVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidDrsBehaviorForFtVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidEditionLicense") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidEditionLicense(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidEvent") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidEvent(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidFolder") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidFolder(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidFormat") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidFormat(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidGuestLogin") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidGuestLogin(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidHostConnectionState") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidHostConnectionState(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidHostName") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidHostName(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidHostState") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidHostState(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidIndexArgument") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidIndexArgument(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidIpfixConfig") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidIpfixConfig(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidIpmiLoginInfo") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidIpmiLoginInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidIpmiMacAddress") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidIpmiMacAddress(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidLicense") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidLicense(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidLocale") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidLocale(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidLogin") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidLogin(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidName") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidName(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidNasCredentials") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidNasCredentials(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidNetworkInType") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidNetworkInType(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidNetworkResource") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidNetworkResource(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidOperationOnSecondaryVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidOperationOnSecondaryVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidPowerState") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidPowerState(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidPrivilege") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidPrivilege(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidProfileReferenceHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidProfileReferenceHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidProperty") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidProperty(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidPropertyType") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidPropertyType(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidPropertyValue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidPropertyValue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidRequest") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidRequest(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidResourcePoolStructureFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidResourcePoolStructureFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidScheduledTask") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidScheduledTask(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidSnapshotFormat") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidSnapshotFormat(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidState") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidState(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidToken") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidToken(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidType") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidType(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("InvalidVmConfig") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidVmConfig(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InvalidVmState") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InvalidVmState(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("InventoryHasStandardAloneHosts") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::InventoryHasStandardAloneHosts(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IpHostnameGeneratorError") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IpHostnameGeneratorError(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultInvalidVnic") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultInvalidVnic(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultPnicInUse") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultPnicInUse(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultVnicAlreadyBound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultVnicAlreadyBound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultVnicHasActivePaths") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultVnicHasActivePaths(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultVnicHasMultipleUplinks") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultVnicHasMultipleUplinks(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultVnicHasNoUplinks") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultVnicHasNoUplinks(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultVnicHasWrongUplink") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultVnicHasWrongUplink(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultVnicInUse") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultVnicInUse(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultVnicIsLastPath") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultVnicIsLastPath(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultVnicNotBound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultVnicNotBound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("IscsiFaultVnicNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::IscsiFaultVnicNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("KeyNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::KeyNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LargeRDMConversionNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LargeRDMConversionNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LargeRDMNotSupportedOnDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LargeRDMNotSupportedOnDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LegacyNetworkInterfaceInUse") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LegacyNetworkInterfaceInUse(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LicenseAssignmentFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseAssignmentFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LicenseDowngradeDisallowed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseDowngradeDisallowed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LicenseEntityNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseEntityNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LicenseExpired") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseExpired(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LicenseKeyEntityMismatch") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseKeyEntityMismatch(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LicenseRestricted") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseRestricted(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LicenseServerUnavailable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseServerUnavailable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LicenseSourceUnavailable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LicenseSourceUnavailable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LimitExceeded") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LimitExceeded(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LinuxVolumeNotClean") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LinuxVolumeNotClean(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("LogBundlingFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::LogBundlingFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MaintenanceModeFileMove") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MaintenanceModeFileMove(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("ManagedObjectNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ManagedObjectNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MemoryFileFormatNotSupportedByDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MemoryFileFormatNotSupportedByDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MemoryHotPlugNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MemoryHotPlugNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MemorySizeNotRecommended") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MemorySizeNotRecommended(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MemorySizeNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MemorySizeNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MemorySizeNotSupportedByDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MemorySizeNotSupportedByDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MemorySnapshotOnIndependentDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MemorySnapshotOnIndependentDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MethodAlreadyDisabledFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MethodAlreadyDisabledFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("MethodDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MethodDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MethodNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MethodNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MigrationDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MigrationFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MigrationFeatureNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationFeatureNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MigrationNotReady") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MigrationNotReady(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MismatchedBundle") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MismatchedBundle(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MismatchedNetworkPolicies") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MismatchedNetworkPolicies(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MismatchedVMotionNetworkNames") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MismatchedVMotionNetworkNames(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MissingBmcSupport") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MissingBmcSupport(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MissingController") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MissingController(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MissingIpPool") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MissingIpPool(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MissingLinuxCustResources") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MissingLinuxCustResources(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MissingNetworkIpConfig") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MissingNetworkIpConfig(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MissingPowerOffConfiguration") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MissingPowerOffConfiguration(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MissingPowerOnConfiguration") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MissingPowerOnConfiguration(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MissingWindowsCustResources") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MissingWindowsCustResources(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MksConnectionLimitReached") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MksConnectionLimitReached(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MountError") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MountError(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MultiWriterNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MultiWriterNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MultipleCertificatesVerifyFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MultipleCertificatesVerifyFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("MultipleSnapshotsNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MultipleSnapshotsNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NamespaceFull") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NamespaceFull(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NamespaceLimitReached") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NamespaceLimitReached(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NamespaceWriteProtected") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NamespaceWriteProtected(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NasConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NasConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NasConnectionLimitReached") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NasConnectionLimitReached(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NasSessionCredentialConflict") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NasSessionCredentialConflict(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NasVolumeNotMounted") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NasVolumeNotMounted(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NetworkCopyFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NetworkCopyFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NetworkDisruptedAndConfigRolledBack") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NetworkDisruptedAndConfigRolledBack(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NetworkInaccessible") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NetworkInaccessible(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NetworksMayNotBeTheSame") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NetworksMayNotBeTheSame(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NicSettingMismatch") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NicSettingMismatch(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoActiveHostInCluster") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoActiveHostInCluster(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoAvailableIp") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoAvailableIp(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoClientCertificate") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoClientCertificate(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoCompatibleDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoCompatibleDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoCompatibleHardAffinityHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoCompatibleHardAffinityHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoCompatibleHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoCompatibleHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoCompatibleHostWithAccessToDevice") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoCompatibleHostWithAccessToDevice(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoCompatibleSoftAffinityHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoCompatibleSoftAffinityHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoConnectedDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoConnectedDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoDiskFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoDiskFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoDiskSpace") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoDiskSpace(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoDisksToCustomize") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoDisksToCustomize(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoGateway") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoGateway(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoGuestHeartbeat") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoGuestHeartbeat(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoHostSuitableForFtSecondary") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoHostSuitableForFtSecondary(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoLicenseServerConfigured") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoLicenseServerConfigured(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoPeerHostFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoPeerHostFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("NoPermission") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoPermission(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoPermissionOnAD") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoPermissionOnAD(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoPermissionOnHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoPermissionOnHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoPermissionOnNasVolume") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoPermissionOnNasVolume(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoSubjectName") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoSubjectName(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoVcManagedIpConfigured") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoVcManagedIpConfigured(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoVirtualNic") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoVirtualNic(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NoVmInVApp") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NoVmInVApp(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NonADUserRequired") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NonADUserRequired(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NonHomeRDMVMotionNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NonHomeRDMVMotionNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NonPersistentDisksNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NonPersistentDisksNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NonVmwareOuiMacNotSupportedHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NonVmwareOuiMacNotSupportedHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotADirectory") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotADirectory(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotAFile") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotAFile(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("NotAuthenticated") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotAuthenticated(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotEnoughCpus") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotEnoughCpus(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("NotEnoughLicenses") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotEnoughLicenses(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotEnoughLogicalCpus") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotEnoughLogicalCpus(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("NotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("NotImplemented") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotImplemented(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("NotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedDeviceForFT") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedDeviceForFT(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedHostForChecksum") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedHostForChecksum(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedHostForVFlash") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedHostForVFlash(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedHostForVmcp") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedHostForVmcp(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedHostForVmemFile") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedHostForVmemFile(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedHostForVsan") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedHostForVsan(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedHostInCluster") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedHostInCluster(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedHostInDvs") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedHostInDvs(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotSupportedHostInHACluster") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotSupportedHostInHACluster(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NotUserConfigurableProperty") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NotUserConfigurableProperty(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NumVirtualCoresPerSocketNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NumVirtualCoresPerSocketNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NumVirtualCpusExceedsLimit") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NumVirtualCpusExceedsLimit(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NumVirtualCpusIncompatible") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NumVirtualCpusIncompatible(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("NumVirtualCpusNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::NumVirtualCpusNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OperationDisabledByGuest") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OperationDisabledByGuest(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OperationDisallowedOnHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OperationDisallowedOnHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OperationNotSupportedByGuest") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OperationNotSupportedByGuest(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OutOfBounds") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OutOfBounds(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfAttribute") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfAttribute(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConnectedDevice") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConnectedDevice(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConnectedDeviceFloppy") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConnectedDeviceFloppy(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConnectedDeviceIso") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConnectedDeviceIso(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConstraint") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConstraint(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConsumerCallbackFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConsumerCallbackFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConsumerCommunicationError") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConsumerCommunicationError(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConsumerFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConsumerFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConsumerInvalidSection") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConsumerInvalidSection(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConsumerPowerOnFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConsumerPowerOnFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConsumerUndeclaredSection") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConsumerUndeclaredSection(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConsumerUndefinedPrefix") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConsumerUndefinedPrefix(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfConsumerValidationFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfConsumerValidationFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfCpuCompatibility") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfCpuCompatibility(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfCpuCompatibilityCheckNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfCpuCompatibilityCheckNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfDiskMappingNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfDiskMappingNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfDiskOrderConstraint") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfDiskOrderConstraint(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfDuplicateElement") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfDuplicateElement(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfDuplicatedElementBoundary") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfDuplicatedElementBoundary(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfDuplicatedPropertyIdExport") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfDuplicatedPropertyIdExport(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfDuplicatedPropertyIdImport") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfDuplicatedPropertyIdImport(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfElement") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfElement(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfElementInvalidValue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfElementInvalidValue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfExport") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfExport(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfExportFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfExportFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfHardwareCheck") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfHardwareCheck(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfHardwareExport") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfHardwareExport(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfHostResourceConstraint") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfHostResourceConstraint(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfHostValueNotParsed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfHostValueNotParsed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfImport") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfImport(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfImportFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfImportFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfInternalError") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfInternalError(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfInvalidPackage") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfInvalidPackage(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfInvalidValue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfInvalidValue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfInvalidValueConfiguration") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfInvalidValueConfiguration(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfInvalidValueEmpty") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfInvalidValueEmpty(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfInvalidValueFormatMalformed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfInvalidValueFormatMalformed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfInvalidValueReference") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfInvalidValueReference(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfInvalidVmName") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfInvalidVmName(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfMappedOsId") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfMappedOsId(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfMissingAttribute") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfMissingAttribute(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfMissingElement") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfMissingElement(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfMissingElementNormalBoundary") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfMissingElementNormalBoundary(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfMissingHardware") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfMissingHardware(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfNetworkMappingNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfNetworkMappingNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfNoHostNic") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfNoHostNic(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfNoSpaceOnController") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfNoSpaceOnController(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfNoSupportedHardwareFamily") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfNoSupportedHardwareFamily(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfProperty") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfProperty(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfPropertyExport") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfPropertyExport(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfPropertyNetwork") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfPropertyNetwork(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfPropertyNetworkExport") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfPropertyNetworkExport(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfPropertyQualifier") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfPropertyQualifier(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfPropertyQualifierDuplicate") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfPropertyQualifierDuplicate(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfPropertyQualifierIgnored") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfPropertyQualifierIgnored(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfPropertyType") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfPropertyType(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfPropertyValue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfPropertyValue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfSystemFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfSystemFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfToXmlUnsupportedElement") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfToXmlUnsupportedElement(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnableToExportDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnableToExportDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnexpectedElement") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnexpectedElement(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnknownDevice") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnknownDevice(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnknownDeviceBacking") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnknownDeviceBacking(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnknownEntity") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnknownEntity(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedAttribute") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedAttribute(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedAttributeValue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedAttributeValue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedDeviceBackingInfo") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedDeviceBackingInfo(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedDeviceBackingOption") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedDeviceBackingOption(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedDeviceExport") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedDeviceExport(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedDiskProvisioning") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedDiskProvisioning(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedElement") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedElement(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedElementValue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedElementValue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedPackage") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedPackage(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedSection") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedSection(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedSubType") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedSubType(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfUnsupportedType") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfUnsupportedType(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfWrongElement") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfWrongElement(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfWrongNamespace") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfWrongNamespace(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("OvfXmlFormat") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::OvfXmlFormat(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("PasswordExpired") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PasswordExpired(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchAlreadyInstalled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchAlreadyInstalled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchBinariesNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchBinariesNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchInstallFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchInstallFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchIntegrityError") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchIntegrityError(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchMetadataCorrupted") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchMetadataCorrupted(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchMetadataInvalid") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchMetadataInvalid(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchMetadataNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchMetadataNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchMissingDependencies") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchMissingDependencies(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchNotApplicable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchNotApplicable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PatchSuperseded") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PatchSuperseded(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PhysCompatRDMNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PhysCompatRDMNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PlatformConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PlatformConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PowerOnFtSecondaryFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PowerOnFtSecondaryFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("PowerOnFtSecondaryTimedout") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::PowerOnFtSecondaryTimedout(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ProfileUpdateFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ProfileUpdateFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("QuarantineModeFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::QuarantineModeFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("QuestionPending") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::QuestionPending(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("QuiesceDatastoreIOForHAFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::QuiesceDatastoreIOForHAFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RDMConversionNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RDMConversionNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RDMNotPreserved") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RDMNotPreserved(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RDMNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RDMNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RDMNotSupportedOnDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RDMNotSupportedOnDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RDMPointsToInaccessibleDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RDMPointsToInaccessibleDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RawDiskNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RawDiskNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReadHostResourcePoolTreeFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReadHostResourcePoolTreeFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReadOnlyDisksWithLegacyDestination") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReadOnlyDisksWithLegacyDestination(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RebootRequired") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RebootRequired(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RecordReplayDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RecordReplayDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RemoteDeviceNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RemoteDeviceNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RemoveFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RemoveFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReplicationConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReplicationConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReplicationDiskConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReplicationDiskConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReplicationFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReplicationFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReplicationIncompatibleWithFT") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReplicationIncompatibleWithFT(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReplicationInvalidOptions") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReplicationInvalidOptions(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReplicationNotSupportedOnHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReplicationNotSupportedOnHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReplicationVmConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReplicationVmConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReplicationVmFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReplicationVmFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ReplicationVmInProgressFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ReplicationVmInProgressFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("RequestCanceled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RequestCanceled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("ResourceInUse") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourceInUse(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ResourceNotAvailable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ResourceNotAvailable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RestrictedByAdministrator") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RestrictedByAdministrator(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("RestrictedVersion") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RestrictedVersion(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RollbackFailure") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RollbackFailure(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("RuleViolation") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RuleViolation(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("RuntimeFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::RuntimeFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SSLDisabledFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SSLDisabledFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SSLVerifyFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SSLVerifyFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SSPIChallenge") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SSPIChallenge(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SecondaryVmAlreadyDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SecondaryVmAlreadyDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SecondaryVmAlreadyEnabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SecondaryVmAlreadyEnabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SecondaryVmAlreadyRegistered") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SecondaryVmAlreadyRegistered(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SecondaryVmNotRegistered") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SecondaryVmNotRegistered(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("SecurityError") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SecurityError(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SessionNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SessionNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SharedBusControllerNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SharedBusControllerNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ShrinkDiskFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ShrinkDiskFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotCloneNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotCloneNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotCopyNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotCopyNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("SnapshotFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotIncompatibleDeviceInVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotIncompatibleDeviceInVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotLocked") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotLocked(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotMoveFromNonHomeNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotMoveFromNonHomeNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotMoveNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotMoveNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotMoveToNonHomeNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotMoveToNonHomeNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotNoChange") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotNoChange(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SnapshotRevertIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SnapshotRevertIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SoftRuleVioCorrectionDisallowed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SoftRuleVioCorrectionDisallowed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SoftRuleVioCorrectionImpact") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SoftRuleVioCorrectionImpact(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SolutionUserRequired") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SolutionUserRequired(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SsdDiskNotAvailable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SsdDiskNotAvailable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveDiskInMultiWriterMode") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveDiskInMultiWriterMode(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveFTVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveFTVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveIndependentDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveIndependentDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveManuallyPlacedSwapFile") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveManuallyPlacedVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveSharedDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveSharedDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveTemplate") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveTemplate(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveVmInUserFolder") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveVmInUserFolder(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveVmWithMountedCDROM") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveVmWithMountedCDROM(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsCannotMoveVmWithNoFilesInLayout") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsDatacentersCannotShareDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsDatacentersCannotShareDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsDisabledOnVm") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsDisabledOnVm(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsHbrDiskNotMovable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsHbrDiskNotMovable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsHmsMoveInProgress") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsHmsMoveInProgress(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsHmsUnreachable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsHmsUnreachable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsIolbDisabledInternally") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsIolbDisabledInternally(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsRelocateDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsRelocateDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsStaleHmsCollection") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsStaleHmsCollection(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageDrsUnableToMoveFiles") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageDrsUnableToMoveFiles(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageVMotionNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageVMotionNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("StorageVmotionIncompatible") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::StorageVmotionIncompatible(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SuspendedRelocateNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SuspendedRelocateNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SwapDatastoreNotWritableOnHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SwapDatastoreNotWritableOnHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SwapDatastoreUnset") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SwapDatastoreUnset(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SwapPlacementOverrideNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SwapPlacementOverrideNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SwitchIpUnset") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SwitchIpUnset(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("SwitchNotInUpgradeMode") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SwitchNotInUpgradeMode(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("SystemError") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::SystemError(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("TaskInProgress") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TaskInProgress(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ThirdPartyLicenseAssignmentFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ThirdPartyLicenseAssignmentFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("Timedout") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::Timedout(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("TooManyConcurrentNativeClones") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TooManyConcurrentNativeClones(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("TooManyConsecutiveOverrides") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TooManyConsecutiveOverrides(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("TooManyDevices") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TooManyDevices(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("TooManyDisksOnLegacyHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TooManyDisksOnLegacyHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("TooManyGuestLogons") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TooManyGuestLogons(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("TooManyHosts") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TooManyHosts(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("TooManyNativeCloneLevels") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TooManyNativeCloneLevels(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("TooManyNativeClonesOnFile") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TooManyNativeClonesOnFile(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("TooManySnapshotLevels") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::TooManySnapshotLevels(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ToolsAlreadyUpgraded") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ToolsAlreadyUpgraded(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ToolsAutoUpgradeNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ToolsAutoUpgradeNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ToolsImageCopyFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ToolsImageCopyFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ToolsImageNotAvailable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ToolsImageNotAvailable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ToolsImageSignatureCheckFailed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ToolsImageSignatureCheckFailed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ToolsInstallationInProgress") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ToolsInstallationInProgress(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("ToolsUnavailable") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ToolsUnavailable(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("ToolsUpgradeCancelled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::ToolsUpgradeCancelled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnSupportedDatastoreForVFlash") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnSupportedDatastoreForVFlash(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UncommittedUndoableDisk") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UncommittedUndoableDisk(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnconfiguredPropertyValue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnconfiguredPropertyValue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UncustomizableGuest") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UncustomizableGuest(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnexpectedCustomizationFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnexpectedCustomizationFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnexpectedFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnexpectedFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnrecognizedHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnrecognizedHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnsharedSwapVMotionNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnsharedSwapVMotionNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnsupportedDatastore") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnsupportedDatastore(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnsupportedGuest") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnsupportedGuest(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnsupportedVimApiVersion") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnsupportedVimApiVersion(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnsupportedVmxLocation") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnsupportedVmxLocation(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UnusedVirtualDiskBlocksNotScrubbed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UnusedVirtualDiskBlocksNotScrubbed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("UserNotFound") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::UserNotFound(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VAppConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VAppConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VAppNotRunning") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VAppNotRunning(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VAppOperationInProgress") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VAppOperationInProgress(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VAppPropertyFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VAppPropertyFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VAppTaskInProgress") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VAppTaskInProgress(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VFlashCacheHotConfigNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VFlashCacheHotConfigNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VFlashModuleNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VFlashModuleNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VFlashModuleVersionIncompatible") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VFlashModuleVersionIncompatible(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMINotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMINotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMOnConflictDVPort") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMOnConflictDVPort(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMOnVirtualIntranet") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMOnVirtualIntranet(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMotionAcrossNetworkNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionAcrossNetworkNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMotionInterfaceIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionInterfaceIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMotionLinkCapacityLow") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionLinkCapacityLow(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMotionLinkDown") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionLinkDown(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMotionNotConfigured") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionNotConfigured(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMotionNotLicensed") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionNotLicensed(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMotionNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VMotionProtocolIncompatible") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VMotionProtocolIncompatible(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("VimFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VimFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VirtualDiskBlocksNotFullyProvisioned") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VirtualDiskBlocksNotFullyProvisioned(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VirtualDiskModeNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VirtualDiskModeNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VirtualEthernetCardNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VirtualEthernetCardNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VirtualHardwareCompatibilityIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VirtualHardwareCompatibilityIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VirtualHardwareVersionNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VirtualHardwareVersionNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmAlreadyExistsInDatacenter") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmAlreadyExistsInDatacenter(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some("VmConfigFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmConfigFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmConfigIncompatibleForFaultTolerance") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmConfigIncompatibleForFaultTolerance(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmConfigIncompatibleForRecordReplay") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmConfigIncompatibleForRecordReplay(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmFaultToleranceConfigIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceConfigIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmFaultToleranceConfigIssueWrapper") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceConfigIssueWrapper(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmFaultToleranceInvalidFileBacking") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceInvalidFileBacking(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmFaultToleranceIssue") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceIssue(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmFaultToleranceOpIssuesList") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceOpIssuesList(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmFaultToleranceTooManyFtVcpusOnHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceTooManyFtVcpusOnHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmFaultToleranceTooManyVMsOnHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmFaultToleranceTooManyVMsOnHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmHostAffinityRuleViolation") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmHostAffinityRuleViolation(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmLimitLicense") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmLimitLicense(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmMetadataManagerFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMetadataManagerFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmMonitorIncompatibleForFaultTolerance") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmMonitorIncompatibleForFaultTolerance(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmPowerOnDisabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmPowerOnDisabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmSmpFaultToleranceTooManyVMsOnHost") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmSmpFaultToleranceTooManyVMsOnHost(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmToolsUpgradeFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmToolsUpgradeFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmValidateMaxDevice") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmValidateMaxDevice(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmWwnConflict") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmWwnConflict(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmfsAlreadyMounted") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmfsAlreadyMounted(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmfsAmbiguousMount") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmfsAmbiguousMount(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmfsMountFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmfsMountFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VmotionInterfaceNotEnabled") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VmotionInterfaceNotEnabled(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VolumeEditorError") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VolumeEditorError(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VramLimitLicense") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VramLimitLicense(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VsanClusterUuidMismatch") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanClusterUuidMismatch(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VsanDiskFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanDiskFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VsanFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VsanIncompatibleDiskMapping") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VsanIncompatibleDiskMapping(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VspanDestPortConflict") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VspanDestPortConflict(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VspanPortConflict") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VspanPortConflict(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VspanPortMoveFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VspanPortMoveFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VspanPortPromiscChangeFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VspanPortPromiscChangeFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VspanPortgroupPromiscChangeFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VspanPortgroupPromiscChangeFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VspanPortgroupTypeChangeFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VspanPortgroupTypeChangeFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VspanPromiscuousPortNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VspanPromiscuousPortNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("VspanSameSessionPortConflict") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::VspanSameSessionPortConflict(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("WakeOnLanNotSupported") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::WakeOnLanNotSupported(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("WakeOnLanNotSupportedByVmotionNIC") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::WakeOnLanNotSupportedByVmotionNIC(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("WillLoseHAProtection") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::WillLoseHAProtection(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("WillModifyConfigCpuRequirements") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::WillModifyConfigCpuRequirements(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("WillResetSnapshotDirectory") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::WillResetSnapshotDirectory(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    #[cfg(feature = "all-faults")]
+                    Some("WipeDiskFault") => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::WipeDiskFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some(name) => {
+                        match r.registry().base_of(name) {
+                            Some(base) => {
+                                ancestor = Some(base);
+                                continue;
+                            }
+                            None => {
+                                match x::Decode::decode_boxed(r) {
+                                    Ok(v) => Self::MethodFault(v),
+                                    Err(e) => return Err(e),
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        match x::Decode::decode_boxed(r) {
+                            Ok(v) => Self::MethodFault(v),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                },
+            );
+        }
+        Ok(
+            match x::Decode::decode_boxed(r) {
+                Ok(v) => Self::MethodFault(v),
+                Err(e) => return Err(e),
+            },
+        )
     }
 }

@@ -5,4880 +5,3023 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::Decode for AnyMethodFault {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        let mut ancestor: Option<&'static str> = None;
-        for _ in 0..64 {
-            let type_name = match ancestor {
-                Some(name) => Some(name),
-                None => r.xsi_type(),
-            };
-            return Ok(
-                match type_name {
-                    #[cfg(feature = "all-faults")]
-                    Some("ActiveDirectoryFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ActiveDirectoryFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ActiveVMsBlockingEVC") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ActiveVMsBlockingEVC(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AdminDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AdminDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AdminNotDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AdminNotDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AffinityConfigured") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AffinityConfigured(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AgentInstallFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AgentInstallFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AlreadyBeingManaged") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlreadyBeingManaged(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AlreadyConnected") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlreadyConnected(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("AlreadyExists") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlreadyExists(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AlreadyUpgraded") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AlreadyUpgraded(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AnswerFileUpdateFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AnswerFileUpdateFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ApplicationQuiesceFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ApplicationQuiesceFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AuthMinimumAdminPermission") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AuthMinimumAdminPermission(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("AuthenticationRequired") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::AuthenticationRequired(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("BackupBlobReadFailure") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::BackupBlobReadFailure(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("BackupBlobWriteFailure") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::BackupBlobWriteFailure(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("BlockedByFirewall") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::BlockedByFirewall(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CAMServerRefusedConnection") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CAMServerRefusedConnection(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAccessFile") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAccessFile(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAccessLocalSource") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAccessLocalSource(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAccessNetwork") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAccessNetwork(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAccessVmComponent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAccessVmComponent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAccessVmConfig") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAccessVmConfig(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAccessVmDevice") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAccessVmDevice(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAccessVmDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAccessVmDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAddHostWithFTVmAsStandalone") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAddHostWithFTVmAsStandalone(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAddHostWithFTVmToDifferentCluster") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAddHostWithFTVmToDifferentCluster(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotAddHostWithFTVmToNonHACluster") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotAddHostWithFTVmToNonHACluster(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotChangeDrsBehaviorForFtSecondary") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotChangeDrsBehaviorForFtSecondary(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotChangeHaSettingsForFtSecondary") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotChangeHaSettingsForFtSecondary(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotChangeVsanClusterUuid") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotChangeVsanClusterUuid(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotChangeVsanNodeUuid") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotChangeVsanNodeUuid(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotComputeFTCompatibleHosts") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotComputeFTCompatibleHosts(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("CannotCreateFile") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotCreateFile(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotDecryptPasswords") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotDecryptPasswords(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotDeleteFile") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotDeleteFile(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotDisableDrsOnClustersWithVApps") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotDisableDrsOnClustersWithVApps(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotDisableSnapshot") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotDisableSnapshot(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotDisconnectHostWithFaultToleranceVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotDisconnectHostWithFaultToleranceVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotEnableVmcpForCluster") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotEnableVmcpForCluster(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotModifyConfigCpuRequirements") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotModifyConfigCpuRequirements(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotMoveFaultToleranceVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotMoveFaultToleranceVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotMoveHostWithFaultToleranceVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotMoveHostWithFaultToleranceVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotMoveVmWithDeltaDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotMoveVmWithDeltaDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotMoveVmWithNativeDeltaDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotMoveVmWithNativeDeltaDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotMoveVsanEnabledHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotMoveVsanEnabledHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotPlaceWithoutPrerequisiteMoves") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotPlaceWithoutPrerequisiteMoves(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotPowerOffVmInCluster") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotPowerOffVmInCluster(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotReconfigureVsanWhenHaEnabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotReconfigureVsanWhenHaEnabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CannotUseNetwork") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CannotUseNetwork(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ClockSkew") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ClockSkew(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CloneFromSnapshotNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CloneFromSnapshotNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CollectorAddressUnset") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CollectorAddressUnset(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("ConcurrentAccess") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ConcurrentAccess(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ConflictingConfiguration") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ConflictingConfiguration(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ConflictingDatastoreFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ConflictingDatastoreFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ConnectedIso") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ConnectedIso(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CpuCompatibilityUnknown") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CpuCompatibilityUnknown(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CpuHotPlugNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CpuHotPlugNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CpuIncompatible") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CpuIncompatible(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CpuIncompatible1ECX") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CpuIncompatible1ECX(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CpuIncompatible81EDX") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CpuIncompatible81EDX(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("CustomizationFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("CustomizationPending") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::CustomizationPending(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DVPortNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DVPortNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DasConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DasConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DatabaseError") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatabaseError(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DatacenterMismatch") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatacenterMismatch(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DatastoreNotWritableOnHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DatastoreNotWritableOnHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DeltaDiskFormatNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DeltaDiskFormatNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DestinationSwitchFull") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DestinationSwitchFull(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DestinationVsanDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DestinationVsanDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DeviceBackingNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DeviceBackingNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DeviceControllerNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DeviceControllerNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DeviceHotPlugNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DeviceHotPlugNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DeviceNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DeviceNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DeviceNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DeviceNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DeviceUnsupportedForVmPlatform") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DeviceUnsupportedForVmPlatform(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DeviceUnsupportedForVmVersion") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DeviceUnsupportedForVmVersion(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DigestNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DigestNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DirectoryNotEmpty") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DirectoryNotEmpty(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DisableAdminNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DisableAdminNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DisallowedChangeByService") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DisallowedChangeByService(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DisallowedDiskModeChange") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DisallowedDiskModeChange(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DisallowedMigrationDeviceAttached") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DisallowedMigrationDeviceAttached(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DisallowedOperationOnFailoverHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DisallowedOperationOnFailoverHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DisconnectedHostsBlockingEVC") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DisconnectedHostsBlockingEVC(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DiskHasPartitions") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DiskHasPartitions(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DiskIsLastRemainingNonSSD") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DiskIsLastRemainingNonSSD(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DiskIsNonLocal") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DiskIsNonLocal(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DiskIsUSB") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DiskIsUSB(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DiskMoveTypeNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DiskMoveTypeNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DiskNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DiskNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DiskTooSmall") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DiskTooSmall(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DomainNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DomainNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DrsDisabledOnVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsDisabledOnVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DrsVmotionIncompatibleFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DrsVmotionIncompatibleFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DuplicateDisks") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DuplicateDisks(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("DuplicateName") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DuplicateName(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DuplicateVsanNetworkInterface") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DuplicateVsanNetworkInterface(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DvsApplyOperationFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsApplyOperationFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DvsFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DvsNotAuthorized") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsNotAuthorized(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DvsOperationBulkFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsOperationBulkFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("DvsScopeViolated") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::DvsScopeViolated(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailedCPUFeaturesForMode") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailedCPUFeaturesForMode(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailedCPUModel") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailedCPUModel(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailedCPUModelForMode") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailedCPUModelForMode(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailedCPUVendor") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailedCPUVendor(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailedCPUVendorUnknown") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailedCPUVendorUnknown(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailedHostDisconnected") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailedHostDisconnected(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailedHostSoftware") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailedHostSoftware(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailedHostSoftwareForMode") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailedHostSoftwareForMode(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCAdmissionFailedVmActive") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCAdmissionFailedVmActive(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCModeIllegalByVendor") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCModeIllegalByVendor(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCModeUnsupportedByHosts") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCModeUnsupportedByHosts(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCUnsupportedByHostHardware") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCUnsupportedByHostHardware(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EVCUnsupportedByHostSoftware") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EVCUnsupportedByHostSoftware(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EightHostLimitViolated") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EightHostLimitViolated(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("EncryptionKeyRequired") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::EncryptionKeyRequired(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ExpiredAddonLicense") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ExpiredAddonLicense(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ExpiredEditionLicense") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ExpiredEditionLicense(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ExpiredFeatureLicense") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ExpiredFeatureLicense(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ExtendedFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ExtendedFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FailToEnableSPBM") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FailToEnableSPBM(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FailToLockFaultToleranceVMs") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FailToLockFaultToleranceVMs(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FaultToleranceAntiAffinityViolated") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FaultToleranceAntiAffinityViolated(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FaultToleranceCannotEditMem") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FaultToleranceCannotEditMem(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FaultToleranceCpuIncompatible") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FaultToleranceCpuIncompatible(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FaultToleranceNeedsThickDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FaultToleranceNeedsThickDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FaultToleranceNotLicensed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FaultToleranceNotLicensed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FaultToleranceNotSameBuild") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FaultToleranceNotSameBuild(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FaultTolerancePrimaryPowerOnNotAttempted") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FaultTolerancePrimaryPowerOnNotAttempted(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FaultToleranceVmNotDasProtected") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FaultToleranceVmNotDasProtected(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FcoeFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FcoeFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FcoeFaultPnicHasNoPortSet") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FcoeFaultPnicHasNoPortSet(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FeatureRequirementsNotMet") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FeatureRequirementsNotMet(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("FileAlreadyExists") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FileAlreadyExists(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FileBackedPortNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FileBackedPortNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("FileFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FileFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("FileLocked") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FileLocked(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FileNameTooLong") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FileNameTooLong(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("FileNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FileNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FileNotWritable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FileNotWritable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FileTooLarge") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FileTooLarge(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FilesystemQuiesceFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FilesystemQuiesceFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FilterInUse") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FilterInUse(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FtIssuesOnHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FtIssuesOnHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FtVmHostRuleViolation") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FtVmHostRuleViolation(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("FullStorageVMotionNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::FullStorageVMotionNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GatewayConnectFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GatewayConnectFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GatewayHostNotReachable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GatewayHostNotReachable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GatewayNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GatewayNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GatewayNotReachable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GatewayNotReachable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GatewayOperationRefused") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GatewayOperationRefused(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GatewayToHostAuthFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GatewayToHostAuthFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GatewayToHostConnectFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GatewayToHostConnectFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GatewayToHostTrustVerifyFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GatewayToHostTrustVerifyFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GenericDrsFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GenericDrsFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GenericVmConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GenericVmConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestAuthenticationChallenge") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestAuthenticationChallenge(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestComponentsOutOfDate") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestComponentsOutOfDate(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestMultipleMappings") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestMultipleMappings(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("GuestOperationsFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestOperationsFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("GuestOperationsUnavailable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestOperationsUnavailable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("GuestPermissionDenied") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestPermissionDenied(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestProcessNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestProcessNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestRegistryFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestRegistryFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestRegistryKeyAlreadyExists") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestRegistryKeyAlreadyExists(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestRegistryKeyFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestRegistryKeyFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestRegistryKeyHasSubkeys") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestRegistryKeyHasSubkeys(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestRegistryKeyInvalid") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestRegistryKeyInvalid(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestRegistryKeyParentVolatile") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestRegistryKeyParentVolatile(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestRegistryValueFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestRegistryValueFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("GuestRegistryValueNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::GuestRegistryValueNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HAErrorsAtDest") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HAErrorsAtDest(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HeterogenousHostsBlockingEVC") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HeterogenousHostsBlockingEVC(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostAccessRestrictedToManagementServer") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostAccessRestrictedToManagementServer(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("HostCommunication") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostCommunication(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostConfigFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostConfigFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostConnectFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostConnectFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostHasComponentFailure") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostHasComponentFailure(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostInDomain") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostInDomain(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostIncompatibleForFaultTolerance") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostIncompatibleForFaultTolerance(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostIncompatibleForRecordReplay") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostIncompatibleForRecordReplay(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostInventoryFull") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostInventoryFull(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("HostNotConnected") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostNotConnected(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostNotReachable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostNotReachable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostPowerOpFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostPowerOpFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HostSpecificationOperationFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HostSpecificationOperationFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HotSnapshotMoveNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HotSnapshotMoveNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("HttpFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::HttpFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IDEDiskNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IDEDiskNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IORMNotSupportedHostOnDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IORMNotSupportedHostOnDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ImportHostAddFailure") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ImportHostAddFailure(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ImportOperationBulkFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ImportOperationBulkFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InUseFeatureManipulationDisallowed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InUseFeatureManipulationDisallowed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InaccessibleDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InaccessibleDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InaccessibleFTMetadataDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InaccessibleFTMetadataDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InaccessibleVFlashSource") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InaccessibleVFlashSource(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IncompatibleDefaultDevice") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IncompatibleDefaultDevice(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IncompatibleHostForFtSecondary") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IncompatibleHostForFtSecondary(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IncompatibleHostForVmReplication") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IncompatibleHostForVmReplication(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IncompatibleSetting") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IncompatibleSetting(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IncorrectFileType") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IncorrectFileType(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IncorrectHostInformation") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IncorrectHostInformation(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IndependentDiskVMotionNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IndependentDiskVMotionNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientAgentVmsDeployed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientAgentVmsDeployed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientCpuResourcesFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientCpuResourcesFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientDisks") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientDisks(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientFailoverResourcesFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientFailoverResourcesFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientGraphicsResourcesFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientGraphicsResourcesFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientHostCapacityFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientHostCapacityFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientHostCpuCapacityFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientHostCpuCapacityFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientHostMemoryCapacityFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientHostMemoryCapacityFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientMemoryResourcesFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientMemoryResourcesFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientNetworkCapacity") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientNetworkCapacity(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientNetworkResourcePoolCapacity") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientNetworkResourcePoolCapacity(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientPerCpuCapacity") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientPerCpuCapacity(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InsufficientResourcesFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientResourcesFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientStandbyCpuResource") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientStandbyCpuResource(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientStandbyMemoryResource") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientStandbyMemoryResource(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientStandbyResource") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientStandbyResource(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientStorageIops") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientStorageIops(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientStorageSpace") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientStorageSpace(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InsufficientVFlashResourcesFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InsufficientVFlashResourcesFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidAffinitySettingFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidAffinitySettingFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidArgument") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidArgument(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidBmcRole") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidBmcRole(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidBundle") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidBundle(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidCAMCertificate") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidCAMCertificate(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidCAMServer") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidCAMServer(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidClientCertificate") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidClientCertificate(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidCollectorVersion") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidCollectorVersion(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidController") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidController(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidDasConfigArgument") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDasConfigArgument(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidDasRestartPriorityForFtVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDasRestartPriorityForFtVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidDatastorePath") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDatastorePath(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidDatastoreState") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDatastoreState(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidDeviceBacking") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDeviceBacking(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidDeviceOperation") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDeviceOperation(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidDeviceSpec") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDeviceSpec(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidDiskFormat") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDiskFormat(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidDrsBehaviorForFtVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidDrsBehaviorForFtVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidEditionLicense") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidEditionLicense(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidEvent") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidEvent(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidFolder") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidFolder(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidFormat") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidFormat(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidGuestLogin") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidGuestLogin(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidHostConnectionState") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidHostConnectionState(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidHostName") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidHostName(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidHostState") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidHostState(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidIndexArgument") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidIndexArgument(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidIpfixConfig") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidIpfixConfig(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidIpmiLoginInfo") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidIpmiLoginInfo(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidIpmiMacAddress") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidIpmiMacAddress(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidLicense") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidLicense(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidLocale") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidLocale(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidLogin") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidLogin(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidName") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidName(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidNasCredentials") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidNasCredentials(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidNetworkInType") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidNetworkInType(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidNetworkResource") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidNetworkResource(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidOperationOnSecondaryVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidOperationOnSecondaryVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidPowerState") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidPowerState(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidPrivilege") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidPrivilege(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidProfileReferenceHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidProfileReferenceHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidProperty") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidProperty(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidPropertyType") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidPropertyType(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidPropertyValue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidPropertyValue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidRequest") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidRequest(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidResourcePoolStructureFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidResourcePoolStructureFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidScheduledTask") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidScheduledTask(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidSnapshotFormat") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidSnapshotFormat(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidState") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidState(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidToken") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidToken(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidType") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidType(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("InvalidVmConfig") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidVmConfig(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InvalidVmState") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InvalidVmState(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("InventoryHasStandardAloneHosts") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::InventoryHasStandardAloneHosts(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IpHostnameGeneratorError") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IpHostnameGeneratorError(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultInvalidVnic") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultInvalidVnic(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultPnicInUse") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultPnicInUse(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultVnicAlreadyBound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultVnicAlreadyBound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultVnicHasActivePaths") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultVnicHasActivePaths(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultVnicHasMultipleUplinks") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultVnicHasMultipleUplinks(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultVnicHasNoUplinks") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultVnicHasNoUplinks(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultVnicHasWrongUplink") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultVnicHasWrongUplink(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultVnicInUse") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultVnicInUse(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultVnicIsLastPath") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultVnicIsLastPath(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultVnicNotBound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultVnicNotBound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("IscsiFaultVnicNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::IscsiFaultVnicNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("KeyNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::KeyNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LargeRDMConversionNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LargeRDMConversionNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LargeRDMNotSupportedOnDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LargeRDMNotSupportedOnDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LegacyNetworkInterfaceInUse") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LegacyNetworkInterfaceInUse(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LicenseAssignmentFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseAssignmentFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LicenseDowngradeDisallowed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseDowngradeDisallowed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LicenseEntityNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseEntityNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LicenseExpired") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseExpired(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LicenseKeyEntityMismatch") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseKeyEntityMismatch(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LicenseRestricted") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseRestricted(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LicenseServerUnavailable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseServerUnavailable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LicenseSourceUnavailable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LicenseSourceUnavailable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LimitExceeded") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LimitExceeded(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LinuxVolumeNotClean") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LinuxVolumeNotClean(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("LogBundlingFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::LogBundlingFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MaintenanceModeFileMove") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MaintenanceModeFileMove(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("ManagedObjectNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ManagedObjectNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MemoryFileFormatNotSupportedByDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MemoryFileFormatNotSupportedByDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MemoryHotPlugNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MemoryHotPlugNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MemorySizeNotRecommended") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MemorySizeNotRecommended(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MemorySizeNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MemorySizeNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MemorySizeNotSupportedByDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MemorySizeNotSupportedByDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MemorySnapshotOnIndependentDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MemorySnapshotOnIndependentDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MethodAlreadyDisabledFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MethodAlreadyDisabledFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("MethodDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MethodDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MethodNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MethodNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MigrationDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MigrationFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MigrationFeatureNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationFeatureNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MigrationNotReady") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MigrationNotReady(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MismatchedBundle") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MismatchedBundle(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MismatchedNetworkPolicies") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MismatchedNetworkPolicies(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MismatchedVMotionNetworkNames") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MismatchedVMotionNetworkNames(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MissingBmcSupport") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MissingBmcSupport(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MissingController") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MissingController(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MissingIpPool") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MissingIpPool(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MissingLinuxCustResources") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MissingLinuxCustResources(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MissingNetworkIpConfig") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MissingNetworkIpConfig(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MissingPowerOffConfiguration") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MissingPowerOffConfiguration(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MissingPowerOnConfiguration") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MissingPowerOnConfiguration(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MissingWindowsCustResources") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MissingWindowsCustResources(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MksConnectionLimitReached") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MksConnectionLimitReached(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MountError") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MountError(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MultiWriterNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MultiWriterNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MultipleCertificatesVerifyFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MultipleCertificatesVerifyFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("MultipleSnapshotsNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MultipleSnapshotsNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NamespaceFull") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NamespaceFull(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NamespaceLimitReached") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NamespaceLimitReached(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NamespaceWriteProtected") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NamespaceWriteProtected(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NasConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NasConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NasConnectionLimitReached") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NasConnectionLimitReached(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NasSessionCredentialConflict") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NasSessionCredentialConflict(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NasVolumeNotMounted") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NasVolumeNotMounted(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NetworkCopyFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NetworkCopyFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NetworkDisruptedAndConfigRolledBack") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NetworkDisruptedAndConfigRolledBack(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NetworkInaccessible") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NetworkInaccessible(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NetworksMayNotBeTheSame") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NetworksMayNotBeTheSame(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NicSettingMismatch") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NicSettingMismatch(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoActiveHostInCluster") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoActiveHostInCluster(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoAvailableIp") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoAvailableIp(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoClientCertificate") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoClientCertificate(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoCompatibleDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoCompatibleDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoCompatibleHardAffinityHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoCompatibleHardAffinityHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoCompatibleHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoCompatibleHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoCompatibleHostWithAccessToDevice") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoCompatibleHostWithAccessToDevice(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoCompatibleSoftAffinityHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoCompatibleSoftAffinityHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoConnectedDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoConnectedDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoDiskFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoDiskFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoDiskSpace") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoDiskSpace(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoDisksToCustomize") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoDisksToCustomize(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoGateway") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoGateway(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoGuestHeartbeat") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoGuestHeartbeat(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoHostSuitableForFtSecondary") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoHostSuitableForFtSecondary(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoLicenseServerConfigured") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoLicenseServerConfigured(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoPeerHostFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoPeerHostFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("NoPermission") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoPermission(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoPermissionOnAD") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoPermissionOnAD(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoPermissionOnHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoPermissionOnHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoPermissionOnNasVolume") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoPermissionOnNasVolume(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoSubjectName") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoSubjectName(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoVcManagedIpConfigured") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoVcManagedIpConfigured(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoVirtualNic") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoVirtualNic(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NoVmInVApp") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NoVmInVApp(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NonADUserRequired") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NonADUserRequired(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NonHomeRDMVMotionNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NonHomeRDMVMotionNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NonPersistentDisksNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NonPersistentDisksNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NonVmwareOuiMacNotSupportedHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NonVmwareOuiMacNotSupportedHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotADirectory") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotADirectory(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotAFile") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotAFile(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("NotAuthenticated") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotAuthenticated(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotEnoughCpus") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotEnoughCpus(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("NotEnoughLicenses") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotEnoughLicenses(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotEnoughLogicalCpus") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotEnoughLogicalCpus(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("NotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("NotImplemented") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotImplemented(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("NotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedDeviceForFT") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedDeviceForFT(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedHostForChecksum") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedHostForChecksum(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedHostForVFlash") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedHostForVFlash(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedHostForVmcp") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedHostForVmcp(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedHostForVmemFile") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedHostForVmemFile(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedHostForVsan") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedHostForVsan(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedHostInCluster") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedHostInCluster(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedHostInDvs") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedHostInDvs(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotSupportedHostInHACluster") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotSupportedHostInHACluster(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NotUserConfigurableProperty") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NotUserConfigurableProperty(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NumVirtualCoresPerSocketNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NumVirtualCoresPerSocketNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NumVirtualCpusExceedsLimit") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NumVirtualCpusExceedsLimit(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NumVirtualCpusIncompatible") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NumVirtualCpusIncompatible(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("NumVirtualCpusNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::NumVirtualCpusNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OperationDisabledByGuest") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OperationDisabledByGuest(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OperationDisallowedOnHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OperationDisallowedOnHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OperationNotSupportedByGuest") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OperationNotSupportedByGuest(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OutOfBounds") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OutOfBounds(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfAttribute") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfAttribute(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConnectedDevice") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConnectedDevice(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConnectedDeviceFloppy") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConnectedDeviceFloppy(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConnectedDeviceIso") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConnectedDeviceIso(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConstraint") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConstraint(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConsumerCallbackFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConsumerCallbackFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConsumerCommunicationError") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConsumerCommunicationError(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConsumerFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConsumerFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConsumerInvalidSection") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConsumerInvalidSection(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConsumerPowerOnFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConsumerPowerOnFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConsumerUndeclaredSection") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConsumerUndeclaredSection(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConsumerUndefinedPrefix") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConsumerUndefinedPrefix(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfConsumerValidationFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfConsumerValidationFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfCpuCompatibility") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfCpuCompatibility(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfCpuCompatibilityCheckNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfCpuCompatibilityCheckNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfDiskMappingNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfDiskMappingNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfDiskOrderConstraint") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfDiskOrderConstraint(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfDuplicateElement") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfDuplicateElement(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfDuplicatedElementBoundary") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfDuplicatedElementBoundary(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfDuplicatedPropertyIdExport") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfDuplicatedPropertyIdExport(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfDuplicatedPropertyIdImport") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfDuplicatedPropertyIdImport(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfElement") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfElement(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfElementInvalidValue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfElementInvalidValue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfExport") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfExport(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfExportFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfExportFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfHardwareCheck") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfHardwareCheck(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfHardwareExport") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfHardwareExport(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfHostResourceConstraint") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfHostResourceConstraint(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfHostValueNotParsed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfHostValueNotParsed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfImport") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfImport(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfImportFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfImportFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfInternalError") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfInternalError(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfInvalidPackage") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfInvalidPackage(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfInvalidValue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfInvalidValue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfInvalidValueConfiguration") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfInvalidValueConfiguration(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfInvalidValueEmpty") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfInvalidValueEmpty(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfInvalidValueFormatMalformed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfInvalidValueFormatMalformed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfInvalidValueReference") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfInvalidValueReference(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfInvalidVmName") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfInvalidVmName(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfMappedOsId") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfMappedOsId(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfMissingAttribute") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfMissingAttribute(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfMissingElement") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfMissingElement(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfMissingElementNormalBoundary") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfMissingElementNormalBoundary(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfMissingHardware") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfMissingHardware(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfNetworkMappingNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfNetworkMappingNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfNoHostNic") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfNoHostNic(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfNoSpaceOnController") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfNoSpaceOnController(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfNoSupportedHardwareFamily") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfNoSupportedHardwareFamily(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfProperty") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfProperty(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfPropertyExport") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfPropertyExport(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfPropertyNetwork") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfPropertyNetwork(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfPropertyNetworkExport") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfPropertyNetworkExport(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfPropertyQualifier") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfPropertyQualifier(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfPropertyQualifierDuplicate") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfPropertyQualifierDuplicate(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfPropertyQualifierIgnored") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfPropertyQualifierIgnored(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfPropertyType") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfPropertyType(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfPropertyValue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfPropertyValue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfSystemFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfSystemFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfToXmlUnsupportedElement") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfToXmlUnsupportedElement(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnableToExportDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnableToExportDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnexpectedElement") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnexpectedElement(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnknownDevice") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnknownDevice(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnknownDeviceBacking") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnknownDeviceBacking(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnknownEntity") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnknownEntity(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedAttribute") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedAttribute(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedAttributeValue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedAttributeValue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedDeviceBackingInfo") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedDeviceBackingInfo(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedDeviceBackingOption") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedDeviceBackingOption(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedDeviceExport") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedDeviceExport(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedDiskProvisioning") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedDiskProvisioning(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedElement") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedElement(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedElementValue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedElementValue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedPackage") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedPackage(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedSection") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedSection(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedSubType") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedSubType(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfUnsupportedType") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfUnsupportedType(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfWrongElement") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfWrongElement(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfWrongNamespace") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfWrongNamespace(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("OvfXmlFormat") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::OvfXmlFormat(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("PasswordExpired") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PasswordExpired(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchAlreadyInstalled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchAlreadyInstalled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchBinariesNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchBinariesNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchInstallFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchInstallFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchIntegrityError") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchIntegrityError(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchMetadataCorrupted") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchMetadataCorrupted(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchMetadataInvalid") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchMetadataInvalid(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchMetadataNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchMetadataNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchMissingDependencies") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchMissingDependencies(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchNotApplicable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchNotApplicable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PatchSuperseded") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PatchSuperseded(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PhysCompatRDMNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PhysCompatRDMNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PlatformConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PlatformConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PowerOnFtSecondaryFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PowerOnFtSecondaryFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("PowerOnFtSecondaryTimedout") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::PowerOnFtSecondaryTimedout(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ProfileUpdateFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ProfileUpdateFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("QuarantineModeFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::QuarantineModeFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("QuestionPending") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::QuestionPending(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("QuiesceDatastoreIOForHAFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::QuiesceDatastoreIOForHAFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RDMConversionNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RDMConversionNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RDMNotPreserved") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RDMNotPreserved(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RDMNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RDMNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RDMNotSupportedOnDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RDMNotSupportedOnDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RDMPointsToInaccessibleDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RDMPointsToInaccessibleDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RawDiskNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RawDiskNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReadHostResourcePoolTreeFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReadHostResourcePoolTreeFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReadOnlyDisksWithLegacyDestination") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReadOnlyDisksWithLegacyDestination(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RebootRequired") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RebootRequired(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RecordReplayDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RecordReplayDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RemoteDeviceNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RemoteDeviceNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RemoveFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RemoveFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReplicationConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReplicationConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReplicationDiskConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReplicationDiskConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReplicationFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReplicationFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReplicationIncompatibleWithFT") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReplicationIncompatibleWithFT(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReplicationInvalidOptions") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReplicationInvalidOptions(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReplicationNotSupportedOnHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReplicationNotSupportedOnHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReplicationVmConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReplicationVmConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReplicationVmFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReplicationVmFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ReplicationVmInProgressFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ReplicationVmInProgressFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("RequestCanceled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RequestCanceled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("ResourceInUse") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ResourceInUse(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ResourceNotAvailable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ResourceNotAvailable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RestrictedByAdministrator") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RestrictedByAdministrator(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("RestrictedVersion") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RestrictedVersion(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RollbackFailure") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RollbackFailure(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("RuleViolation") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RuleViolation(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("RuntimeFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::RuntimeFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SSLDisabledFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SSLDisabledFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SSLVerifyFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SSLVerifyFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SSPIChallenge") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SSPIChallenge(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SecondaryVmAlreadyDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SecondaryVmAlreadyDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SecondaryVmAlreadyEnabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SecondaryVmAlreadyEnabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SecondaryVmAlreadyRegistered") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SecondaryVmAlreadyRegistered(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SecondaryVmNotRegistered") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SecondaryVmNotRegistered(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("SecurityError") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SecurityError(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SessionNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SessionNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SharedBusControllerNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SharedBusControllerNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ShrinkDiskFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ShrinkDiskFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotCloneNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotCloneNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotCopyNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotCopyNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("SnapshotFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotIncompatibleDeviceInVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotIncompatibleDeviceInVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotLocked") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotLocked(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotMoveFromNonHomeNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotMoveFromNonHomeNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotMoveNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotMoveNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotMoveToNonHomeNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotMoveToNonHomeNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotNoChange") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotNoChange(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SnapshotRevertIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SnapshotRevertIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SoftRuleVioCorrectionDisallowed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SoftRuleVioCorrectionDisallowed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SoftRuleVioCorrectionImpact") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SoftRuleVioCorrectionImpact(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SolutionUserRequired") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SolutionUserRequired(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SsdDiskNotAvailable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SsdDiskNotAvailable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveDiskInMultiWriterMode") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveDiskInMultiWriterMode(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveFTVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveFTVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveIndependentDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveIndependentDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveManuallyPlacedSwapFile") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveManuallyPlacedVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveSharedDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveSharedDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveTemplate") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveTemplate(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveVmInUserFolder") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveVmInUserFolder(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveVmWithMountedCDROM") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveVmWithMountedCDROM(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsCannotMoveVmWithNoFilesInLayout") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsDatacentersCannotShareDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsDatacentersCannotShareDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsDisabledOnVm") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsDisabledOnVm(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsHbrDiskNotMovable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsHbrDiskNotMovable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsHmsMoveInProgress") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsHmsMoveInProgress(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsHmsUnreachable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsHmsUnreachable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsIolbDisabledInternally") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsIolbDisabledInternally(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsRelocateDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsRelocateDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsStaleHmsCollection") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsStaleHmsCollection(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageDrsUnableToMoveFiles") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageDrsUnableToMoveFiles(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageVMotionNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageVMotionNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("StorageVmotionIncompatible") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::StorageVmotionIncompatible(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SuspendedRelocateNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SuspendedRelocateNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SwapDatastoreNotWritableOnHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SwapDatastoreNotWritableOnHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SwapDatastoreUnset") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SwapDatastoreUnset(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SwapPlacementOverrideNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SwapPlacementOverrideNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SwitchIpUnset") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SwitchIpUnset(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("SwitchNotInUpgradeMode") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SwitchNotInUpgradeMode(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("SystemError") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::SystemError(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("TaskInProgress") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TaskInProgress(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ThirdPartyLicenseAssignmentFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ThirdPartyLicenseAssignmentFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("Timedout") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::Timedout(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("TooManyConcurrentNativeClones") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TooManyConcurrentNativeClones(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("TooManyConsecutiveOverrides") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TooManyConsecutiveOverrides(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("TooManyDevices") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TooManyDevices(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("TooManyDisksOnLegacyHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TooManyDisksOnLegacyHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("TooManyGuestLogons") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TooManyGuestLogons(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("TooManyHosts") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TooManyHosts(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("TooManyNativeCloneLevels") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TooManyNativeCloneLevels(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("TooManyNativeClonesOnFile") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TooManyNativeClonesOnFile(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("TooManySnapshotLevels") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::TooManySnapshotLevels(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ToolsAlreadyUpgraded") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ToolsAlreadyUpgraded(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ToolsAutoUpgradeNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ToolsAutoUpgradeNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ToolsImageCopyFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ToolsImageCopyFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ToolsImageNotAvailable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ToolsImageNotAvailable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ToolsImageSignatureCheckFailed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ToolsImageSignatureCheckFailed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ToolsInstallationInProgress") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ToolsInstallationInProgress(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("ToolsUnavailable") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ToolsUnavailable(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("ToolsUpgradeCancelled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::ToolsUpgradeCancelled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnSupportedDatastoreForVFlash") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnSupportedDatastoreForVFlash(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UncommittedUndoableDisk") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UncommittedUndoableDisk(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnconfiguredPropertyValue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnconfiguredPropertyValue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UncustomizableGuest") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UncustomizableGuest(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnexpectedCustomizationFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnexpectedCustomizationFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnexpectedFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnexpectedFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnrecognizedHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnrecognizedHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnsharedSwapVMotionNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnsharedSwapVMotionNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnsupportedDatastore") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnsupportedDatastore(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnsupportedGuest") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnsupportedGuest(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnsupportedVimApiVersion") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnsupportedVimApiVersion(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnsupportedVmxLocation") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnsupportedVmxLocation(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UnusedVirtualDiskBlocksNotScrubbed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UnusedVirtualDiskBlocksNotScrubbed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("UserNotFound") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::UserNotFound(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VAppConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VAppConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VAppNotRunning") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VAppNotRunning(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VAppOperationInProgress") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VAppOperationInProgress(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VAppPropertyFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VAppPropertyFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VAppTaskInProgress") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VAppTaskInProgress(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VFlashCacheHotConfigNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VFlashCacheHotConfigNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VFlashModuleNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VFlashModuleNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VFlashModuleVersionIncompatible") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VFlashModuleVersionIncompatible(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMINotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMINotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMOnConflictDVPort") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMOnConflictDVPort(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMOnVirtualIntranet") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMOnVirtualIntranet(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMotionAcrossNetworkNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMotionAcrossNetworkNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMotionInterfaceIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMotionInterfaceIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMotionLinkCapacityLow") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMotionLinkCapacityLow(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMotionLinkDown") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMotionLinkDown(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMotionNotConfigured") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMotionNotConfigured(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMotionNotLicensed") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMotionNotLicensed(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMotionNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMotionNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VMotionProtocolIncompatible") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VMotionProtocolIncompatible(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("VimFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VimFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VirtualDiskBlocksNotFullyProvisioned") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VirtualDiskBlocksNotFullyProvisioned(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VirtualDiskModeNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VirtualDiskModeNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VirtualEthernetCardNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VirtualEthernetCardNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VirtualHardwareCompatibilityIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VirtualHardwareCompatibilityIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VirtualHardwareVersionNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VirtualHardwareVersionNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmAlreadyExistsInDatacenter") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmAlreadyExistsInDatacenter(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some("VmConfigFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmConfigFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmConfigIncompatibleForFaultTolerance") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmConfigIncompatibleForFaultTolerance(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmConfigIncompatibleForRecordReplay") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmConfigIncompatibleForRecordReplay(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmFaultToleranceConfigIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceConfigIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmFaultToleranceConfigIssueWrapper") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceConfigIssueWrapper(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmFaultToleranceInvalidFileBacking") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceInvalidFileBacking(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmFaultToleranceIssue") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceIssue(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmFaultToleranceOpIssuesList") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceOpIssuesList(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmFaultToleranceTooManyFtVcpusOnHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceTooManyFtVcpusOnHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmFaultToleranceTooManyVMsOnHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmFaultToleranceTooManyVMsOnHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmHostAffinityRuleViolation") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmHostAffinityRuleViolation(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmLimitLicense") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmLimitLicense(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmMetadataManagerFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMetadataManagerFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmMonitorIncompatibleForFaultTolerance") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmMonitorIncompatibleForFaultTolerance(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmPowerOnDisabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmPowerOnDisabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmSmpFaultToleranceTooManyVMsOnHost") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmSmpFaultToleranceTooManyVMsOnHost(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmToolsUpgradeFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmToolsUpgradeFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmValidateMaxDevice") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmValidateMaxDevice(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmWwnConflict") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmWwnConflict(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmfsAlreadyMounted") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmfsAlreadyMounted(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmfsAmbiguousMount") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmfsAmbiguousMount(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmfsMountFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmfsMountFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VmotionInterfaceNotEnabled") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VmotionInterfaceNotEnabled(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VolumeEditorError") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VolumeEditorError(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VramLimitLicense") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VramLimitLicense(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VsanClusterUuidMismatch") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanClusterUuidMismatch(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VsanDiskFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanDiskFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VsanFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VsanIncompatibleDiskMapping") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VsanIncompatibleDiskMapping(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VspanDestPortConflict") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VspanDestPortConflict(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VspanPortConflict") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VspanPortConflict(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VspanPortMoveFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VspanPortMoveFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VspanPortPromiscChangeFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VspanPortPromiscChangeFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VspanPortgroupPromiscChangeFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VspanPortgroupPromiscChangeFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VspanPortgroupTypeChangeFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VspanPortgroupTypeChangeFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VspanPromiscuousPortNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VspanPromiscuousPortNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("VspanSameSessionPortConflict") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::VspanSameSessionPortConflict(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("WakeOnLanNotSupported") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::WakeOnLanNotSupported(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("WakeOnLanNotSupportedByVmotionNIC") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::WakeOnLanNotSupportedByVmotionNIC(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("WillLoseHAProtection") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::WillLoseHAProtection(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("WillModifyConfigCpuRequirements") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::WillModifyConfigCpuRequirements(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("WillResetSnapshotDirectory") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::WillResetSnapshotDirectory(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    #[cfg(feature = "all-faults")]
-                    Some("WipeDiskFault") => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::WipeDiskFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    Some(name) => {
-                        match r.registry().base_of(name) {
-                            Some(base) => {
-                                ancestor = Some(base);
-                                continue;
-                            }
-                            None => {
-                                match x::Decode::decode_boxed(r) {
-                                    Ok(v) => Self::MethodFault(v),
-                                    Err(e) => return Err(e),
-                                }
-                            }
-                        }
-                    }
-                    None => {
-                        match x::Decode::decode_boxed(r) {
-                            Ok(v) => Self::MethodFault(v),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                },
-            );
+impl<T: x::VariantOf<AnyMethodFault>> From<T> for AnyMethodFault {
+    fn from(value: T) -> Self {
+        value.into_variant()
+    }
+}
+impl x::VariantOf<AnyMethodFault> for MethodFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::MethodFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::MethodFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
-        Ok(
-            match x::Decode::decode_boxed(r) {
-                Ok(v) => Self::MethodFault(v),
-                Err(e) => return Err(e),
-            },
-        )
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ActiveDirectoryFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ActiveDirectoryFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ActiveDirectoryFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ActiveVMsBlockingEVC {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ActiveVMsBlockingEVC(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ActiveVMsBlockingEVC(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AdminDisabled {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AdminDisabled(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AdminDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AdminNotDisabled {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AdminNotDisabled(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AdminNotDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AffinityConfigured {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AffinityConfigured(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AffinityConfigured(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AgentInstallFailed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AgentInstallFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AgentInstallFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AlreadyBeingManaged {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AlreadyBeingManaged(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AlreadyBeingManaged(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AlreadyConnected {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AlreadyConnected(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AlreadyConnected(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for AlreadyExists {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AlreadyExists(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AlreadyExists(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AlreadyUpgraded {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AlreadyUpgraded(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AlreadyUpgraded(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AnswerFileUpdateFailed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AnswerFileUpdateFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AnswerFileUpdateFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ApplicationQuiesceFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ApplicationQuiesceFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ApplicationQuiesceFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AuthMinimumAdminPermission {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AuthMinimumAdminPermission(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AuthMinimumAdminPermission(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for AuthenticationRequired {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::AuthenticationRequired(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::AuthenticationRequired(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for BackupBlobReadFailure {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::BackupBlobReadFailure(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::BackupBlobReadFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for BackupBlobWriteFailure {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::BackupBlobWriteFailure(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::BackupBlobWriteFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for BlockedByFirewall {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::BlockedByFirewall(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::BlockedByFirewall(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CAMServerRefusedConnection {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CAMServerRefusedConnection(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CAMServerRefusedConnection(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAccessFile {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAccessFile(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAccessFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAccessLocalSource {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAccessLocalSource(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAccessLocalSource(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAccessNetwork {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAccessNetwork(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAccessNetwork(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAccessVmComponent {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAccessVmComponent(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAccessVmComponent(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAccessVmConfig {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAccessVmConfig(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAccessVmConfig(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAccessVmDevice {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAccessVmDevice(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAccessVmDevice(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAccessVmDisk {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAccessVmDisk(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAccessVmDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmAsStandalone {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAddHostWithFTVmAsStandalone(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAddHostWithFTVmAsStandalone(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToDifferentCluster {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAddHostWithFTVmToDifferentCluster(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAddHostWithFTVmToDifferentCluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToNonHACluster {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotAddHostWithFTVmToNonHACluster(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotAddHostWithFTVmToNonHACluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotChangeDrsBehaviorForFtSecondary {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotChangeDrsBehaviorForFtSecondary(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotChangeDrsBehaviorForFtSecondary(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotChangeHaSettingsForFtSecondary {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotChangeHaSettingsForFtSecondary(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotChangeHaSettingsForFtSecondary(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotChangeVsanClusterUuid {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotChangeVsanClusterUuid(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotChangeVsanClusterUuid(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotChangeVsanNodeUuid {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotChangeVsanNodeUuid(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotChangeVsanNodeUuid(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotComputeFTCompatibleHosts {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotComputeFTCompatibleHosts(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotComputeFTCompatibleHosts(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for CannotCreateFile {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotCreateFile(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotCreateFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotDecryptPasswords {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotDecryptPasswords(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotDecryptPasswords(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotDeleteFile {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotDeleteFile(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotDeleteFile(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotDisableDrsOnClustersWithVApps {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotDisableDrsOnClustersWithVApps(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotDisableDrsOnClustersWithVApps(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotDisableSnapshot {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotDisableSnapshot(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotDisableSnapshot(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotDisconnectHostWithFaultToleranceVm {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotDisconnectHostWithFaultToleranceVm(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotDisconnectHostWithFaultToleranceVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotEnableVmcpForCluster {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotEnableVmcpForCluster(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotEnableVmcpForCluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotModifyConfigCpuRequirements {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotModifyConfigCpuRequirements(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotModifyConfigCpuRequirements(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotMoveFaultToleranceVm {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotMoveFaultToleranceVm(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotMoveFaultToleranceVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotMoveHostWithFaultToleranceVm {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotMoveHostWithFaultToleranceVm(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotMoveHostWithFaultToleranceVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithDeltaDisk {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotMoveVmWithDeltaDisk(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotMoveVmWithDeltaDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithNativeDeltaDisk {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotMoveVmWithNativeDeltaDisk(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotMoveVmWithNativeDeltaDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotMoveVsanEnabledHost {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotMoveVsanEnabledHost(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotMoveVsanEnabledHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotPlaceWithoutPrerequisiteMoves {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotPlaceWithoutPrerequisiteMoves(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotPlaceWithoutPrerequisiteMoves(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotPowerOffVmInCluster {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotPowerOffVmInCluster(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotPowerOffVmInCluster(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotReconfigureVsanWhenHaEnabled {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotReconfigureVsanWhenHaEnabled(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotReconfigureVsanWhenHaEnabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CannotUseNetwork {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CannotUseNetwork(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CannotUseNetwork(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ClockSkew {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ClockSkew(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ClockSkew(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CloneFromSnapshotNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CloneFromSnapshotNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CloneFromSnapshotNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CollectorAddressUnset {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CollectorAddressUnset(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CollectorAddressUnset(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for ConcurrentAccess {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ConcurrentAccess(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ConcurrentAccess(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ConflictingConfiguration {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ConflictingConfiguration(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ConflictingConfiguration(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ConflictingDatastoreFound {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ConflictingDatastoreFound(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ConflictingDatastoreFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ConnectedIso {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ConnectedIso(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ConnectedIso(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CpuCompatibilityUnknown {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CpuCompatibilityUnknown(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CpuCompatibilityUnknown(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CpuHotPlugNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CpuHotPlugNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CpuHotPlugNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CpuIncompatible {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CpuIncompatible(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CpuIncompatible(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CpuIncompatible1ECX {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CpuIncompatible1ECX(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CpuIncompatible1ECX(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CpuIncompatible81EDX {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CpuIncompatible81EDX(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CpuIncompatible81EDX(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for CustomizationFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CustomizationFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CustomizationFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for CustomizationPending {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::CustomizationPending(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::CustomizationPending(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DVPortNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DVPortNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DVPortNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DasConfigFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DasConfigFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DasConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DatabaseError {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DatabaseError(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DatabaseError(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DatacenterMismatch {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DatacenterMismatch(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DatacenterMismatch(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DatastoreNotWritableOnHost {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DatastoreNotWritableOnHost(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DatastoreNotWritableOnHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DeltaDiskFormatNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DeltaDiskFormatNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DeltaDiskFormatNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DestinationSwitchFull {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DestinationSwitchFull(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DestinationSwitchFull(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DestinationVsanDisabled {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DestinationVsanDisabled(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DestinationVsanDisabled(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DeviceBackingNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DeviceBackingNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DeviceBackingNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DeviceControllerNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DeviceControllerNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DeviceControllerNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DeviceHotPlugNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DeviceHotPlugNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DeviceHotPlugNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DeviceNotFound {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DeviceNotFound(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DeviceNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DeviceNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DeviceNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DeviceNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmPlatform {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DeviceUnsupportedForVmPlatform(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DeviceUnsupportedForVmPlatform(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmVersion {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DeviceUnsupportedForVmVersion(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DeviceUnsupportedForVmVersion(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DigestNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DigestNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DigestNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DirectoryNotEmpty {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DirectoryNotEmpty(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DirectoryNotEmpty(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DisableAdminNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DisableAdminNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DisableAdminNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DisallowedChangeByService {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DisallowedChangeByService(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DisallowedChangeByService(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DisallowedDiskModeChange {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DisallowedDiskModeChange(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DisallowedDiskModeChange(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DisallowedMigrationDeviceAttached {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DisallowedMigrationDeviceAttached(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DisallowedMigrationDeviceAttached(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DisallowedOperationOnFailoverHost {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DisallowedOperationOnFailoverHost(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DisallowedOperationOnFailoverHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DisconnectedHostsBlockingEVC {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DisconnectedHostsBlockingEVC(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DisconnectedHostsBlockingEVC(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DiskHasPartitions {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DiskHasPartitions(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DiskHasPartitions(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DiskIsLastRemainingNonSSD {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DiskIsLastRemainingNonSSD(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DiskIsLastRemainingNonSSD(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DiskIsNonLocal {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DiskIsNonLocal(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DiskIsNonLocal(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DiskIsUSB {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DiskIsUSB(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DiskIsUSB(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DiskMoveTypeNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DiskMoveTypeNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DiskMoveTypeNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DiskNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DiskNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DiskNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DiskTooSmall {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DiskTooSmall(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DiskTooSmall(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DomainNotFound {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DomainNotFound(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DomainNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DrsDisabledOnVm {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DrsDisabledOnVm(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DrsDisabledOnVm(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DrsVmotionIncompatibleFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DrsVmotionIncompatibleFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DrsVmotionIncompatibleFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DuplicateDisks {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DuplicateDisks(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DuplicateDisks(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for DuplicateName {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DuplicateName(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DuplicateName(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DuplicateVsanNetworkInterface {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DuplicateVsanNetworkInterface(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DuplicateVsanNetworkInterface(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DvsApplyOperationFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DvsApplyOperationFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DvsApplyOperationFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DvsFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DvsFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DvsFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DvsNotAuthorized {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DvsNotAuthorized(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DvsNotAuthorized(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DvsOperationBulkFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DvsOperationBulkFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DvsOperationBulkFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for DvsScopeViolated {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::DvsScopeViolated(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::DvsScopeViolated(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUFeaturesForMode {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailedCPUFeaturesForMode(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailedCPUFeaturesForMode(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModel {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailedCPUModel(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailedCPUModel(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModelForMode {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailedCPUModelForMode(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailedCPUModelForMode(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendor {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailedCPUVendor(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailedCPUVendor(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendorUnknown {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailedCPUVendorUnknown(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailedCPUVendorUnknown(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostDisconnected {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailedHostDisconnected(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailedHostDisconnected(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftware {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailedHostSoftware(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailedHostSoftware(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftwareForMode {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailedHostSoftwareForMode(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailedHostSoftwareForMode(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedVmActive {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCAdmissionFailedVmActive(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCAdmissionFailedVmActive(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCConfigFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCConfigFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCModeIllegalByVendor {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCModeIllegalByVendor(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCModeIllegalByVendor(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCModeUnsupportedByHosts {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCModeUnsupportedByHosts(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCModeUnsupportedByHosts(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostHardware {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCUnsupportedByHostHardware(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCUnsupportedByHostHardware(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostSoftware {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EVCUnsupportedByHostSoftware(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EVCUnsupportedByHostSoftware(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EightHostLimitViolated {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EightHostLimitViolated(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EightHostLimitViolated(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for EncryptionKeyRequired {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::EncryptionKeyRequired(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::EncryptionKeyRequired(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ExpiredAddonLicense {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ExpiredAddonLicense(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ExpiredAddonLicense(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ExpiredEditionLicense {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ExpiredEditionLicense(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ExpiredEditionLicense(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ExpiredFeatureLicense {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ExpiredFeatureLicense(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ExpiredFeatureLicense(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ExtendedFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ExtendedFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ExtendedFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FailToEnableSPBM {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FailToEnableSPBM(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FailToEnableSPBM(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FailToLockFaultToleranceVMs {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FailToLockFaultToleranceVMs(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FailToLockFaultToleranceVMs(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FaultToleranceAntiAffinityViolated {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FaultToleranceAntiAffinityViolated(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FaultToleranceAntiAffinityViolated(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FaultToleranceCannotEditMem {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FaultToleranceCannotEditMem(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FaultToleranceCannotEditMem(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FaultToleranceCpuIncompatible {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FaultToleranceCpuIncompatible(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FaultToleranceCpuIncompatible(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FaultToleranceNeedsThickDisk {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FaultToleranceNeedsThickDisk(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FaultToleranceNeedsThickDisk(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FaultToleranceNotLicensed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FaultToleranceNotLicensed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FaultToleranceNotLicensed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FaultToleranceNotSameBuild {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FaultToleranceNotSameBuild(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FaultToleranceNotSameBuild(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FaultTolerancePrimaryPowerOnNotAttempted {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FaultTolerancePrimaryPowerOnNotAttempted(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FaultTolerancePrimaryPowerOnNotAttempted(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FaultToleranceVmNotDasProtected {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FaultToleranceVmNotDasProtected(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FaultToleranceVmNotDasProtected(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FcoeFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FcoeFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FcoeFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FcoeFaultPnicHasNoPortSet {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FcoeFaultPnicHasNoPortSet(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FcoeFaultPnicHasNoPortSet(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FeatureRequirementsNotMet {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FeatureRequirementsNotMet(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FeatureRequirementsNotMet(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for FileAlreadyExists {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FileAlreadyExists(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FileAlreadyExists(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FileBackedPortNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FileBackedPortNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FileBackedPortNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for FileFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FileFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FileFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for FileLocked {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FileLocked(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FileLocked(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FileNameTooLong {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FileNameTooLong(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FileNameTooLong(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for FileNotFound {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FileNotFound(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FileNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FileNotWritable {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FileNotWritable(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FileNotWritable(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FileTooLarge {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FileTooLarge(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FileTooLarge(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FilesystemQuiesceFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FilesystemQuiesceFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FilesystemQuiesceFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FilterInUse {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FilterInUse(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FilterInUse(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FtIssuesOnHost {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FtIssuesOnHost(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FtIssuesOnHost(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FtVmHostRuleViolation {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FtVmHostRuleViolation(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FtVmHostRuleViolation(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for FullStorageVMotionNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::FullStorageVMotionNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::FullStorageVMotionNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GatewayConnectFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GatewayConnectFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GatewayConnectFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GatewayHostNotReachable {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GatewayHostNotReachable(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GatewayHostNotReachable(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GatewayNotFound {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GatewayNotFound(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GatewayNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GatewayNotReachable {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GatewayNotReachable(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GatewayNotReachable(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GatewayOperationRefused {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GatewayOperationRefused(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GatewayOperationRefused(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GatewayToHostAuthFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GatewayToHostAuthFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GatewayToHostAuthFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GatewayToHostConnectFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GatewayToHostConnectFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GatewayToHostConnectFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GatewayToHostTrustVerifyFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GatewayToHostTrustVerifyFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GatewayToHostTrustVerifyFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GenericDrsFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GenericDrsFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GenericDrsFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GenericVmConfigFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GenericVmConfigFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GenericVmConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestAuthenticationChallenge {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestAuthenticationChallenge(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestAuthenticationChallenge(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestComponentsOutOfDate {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestComponentsOutOfDate(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestComponentsOutOfDate(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestMultipleMappings {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestMultipleMappings(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestMultipleMappings(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for GuestOperationsFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestOperationsFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestOperationsFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for GuestOperationsUnavailable {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestOperationsUnavailable(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestOperationsUnavailable(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for GuestPermissionDenied {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestPermissionDenied(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestPermissionDenied(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestProcessNotFound {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestProcessNotFound(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestProcessNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestRegistryFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestRegistryFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestRegistryFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyAlreadyExists {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestRegistryKeyAlreadyExists(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestRegistryKeyAlreadyExists(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestRegistryKeyFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestRegistryKeyFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyHasSubkeys {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestRegistryKeyHasSubkeys(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestRegistryKeyHasSubkeys(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyInvalid {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestRegistryKeyInvalid(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestRegistryKeyInvalid(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyParentVolatile {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestRegistryKeyParentVolatile(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestRegistryKeyParentVolatile(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestRegistryValueFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestRegistryValueFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestRegistryValueFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for GuestRegistryValueNotFound {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::GuestRegistryValueNotFound(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::GuestRegistryValueNotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HAErrorsAtDest {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HAErrorsAtDest(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HAErrorsAtDest(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HeterogenousHostsBlockingEVC {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HeterogenousHostsBlockingEVC(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HeterogenousHostsBlockingEVC(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostAccessRestrictedToManagementServer {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostAccessRestrictedToManagementServer(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostAccessRestrictedToManagementServer(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for HostCommunication {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostCommunication(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostCommunication(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostConfigFailed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostConfigFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostConfigFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostConfigFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostConfigFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostConfigFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostConnectFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostConnectFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostConnectFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostHasComponentFailure {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostHasComponentFailure(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostHasComponentFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostInDomain {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostInDomain(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostInDomain(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostIncompatibleForFaultTolerance {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostIncompatibleForFaultTolerance(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostIncompatibleForFaultTolerance(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostIncompatibleForRecordReplay {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostIncompatibleForRecordReplay(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostIncompatibleForRecordReplay(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostInventoryFull {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostInventoryFull(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostInventoryFull(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for HostNotConnected {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostNotConnected(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostNotConnected(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostNotReachable {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostNotReachable(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostNotReachable(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostPowerOpFailed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostPowerOpFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostPowerOpFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HostSpecificationOperationFailed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HostSpecificationOperationFailed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HostSpecificationOperationFailed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HotSnapshotMoveNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HotSnapshotMoveNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HotSnapshotMoveNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for HttpFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::HttpFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::HttpFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for IDEDiskNotSupported {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::IDEDiskNotSupported(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::IDEDiskNotSupported(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for IORMNotSupportedHostOnDatastore {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::IORMNotSupportedHostOnDatastore(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::IORMNotSupportedHostOnDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ImportHostAddFailure {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ImportHostAddFailure(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ImportHostAddFailure(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for ImportOperationBulkFault {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::ImportOperationBulkFault(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::ImportOperationBulkFault(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InUseFeatureManipulationDisallowed {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InUseFeatureManipulationDisallowed(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InUseFeatureManipulationDisallowed(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InaccessibleDatastore {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InaccessibleDatastore(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InaccessibleDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
     }
 }

@@ -5,3021 +5,3038 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl<T: x::VariantOf<AnyMethodFault>> From<T> for AnyMethodFault {
-    fn from(value: T) -> Self {
-        value.into_variant()
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InaccessibleFTMetadataDatastore {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::InaccessibleFTMetadataDatastore(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::InaccessibleFTMetadataDatastore(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
     }
 }
-impl x::VariantOf<AnyMethodFault> for MethodFault {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InaccessibleVFlashSource {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MethodFault(Box::new(self))
+        AnyMethodFault::InaccessibleVFlashSource(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MethodFault(v) => Some(v),
+            AnyMethodFault::InaccessibleVFlashSource(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ActiveDirectoryFault {
+impl x::VariantOf<AnyMethodFault> for IncompatibleDefaultDevice {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ActiveDirectoryFault(Box::new(self))
+        AnyMethodFault::IncompatibleDefaultDevice(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ActiveDirectoryFault(v) => Some(v),
+            AnyMethodFault::IncompatibleDefaultDevice(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ActiveVMsBlockingEVC {
+impl x::VariantOf<AnyMethodFault> for IncompatibleHostForFtSecondary {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ActiveVMsBlockingEVC(Box::new(self))
+        AnyMethodFault::IncompatibleHostForFtSecondary(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ActiveVMsBlockingEVC(v) => Some(v),
+            AnyMethodFault::IncompatibleHostForFtSecondary(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AdminDisabled {
+impl x::VariantOf<AnyMethodFault> for IncompatibleHostForVmReplication {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AdminDisabled(Box::new(self))
+        AnyMethodFault::IncompatibleHostForVmReplication(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AdminDisabled(v) => Some(v),
+            AnyMethodFault::IncompatibleHostForVmReplication(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AdminNotDisabled {
+impl x::VariantOf<AnyMethodFault> for IncompatibleSetting {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AdminNotDisabled(Box::new(self))
+        AnyMethodFault::IncompatibleSetting(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AdminNotDisabled(v) => Some(v),
+            AnyMethodFault::IncompatibleSetting(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AffinityConfigured {
+impl x::VariantOf<AnyMethodFault> for IncorrectFileType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AffinityConfigured(Box::new(self))
+        AnyMethodFault::IncorrectFileType(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AffinityConfigured(v) => Some(v),
+            AnyMethodFault::IncorrectFileType(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AgentInstallFailed {
+impl x::VariantOf<AnyMethodFault> for IncorrectHostInformation {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AgentInstallFailed(Box::new(self))
+        AnyMethodFault::IncorrectHostInformation(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AgentInstallFailed(v) => Some(v),
+            AnyMethodFault::IncorrectHostInformation(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AlreadyBeingManaged {
+impl x::VariantOf<AnyMethodFault> for IndependentDiskVMotionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AlreadyBeingManaged(Box::new(self))
+        AnyMethodFault::IndependentDiskVMotionNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AlreadyBeingManaged(v) => Some(v),
+            AnyMethodFault::IndependentDiskVMotionNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AlreadyConnected {
+impl x::VariantOf<AnyMethodFault> for InsufficientAgentVmsDeployed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AlreadyConnected(Box::new(self))
+        AnyMethodFault::InsufficientAgentVmsDeployed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AlreadyConnected(v) => Some(v),
+            AnyMethodFault::InsufficientAgentVmsDeployed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for AlreadyExists {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InsufficientCpuResourcesFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AlreadyExists(Box::new(self))
+        AnyMethodFault::InsufficientCpuResourcesFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AlreadyExists(v) => Some(v),
+            AnyMethodFault::InsufficientCpuResourcesFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AlreadyUpgraded {
+impl x::VariantOf<AnyMethodFault> for InsufficientDisks {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AlreadyUpgraded(Box::new(self))
+        AnyMethodFault::InsufficientDisks(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AlreadyUpgraded(v) => Some(v),
+            AnyMethodFault::InsufficientDisks(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AnswerFileUpdateFailed {
+impl x::VariantOf<AnyMethodFault> for InsufficientFailoverResourcesFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AnswerFileUpdateFailed(Box::new(self))
+        AnyMethodFault::InsufficientFailoverResourcesFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AnswerFileUpdateFailed(v) => Some(v),
+            AnyMethodFault::InsufficientFailoverResourcesFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ApplicationQuiesceFault {
+impl x::VariantOf<AnyMethodFault> for InsufficientGraphicsResourcesFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ApplicationQuiesceFault(Box::new(self))
+        AnyMethodFault::InsufficientGraphicsResourcesFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ApplicationQuiesceFault(v) => Some(v),
+            AnyMethodFault::InsufficientGraphicsResourcesFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AuthMinimumAdminPermission {
+impl x::VariantOf<AnyMethodFault> for InsufficientHostCapacityFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AuthMinimumAdminPermission(Box::new(self))
+        AnyMethodFault::InsufficientHostCapacityFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AuthMinimumAdminPermission(v) => Some(v),
+            AnyMethodFault::InsufficientHostCapacityFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for AuthenticationRequired {
+impl x::VariantOf<AnyMethodFault> for InsufficientHostCpuCapacityFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::AuthenticationRequired(Box::new(self))
+        AnyMethodFault::InsufficientHostCpuCapacityFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::AuthenticationRequired(v) => Some(v),
+            AnyMethodFault::InsufficientHostCpuCapacityFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for BackupBlobReadFailure {
+impl x::VariantOf<AnyMethodFault> for InsufficientHostMemoryCapacityFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::BackupBlobReadFailure(Box::new(self))
+        AnyMethodFault::InsufficientHostMemoryCapacityFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::BackupBlobReadFailure(v) => Some(v),
+            AnyMethodFault::InsufficientHostMemoryCapacityFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for BackupBlobWriteFailure {
+impl x::VariantOf<AnyMethodFault> for InsufficientMemoryResourcesFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::BackupBlobWriteFailure(Box::new(self))
+        AnyMethodFault::InsufficientMemoryResourcesFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::BackupBlobWriteFailure(v) => Some(v),
+            AnyMethodFault::InsufficientMemoryResourcesFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for BlockedByFirewall {
+impl x::VariantOf<AnyMethodFault> for InsufficientNetworkCapacity {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::BlockedByFirewall(Box::new(self))
+        AnyMethodFault::InsufficientNetworkCapacity(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::BlockedByFirewall(v) => Some(v),
+            AnyMethodFault::InsufficientNetworkCapacity(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CAMServerRefusedConnection {
+impl x::VariantOf<AnyMethodFault> for InsufficientNetworkResourcePoolCapacity {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CAMServerRefusedConnection(Box::new(self))
+        AnyMethodFault::InsufficientNetworkResourcePoolCapacity(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CAMServerRefusedConnection(v) => Some(v),
+            AnyMethodFault::InsufficientNetworkResourcePoolCapacity(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAccessFile {
+impl x::VariantOf<AnyMethodFault> for InsufficientPerCpuCapacity {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessFile(Box::new(self))
+        AnyMethodFault::InsufficientPerCpuCapacity(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAccessFile(v) => Some(v),
+            AnyMethodFault::InsufficientPerCpuCapacity(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAccessLocalSource {
+impl x::VariantOf<AnyMethodFault> for InsufficientResourcesFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessLocalSource(Box::new(self))
+        AnyMethodFault::InsufficientResourcesFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAccessLocalSource(v) => Some(v),
+            AnyMethodFault::InsufficientResourcesFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAccessNetwork {
+impl x::VariantOf<AnyMethodFault> for InsufficientStandbyCpuResource {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessNetwork(Box::new(self))
+        AnyMethodFault::InsufficientStandbyCpuResource(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAccessNetwork(v) => Some(v),
+            AnyMethodFault::InsufficientStandbyCpuResource(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAccessVmComponent {
+impl x::VariantOf<AnyMethodFault> for InsufficientStandbyMemoryResource {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessVmComponent(Box::new(self))
+        AnyMethodFault::InsufficientStandbyMemoryResource(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAccessVmComponent(v) => Some(v),
+            AnyMethodFault::InsufficientStandbyMemoryResource(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAccessVmConfig {
+impl x::VariantOf<AnyMethodFault> for InsufficientStandbyResource {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessVmConfig(Box::new(self))
+        AnyMethodFault::InsufficientStandbyResource(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAccessVmConfig(v) => Some(v),
+            AnyMethodFault::InsufficientStandbyResource(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAccessVmDevice {
+impl x::VariantOf<AnyMethodFault> for InsufficientStorageIops {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessVmDevice(Box::new(self))
+        AnyMethodFault::InsufficientStorageIops(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAccessVmDevice(v) => Some(v),
+            AnyMethodFault::InsufficientStorageIops(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAccessVmDisk {
+impl x::VariantOf<AnyMethodFault> for InsufficientStorageSpace {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAccessVmDisk(Box::new(self))
+        AnyMethodFault::InsufficientStorageSpace(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAccessVmDisk(v) => Some(v),
+            AnyMethodFault::InsufficientStorageSpace(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmAsStandalone {
+impl x::VariantOf<AnyMethodFault> for InsufficientVFlashResourcesFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAddHostWithFTVmAsStandalone(Box::new(self))
+        AnyMethodFault::InsufficientVFlashResourcesFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAddHostWithFTVmAsStandalone(v) => Some(v),
+            AnyMethodFault::InsufficientVFlashResourcesFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToDifferentCluster {
+impl x::VariantOf<AnyMethodFault> for InvalidAffinitySettingFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAddHostWithFTVmToDifferentCluster(Box::new(self))
+        AnyMethodFault::InvalidAffinitySettingFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAddHostWithFTVmToDifferentCluster(v) => Some(v),
+            AnyMethodFault::InvalidAffinitySettingFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotAddHostWithFTVmToNonHACluster {
+impl x::VariantOf<AnyMethodFault> for InvalidArgument {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotAddHostWithFTVmToNonHACluster(Box::new(self))
+        AnyMethodFault::InvalidArgument(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotAddHostWithFTVmToNonHACluster(v) => Some(v),
+            AnyMethodFault::InvalidArgument(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotChangeDrsBehaviorForFtSecondary {
+impl x::VariantOf<AnyMethodFault> for InvalidBmcRole {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotChangeDrsBehaviorForFtSecondary(Box::new(self))
+        AnyMethodFault::InvalidBmcRole(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotChangeDrsBehaviorForFtSecondary(v) => Some(v),
+            AnyMethodFault::InvalidBmcRole(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotChangeHaSettingsForFtSecondary {
+impl x::VariantOf<AnyMethodFault> for InvalidBundle {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotChangeHaSettingsForFtSecondary(Box::new(self))
+        AnyMethodFault::InvalidBundle(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotChangeHaSettingsForFtSecondary(v) => Some(v),
+            AnyMethodFault::InvalidBundle(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotChangeVsanClusterUuid {
+impl x::VariantOf<AnyMethodFault> for InvalidCAMCertificate {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotChangeVsanClusterUuid(Box::new(self))
+        AnyMethodFault::InvalidCAMCertificate(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotChangeVsanClusterUuid(v) => Some(v),
+            AnyMethodFault::InvalidCAMCertificate(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotChangeVsanNodeUuid {
+impl x::VariantOf<AnyMethodFault> for InvalidCAMServer {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotChangeVsanNodeUuid(Box::new(self))
+        AnyMethodFault::InvalidCAMServer(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotChangeVsanNodeUuid(v) => Some(v),
+            AnyMethodFault::InvalidCAMServer(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotComputeFTCompatibleHosts {
+impl x::VariantOf<AnyMethodFault> for InvalidClientCertificate {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotComputeFTCompatibleHosts(Box::new(self))
+        AnyMethodFault::InvalidClientCertificate(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotComputeFTCompatibleHosts(v) => Some(v),
+            AnyMethodFault::InvalidClientCertificate(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for CannotCreateFile {
+impl x::VariantOf<AnyMethodFault> for InvalidCollectorVersion {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotCreateFile(Box::new(self))
+        AnyMethodFault::InvalidCollectorVersion(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotCreateFile(v) => Some(v),
+            AnyMethodFault::InvalidCollectorVersion(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotDecryptPasswords {
+impl x::VariantOf<AnyMethodFault> for InvalidController {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDecryptPasswords(Box::new(self))
+        AnyMethodFault::InvalidController(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotDecryptPasswords(v) => Some(v),
+            AnyMethodFault::InvalidController(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotDeleteFile {
+impl x::VariantOf<AnyMethodFault> for InvalidDasConfigArgument {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDeleteFile(Box::new(self))
+        AnyMethodFault::InvalidDasConfigArgument(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotDeleteFile(v) => Some(v),
+            AnyMethodFault::InvalidDasConfigArgument(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotDisableDrsOnClustersWithVApps {
+impl x::VariantOf<AnyMethodFault> for InvalidDasRestartPriorityForFtVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDisableDrsOnClustersWithVApps(Box::new(self))
+        AnyMethodFault::InvalidDasRestartPriorityForFtVm(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotDisableDrsOnClustersWithVApps(v) => Some(v),
+            AnyMethodFault::InvalidDasRestartPriorityForFtVm(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotDisableSnapshot {
+impl x::VariantOf<AnyMethodFault> for InvalidDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDisableSnapshot(Box::new(self))
+        AnyMethodFault::InvalidDatastore(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotDisableSnapshot(v) => Some(v),
+            AnyMethodFault::InvalidDatastore(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotDisconnectHostWithFaultToleranceVm {
+impl x::VariantOf<AnyMethodFault> for InvalidDatastorePath {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotDisconnectHostWithFaultToleranceVm(Box::new(self))
+        AnyMethodFault::InvalidDatastorePath(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotDisconnectHostWithFaultToleranceVm(v) => Some(v),
+            AnyMethodFault::InvalidDatastorePath(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotEnableVmcpForCluster {
+impl x::VariantOf<AnyMethodFault> for InvalidDatastoreState {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotEnableVmcpForCluster(Box::new(self))
+        AnyMethodFault::InvalidDatastoreState(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotEnableVmcpForCluster(v) => Some(v),
+            AnyMethodFault::InvalidDatastoreState(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotModifyConfigCpuRequirements {
+impl x::VariantOf<AnyMethodFault> for InvalidDeviceBacking {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotModifyConfigCpuRequirements(Box::new(self))
+        AnyMethodFault::InvalidDeviceBacking(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotModifyConfigCpuRequirements(v) => Some(v),
+            AnyMethodFault::InvalidDeviceBacking(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotMoveFaultToleranceVm {
+impl x::VariantOf<AnyMethodFault> for InvalidDeviceOperation {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveFaultToleranceVm(Box::new(self))
+        AnyMethodFault::InvalidDeviceOperation(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotMoveFaultToleranceVm(v) => Some(v),
+            AnyMethodFault::InvalidDeviceOperation(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotMoveHostWithFaultToleranceVm {
+impl x::VariantOf<AnyMethodFault> for InvalidDeviceSpec {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveHostWithFaultToleranceVm(Box::new(self))
+        AnyMethodFault::InvalidDeviceSpec(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotMoveHostWithFaultToleranceVm(v) => Some(v),
+            AnyMethodFault::InvalidDeviceSpec(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithDeltaDisk {
+impl x::VariantOf<AnyMethodFault> for InvalidDiskFormat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveVmWithDeltaDisk(Box::new(self))
+        AnyMethodFault::InvalidDiskFormat(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotMoveVmWithDeltaDisk(v) => Some(v),
+            AnyMethodFault::InvalidDiskFormat(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotMoveVmWithNativeDeltaDisk {
+impl x::VariantOf<AnyMethodFault> for InvalidDrsBehaviorForFtVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveVmWithNativeDeltaDisk(Box::new(self))
+        AnyMethodFault::InvalidDrsBehaviorForFtVm(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotMoveVmWithNativeDeltaDisk(v) => Some(v),
+            AnyMethodFault::InvalidDrsBehaviorForFtVm(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotMoveVsanEnabledHost {
+impl x::VariantOf<AnyMethodFault> for InvalidEditionLicense {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotMoveVsanEnabledHost(Box::new(self))
+        AnyMethodFault::InvalidEditionLicense(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotMoveVsanEnabledHost(v) => Some(v),
+            AnyMethodFault::InvalidEditionLicense(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotPlaceWithoutPrerequisiteMoves {
+impl x::VariantOf<AnyMethodFault> for InvalidEvent {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotPlaceWithoutPrerequisiteMoves(Box::new(self))
+        AnyMethodFault::InvalidEvent(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotPlaceWithoutPrerequisiteMoves(v) => Some(v),
+            AnyMethodFault::InvalidEvent(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotPowerOffVmInCluster {
+impl x::VariantOf<AnyMethodFault> for InvalidFolder {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotPowerOffVmInCluster(Box::new(self))
+        AnyMethodFault::InvalidFolder(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotPowerOffVmInCluster(v) => Some(v),
+            AnyMethodFault::InvalidFolder(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotReconfigureVsanWhenHaEnabled {
+impl x::VariantOf<AnyMethodFault> for InvalidFormat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotReconfigureVsanWhenHaEnabled(Box::new(self))
+        AnyMethodFault::InvalidFormat(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotReconfigureVsanWhenHaEnabled(v) => Some(v),
+            AnyMethodFault::InvalidFormat(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CannotUseNetwork {
+impl x::VariantOf<AnyMethodFault> for InvalidGuestLogin {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CannotUseNetwork(Box::new(self))
+        AnyMethodFault::InvalidGuestLogin(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CannotUseNetwork(v) => Some(v),
+            AnyMethodFault::InvalidGuestLogin(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ClockSkew {
+impl x::VariantOf<AnyMethodFault> for InvalidHostConnectionState {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ClockSkew(Box::new(self))
+        AnyMethodFault::InvalidHostConnectionState(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ClockSkew(v) => Some(v),
+            AnyMethodFault::InvalidHostConnectionState(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CloneFromSnapshotNotSupported {
+impl x::VariantOf<AnyMethodFault> for InvalidHostName {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CloneFromSnapshotNotSupported(Box::new(self))
+        AnyMethodFault::InvalidHostName(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CloneFromSnapshotNotSupported(v) => Some(v),
+            AnyMethodFault::InvalidHostName(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CollectorAddressUnset {
+impl x::VariantOf<AnyMethodFault> for InvalidHostState {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CollectorAddressUnset(Box::new(self))
+        AnyMethodFault::InvalidHostState(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CollectorAddressUnset(v) => Some(v),
+            AnyMethodFault::InvalidHostState(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for ConcurrentAccess {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InvalidIndexArgument {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ConcurrentAccess(Box::new(self))
+        AnyMethodFault::InvalidIndexArgument(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ConcurrentAccess(v) => Some(v),
+            AnyMethodFault::InvalidIndexArgument(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ConflictingConfiguration {
+impl x::VariantOf<AnyMethodFault> for InvalidIpfixConfig {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ConflictingConfiguration(Box::new(self))
+        AnyMethodFault::InvalidIpfixConfig(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ConflictingConfiguration(v) => Some(v),
+            AnyMethodFault::InvalidIpfixConfig(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ConflictingDatastoreFound {
+impl x::VariantOf<AnyMethodFault> for InvalidIpmiLoginInfo {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ConflictingDatastoreFound(Box::new(self))
+        AnyMethodFault::InvalidIpmiLoginInfo(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ConflictingDatastoreFound(v) => Some(v),
+            AnyMethodFault::InvalidIpmiLoginInfo(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ConnectedIso {
+impl x::VariantOf<AnyMethodFault> for InvalidIpmiMacAddress {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ConnectedIso(Box::new(self))
+        AnyMethodFault::InvalidIpmiMacAddress(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ConnectedIso(v) => Some(v),
+            AnyMethodFault::InvalidIpmiMacAddress(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CpuCompatibilityUnknown {
+impl x::VariantOf<AnyMethodFault> for InvalidLicense {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuCompatibilityUnknown(Box::new(self))
+        AnyMethodFault::InvalidLicense(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CpuCompatibilityUnknown(v) => Some(v),
+            AnyMethodFault::InvalidLicense(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CpuHotPlugNotSupported {
+impl x::VariantOf<AnyMethodFault> for InvalidLocale {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuHotPlugNotSupported(Box::new(self))
+        AnyMethodFault::InvalidLocale(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CpuHotPlugNotSupported(v) => Some(v),
+            AnyMethodFault::InvalidLocale(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CpuIncompatible {
+impl x::VariantOf<AnyMethodFault> for InvalidLogin {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuIncompatible(Box::new(self))
+        AnyMethodFault::InvalidLogin(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CpuIncompatible(v) => Some(v),
+            AnyMethodFault::InvalidLogin(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CpuIncompatible1ECX {
+impl x::VariantOf<AnyMethodFault> for InvalidName {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuIncompatible1ECX(Box::new(self))
+        AnyMethodFault::InvalidName(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CpuIncompatible1ECX(v) => Some(v),
+            AnyMethodFault::InvalidName(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CpuIncompatible81EDX {
+impl x::VariantOf<AnyMethodFault> for InvalidNasCredentials {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CpuIncompatible81EDX(Box::new(self))
+        AnyMethodFault::InvalidNasCredentials(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CpuIncompatible81EDX(v) => Some(v),
+            AnyMethodFault::InvalidNasCredentials(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for CustomizationFault {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for InvalidNetworkInType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CustomizationFault(Box::new(self))
+        AnyMethodFault::InvalidNetworkInType(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CustomizationFault(v) => Some(v),
+            AnyMethodFault::InvalidNetworkInType(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for CustomizationPending {
+impl x::VariantOf<AnyMethodFault> for InvalidNetworkResource {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::CustomizationPending(Box::new(self))
+        AnyMethodFault::InvalidNetworkResource(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::CustomizationPending(v) => Some(v),
+            AnyMethodFault::InvalidNetworkResource(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DVPortNotSupported {
+impl x::VariantOf<AnyMethodFault> for InvalidOperationOnSecondaryVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DVPortNotSupported(Box::new(self))
+        AnyMethodFault::InvalidOperationOnSecondaryVm(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DVPortNotSupported(v) => Some(v),
+            AnyMethodFault::InvalidOperationOnSecondaryVm(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DasConfigFault {
+impl x::VariantOf<AnyMethodFault> for InvalidPowerState {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DasConfigFault(Box::new(self))
+        AnyMethodFault::InvalidPowerState(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DasConfigFault(v) => Some(v),
+            AnyMethodFault::InvalidPowerState(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DatabaseError {
+impl x::VariantOf<AnyMethodFault> for InvalidPrivilege {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DatabaseError(Box::new(self))
+        AnyMethodFault::InvalidPrivilege(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DatabaseError(v) => Some(v),
+            AnyMethodFault::InvalidPrivilege(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DatacenterMismatch {
+impl x::VariantOf<AnyMethodFault> for InvalidProfileReferenceHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DatacenterMismatch(Box::new(self))
+        AnyMethodFault::InvalidProfileReferenceHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DatacenterMismatch(v) => Some(v),
+            AnyMethodFault::InvalidProfileReferenceHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DatastoreNotWritableOnHost {
+impl x::VariantOf<AnyMethodFault> for InvalidProperty {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DatastoreNotWritableOnHost(Box::new(self))
+        AnyMethodFault::InvalidProperty(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DatastoreNotWritableOnHost(v) => Some(v),
+            AnyMethodFault::InvalidProperty(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DeltaDiskFormatNotSupported {
+impl x::VariantOf<AnyMethodFault> for InvalidPropertyType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeltaDiskFormatNotSupported(Box::new(self))
+        AnyMethodFault::InvalidPropertyType(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DeltaDiskFormatNotSupported(v) => Some(v),
+            AnyMethodFault::InvalidPropertyType(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DestinationSwitchFull {
+impl x::VariantOf<AnyMethodFault> for InvalidPropertyValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DestinationSwitchFull(Box::new(self))
+        AnyMethodFault::InvalidPropertyValue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DestinationSwitchFull(v) => Some(v),
+            AnyMethodFault::InvalidPropertyValue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DestinationVsanDisabled {
+impl x::VariantOf<AnyMethodFault> for InvalidRequest {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DestinationVsanDisabled(Box::new(self))
+        AnyMethodFault::InvalidRequest(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DestinationVsanDisabled(v) => Some(v),
+            AnyMethodFault::InvalidRequest(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DeviceBackingNotSupported {
+impl x::VariantOf<AnyMethodFault> for InvalidResourcePoolStructureFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceBackingNotSupported(Box::new(self))
+        AnyMethodFault::InvalidResourcePoolStructureFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DeviceBackingNotSupported(v) => Some(v),
+            AnyMethodFault::InvalidResourcePoolStructureFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DeviceControllerNotSupported {
+impl x::VariantOf<AnyMethodFault> for InvalidScheduledTask {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceControllerNotSupported(Box::new(self))
+        AnyMethodFault::InvalidScheduledTask(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DeviceControllerNotSupported(v) => Some(v),
+            AnyMethodFault::InvalidScheduledTask(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DeviceHotPlugNotSupported {
+impl x::VariantOf<AnyMethodFault> for InvalidSnapshotFormat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceHotPlugNotSupported(Box::new(self))
+        AnyMethodFault::InvalidSnapshotFormat(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DeviceHotPlugNotSupported(v) => Some(v),
+            AnyMethodFault::InvalidSnapshotFormat(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DeviceNotFound {
+impl x::VariantOf<AnyMethodFault> for InvalidState {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceNotFound(Box::new(self))
+        AnyMethodFault::InvalidState(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DeviceNotFound(v) => Some(v),
+            AnyMethodFault::InvalidState(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DeviceNotSupported {
+impl x::VariantOf<AnyMethodFault> for InvalidToken {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceNotSupported(Box::new(self))
+        AnyMethodFault::InvalidToken(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DeviceNotSupported(v) => Some(v),
+            AnyMethodFault::InvalidToken(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmPlatform {
+impl x::VariantOf<AnyMethodFault> for InvalidType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceUnsupportedForVmPlatform(Box::new(self))
+        AnyMethodFault::InvalidType(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DeviceUnsupportedForVmPlatform(v) => Some(v),
+            AnyMethodFault::InvalidType(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DeviceUnsupportedForVmVersion {
+impl x::VariantOf<AnyMethodFault> for InvalidVmConfig {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DeviceUnsupportedForVmVersion(Box::new(self))
+        AnyMethodFault::InvalidVmConfig(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DeviceUnsupportedForVmVersion(v) => Some(v),
+            AnyMethodFault::InvalidVmConfig(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DigestNotSupported {
+impl x::VariantOf<AnyMethodFault> for InvalidVmState {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DigestNotSupported(Box::new(self))
+        AnyMethodFault::InvalidVmState(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DigestNotSupported(v) => Some(v),
+            AnyMethodFault::InvalidVmState(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DirectoryNotEmpty {
+impl x::VariantOf<AnyMethodFault> for InventoryHasStandardAloneHosts {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DirectoryNotEmpty(Box::new(self))
+        AnyMethodFault::InventoryHasStandardAloneHosts(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DirectoryNotEmpty(v) => Some(v),
+            AnyMethodFault::InventoryHasStandardAloneHosts(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DisableAdminNotSupported {
+impl x::VariantOf<AnyMethodFault> for IpHostnameGeneratorError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisableAdminNotSupported(Box::new(self))
+        AnyMethodFault::IpHostnameGeneratorError(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DisableAdminNotSupported(v) => Some(v),
+            AnyMethodFault::IpHostnameGeneratorError(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DisallowedChangeByService {
+impl x::VariantOf<AnyMethodFault> for IscsiFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisallowedChangeByService(Box::new(self))
+        AnyMethodFault::IscsiFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DisallowedChangeByService(v) => Some(v),
+            AnyMethodFault::IscsiFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DisallowedDiskModeChange {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultInvalidVnic {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisallowedDiskModeChange(Box::new(self))
+        AnyMethodFault::IscsiFaultInvalidVnic(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DisallowedDiskModeChange(v) => Some(v),
+            AnyMethodFault::IscsiFaultInvalidVnic(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DisallowedMigrationDeviceAttached {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultPnicInUse {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisallowedMigrationDeviceAttached(Box::new(self))
+        AnyMethodFault::IscsiFaultPnicInUse(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DisallowedMigrationDeviceAttached(v) => Some(v),
+            AnyMethodFault::IscsiFaultPnicInUse(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DisallowedOperationOnFailoverHost {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicAlreadyBound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisallowedOperationOnFailoverHost(Box::new(self))
+        AnyMethodFault::IscsiFaultVnicAlreadyBound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DisallowedOperationOnFailoverHost(v) => Some(v),
+            AnyMethodFault::IscsiFaultVnicAlreadyBound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DisconnectedHostsBlockingEVC {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasActivePaths {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DisconnectedHostsBlockingEVC(Box::new(self))
+        AnyMethodFault::IscsiFaultVnicHasActivePaths(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DisconnectedHostsBlockingEVC(v) => Some(v),
+            AnyMethodFault::IscsiFaultVnicHasActivePaths(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DiskHasPartitions {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasMultipleUplinks {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskHasPartitions(Box::new(self))
+        AnyMethodFault::IscsiFaultVnicHasMultipleUplinks(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DiskHasPartitions(v) => Some(v),
+            AnyMethodFault::IscsiFaultVnicHasMultipleUplinks(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DiskIsLastRemainingNonSSD {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasNoUplinks {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskIsLastRemainingNonSSD(Box::new(self))
+        AnyMethodFault::IscsiFaultVnicHasNoUplinks(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DiskIsLastRemainingNonSSD(v) => Some(v),
+            AnyMethodFault::IscsiFaultVnicHasNoUplinks(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DiskIsNonLocal {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasWrongUplink {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskIsNonLocal(Box::new(self))
+        AnyMethodFault::IscsiFaultVnicHasWrongUplink(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DiskIsNonLocal(v) => Some(v),
+            AnyMethodFault::IscsiFaultVnicHasWrongUplink(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DiskIsUSB {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicInUse {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskIsUSB(Box::new(self))
+        AnyMethodFault::IscsiFaultVnicInUse(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DiskIsUSB(v) => Some(v),
+            AnyMethodFault::IscsiFaultVnicInUse(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DiskMoveTypeNotSupported {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicIsLastPath {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskMoveTypeNotSupported(Box::new(self))
+        AnyMethodFault::IscsiFaultVnicIsLastPath(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DiskMoveTypeNotSupported(v) => Some(v),
+            AnyMethodFault::IscsiFaultVnicIsLastPath(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DiskNotSupported {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotBound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskNotSupported(Box::new(self))
+        AnyMethodFault::IscsiFaultVnicNotBound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DiskNotSupported(v) => Some(v),
+            AnyMethodFault::IscsiFaultVnicNotBound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DiskTooSmall {
+impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DiskTooSmall(Box::new(self))
+        AnyMethodFault::IscsiFaultVnicNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DiskTooSmall(v) => Some(v),
+            AnyMethodFault::IscsiFaultVnicNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DomainNotFound {
+impl x::VariantOf<AnyMethodFault> for KeyNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DomainNotFound(Box::new(self))
+        AnyMethodFault::KeyNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DomainNotFound(v) => Some(v),
+            AnyMethodFault::KeyNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DrsDisabledOnVm {
+impl x::VariantOf<AnyMethodFault> for LargeRDMConversionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DrsDisabledOnVm(Box::new(self))
+        AnyMethodFault::LargeRDMConversionNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DrsDisabledOnVm(v) => Some(v),
+            AnyMethodFault::LargeRDMConversionNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DrsVmotionIncompatibleFault {
+impl x::VariantOf<AnyMethodFault> for LargeRDMNotSupportedOnDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DrsVmotionIncompatibleFault(Box::new(self))
+        AnyMethodFault::LargeRDMNotSupportedOnDatastore(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DrsVmotionIncompatibleFault(v) => Some(v),
+            AnyMethodFault::LargeRDMNotSupportedOnDatastore(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DuplicateDisks {
+impl x::VariantOf<AnyMethodFault> for LegacyNetworkInterfaceInUse {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DuplicateDisks(Box::new(self))
+        AnyMethodFault::LegacyNetworkInterfaceInUse(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DuplicateDisks(v) => Some(v),
+            AnyMethodFault::LegacyNetworkInterfaceInUse(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for DuplicateName {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for LicenseAssignmentFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DuplicateName(Box::new(self))
+        AnyMethodFault::LicenseAssignmentFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DuplicateName(v) => Some(v),
+            AnyMethodFault::LicenseAssignmentFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DuplicateVsanNetworkInterface {
+impl x::VariantOf<AnyMethodFault> for LicenseDowngradeDisallowed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DuplicateVsanNetworkInterface(Box::new(self))
+        AnyMethodFault::LicenseDowngradeDisallowed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DuplicateVsanNetworkInterface(v) => Some(v),
+            AnyMethodFault::LicenseDowngradeDisallowed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DvsApplyOperationFault {
+impl x::VariantOf<AnyMethodFault> for LicenseEntityNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsApplyOperationFault(Box::new(self))
+        AnyMethodFault::LicenseEntityNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DvsApplyOperationFault(v) => Some(v),
+            AnyMethodFault::LicenseEntityNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DvsFault {
+impl x::VariantOf<AnyMethodFault> for LicenseExpired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsFault(Box::new(self))
+        AnyMethodFault::LicenseExpired(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DvsFault(v) => Some(v),
+            AnyMethodFault::LicenseExpired(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DvsNotAuthorized {
+impl x::VariantOf<AnyMethodFault> for LicenseKeyEntityMismatch {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsNotAuthorized(Box::new(self))
+        AnyMethodFault::LicenseKeyEntityMismatch(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DvsNotAuthorized(v) => Some(v),
+            AnyMethodFault::LicenseKeyEntityMismatch(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DvsOperationBulkFault {
+impl x::VariantOf<AnyMethodFault> for LicenseRestricted {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsOperationBulkFault(Box::new(self))
+        AnyMethodFault::LicenseRestricted(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DvsOperationBulkFault(v) => Some(v),
+            AnyMethodFault::LicenseRestricted(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for DvsScopeViolated {
+impl x::VariantOf<AnyMethodFault> for LicenseServerUnavailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::DvsScopeViolated(Box::new(self))
+        AnyMethodFault::LicenseServerUnavailable(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::DvsScopeViolated(v) => Some(v),
+            AnyMethodFault::LicenseServerUnavailable(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailed {
+impl x::VariantOf<AnyMethodFault> for LicenseSourceUnavailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailed(Box::new(self))
+        AnyMethodFault::LicenseSourceUnavailable(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailed(v) => Some(v),
+            AnyMethodFault::LicenseSourceUnavailable(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUFeaturesForMode {
+impl x::VariantOf<AnyMethodFault> for LimitExceeded {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUFeaturesForMode(Box::new(self))
+        AnyMethodFault::LimitExceeded(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailedCPUFeaturesForMode(v) => Some(v),
+            AnyMethodFault::LimitExceeded(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModel {
+impl x::VariantOf<AnyMethodFault> for LinuxVolumeNotClean {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUModel(Box::new(self))
+        AnyMethodFault::LinuxVolumeNotClean(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailedCPUModel(v) => Some(v),
+            AnyMethodFault::LinuxVolumeNotClean(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUModelForMode {
+impl x::VariantOf<AnyMethodFault> for LogBundlingFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUModelForMode(Box::new(self))
+        AnyMethodFault::LogBundlingFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailedCPUModelForMode(v) => Some(v),
+            AnyMethodFault::LogBundlingFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendor {
+impl x::VariantOf<AnyMethodFault> for MaintenanceModeFileMove {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUVendor(Box::new(self))
+        AnyMethodFault::MaintenanceModeFileMove(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailedCPUVendor(v) => Some(v),
+            AnyMethodFault::MaintenanceModeFileMove(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedCPUVendorUnknown {
+impl x::VariantOf<AnyMethodFault> for ManagedObjectNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedCPUVendorUnknown(Box::new(self))
+        AnyMethodFault::ManagedObjectNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailedCPUVendorUnknown(v) => Some(v),
+            AnyMethodFault::ManagedObjectNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostDisconnected {
+impl x::VariantOf<AnyMethodFault> for MemoryFileFormatNotSupportedByDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedHostDisconnected(Box::new(self))
+        AnyMethodFault::MemoryFileFormatNotSupportedByDatastore(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailedHostDisconnected(v) => Some(v),
+            AnyMethodFault::MemoryFileFormatNotSupportedByDatastore(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftware {
+impl x::VariantOf<AnyMethodFault> for MemoryHotPlugNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedHostSoftware(Box::new(self))
+        AnyMethodFault::MemoryHotPlugNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailedHostSoftware(v) => Some(v),
+            AnyMethodFault::MemoryHotPlugNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedHostSoftwareForMode {
+impl x::VariantOf<AnyMethodFault> for MemorySizeNotRecommended {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedHostSoftwareForMode(Box::new(self))
+        AnyMethodFault::MemorySizeNotRecommended(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailedHostSoftwareForMode(v) => Some(v),
+            AnyMethodFault::MemorySizeNotRecommended(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCAdmissionFailedVmActive {
+impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCAdmissionFailedVmActive(Box::new(self))
+        AnyMethodFault::MemorySizeNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCAdmissionFailedVmActive(v) => Some(v),
+            AnyMethodFault::MemorySizeNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCConfigFault {
+impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupportedByDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCConfigFault(Box::new(self))
+        AnyMethodFault::MemorySizeNotSupportedByDatastore(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCConfigFault(v) => Some(v),
+            AnyMethodFault::MemorySizeNotSupportedByDatastore(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCModeIllegalByVendor {
+impl x::VariantOf<AnyMethodFault> for MemorySnapshotOnIndependentDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCModeIllegalByVendor(Box::new(self))
+        AnyMethodFault::MemorySnapshotOnIndependentDisk(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCModeIllegalByVendor(v) => Some(v),
+            AnyMethodFault::MemorySnapshotOnIndependentDisk(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCModeUnsupportedByHosts {
+impl x::VariantOf<AnyMethodFault> for MethodAlreadyDisabledFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCModeUnsupportedByHosts(Box::new(self))
+        AnyMethodFault::MethodAlreadyDisabledFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCModeUnsupportedByHosts(v) => Some(v),
+            AnyMethodFault::MethodAlreadyDisabledFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostHardware {
+impl x::VariantOf<AnyMethodFault> for MethodDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCUnsupportedByHostHardware(Box::new(self))
+        AnyMethodFault::MethodDisabled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCUnsupportedByHostHardware(v) => Some(v),
+            AnyMethodFault::MethodDisabled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EVCUnsupportedByHostSoftware {
+impl x::VariantOf<AnyMethodFault> for MethodNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EVCUnsupportedByHostSoftware(Box::new(self))
+        AnyMethodFault::MethodNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EVCUnsupportedByHostSoftware(v) => Some(v),
+            AnyMethodFault::MethodNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EightHostLimitViolated {
+impl x::VariantOf<AnyMethodFault> for MigrationDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EightHostLimitViolated(Box::new(self))
+        AnyMethodFault::MigrationDisabled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EightHostLimitViolated(v) => Some(v),
+            AnyMethodFault::MigrationDisabled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for EncryptionKeyRequired {
+impl x::VariantOf<AnyMethodFault> for MigrationFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::EncryptionKeyRequired(Box::new(self))
+        AnyMethodFault::MigrationFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::EncryptionKeyRequired(v) => Some(v),
+            AnyMethodFault::MigrationFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ExpiredAddonLicense {
+impl x::VariantOf<AnyMethodFault> for MigrationFeatureNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ExpiredAddonLicense(Box::new(self))
+        AnyMethodFault::MigrationFeatureNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ExpiredAddonLicense(v) => Some(v),
+            AnyMethodFault::MigrationFeatureNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ExpiredEditionLicense {
+impl x::VariantOf<AnyMethodFault> for MigrationNotReady {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ExpiredEditionLicense(Box::new(self))
+        AnyMethodFault::MigrationNotReady(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ExpiredEditionLicense(v) => Some(v),
+            AnyMethodFault::MigrationNotReady(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ExpiredFeatureLicense {
+impl x::VariantOf<AnyMethodFault> for MismatchedBundle {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ExpiredFeatureLicense(Box::new(self))
+        AnyMethodFault::MismatchedBundle(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ExpiredFeatureLicense(v) => Some(v),
+            AnyMethodFault::MismatchedBundle(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ExtendedFault {
+impl x::VariantOf<AnyMethodFault> for MismatchedNetworkPolicies {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ExtendedFault(Box::new(self))
+        AnyMethodFault::MismatchedNetworkPolicies(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ExtendedFault(v) => Some(v),
+            AnyMethodFault::MismatchedNetworkPolicies(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FailToEnableSPBM {
+impl x::VariantOf<AnyMethodFault> for MismatchedVMotionNetworkNames {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FailToEnableSPBM(Box::new(self))
+        AnyMethodFault::MismatchedVMotionNetworkNames(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FailToEnableSPBM(v) => Some(v),
+            AnyMethodFault::MismatchedVMotionNetworkNames(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FailToLockFaultToleranceVMs {
+impl x::VariantOf<AnyMethodFault> for MissingBmcSupport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FailToLockFaultToleranceVMs(Box::new(self))
+        AnyMethodFault::MissingBmcSupport(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FailToLockFaultToleranceVMs(v) => Some(v),
+            AnyMethodFault::MissingBmcSupport(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FaultToleranceAntiAffinityViolated {
+impl x::VariantOf<AnyMethodFault> for MissingController {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceAntiAffinityViolated(Box::new(self))
+        AnyMethodFault::MissingController(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FaultToleranceAntiAffinityViolated(v) => Some(v),
+            AnyMethodFault::MissingController(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FaultToleranceCannotEditMem {
+impl x::VariantOf<AnyMethodFault> for MissingIpPool {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceCannotEditMem(Box::new(self))
+        AnyMethodFault::MissingIpPool(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FaultToleranceCannotEditMem(v) => Some(v),
+            AnyMethodFault::MissingIpPool(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FaultToleranceCpuIncompatible {
+impl x::VariantOf<AnyMethodFault> for MissingLinuxCustResources {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceCpuIncompatible(Box::new(self))
+        AnyMethodFault::MissingLinuxCustResources(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FaultToleranceCpuIncompatible(v) => Some(v),
+            AnyMethodFault::MissingLinuxCustResources(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FaultToleranceNeedsThickDisk {
+impl x::VariantOf<AnyMethodFault> for MissingNetworkIpConfig {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceNeedsThickDisk(Box::new(self))
+        AnyMethodFault::MissingNetworkIpConfig(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FaultToleranceNeedsThickDisk(v) => Some(v),
+            AnyMethodFault::MissingNetworkIpConfig(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FaultToleranceNotLicensed {
+impl x::VariantOf<AnyMethodFault> for MissingPowerOffConfiguration {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceNotLicensed(Box::new(self))
+        AnyMethodFault::MissingPowerOffConfiguration(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FaultToleranceNotLicensed(v) => Some(v),
+            AnyMethodFault::MissingPowerOffConfiguration(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FaultToleranceNotSameBuild {
+impl x::VariantOf<AnyMethodFault> for MissingPowerOnConfiguration {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceNotSameBuild(Box::new(self))
+        AnyMethodFault::MissingPowerOnConfiguration(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FaultToleranceNotSameBuild(v) => Some(v),
+            AnyMethodFault::MissingPowerOnConfiguration(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FaultTolerancePrimaryPowerOnNotAttempted {
+impl x::VariantOf<AnyMethodFault> for MissingWindowsCustResources {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultTolerancePrimaryPowerOnNotAttempted(Box::new(self))
+        AnyMethodFault::MissingWindowsCustResources(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FaultTolerancePrimaryPowerOnNotAttempted(v) => Some(v),
+            AnyMethodFault::MissingWindowsCustResources(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FaultToleranceVmNotDasProtected {
+impl x::VariantOf<AnyMethodFault> for MksConnectionLimitReached {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FaultToleranceVmNotDasProtected(Box::new(self))
+        AnyMethodFault::MksConnectionLimitReached(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FaultToleranceVmNotDasProtected(v) => Some(v),
+            AnyMethodFault::MksConnectionLimitReached(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FcoeFault {
+impl x::VariantOf<AnyMethodFault> for MountError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FcoeFault(Box::new(self))
+        AnyMethodFault::MountError(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FcoeFault(v) => Some(v),
+            AnyMethodFault::MountError(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FcoeFaultPnicHasNoPortSet {
+impl x::VariantOf<AnyMethodFault> for MultiWriterNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FcoeFaultPnicHasNoPortSet(Box::new(self))
+        AnyMethodFault::MultiWriterNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FcoeFaultPnicHasNoPortSet(v) => Some(v),
+            AnyMethodFault::MultiWriterNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FeatureRequirementsNotMet {
+impl x::VariantOf<AnyMethodFault> for MultipleCertificatesVerifyFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FeatureRequirementsNotMet(Box::new(self))
+        AnyMethodFault::MultipleCertificatesVerifyFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FeatureRequirementsNotMet(v) => Some(v),
+            AnyMethodFault::MultipleCertificatesVerifyFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for FileAlreadyExists {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for MultipleSnapshotsNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileAlreadyExists(Box::new(self))
+        AnyMethodFault::MultipleSnapshotsNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FileAlreadyExists(v) => Some(v),
+            AnyMethodFault::MultipleSnapshotsNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FileBackedPortNotSupported {
+impl x::VariantOf<AnyMethodFault> for NamespaceFull {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileBackedPortNotSupported(Box::new(self))
+        AnyMethodFault::NamespaceFull(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FileBackedPortNotSupported(v) => Some(v),
+            AnyMethodFault::NamespaceFull(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for FileFault {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NamespaceLimitReached {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileFault(Box::new(self))
+        AnyMethodFault::NamespaceLimitReached(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FileFault(v) => Some(v),
+            AnyMethodFault::NamespaceLimitReached(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for FileLocked {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NamespaceWriteProtected {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileLocked(Box::new(self))
+        AnyMethodFault::NamespaceWriteProtected(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FileLocked(v) => Some(v),
+            AnyMethodFault::NamespaceWriteProtected(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FileNameTooLong {
+impl x::VariantOf<AnyMethodFault> for NasConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileNameTooLong(Box::new(self))
+        AnyMethodFault::NasConfigFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FileNameTooLong(v) => Some(v),
+            AnyMethodFault::NasConfigFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for FileNotFound {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NasConnectionLimitReached {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileNotFound(Box::new(self))
+        AnyMethodFault::NasConnectionLimitReached(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FileNotFound(v) => Some(v),
+            AnyMethodFault::NasConnectionLimitReached(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FileNotWritable {
+impl x::VariantOf<AnyMethodFault> for NasSessionCredentialConflict {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileNotWritable(Box::new(self))
+        AnyMethodFault::NasSessionCredentialConflict(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FileNotWritable(v) => Some(v),
+            AnyMethodFault::NasSessionCredentialConflict(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FileTooLarge {
+impl x::VariantOf<AnyMethodFault> for NasVolumeNotMounted {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FileTooLarge(Box::new(self))
+        AnyMethodFault::NasVolumeNotMounted(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FileTooLarge(v) => Some(v),
+            AnyMethodFault::NasVolumeNotMounted(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FilesystemQuiesceFault {
+impl x::VariantOf<AnyMethodFault> for NetworkCopyFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FilesystemQuiesceFault(Box::new(self))
+        AnyMethodFault::NetworkCopyFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FilesystemQuiesceFault(v) => Some(v),
+            AnyMethodFault::NetworkCopyFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FilterInUse {
+impl x::VariantOf<AnyMethodFault> for NetworkDisruptedAndConfigRolledBack {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FilterInUse(Box::new(self))
+        AnyMethodFault::NetworkDisruptedAndConfigRolledBack(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FilterInUse(v) => Some(v),
+            AnyMethodFault::NetworkDisruptedAndConfigRolledBack(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FtIssuesOnHost {
+impl x::VariantOf<AnyMethodFault> for NetworkInaccessible {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FtIssuesOnHost(Box::new(self))
+        AnyMethodFault::NetworkInaccessible(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FtIssuesOnHost(v) => Some(v),
+            AnyMethodFault::NetworkInaccessible(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FtVmHostRuleViolation {
+impl x::VariantOf<AnyMethodFault> for NetworksMayNotBeTheSame {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FtVmHostRuleViolation(Box::new(self))
+        AnyMethodFault::NetworksMayNotBeTheSame(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FtVmHostRuleViolation(v) => Some(v),
+            AnyMethodFault::NetworksMayNotBeTheSame(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for FullStorageVMotionNotSupported {
+impl x::VariantOf<AnyMethodFault> for NicSettingMismatch {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::FullStorageVMotionNotSupported(Box::new(self))
+        AnyMethodFault::NicSettingMismatch(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::FullStorageVMotionNotSupported(v) => Some(v),
+            AnyMethodFault::NicSettingMismatch(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GatewayConnectFault {
+impl x::VariantOf<AnyMethodFault> for NoActiveHostInCluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayConnectFault(Box::new(self))
+        AnyMethodFault::NoActiveHostInCluster(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GatewayConnectFault(v) => Some(v),
+            AnyMethodFault::NoActiveHostInCluster(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GatewayHostNotReachable {
+impl x::VariantOf<AnyMethodFault> for NoAvailableIp {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayHostNotReachable(Box::new(self))
+        AnyMethodFault::NoAvailableIp(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GatewayHostNotReachable(v) => Some(v),
+            AnyMethodFault::NoAvailableIp(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GatewayNotFound {
+impl x::VariantOf<AnyMethodFault> for NoClientCertificate {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayNotFound(Box::new(self))
+        AnyMethodFault::NoClientCertificate(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GatewayNotFound(v) => Some(v),
+            AnyMethodFault::NoClientCertificate(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GatewayNotReachable {
+impl x::VariantOf<AnyMethodFault> for NoCompatibleDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayNotReachable(Box::new(self))
+        AnyMethodFault::NoCompatibleDatastore(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GatewayNotReachable(v) => Some(v),
+            AnyMethodFault::NoCompatibleDatastore(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GatewayOperationRefused {
+impl x::VariantOf<AnyMethodFault> for NoCompatibleHardAffinityHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayOperationRefused(Box::new(self))
+        AnyMethodFault::NoCompatibleHardAffinityHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GatewayOperationRefused(v) => Some(v),
+            AnyMethodFault::NoCompatibleHardAffinityHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GatewayToHostAuthFault {
+impl x::VariantOf<AnyMethodFault> for NoCompatibleHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayToHostAuthFault(Box::new(self))
+        AnyMethodFault::NoCompatibleHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GatewayToHostAuthFault(v) => Some(v),
+            AnyMethodFault::NoCompatibleHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GatewayToHostConnectFault {
+impl x::VariantOf<AnyMethodFault> for NoCompatibleHostWithAccessToDevice {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayToHostConnectFault(Box::new(self))
+        AnyMethodFault::NoCompatibleHostWithAccessToDevice(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GatewayToHostConnectFault(v) => Some(v),
+            AnyMethodFault::NoCompatibleHostWithAccessToDevice(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GatewayToHostTrustVerifyFault {
+impl x::VariantOf<AnyMethodFault> for NoCompatibleSoftAffinityHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GatewayToHostTrustVerifyFault(Box::new(self))
+        AnyMethodFault::NoCompatibleSoftAffinityHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GatewayToHostTrustVerifyFault(v) => Some(v),
+            AnyMethodFault::NoCompatibleSoftAffinityHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GenericDrsFault {
+impl x::VariantOf<AnyMethodFault> for NoConnectedDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GenericDrsFault(Box::new(self))
+        AnyMethodFault::NoConnectedDatastore(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GenericDrsFault(v) => Some(v),
+            AnyMethodFault::NoConnectedDatastore(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GenericVmConfigFault {
+impl x::VariantOf<AnyMethodFault> for NoDiskFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GenericVmConfigFault(Box::new(self))
+        AnyMethodFault::NoDiskFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GenericVmConfigFault(v) => Some(v),
+            AnyMethodFault::NoDiskFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestAuthenticationChallenge {
+impl x::VariantOf<AnyMethodFault> for NoDiskSpace {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestAuthenticationChallenge(Box::new(self))
+        AnyMethodFault::NoDiskSpace(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestAuthenticationChallenge(v) => Some(v),
+            AnyMethodFault::NoDiskSpace(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestComponentsOutOfDate {
+impl x::VariantOf<AnyMethodFault> for NoDisksToCustomize {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestComponentsOutOfDate(Box::new(self))
+        AnyMethodFault::NoDisksToCustomize(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestComponentsOutOfDate(v) => Some(v),
+            AnyMethodFault::NoDisksToCustomize(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestMultipleMappings {
+impl x::VariantOf<AnyMethodFault> for NoGateway {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestMultipleMappings(Box::new(self))
+        AnyMethodFault::NoGateway(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestMultipleMappings(v) => Some(v),
+            AnyMethodFault::NoGateway(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for GuestOperationsFault {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NoGuestHeartbeat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestOperationsFault(Box::new(self))
+        AnyMethodFault::NoGuestHeartbeat(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestOperationsFault(v) => Some(v),
+            AnyMethodFault::NoGuestHeartbeat(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for GuestOperationsUnavailable {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NoHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestOperationsUnavailable(Box::new(self))
+        AnyMethodFault::NoHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestOperationsUnavailable(v) => Some(v),
+            AnyMethodFault::NoHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for GuestPermissionDenied {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NoHostSuitableForFtSecondary {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestPermissionDenied(Box::new(self))
+        AnyMethodFault::NoHostSuitableForFtSecondary(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestPermissionDenied(v) => Some(v),
+            AnyMethodFault::NoHostSuitableForFtSecondary(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestProcessNotFound {
+impl x::VariantOf<AnyMethodFault> for NoLicenseServerConfigured {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestProcessNotFound(Box::new(self))
+        AnyMethodFault::NoLicenseServerConfigured(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestProcessNotFound(v) => Some(v),
+            AnyMethodFault::NoLicenseServerConfigured(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestRegistryFault {
+impl x::VariantOf<AnyMethodFault> for NoPeerHostFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryFault(Box::new(self))
+        AnyMethodFault::NoPeerHostFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestRegistryFault(v) => Some(v),
+            AnyMethodFault::NoPeerHostFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyAlreadyExists {
+impl x::VariantOf<AnyMethodFault> for NoPermission {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyAlreadyExists(Box::new(self))
+        AnyMethodFault::NoPermission(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestRegistryKeyAlreadyExists(v) => Some(v),
+            AnyMethodFault::NoPermission(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyFault {
+impl x::VariantOf<AnyMethodFault> for NoPermissionOnAD {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyFault(Box::new(self))
+        AnyMethodFault::NoPermissionOnAD(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestRegistryKeyFault(v) => Some(v),
+            AnyMethodFault::NoPermissionOnAD(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyHasSubkeys {
+impl x::VariantOf<AnyMethodFault> for NoPermissionOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyHasSubkeys(Box::new(self))
+        AnyMethodFault::NoPermissionOnHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestRegistryKeyHasSubkeys(v) => Some(v),
+            AnyMethodFault::NoPermissionOnHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyInvalid {
+impl x::VariantOf<AnyMethodFault> for NoPermissionOnNasVolume {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyInvalid(Box::new(self))
+        AnyMethodFault::NoPermissionOnNasVolume(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestRegistryKeyInvalid(v) => Some(v),
+            AnyMethodFault::NoPermissionOnNasVolume(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestRegistryKeyParentVolatile {
+impl x::VariantOf<AnyMethodFault> for NoSubjectName {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryKeyParentVolatile(Box::new(self))
+        AnyMethodFault::NoSubjectName(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestRegistryKeyParentVolatile(v) => Some(v),
+            AnyMethodFault::NoSubjectName(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestRegistryValueFault {
+impl x::VariantOf<AnyMethodFault> for NoVcManagedIpConfigured {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryValueFault(Box::new(self))
+        AnyMethodFault::NoVcManagedIpConfigured(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestRegistryValueFault(v) => Some(v),
+            AnyMethodFault::NoVcManagedIpConfigured(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for GuestRegistryValueNotFound {
+impl x::VariantOf<AnyMethodFault> for NoVirtualNic {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::GuestRegistryValueNotFound(Box::new(self))
+        AnyMethodFault::NoVirtualNic(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::GuestRegistryValueNotFound(v) => Some(v),
+            AnyMethodFault::NoVirtualNic(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HAErrorsAtDest {
+impl x::VariantOf<AnyMethodFault> for NoVmInVApp {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HAErrorsAtDest(Box::new(self))
+        AnyMethodFault::NoVmInVApp(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HAErrorsAtDest(v) => Some(v),
+            AnyMethodFault::NoVmInVApp(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HeterogenousHostsBlockingEVC {
+impl x::VariantOf<AnyMethodFault> for NonADUserRequired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HeterogenousHostsBlockingEVC(Box::new(self))
+        AnyMethodFault::NonADUserRequired(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HeterogenousHostsBlockingEVC(v) => Some(v),
+            AnyMethodFault::NonADUserRequired(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostAccessRestrictedToManagementServer {
+impl x::VariantOf<AnyMethodFault> for NonHomeRDMVMotionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostAccessRestrictedToManagementServer(Box::new(self))
+        AnyMethodFault::NonHomeRDMVMotionNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostAccessRestrictedToManagementServer(v) => Some(v),
+            AnyMethodFault::NonHomeRDMVMotionNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for HostCommunication {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for NonPersistentDisksNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostCommunication(Box::new(self))
+        AnyMethodFault::NonPersistentDisksNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostCommunication(v) => Some(v),
+            AnyMethodFault::NonPersistentDisksNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostConfigFailed {
+impl x::VariantOf<AnyMethodFault> for NonVmwareOuiMacNotSupportedHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostConfigFailed(Box::new(self))
+        AnyMethodFault::NonVmwareOuiMacNotSupportedHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostConfigFailed(v) => Some(v),
+            AnyMethodFault::NonVmwareOuiMacNotSupportedHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostConfigFault {
+impl x::VariantOf<AnyMethodFault> for NotADirectory {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostConfigFault(Box::new(self))
+        AnyMethodFault::NotADirectory(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostConfigFault(v) => Some(v),
+            AnyMethodFault::NotADirectory(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostConnectFault {
+impl x::VariantOf<AnyMethodFault> for NotAFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostConnectFault(Box::new(self))
+        AnyMethodFault::NotAFile(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostConnectFault(v) => Some(v),
+            AnyMethodFault::NotAFile(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostHasComponentFailure {
+impl x::VariantOf<AnyMethodFault> for NotAuthenticated {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostHasComponentFailure(Box::new(self))
+        AnyMethodFault::NotAuthenticated(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostHasComponentFailure(v) => Some(v),
+            AnyMethodFault::NotAuthenticated(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostInDomain {
+impl x::VariantOf<AnyMethodFault> for NotEnoughCpus {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostInDomain(Box::new(self))
+        AnyMethodFault::NotEnoughCpus(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostInDomain(v) => Some(v),
+            AnyMethodFault::NotEnoughCpus(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostIncompatibleForFaultTolerance {
+impl x::VariantOf<AnyMethodFault> for NotEnoughLicenses {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostIncompatibleForFaultTolerance(Box::new(self))
+        AnyMethodFault::NotEnoughLicenses(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostIncompatibleForFaultTolerance(v) => Some(v),
+            AnyMethodFault::NotEnoughLicenses(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostIncompatibleForRecordReplay {
+impl x::VariantOf<AnyMethodFault> for NotEnoughLogicalCpus {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostIncompatibleForRecordReplay(Box::new(self))
+        AnyMethodFault::NotEnoughLogicalCpus(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostIncompatibleForRecordReplay(v) => Some(v),
+            AnyMethodFault::NotEnoughLogicalCpus(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostInventoryFull {
+impl x::VariantOf<AnyMethodFault> for NotFound {
+    #[inline]
+    fn into_variant(self) -> AnyMethodFault {
+        AnyMethodFault::NotFound(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
+        match any {
+            AnyMethodFault::NotFound(v) => Some(v),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyMethodFault> for NotImplemented {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostInventoryFull(Box::new(self))
+        AnyMethodFault::NotImplemented(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostInventoryFull(v) => Some(v),
+            AnyMethodFault::NotImplemented(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for HostNotConnected {
+impl x::VariantOf<AnyMethodFault> for NotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostNotConnected(Box::new(self))
+        AnyMethodFault::NotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostNotConnected(v) => Some(v),
+            AnyMethodFault::NotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostNotReachable {
+impl x::VariantOf<AnyMethodFault> for NotSupportedDeviceForFT {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostNotReachable(Box::new(self))
+        AnyMethodFault::NotSupportedDeviceForFT(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostNotReachable(v) => Some(v),
+            AnyMethodFault::NotSupportedDeviceForFT(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostPowerOpFailed {
+impl x::VariantOf<AnyMethodFault> for NotSupportedHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostPowerOpFailed(Box::new(self))
+        AnyMethodFault::NotSupportedHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostPowerOpFailed(v) => Some(v),
+            AnyMethodFault::NotSupportedHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HostSpecificationOperationFailed {
+impl x::VariantOf<AnyMethodFault> for NotSupportedHostForChecksum {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HostSpecificationOperationFailed(Box::new(self))
+        AnyMethodFault::NotSupportedHostForChecksum(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HostSpecificationOperationFailed(v) => Some(v),
+            AnyMethodFault::NotSupportedHostForChecksum(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HotSnapshotMoveNotSupported {
+impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVFlash {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HotSnapshotMoveNotSupported(Box::new(self))
+        AnyMethodFault::NotSupportedHostForVFlash(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HotSnapshotMoveNotSupported(v) => Some(v),
+            AnyMethodFault::NotSupportedHostForVFlash(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for HttpFault {
+impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmcp {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::HttpFault(Box::new(self))
+        AnyMethodFault::NotSupportedHostForVmcp(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::HttpFault(v) => Some(v),
+            AnyMethodFault::NotSupportedHostForVmcp(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IDEDiskNotSupported {
+impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmemFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IDEDiskNotSupported(Box::new(self))
+        AnyMethodFault::NotSupportedHostForVmemFile(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IDEDiskNotSupported(v) => Some(v),
+            AnyMethodFault::NotSupportedHostForVmemFile(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IORMNotSupportedHostOnDatastore {
+impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVsan {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IORMNotSupportedHostOnDatastore(Box::new(self))
+        AnyMethodFault::NotSupportedHostForVsan(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IORMNotSupportedHostOnDatastore(v) => Some(v),
+            AnyMethodFault::NotSupportedHostForVsan(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ImportHostAddFailure {
+impl x::VariantOf<AnyMethodFault> for NotSupportedHostInCluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ImportHostAddFailure(Box::new(self))
+        AnyMethodFault::NotSupportedHostInCluster(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ImportHostAddFailure(v) => Some(v),
+            AnyMethodFault::NotSupportedHostInCluster(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for ImportOperationBulkFault {
+impl x::VariantOf<AnyMethodFault> for NotSupportedHostInDvs {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ImportOperationBulkFault(Box::new(self))
+        AnyMethodFault::NotSupportedHostInDvs(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ImportOperationBulkFault(v) => Some(v),
+            AnyMethodFault::NotSupportedHostInDvs(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InUseFeatureManipulationDisallowed {
+impl x::VariantOf<AnyMethodFault> for NotSupportedHostInHACluster {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InUseFeatureManipulationDisallowed(Box::new(self))
+        AnyMethodFault::NotSupportedHostInHACluster(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InUseFeatureManipulationDisallowed(v) => Some(v),
+            AnyMethodFault::NotSupportedHostInHACluster(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InaccessibleDatastore {
+impl x::VariantOf<AnyMethodFault> for NotUserConfigurableProperty {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InaccessibleDatastore(Box::new(self))
+        AnyMethodFault::NotUserConfigurableProperty(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InaccessibleDatastore(v) => Some(v),
+            AnyMethodFault::NotUserConfigurableProperty(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }

@@ -6,3037 +6,3020 @@ use super::*;
 use crate::xml as x;
 
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InaccessibleFTMetadataDatastore {
+impl x::VariantOf<AnyMethodFault> for NumVirtualCoresPerSocketNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InaccessibleFTMetadataDatastore(Box::new(self))
+        AnyMethodFault::NumVirtualCoresPerSocketNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InaccessibleFTMetadataDatastore(v) => Some(v),
+            AnyMethodFault::NumVirtualCoresPerSocketNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InaccessibleVFlashSource {
+impl x::VariantOf<AnyMethodFault> for NumVirtualCpusExceedsLimit {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InaccessibleVFlashSource(Box::new(self))
+        AnyMethodFault::NumVirtualCpusExceedsLimit(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InaccessibleVFlashSource(v) => Some(v),
+            AnyMethodFault::NumVirtualCpusExceedsLimit(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IncompatibleDefaultDevice {
+impl x::VariantOf<AnyMethodFault> for NumVirtualCpusIncompatible {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleDefaultDevice(Box::new(self))
+        AnyMethodFault::NumVirtualCpusIncompatible(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IncompatibleDefaultDevice(v) => Some(v),
+            AnyMethodFault::NumVirtualCpusIncompatible(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IncompatibleHostForFtSecondary {
+impl x::VariantOf<AnyMethodFault> for NumVirtualCpusNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleHostForFtSecondary(Box::new(self))
+        AnyMethodFault::NumVirtualCpusNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IncompatibleHostForFtSecondary(v) => Some(v),
+            AnyMethodFault::NumVirtualCpusNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IncompatibleHostForVmReplication {
+impl x::VariantOf<AnyMethodFault> for OperationDisabledByGuest {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleHostForVmReplication(Box::new(self))
+        AnyMethodFault::OperationDisabledByGuest(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IncompatibleHostForVmReplication(v) => Some(v),
+            AnyMethodFault::OperationDisabledByGuest(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IncompatibleSetting {
+impl x::VariantOf<AnyMethodFault> for OperationDisallowedOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncompatibleSetting(Box::new(self))
+        AnyMethodFault::OperationDisallowedOnHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IncompatibleSetting(v) => Some(v),
+            AnyMethodFault::OperationDisallowedOnHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IncorrectFileType {
+impl x::VariantOf<AnyMethodFault> for OperationNotSupportedByGuest {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncorrectFileType(Box::new(self))
+        AnyMethodFault::OperationNotSupportedByGuest(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IncorrectFileType(v) => Some(v),
+            AnyMethodFault::OperationNotSupportedByGuest(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IncorrectHostInformation {
+impl x::VariantOf<AnyMethodFault> for OutOfBounds {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IncorrectHostInformation(Box::new(self))
+        AnyMethodFault::OutOfBounds(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IncorrectHostInformation(v) => Some(v),
+            AnyMethodFault::OutOfBounds(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IndependentDiskVMotionNotSupported {
+impl x::VariantOf<AnyMethodFault> for OvfAttribute {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IndependentDiskVMotionNotSupported(Box::new(self))
+        AnyMethodFault::OvfAttribute(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IndependentDiskVMotionNotSupported(v) => Some(v),
+            AnyMethodFault::OvfAttribute(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientAgentVmsDeployed {
+impl x::VariantOf<AnyMethodFault> for OvfConnectedDevice {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientAgentVmsDeployed(Box::new(self))
+        AnyMethodFault::OvfConnectedDevice(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientAgentVmsDeployed(v) => Some(v),
+            AnyMethodFault::OvfConnectedDevice(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientCpuResourcesFault {
+impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceFloppy {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientCpuResourcesFault(Box::new(self))
+        AnyMethodFault::OvfConnectedDeviceFloppy(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientCpuResourcesFault(v) => Some(v),
+            AnyMethodFault::OvfConnectedDeviceFloppy(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientDisks {
+impl x::VariantOf<AnyMethodFault> for OvfConnectedDeviceIso {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientDisks(Box::new(self))
+        AnyMethodFault::OvfConnectedDeviceIso(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientDisks(v) => Some(v),
+            AnyMethodFault::OvfConnectedDeviceIso(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientFailoverResourcesFault {
+impl x::VariantOf<AnyMethodFault> for OvfConstraint {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientFailoverResourcesFault(Box::new(self))
+        AnyMethodFault::OvfConstraint(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientFailoverResourcesFault(v) => Some(v),
+            AnyMethodFault::OvfConstraint(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientGraphicsResourcesFault {
+impl x::VariantOf<AnyMethodFault> for OvfConsumerCallbackFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientGraphicsResourcesFault(Box::new(self))
+        AnyMethodFault::OvfConsumerCallbackFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientGraphicsResourcesFault(v) => Some(v),
+            AnyMethodFault::OvfConsumerCallbackFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientHostCapacityFault {
+impl x::VariantOf<AnyMethodFault> for OvfConsumerCommunicationError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientHostCapacityFault(Box::new(self))
+        AnyMethodFault::OvfConsumerCommunicationError(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientHostCapacityFault(v) => Some(v),
+            AnyMethodFault::OvfConsumerCommunicationError(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientHostCpuCapacityFault {
+impl x::VariantOf<AnyMethodFault> for OvfConsumerFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientHostCpuCapacityFault(Box::new(self))
+        AnyMethodFault::OvfConsumerFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientHostCpuCapacityFault(v) => Some(v),
+            AnyMethodFault::OvfConsumerFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientHostMemoryCapacityFault {
+impl x::VariantOf<AnyMethodFault> for OvfConsumerInvalidSection {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientHostMemoryCapacityFault(Box::new(self))
+        AnyMethodFault::OvfConsumerInvalidSection(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientHostMemoryCapacityFault(v) => Some(v),
+            AnyMethodFault::OvfConsumerInvalidSection(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientMemoryResourcesFault {
+impl x::VariantOf<AnyMethodFault> for OvfConsumerPowerOnFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientMemoryResourcesFault(Box::new(self))
+        AnyMethodFault::OvfConsumerPowerOnFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientMemoryResourcesFault(v) => Some(v),
+            AnyMethodFault::OvfConsumerPowerOnFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientNetworkCapacity {
+impl x::VariantOf<AnyMethodFault> for OvfConsumerUndeclaredSection {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientNetworkCapacity(Box::new(self))
+        AnyMethodFault::OvfConsumerUndeclaredSection(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientNetworkCapacity(v) => Some(v),
+            AnyMethodFault::OvfConsumerUndeclaredSection(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientNetworkResourcePoolCapacity {
+impl x::VariantOf<AnyMethodFault> for OvfConsumerUndefinedPrefix {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientNetworkResourcePoolCapacity(Box::new(self))
+        AnyMethodFault::OvfConsumerUndefinedPrefix(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientNetworkResourcePoolCapacity(v) => Some(v),
+            AnyMethodFault::OvfConsumerUndefinedPrefix(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientPerCpuCapacity {
+impl x::VariantOf<AnyMethodFault> for OvfConsumerValidationFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientPerCpuCapacity(Box::new(self))
+        AnyMethodFault::OvfConsumerValidationFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientPerCpuCapacity(v) => Some(v),
+            AnyMethodFault::OvfConsumerValidationFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InsufficientResourcesFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientResourcesFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InsufficientResourcesFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientStandbyCpuResource {
+impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibility {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStandbyCpuResource(Box::new(self))
+        AnyMethodFault::OvfCpuCompatibility(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientStandbyCpuResource(v) => Some(v),
+            AnyMethodFault::OvfCpuCompatibility(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientStandbyMemoryResource {
+impl x::VariantOf<AnyMethodFault> for OvfCpuCompatibilityCheckNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStandbyMemoryResource(Box::new(self))
+        AnyMethodFault::OvfCpuCompatibilityCheckNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientStandbyMemoryResource(v) => Some(v),
+            AnyMethodFault::OvfCpuCompatibilityCheckNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientStandbyResource {
+impl x::VariantOf<AnyMethodFault> for OvfDiskMappingNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStandbyResource(Box::new(self))
+        AnyMethodFault::OvfDiskMappingNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientStandbyResource(v) => Some(v),
+            AnyMethodFault::OvfDiskMappingNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientStorageIops {
+impl x::VariantOf<AnyMethodFault> for OvfDiskOrderConstraint {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStorageIops(Box::new(self))
+        AnyMethodFault::OvfDiskOrderConstraint(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientStorageIops(v) => Some(v),
+            AnyMethodFault::OvfDiskOrderConstraint(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientStorageSpace {
+impl x::VariantOf<AnyMethodFault> for OvfDuplicateElement {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientStorageSpace(Box::new(self))
+        AnyMethodFault::OvfDuplicateElement(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientStorageSpace(v) => Some(v),
+            AnyMethodFault::OvfDuplicateElement(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InsufficientVFlashResourcesFault {
+impl x::VariantOf<AnyMethodFault> for OvfDuplicatedElementBoundary {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InsufficientVFlashResourcesFault(Box::new(self))
+        AnyMethodFault::OvfDuplicatedElementBoundary(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InsufficientVFlashResourcesFault(v) => Some(v),
+            AnyMethodFault::OvfDuplicatedElementBoundary(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidAffinitySettingFault {
-    #[inline]
-    fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidAffinitySettingFault(Box::new(self))
-    }
-    #[inline]
-    fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
-        match any {
-            AnyMethodFault::InvalidAffinitySettingFault(v) => Some(v),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyMethodFault> for InvalidArgument {
+impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdExport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidArgument(Box::new(self))
+        AnyMethodFault::OvfDuplicatedPropertyIdExport(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidArgument(v) => Some(v),
+            AnyMethodFault::OvfDuplicatedPropertyIdExport(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidBmcRole {
+impl x::VariantOf<AnyMethodFault> for OvfDuplicatedPropertyIdImport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidBmcRole(Box::new(self))
+        AnyMethodFault::OvfDuplicatedPropertyIdImport(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidBmcRole(v) => Some(v),
+            AnyMethodFault::OvfDuplicatedPropertyIdImport(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidBundle {
+impl x::VariantOf<AnyMethodFault> for OvfElement {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidBundle(Box::new(self))
+        AnyMethodFault::OvfElement(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidBundle(v) => Some(v),
+            AnyMethodFault::OvfElement(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidCAMCertificate {
+impl x::VariantOf<AnyMethodFault> for OvfElementInvalidValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidCAMCertificate(Box::new(self))
+        AnyMethodFault::OvfElementInvalidValue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidCAMCertificate(v) => Some(v),
+            AnyMethodFault::OvfElementInvalidValue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidCAMServer {
+impl x::VariantOf<AnyMethodFault> for OvfExport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidCAMServer(Box::new(self))
+        AnyMethodFault::OvfExport(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidCAMServer(v) => Some(v),
+            AnyMethodFault::OvfExport(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidClientCertificate {
+impl x::VariantOf<AnyMethodFault> for OvfExportFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidClientCertificate(Box::new(self))
+        AnyMethodFault::OvfExportFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidClientCertificate(v) => Some(v),
+            AnyMethodFault::OvfExportFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidCollectorVersion {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidCollectorVersion(Box::new(self))
+        AnyMethodFault::OvfFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidCollectorVersion(v) => Some(v),
+            AnyMethodFault::OvfFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidController {
+impl x::VariantOf<AnyMethodFault> for OvfHardwareCheck {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidController(Box::new(self))
+        AnyMethodFault::OvfHardwareCheck(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidController(v) => Some(v),
+            AnyMethodFault::OvfHardwareCheck(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidDasConfigArgument {
+impl x::VariantOf<AnyMethodFault> for OvfHardwareExport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDasConfigArgument(Box::new(self))
+        AnyMethodFault::OvfHardwareExport(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDasConfigArgument(v) => Some(v),
+            AnyMethodFault::OvfHardwareExport(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidDasRestartPriorityForFtVm {
+impl x::VariantOf<AnyMethodFault> for OvfHostResourceConstraint {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDasRestartPriorityForFtVm(Box::new(self))
+        AnyMethodFault::OvfHostResourceConstraint(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDasRestartPriorityForFtVm(v) => Some(v),
+            AnyMethodFault::OvfHostResourceConstraint(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidDatastore {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfHostValueNotParsed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDatastore(Box::new(self))
+        AnyMethodFault::OvfHostValueNotParsed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDatastore(v) => Some(v),
+            AnyMethodFault::OvfHostValueNotParsed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidDatastorePath {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfImport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDatastorePath(Box::new(self))
+        AnyMethodFault::OvfImport(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDatastorePath(v) => Some(v),
+            AnyMethodFault::OvfImport(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidDatastoreState {
+impl x::VariantOf<AnyMethodFault> for OvfImportFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDatastoreState(Box::new(self))
+        AnyMethodFault::OvfImportFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDatastoreState(v) => Some(v),
+            AnyMethodFault::OvfImportFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidDeviceBacking {
+impl x::VariantOf<AnyMethodFault> for OvfInternalError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDeviceBacking(Box::new(self))
+        AnyMethodFault::OvfInternalError(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDeviceBacking(v) => Some(v),
+            AnyMethodFault::OvfInternalError(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidDeviceOperation {
+impl x::VariantOf<AnyMethodFault> for OvfInvalidPackage {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDeviceOperation(Box::new(self))
+        AnyMethodFault::OvfInvalidPackage(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDeviceOperation(v) => Some(v),
+            AnyMethodFault::OvfInvalidPackage(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidDeviceSpec {
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDeviceSpec(Box::new(self))
+        AnyMethodFault::OvfInvalidValue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDeviceSpec(v) => Some(v),
+            AnyMethodFault::OvfInvalidValue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidDiskFormat {
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValueConfiguration {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDiskFormat(Box::new(self))
+        AnyMethodFault::OvfInvalidValueConfiguration(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDiskFormat(v) => Some(v),
+            AnyMethodFault::OvfInvalidValueConfiguration(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidDrsBehaviorForFtVm {
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValueEmpty {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidDrsBehaviorForFtVm(Box::new(self))
+        AnyMethodFault::OvfInvalidValueEmpty(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidDrsBehaviorForFtVm(v) => Some(v),
+            AnyMethodFault::OvfInvalidValueEmpty(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidEditionLicense {
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValueFormatMalformed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidEditionLicense(Box::new(self))
+        AnyMethodFault::OvfInvalidValueFormatMalformed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidEditionLicense(v) => Some(v),
+            AnyMethodFault::OvfInvalidValueFormatMalformed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidEvent {
+impl x::VariantOf<AnyMethodFault> for OvfInvalidValueReference {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidEvent(Box::new(self))
+        AnyMethodFault::OvfInvalidValueReference(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidEvent(v) => Some(v),
+            AnyMethodFault::OvfInvalidValueReference(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidFolder {
+impl x::VariantOf<AnyMethodFault> for OvfInvalidVmName {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidFolder(Box::new(self))
+        AnyMethodFault::OvfInvalidVmName(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidFolder(v) => Some(v),
+            AnyMethodFault::OvfInvalidVmName(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidFormat {
+impl x::VariantOf<AnyMethodFault> for OvfMappedOsId {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidFormat(Box::new(self))
+        AnyMethodFault::OvfMappedOsId(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidFormat(v) => Some(v),
+            AnyMethodFault::OvfMappedOsId(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidGuestLogin {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfMissingAttribute {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidGuestLogin(Box::new(self))
+        AnyMethodFault::OvfMissingAttribute(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidGuestLogin(v) => Some(v),
+            AnyMethodFault::OvfMissingAttribute(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidHostConnectionState {
+impl x::VariantOf<AnyMethodFault> for OvfMissingElement {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidHostConnectionState(Box::new(self))
+        AnyMethodFault::OvfMissingElement(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidHostConnectionState(v) => Some(v),
+            AnyMethodFault::OvfMissingElement(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidHostName {
+impl x::VariantOf<AnyMethodFault> for OvfMissingElementNormalBoundary {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidHostName(Box::new(self))
+        AnyMethodFault::OvfMissingElementNormalBoundary(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidHostName(v) => Some(v),
+            AnyMethodFault::OvfMissingElementNormalBoundary(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidHostState {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfMissingHardware {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidHostState(Box::new(self))
+        AnyMethodFault::OvfMissingHardware(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidHostState(v) => Some(v),
+            AnyMethodFault::OvfMissingHardware(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidIndexArgument {
+impl x::VariantOf<AnyMethodFault> for OvfNetworkMappingNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidIndexArgument(Box::new(self))
+        AnyMethodFault::OvfNetworkMappingNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidIndexArgument(v) => Some(v),
+            AnyMethodFault::OvfNetworkMappingNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidIpfixConfig {
+impl x::VariantOf<AnyMethodFault> for OvfNoHostNic {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidIpfixConfig(Box::new(self))
+        AnyMethodFault::OvfNoHostNic(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidIpfixConfig(v) => Some(v),
+            AnyMethodFault::OvfNoHostNic(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidIpmiLoginInfo {
+impl x::VariantOf<AnyMethodFault> for OvfNoSpaceOnController {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidIpmiLoginInfo(Box::new(self))
+        AnyMethodFault::OvfNoSpaceOnController(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidIpmiLoginInfo(v) => Some(v),
+            AnyMethodFault::OvfNoSpaceOnController(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidIpmiMacAddress {
+impl x::VariantOf<AnyMethodFault> for OvfNoSupportedHardwareFamily {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidIpmiMacAddress(Box::new(self))
+        AnyMethodFault::OvfNoSupportedHardwareFamily(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidIpmiMacAddress(v) => Some(v),
+            AnyMethodFault::OvfNoSupportedHardwareFamily(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidLicense {
+impl x::VariantOf<AnyMethodFault> for OvfProperty {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidLicense(Box::new(self))
+        AnyMethodFault::OvfProperty(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidLicense(v) => Some(v),
+            AnyMethodFault::OvfProperty(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidLocale {
+impl x::VariantOf<AnyMethodFault> for OvfPropertyExport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidLocale(Box::new(self))
+        AnyMethodFault::OvfPropertyExport(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidLocale(v) => Some(v),
+            AnyMethodFault::OvfPropertyExport(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidLogin {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyNetwork {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidLogin(Box::new(self))
+        AnyMethodFault::OvfPropertyNetwork(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidLogin(v) => Some(v),
+            AnyMethodFault::OvfPropertyNetwork(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidName {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyNetworkExport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidName(Box::new(self))
+        AnyMethodFault::OvfPropertyNetworkExport(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidName(v) => Some(v),
+            AnyMethodFault::OvfPropertyNetworkExport(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidNasCredentials {
+impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifier {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidNasCredentials(Box::new(self))
+        AnyMethodFault::OvfPropertyQualifier(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidNasCredentials(v) => Some(v),
+            AnyMethodFault::OvfPropertyQualifier(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidNetworkInType {
+impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierDuplicate {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidNetworkInType(Box::new(self))
+        AnyMethodFault::OvfPropertyQualifierDuplicate(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidNetworkInType(v) => Some(v),
+            AnyMethodFault::OvfPropertyQualifierDuplicate(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidNetworkResource {
+impl x::VariantOf<AnyMethodFault> for OvfPropertyQualifierIgnored {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidNetworkResource(Box::new(self))
+        AnyMethodFault::OvfPropertyQualifierIgnored(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidNetworkResource(v) => Some(v),
+            AnyMethodFault::OvfPropertyQualifierIgnored(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidOperationOnSecondaryVm {
+impl x::VariantOf<AnyMethodFault> for OvfPropertyType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidOperationOnSecondaryVm(Box::new(self))
+        AnyMethodFault::OvfPropertyType(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidOperationOnSecondaryVm(v) => Some(v),
+            AnyMethodFault::OvfPropertyType(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidPowerState {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfPropertyValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidPowerState(Box::new(self))
+        AnyMethodFault::OvfPropertyValue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidPowerState(v) => Some(v),
+            AnyMethodFault::OvfPropertyValue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidPrivilege {
+impl x::VariantOf<AnyMethodFault> for OvfSystemFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidPrivilege(Box::new(self))
+        AnyMethodFault::OvfSystemFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidPrivilege(v) => Some(v),
+            AnyMethodFault::OvfSystemFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidProfileReferenceHost {
+impl x::VariantOf<AnyMethodFault> for OvfToXmlUnsupportedElement {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidProfileReferenceHost(Box::new(self))
+        AnyMethodFault::OvfToXmlUnsupportedElement(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidProfileReferenceHost(v) => Some(v),
+            AnyMethodFault::OvfToXmlUnsupportedElement(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidProperty {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfUnableToExportDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidProperty(Box::new(self))
+        AnyMethodFault::OvfUnableToExportDisk(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidProperty(v) => Some(v),
+            AnyMethodFault::OvfUnableToExportDisk(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidPropertyType {
+impl x::VariantOf<AnyMethodFault> for OvfUnexpectedElement {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidPropertyType(Box::new(self))
+        AnyMethodFault::OvfUnexpectedElement(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidPropertyType(v) => Some(v),
+            AnyMethodFault::OvfUnexpectedElement(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidPropertyValue {
+impl x::VariantOf<AnyMethodFault> for OvfUnknownDevice {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidPropertyValue(Box::new(self))
+        AnyMethodFault::OvfUnknownDevice(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidPropertyValue(v) => Some(v),
+            AnyMethodFault::OvfUnknownDevice(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidRequest {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfUnknownDeviceBacking {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidRequest(Box::new(self))
+        AnyMethodFault::OvfUnknownDeviceBacking(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidRequest(v) => Some(v),
+            AnyMethodFault::OvfUnknownDeviceBacking(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidResourcePoolStructureFault {
+impl x::VariantOf<AnyMethodFault> for OvfUnknownEntity {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidResourcePoolStructureFault(Box::new(self))
+        AnyMethodFault::OvfUnknownEntity(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidResourcePoolStructureFault(v) => Some(v),
+            AnyMethodFault::OvfUnknownEntity(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidScheduledTask {
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttribute {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidScheduledTask(Box::new(self))
+        AnyMethodFault::OvfUnsupportedAttribute(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidScheduledTask(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedAttribute(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidSnapshotFormat {
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedAttributeValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidSnapshotFormat(Box::new(self))
+        AnyMethodFault::OvfUnsupportedAttributeValue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidSnapshotFormat(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedAttributeValue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidState {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingInfo {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidState(Box::new(self))
+        AnyMethodFault::OvfUnsupportedDeviceBackingInfo(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidState(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedDeviceBackingInfo(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidToken {
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceBackingOption {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidToken(Box::new(self))
+        AnyMethodFault::OvfUnsupportedDeviceBackingOption(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidToken(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedDeviceBackingOption(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidType {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDeviceExport {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidType(Box::new(self))
+        AnyMethodFault::OvfUnsupportedDeviceExport(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidType(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedDeviceExport(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for InvalidVmConfig {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedDiskProvisioning {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidVmConfig(Box::new(self))
+        AnyMethodFault::OvfUnsupportedDiskProvisioning(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidVmConfig(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedDiskProvisioning(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InvalidVmState {
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElement {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InvalidVmState(Box::new(self))
+        AnyMethodFault::OvfUnsupportedElement(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InvalidVmState(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedElement(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for InventoryHasStandardAloneHosts {
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedElementValue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::InventoryHasStandardAloneHosts(Box::new(self))
+        AnyMethodFault::OvfUnsupportedElementValue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::InventoryHasStandardAloneHosts(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedElementValue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IpHostnameGeneratorError {
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedPackage {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IpHostnameGeneratorError(Box::new(self))
+        AnyMethodFault::OvfUnsupportedPackage(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IpHostnameGeneratorError(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedPackage(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFault {
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSection {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFault(Box::new(self))
+        AnyMethodFault::OvfUnsupportedSection(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFault(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedSection(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultInvalidVnic {
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedSubType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultInvalidVnic(Box::new(self))
+        AnyMethodFault::OvfUnsupportedSubType(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultInvalidVnic(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedSubType(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultPnicInUse {
+impl x::VariantOf<AnyMethodFault> for OvfUnsupportedType {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultPnicInUse(Box::new(self))
+        AnyMethodFault::OvfUnsupportedType(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultPnicInUse(v) => Some(v),
+            AnyMethodFault::OvfUnsupportedType(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicAlreadyBound {
+impl x::VariantOf<AnyMethodFault> for OvfWrongElement {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicAlreadyBound(Box::new(self))
+        AnyMethodFault::OvfWrongElement(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultVnicAlreadyBound(v) => Some(v),
+            AnyMethodFault::OvfWrongElement(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasActivePaths {
+impl x::VariantOf<AnyMethodFault> for OvfWrongNamespace {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicHasActivePaths(Box::new(self))
+        AnyMethodFault::OvfWrongNamespace(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultVnicHasActivePaths(v) => Some(v),
+            AnyMethodFault::OvfWrongNamespace(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasMultipleUplinks {
+impl x::VariantOf<AnyMethodFault> for OvfXmlFormat {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicHasMultipleUplinks(Box::new(self))
+        AnyMethodFault::OvfXmlFormat(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultVnicHasMultipleUplinks(v) => Some(v),
+            AnyMethodFault::OvfXmlFormat(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasNoUplinks {
+impl x::VariantOf<AnyMethodFault> for PasswordExpired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicHasNoUplinks(Box::new(self))
+        AnyMethodFault::PasswordExpired(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultVnicHasNoUplinks(v) => Some(v),
+            AnyMethodFault::PasswordExpired(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicHasWrongUplink {
+impl x::VariantOf<AnyMethodFault> for PatchAlreadyInstalled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicHasWrongUplink(Box::new(self))
+        AnyMethodFault::PatchAlreadyInstalled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultVnicHasWrongUplink(v) => Some(v),
+            AnyMethodFault::PatchAlreadyInstalled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicInUse {
+impl x::VariantOf<AnyMethodFault> for PatchBinariesNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicInUse(Box::new(self))
+        AnyMethodFault::PatchBinariesNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultVnicInUse(v) => Some(v),
+            AnyMethodFault::PatchBinariesNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicIsLastPath {
+impl x::VariantOf<AnyMethodFault> for PatchInstallFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicIsLastPath(Box::new(self))
+        AnyMethodFault::PatchInstallFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultVnicIsLastPath(v) => Some(v),
+            AnyMethodFault::PatchInstallFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotBound {
+impl x::VariantOf<AnyMethodFault> for PatchIntegrityError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicNotBound(Box::new(self))
+        AnyMethodFault::PatchIntegrityError(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultVnicNotBound(v) => Some(v),
+            AnyMethodFault::PatchIntegrityError(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for IscsiFaultVnicNotFound {
+impl x::VariantOf<AnyMethodFault> for PatchMetadataCorrupted {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::IscsiFaultVnicNotFound(Box::new(self))
+        AnyMethodFault::PatchMetadataCorrupted(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::IscsiFaultVnicNotFound(v) => Some(v),
+            AnyMethodFault::PatchMetadataCorrupted(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for KeyNotFound {
+impl x::VariantOf<AnyMethodFault> for PatchMetadataInvalid {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::KeyNotFound(Box::new(self))
+        AnyMethodFault::PatchMetadataInvalid(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::KeyNotFound(v) => Some(v),
+            AnyMethodFault::PatchMetadataInvalid(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LargeRDMConversionNotSupported {
+impl x::VariantOf<AnyMethodFault> for PatchMetadataNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LargeRDMConversionNotSupported(Box::new(self))
+        AnyMethodFault::PatchMetadataNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LargeRDMConversionNotSupported(v) => Some(v),
+            AnyMethodFault::PatchMetadataNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LargeRDMNotSupportedOnDatastore {
+impl x::VariantOf<AnyMethodFault> for PatchMissingDependencies {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LargeRDMNotSupportedOnDatastore(Box::new(self))
+        AnyMethodFault::PatchMissingDependencies(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LargeRDMNotSupportedOnDatastore(v) => Some(v),
+            AnyMethodFault::PatchMissingDependencies(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LegacyNetworkInterfaceInUse {
+impl x::VariantOf<AnyMethodFault> for PatchNotApplicable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LegacyNetworkInterfaceInUse(Box::new(self))
+        AnyMethodFault::PatchNotApplicable(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LegacyNetworkInterfaceInUse(v) => Some(v),
+            AnyMethodFault::PatchNotApplicable(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LicenseAssignmentFailed {
+impl x::VariantOf<AnyMethodFault> for PatchSuperseded {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseAssignmentFailed(Box::new(self))
+        AnyMethodFault::PatchSuperseded(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LicenseAssignmentFailed(v) => Some(v),
+            AnyMethodFault::PatchSuperseded(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LicenseDowngradeDisallowed {
+impl x::VariantOf<AnyMethodFault> for PhysCompatRDMNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseDowngradeDisallowed(Box::new(self))
+        AnyMethodFault::PhysCompatRDMNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LicenseDowngradeDisallowed(v) => Some(v),
+            AnyMethodFault::PhysCompatRDMNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LicenseEntityNotFound {
+impl x::VariantOf<AnyMethodFault> for PlatformConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseEntityNotFound(Box::new(self))
+        AnyMethodFault::PlatformConfigFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LicenseEntityNotFound(v) => Some(v),
+            AnyMethodFault::PlatformConfigFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LicenseExpired {
+impl x::VariantOf<AnyMethodFault> for PowerOnFtSecondaryFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseExpired(Box::new(self))
+        AnyMethodFault::PowerOnFtSecondaryFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LicenseExpired(v) => Some(v),
+            AnyMethodFault::PowerOnFtSecondaryFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LicenseKeyEntityMismatch {
+impl x::VariantOf<AnyMethodFault> for PowerOnFtSecondaryTimedout {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseKeyEntityMismatch(Box::new(self))
+        AnyMethodFault::PowerOnFtSecondaryTimedout(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LicenseKeyEntityMismatch(v) => Some(v),
+            AnyMethodFault::PowerOnFtSecondaryTimedout(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LicenseRestricted {
+impl x::VariantOf<AnyMethodFault> for ProfileUpdateFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseRestricted(Box::new(self))
+        AnyMethodFault::ProfileUpdateFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LicenseRestricted(v) => Some(v),
+            AnyMethodFault::ProfileUpdateFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LicenseServerUnavailable {
+impl x::VariantOf<AnyMethodFault> for QuarantineModeFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseServerUnavailable(Box::new(self))
+        AnyMethodFault::QuarantineModeFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LicenseServerUnavailable(v) => Some(v),
+            AnyMethodFault::QuarantineModeFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LicenseSourceUnavailable {
+impl x::VariantOf<AnyMethodFault> for QuestionPending {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LicenseSourceUnavailable(Box::new(self))
+        AnyMethodFault::QuestionPending(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LicenseSourceUnavailable(v) => Some(v),
+            AnyMethodFault::QuestionPending(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LimitExceeded {
+impl x::VariantOf<AnyMethodFault> for QuiesceDatastoreIOForHAFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LimitExceeded(Box::new(self))
+        AnyMethodFault::QuiesceDatastoreIOForHAFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LimitExceeded(v) => Some(v),
+            AnyMethodFault::QuiesceDatastoreIOForHAFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LinuxVolumeNotClean {
+impl x::VariantOf<AnyMethodFault> for RDMConversionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LinuxVolumeNotClean(Box::new(self))
+        AnyMethodFault::RDMConversionNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LinuxVolumeNotClean(v) => Some(v),
+            AnyMethodFault::RDMConversionNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for LogBundlingFailed {
+impl x::VariantOf<AnyMethodFault> for RDMNotPreserved {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::LogBundlingFailed(Box::new(self))
+        AnyMethodFault::RDMNotPreserved(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::LogBundlingFailed(v) => Some(v),
+            AnyMethodFault::RDMNotPreserved(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MaintenanceModeFileMove {
+impl x::VariantOf<AnyMethodFault> for RDMNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MaintenanceModeFileMove(Box::new(self))
+        AnyMethodFault::RDMNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MaintenanceModeFileMove(v) => Some(v),
+            AnyMethodFault::RDMNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for ManagedObjectNotFound {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for RDMNotSupportedOnDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::ManagedObjectNotFound(Box::new(self))
+        AnyMethodFault::RDMNotSupportedOnDatastore(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::ManagedObjectNotFound(v) => Some(v),
+            AnyMethodFault::RDMNotSupportedOnDatastore(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MemoryFileFormatNotSupportedByDatastore {
+impl x::VariantOf<AnyMethodFault> for RDMPointsToInaccessibleDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemoryFileFormatNotSupportedByDatastore(Box::new(self))
+        AnyMethodFault::RDMPointsToInaccessibleDisk(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MemoryFileFormatNotSupportedByDatastore(v) => Some(v),
+            AnyMethodFault::RDMPointsToInaccessibleDisk(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MemoryHotPlugNotSupported {
+impl x::VariantOf<AnyMethodFault> for RawDiskNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemoryHotPlugNotSupported(Box::new(self))
+        AnyMethodFault::RawDiskNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MemoryHotPlugNotSupported(v) => Some(v),
+            AnyMethodFault::RawDiskNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MemorySizeNotRecommended {
+impl x::VariantOf<AnyMethodFault> for ReadHostResourcePoolTreeFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemorySizeNotRecommended(Box::new(self))
+        AnyMethodFault::ReadHostResourcePoolTreeFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MemorySizeNotRecommended(v) => Some(v),
+            AnyMethodFault::ReadHostResourcePoolTreeFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupported {
+impl x::VariantOf<AnyMethodFault> for ReadOnlyDisksWithLegacyDestination {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemorySizeNotSupported(Box::new(self))
+        AnyMethodFault::ReadOnlyDisksWithLegacyDestination(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MemorySizeNotSupported(v) => Some(v),
+            AnyMethodFault::ReadOnlyDisksWithLegacyDestination(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MemorySizeNotSupportedByDatastore {
+impl x::VariantOf<AnyMethodFault> for RebootRequired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemorySizeNotSupportedByDatastore(Box::new(self))
+        AnyMethodFault::RebootRequired(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MemorySizeNotSupportedByDatastore(v) => Some(v),
+            AnyMethodFault::RebootRequired(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MemorySnapshotOnIndependentDisk {
+impl x::VariantOf<AnyMethodFault> for RecordReplayDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MemorySnapshotOnIndependentDisk(Box::new(self))
+        AnyMethodFault::RecordReplayDisabled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MemorySnapshotOnIndependentDisk(v) => Some(v),
+            AnyMethodFault::RecordReplayDisabled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MethodAlreadyDisabledFault {
+impl x::VariantOf<AnyMethodFault> for RemoteDeviceNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MethodAlreadyDisabledFault(Box::new(self))
+        AnyMethodFault::RemoteDeviceNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MethodAlreadyDisabledFault(v) => Some(v),
+            AnyMethodFault::RemoteDeviceNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for MethodDisabled {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for RemoveFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MethodDisabled(Box::new(self))
+        AnyMethodFault::RemoveFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MethodDisabled(v) => Some(v),
+            AnyMethodFault::RemoveFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MethodNotFound {
+impl x::VariantOf<AnyMethodFault> for ReplicationConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MethodNotFound(Box::new(self))
+        AnyMethodFault::ReplicationConfigFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MethodNotFound(v) => Some(v),
+            AnyMethodFault::ReplicationConfigFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MigrationDisabled {
+impl x::VariantOf<AnyMethodFault> for ReplicationDiskConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MigrationDisabled(Box::new(self))
+        AnyMethodFault::ReplicationDiskConfigFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MigrationDisabled(v) => Some(v),
+            AnyMethodFault::ReplicationDiskConfigFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MigrationFault {
+impl x::VariantOf<AnyMethodFault> for ReplicationFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MigrationFault(Box::new(self))
+        AnyMethodFault::ReplicationFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MigrationFault(v) => Some(v),
+            AnyMethodFault::ReplicationFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MigrationFeatureNotSupported {
+impl x::VariantOf<AnyMethodFault> for ReplicationIncompatibleWithFT {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MigrationFeatureNotSupported(Box::new(self))
+        AnyMethodFault::ReplicationIncompatibleWithFT(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MigrationFeatureNotSupported(v) => Some(v),
+            AnyMethodFault::ReplicationIncompatibleWithFT(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MigrationNotReady {
+impl x::VariantOf<AnyMethodFault> for ReplicationInvalidOptions {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MigrationNotReady(Box::new(self))
+        AnyMethodFault::ReplicationInvalidOptions(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MigrationNotReady(v) => Some(v),
+            AnyMethodFault::ReplicationInvalidOptions(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MismatchedBundle {
+impl x::VariantOf<AnyMethodFault> for ReplicationNotSupportedOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MismatchedBundle(Box::new(self))
+        AnyMethodFault::ReplicationNotSupportedOnHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MismatchedBundle(v) => Some(v),
+            AnyMethodFault::ReplicationNotSupportedOnHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MismatchedNetworkPolicies {
+impl x::VariantOf<AnyMethodFault> for ReplicationVmConfigFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MismatchedNetworkPolicies(Box::new(self))
+        AnyMethodFault::ReplicationVmConfigFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MismatchedNetworkPolicies(v) => Some(v),
+            AnyMethodFault::ReplicationVmConfigFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MismatchedVMotionNetworkNames {
+impl x::VariantOf<AnyMethodFault> for ReplicationVmFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MismatchedVMotionNetworkNames(Box::new(self))
+        AnyMethodFault::ReplicationVmFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MismatchedVMotionNetworkNames(v) => Some(v),
+            AnyMethodFault::ReplicationVmFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MissingBmcSupport {
+impl x::VariantOf<AnyMethodFault> for ReplicationVmInProgressFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingBmcSupport(Box::new(self))
+        AnyMethodFault::ReplicationVmInProgressFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MissingBmcSupport(v) => Some(v),
+            AnyMethodFault::ReplicationVmInProgressFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MissingController {
+impl x::VariantOf<AnyMethodFault> for RequestCanceled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingController(Box::new(self))
+        AnyMethodFault::RequestCanceled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MissingController(v) => Some(v),
+            AnyMethodFault::RequestCanceled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MissingIpPool {
+impl x::VariantOf<AnyMethodFault> for ResourceInUse {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingIpPool(Box::new(self))
+        AnyMethodFault::ResourceInUse(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MissingIpPool(v) => Some(v),
+            AnyMethodFault::ResourceInUse(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MissingLinuxCustResources {
+impl x::VariantOf<AnyMethodFault> for ResourceNotAvailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingLinuxCustResources(Box::new(self))
+        AnyMethodFault::ResourceNotAvailable(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MissingLinuxCustResources(v) => Some(v),
+            AnyMethodFault::ResourceNotAvailable(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MissingNetworkIpConfig {
+impl x::VariantOf<AnyMethodFault> for RestrictedByAdministrator {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingNetworkIpConfig(Box::new(self))
+        AnyMethodFault::RestrictedByAdministrator(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MissingNetworkIpConfig(v) => Some(v),
+            AnyMethodFault::RestrictedByAdministrator(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MissingPowerOffConfiguration {
+impl x::VariantOf<AnyMethodFault> for RestrictedVersion {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingPowerOffConfiguration(Box::new(self))
+        AnyMethodFault::RestrictedVersion(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MissingPowerOffConfiguration(v) => Some(v),
+            AnyMethodFault::RestrictedVersion(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MissingPowerOnConfiguration {
+impl x::VariantOf<AnyMethodFault> for RollbackFailure {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingPowerOnConfiguration(Box::new(self))
+        AnyMethodFault::RollbackFailure(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MissingPowerOnConfiguration(v) => Some(v),
+            AnyMethodFault::RollbackFailure(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MissingWindowsCustResources {
+impl x::VariantOf<AnyMethodFault> for RuleViolation {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MissingWindowsCustResources(Box::new(self))
+        AnyMethodFault::RuleViolation(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MissingWindowsCustResources(v) => Some(v),
+            AnyMethodFault::RuleViolation(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MksConnectionLimitReached {
+impl x::VariantOf<AnyMethodFault> for RuntimeFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MksConnectionLimitReached(Box::new(self))
+        AnyMethodFault::RuntimeFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MksConnectionLimitReached(v) => Some(v),
+            AnyMethodFault::RuntimeFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MountError {
+impl x::VariantOf<AnyMethodFault> for SSLDisabledFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MountError(Box::new(self))
+        AnyMethodFault::SSLDisabledFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MountError(v) => Some(v),
+            AnyMethodFault::SSLDisabledFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MultiWriterNotSupported {
+impl x::VariantOf<AnyMethodFault> for SSLVerifyFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MultiWriterNotSupported(Box::new(self))
+        AnyMethodFault::SSLVerifyFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MultiWriterNotSupported(v) => Some(v),
+            AnyMethodFault::SSLVerifyFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MultipleCertificatesVerifyFault {
+impl x::VariantOf<AnyMethodFault> for SSPIChallenge {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MultipleCertificatesVerifyFault(Box::new(self))
+        AnyMethodFault::SSPIChallenge(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MultipleCertificatesVerifyFault(v) => Some(v),
+            AnyMethodFault::SSPIChallenge(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for MultipleSnapshotsNotSupported {
+impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::MultipleSnapshotsNotSupported(Box::new(self))
+        AnyMethodFault::SecondaryVmAlreadyDisabled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::MultipleSnapshotsNotSupported(v) => Some(v),
+            AnyMethodFault::SecondaryVmAlreadyDisabled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NamespaceFull {
+impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyEnabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NamespaceFull(Box::new(self))
+        AnyMethodFault::SecondaryVmAlreadyEnabled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NamespaceFull(v) => Some(v),
+            AnyMethodFault::SecondaryVmAlreadyEnabled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NamespaceLimitReached {
+impl x::VariantOf<AnyMethodFault> for SecondaryVmAlreadyRegistered {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NamespaceLimitReached(Box::new(self))
+        AnyMethodFault::SecondaryVmAlreadyRegistered(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NamespaceLimitReached(v) => Some(v),
+            AnyMethodFault::SecondaryVmAlreadyRegistered(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NamespaceWriteProtected {
+impl x::VariantOf<AnyMethodFault> for SecondaryVmNotRegistered {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NamespaceWriteProtected(Box::new(self))
+        AnyMethodFault::SecondaryVmNotRegistered(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NamespaceWriteProtected(v) => Some(v),
+            AnyMethodFault::SecondaryVmNotRegistered(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NasConfigFault {
+impl x::VariantOf<AnyMethodFault> for SecurityError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NasConfigFault(Box::new(self))
+        AnyMethodFault::SecurityError(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NasConfigFault(v) => Some(v),
+            AnyMethodFault::SecurityError(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NasConnectionLimitReached {
+impl x::VariantOf<AnyMethodFault> for SessionNotFound {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NasConnectionLimitReached(Box::new(self))
+        AnyMethodFault::SessionNotFound(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NasConnectionLimitReached(v) => Some(v),
+            AnyMethodFault::SessionNotFound(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NasSessionCredentialConflict {
+impl x::VariantOf<AnyMethodFault> for SharedBusControllerNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NasSessionCredentialConflict(Box::new(self))
+        AnyMethodFault::SharedBusControllerNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NasSessionCredentialConflict(v) => Some(v),
+            AnyMethodFault::SharedBusControllerNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NasVolumeNotMounted {
+impl x::VariantOf<AnyMethodFault> for ShrinkDiskFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NasVolumeNotMounted(Box::new(self))
+        AnyMethodFault::ShrinkDiskFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NasVolumeNotMounted(v) => Some(v),
+            AnyMethodFault::ShrinkDiskFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NetworkCopyFault {
+impl x::VariantOf<AnyMethodFault> for SnapshotCloneNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NetworkCopyFault(Box::new(self))
+        AnyMethodFault::SnapshotCloneNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NetworkCopyFault(v) => Some(v),
+            AnyMethodFault::SnapshotCloneNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NetworkDisruptedAndConfigRolledBack {
+impl x::VariantOf<AnyMethodFault> for SnapshotCopyNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NetworkDisruptedAndConfigRolledBack(Box::new(self))
+        AnyMethodFault::SnapshotCopyNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NetworkDisruptedAndConfigRolledBack(v) => Some(v),
+            AnyMethodFault::SnapshotCopyNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NetworkInaccessible {
+impl x::VariantOf<AnyMethodFault> for SnapshotDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NetworkInaccessible(Box::new(self))
+        AnyMethodFault::SnapshotDisabled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NetworkInaccessible(v) => Some(v),
+            AnyMethodFault::SnapshotDisabled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NetworksMayNotBeTheSame {
+impl x::VariantOf<AnyMethodFault> for SnapshotFault {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NetworksMayNotBeTheSame(Box::new(self))
+        AnyMethodFault::SnapshotFault(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NetworksMayNotBeTheSame(v) => Some(v),
+            AnyMethodFault::SnapshotFault(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NicSettingMismatch {
+impl x::VariantOf<AnyMethodFault> for SnapshotIncompatibleDeviceInVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NicSettingMismatch(Box::new(self))
+        AnyMethodFault::SnapshotIncompatibleDeviceInVm(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NicSettingMismatch(v) => Some(v),
+            AnyMethodFault::SnapshotIncompatibleDeviceInVm(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoActiveHostInCluster {
+impl x::VariantOf<AnyMethodFault> for SnapshotLocked {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoActiveHostInCluster(Box::new(self))
+        AnyMethodFault::SnapshotLocked(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoActiveHostInCluster(v) => Some(v),
+            AnyMethodFault::SnapshotLocked(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoAvailableIp {
+impl x::VariantOf<AnyMethodFault> for SnapshotMoveFromNonHomeNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoAvailableIp(Box::new(self))
+        AnyMethodFault::SnapshotMoveFromNonHomeNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoAvailableIp(v) => Some(v),
+            AnyMethodFault::SnapshotMoveFromNonHomeNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoClientCertificate {
+impl x::VariantOf<AnyMethodFault> for SnapshotMoveNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoClientCertificate(Box::new(self))
+        AnyMethodFault::SnapshotMoveNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoClientCertificate(v) => Some(v),
+            AnyMethodFault::SnapshotMoveNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoCompatibleDatastore {
+impl x::VariantOf<AnyMethodFault> for SnapshotMoveToNonHomeNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleDatastore(Box::new(self))
+        AnyMethodFault::SnapshotMoveToNonHomeNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoCompatibleDatastore(v) => Some(v),
+            AnyMethodFault::SnapshotMoveToNonHomeNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoCompatibleHardAffinityHost {
+impl x::VariantOf<AnyMethodFault> for SnapshotNoChange {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleHardAffinityHost(Box::new(self))
+        AnyMethodFault::SnapshotNoChange(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoCompatibleHardAffinityHost(v) => Some(v),
+            AnyMethodFault::SnapshotNoChange(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoCompatibleHost {
+impl x::VariantOf<AnyMethodFault> for SnapshotRevertIssue {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleHost(Box::new(self))
+        AnyMethodFault::SnapshotRevertIssue(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoCompatibleHost(v) => Some(v),
+            AnyMethodFault::SnapshotRevertIssue(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoCompatibleHostWithAccessToDevice {
+impl x::VariantOf<AnyMethodFault> for SoftRuleVioCorrectionDisallowed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleHostWithAccessToDevice(Box::new(self))
+        AnyMethodFault::SoftRuleVioCorrectionDisallowed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoCompatibleHostWithAccessToDevice(v) => Some(v),
+            AnyMethodFault::SoftRuleVioCorrectionDisallowed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoCompatibleSoftAffinityHost {
+impl x::VariantOf<AnyMethodFault> for SoftRuleVioCorrectionImpact {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoCompatibleSoftAffinityHost(Box::new(self))
+        AnyMethodFault::SoftRuleVioCorrectionImpact(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoCompatibleSoftAffinityHost(v) => Some(v),
+            AnyMethodFault::SoftRuleVioCorrectionImpact(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoConnectedDatastore {
+impl x::VariantOf<AnyMethodFault> for SolutionUserRequired {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoConnectedDatastore(Box::new(self))
+        AnyMethodFault::SolutionUserRequired(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoConnectedDatastore(v) => Some(v),
+            AnyMethodFault::SolutionUserRequired(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoDiskFound {
+impl x::VariantOf<AnyMethodFault> for SsdDiskNotAvailable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoDiskFound(Box::new(self))
+        AnyMethodFault::SsdDiskNotAvailable(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoDiskFound(v) => Some(v),
+            AnyMethodFault::SsdDiskNotAvailable(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoDiskSpace {
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveDiskInMultiWriterMode {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoDiskSpace(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoDiskSpace(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoDisksToCustomize {
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveFTVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoDisksToCustomize(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveFTVm(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoDisksToCustomize(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveFTVm(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoGateway {
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveIndependentDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoGateway(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveIndependentDisk(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoGateway(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveIndependentDisk(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoGuestHeartbeat {
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveManuallyPlacedSwapFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoGuestHeartbeat(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoGuestHeartbeat(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoHost {
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveManuallyPlacedVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoHost(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveManuallyPlacedVm(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoHost(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveManuallyPlacedVm(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoHostSuitableForFtSecondary {
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveSharedDisk {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoHostSuitableForFtSecondary(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveSharedDisk(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoHostSuitableForFtSecondary(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveSharedDisk(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoLicenseServerConfigured {
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveTemplate {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoLicenseServerConfigured(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveTemplate(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoLicenseServerConfigured(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveTemplate(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoPeerHostFound {
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmInUserFolder {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPeerHostFound(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveVmInUserFolder(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoPeerHostFound(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveVmInUserFolder(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for NoPermission {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmWithMountedCDROM {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPermission(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveVmWithMountedCDROM(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoPermission(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveVmWithMountedCDROM(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoPermissionOnAD {
+impl x::VariantOf<AnyMethodFault> for StorageDrsCannotMoveVmWithNoFilesInLayout {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPermissionOnAD(Box::new(self))
+        AnyMethodFault::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoPermissionOnAD(v) => Some(v),
+            AnyMethodFault::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoPermissionOnHost {
+impl x::VariantOf<AnyMethodFault> for StorageDrsDatacentersCannotShareDatastore {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPermissionOnHost(Box::new(self))
+        AnyMethodFault::StorageDrsDatacentersCannotShareDatastore(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoPermissionOnHost(v) => Some(v),
+            AnyMethodFault::StorageDrsDatacentersCannotShareDatastore(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoPermissionOnNasVolume {
+impl x::VariantOf<AnyMethodFault> for StorageDrsDisabledOnVm {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoPermissionOnNasVolume(Box::new(self))
+        AnyMethodFault::StorageDrsDisabledOnVm(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoPermissionOnNasVolume(v) => Some(v),
+            AnyMethodFault::StorageDrsDisabledOnVm(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoSubjectName {
+impl x::VariantOf<AnyMethodFault> for StorageDrsHbrDiskNotMovable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoSubjectName(Box::new(self))
+        AnyMethodFault::StorageDrsHbrDiskNotMovable(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoSubjectName(v) => Some(v),
+            AnyMethodFault::StorageDrsHbrDiskNotMovable(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoVcManagedIpConfigured {
+impl x::VariantOf<AnyMethodFault> for StorageDrsHmsMoveInProgress {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoVcManagedIpConfigured(Box::new(self))
+        AnyMethodFault::StorageDrsHmsMoveInProgress(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoVcManagedIpConfigured(v) => Some(v),
+            AnyMethodFault::StorageDrsHmsMoveInProgress(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoVirtualNic {
+impl x::VariantOf<AnyMethodFault> for StorageDrsHmsUnreachable {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoVirtualNic(Box::new(self))
+        AnyMethodFault::StorageDrsHmsUnreachable(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoVirtualNic(v) => Some(v),
+            AnyMethodFault::StorageDrsHmsUnreachable(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NoVmInVApp {
+impl x::VariantOf<AnyMethodFault> for StorageDrsIolbDisabledInternally {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NoVmInVApp(Box::new(self))
+        AnyMethodFault::StorageDrsIolbDisabledInternally(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NoVmInVApp(v) => Some(v),
+            AnyMethodFault::StorageDrsIolbDisabledInternally(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NonADUserRequired {
+impl x::VariantOf<AnyMethodFault> for StorageDrsRelocateDisabled {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NonADUserRequired(Box::new(self))
+        AnyMethodFault::StorageDrsRelocateDisabled(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NonADUserRequired(v) => Some(v),
+            AnyMethodFault::StorageDrsRelocateDisabled(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NonHomeRDMVMotionNotSupported {
+impl x::VariantOf<AnyMethodFault> for StorageDrsStaleHmsCollection {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NonHomeRDMVMotionNotSupported(Box::new(self))
+        AnyMethodFault::StorageDrsStaleHmsCollection(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NonHomeRDMVMotionNotSupported(v) => Some(v),
+            AnyMethodFault::StorageDrsStaleHmsCollection(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NonPersistentDisksNotSupported {
+impl x::VariantOf<AnyMethodFault> for StorageDrsUnableToMoveFiles {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NonPersistentDisksNotSupported(Box::new(self))
+        AnyMethodFault::StorageDrsUnableToMoveFiles(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NonPersistentDisksNotSupported(v) => Some(v),
+            AnyMethodFault::StorageDrsUnableToMoveFiles(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NonVmwareOuiMacNotSupportedHost {
+impl x::VariantOf<AnyMethodFault> for StorageVMotionNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NonVmwareOuiMacNotSupportedHost(Box::new(self))
+        AnyMethodFault::StorageVMotionNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NonVmwareOuiMacNotSupportedHost(v) => Some(v),
+            AnyMethodFault::StorageVMotionNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotADirectory {
+impl x::VariantOf<AnyMethodFault> for StorageVmotionIncompatible {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotADirectory(Box::new(self))
+        AnyMethodFault::StorageVmotionIncompatible(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotADirectory(v) => Some(v),
+            AnyMethodFault::StorageVmotionIncompatible(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotAFile {
+impl x::VariantOf<AnyMethodFault> for SuspendedRelocateNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotAFile(Box::new(self))
+        AnyMethodFault::SuspendedRelocateNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotAFile(v) => Some(v),
+            AnyMethodFault::SuspendedRelocateNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for NotAuthenticated {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for SwapDatastoreNotWritableOnHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotAuthenticated(Box::new(self))
+        AnyMethodFault::SwapDatastoreNotWritableOnHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotAuthenticated(v) => Some(v),
+            AnyMethodFault::SwapDatastoreNotWritableOnHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotEnoughCpus {
+impl x::VariantOf<AnyMethodFault> for SwapDatastoreUnset {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotEnoughCpus(Box::new(self))
+        AnyMethodFault::SwapDatastoreUnset(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotEnoughCpus(v) => Some(v),
+            AnyMethodFault::SwapDatastoreUnset(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for NotEnoughLicenses {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for SwapPlacementOverrideNotSupported {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotEnoughLicenses(Box::new(self))
+        AnyMethodFault::SwapPlacementOverrideNotSupported(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotEnoughLicenses(v) => Some(v),
+            AnyMethodFault::SwapPlacementOverrideNotSupported(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotEnoughLogicalCpus {
+impl x::VariantOf<AnyMethodFault> for SwitchIpUnset {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotEnoughLogicalCpus(Box::new(self))
+        AnyMethodFault::SwitchIpUnset(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotEnoughLogicalCpus(v) => Some(v),
+            AnyMethodFault::SwitchIpUnset(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for NotFound {
+#[cfg(feature = "all-faults")]
+impl x::VariantOf<AnyMethodFault> for SwitchNotInUpgradeMode {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotFound(Box::new(self))
+        AnyMethodFault::SwitchNotInUpgradeMode(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotFound(v) => Some(v),
+            AnyMethodFault::SwitchNotInUpgradeMode(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for NotImplemented {
+impl x::VariantOf<AnyMethodFault> for SystemError {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotImplemented(Box::new(self))
+        AnyMethodFault::SystemError(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotImplemented(v) => Some(v),
+            AnyMethodFault::SystemError(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-impl x::VariantOf<AnyMethodFault> for NotSupported {
+impl x::VariantOf<AnyMethodFault> for TaskInProgress {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupported(Box::new(self))
+        AnyMethodFault::TaskInProgress(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupported(v) => Some(v),
+            AnyMethodFault::TaskInProgress(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedDeviceForFT {
+impl x::VariantOf<AnyMethodFault> for ThirdPartyLicenseAssignmentFailed {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedDeviceForFT(Box::new(self))
+        AnyMethodFault::ThirdPartyLicenseAssignmentFailed(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedDeviceForFT(v) => Some(v),
+            AnyMethodFault::ThirdPartyLicenseAssignmentFailed(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
-#[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedHost {
+impl x::VariantOf<AnyMethodFault> for Timedout {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHost(Box::new(self))
+        AnyMethodFault::Timedout(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedHost(v) => Some(v),
+            AnyMethodFault::Timedout(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForChecksum {
+impl x::VariantOf<AnyMethodFault> for TooManyConcurrentNativeClones {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForChecksum(Box::new(self))
+        AnyMethodFault::TooManyConcurrentNativeClones(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedHostForChecksum(v) => Some(v),
+            AnyMethodFault::TooManyConcurrentNativeClones(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVFlash {
+impl x::VariantOf<AnyMethodFault> for TooManyConsecutiveOverrides {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForVFlash(Box::new(self))
+        AnyMethodFault::TooManyConsecutiveOverrides(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedHostForVFlash(v) => Some(v),
+            AnyMethodFault::TooManyConsecutiveOverrides(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmcp {
+impl x::VariantOf<AnyMethodFault> for TooManyDevices {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForVmcp(Box::new(self))
+        AnyMethodFault::TooManyDevices(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedHostForVmcp(v) => Some(v),
+            AnyMethodFault::TooManyDevices(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVmemFile {
+impl x::VariantOf<AnyMethodFault> for TooManyDisksOnLegacyHost {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForVmemFile(Box::new(self))
+        AnyMethodFault::TooManyDisksOnLegacyHost(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedHostForVmemFile(v) => Some(v),
+            AnyMethodFault::TooManyDisksOnLegacyHost(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostForVsan {
+impl x::VariantOf<AnyMethodFault> for TooManyGuestLogons {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostForVsan(Box::new(self))
+        AnyMethodFault::TooManyGuestLogons(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedHostForVsan(v) => Some(v),
+            AnyMethodFault::TooManyGuestLogons(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostInCluster {
+impl x::VariantOf<AnyMethodFault> for TooManyHosts {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostInCluster(Box::new(self))
+        AnyMethodFault::TooManyHosts(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedHostInCluster(v) => Some(v),
+            AnyMethodFault::TooManyHosts(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostInDvs {
+impl x::VariantOf<AnyMethodFault> for TooManyNativeCloneLevels {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostInDvs(Box::new(self))
+        AnyMethodFault::TooManyNativeCloneLevels(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedHostInDvs(v) => Some(v),
+            AnyMethodFault::TooManyNativeCloneLevels(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotSupportedHostInHACluster {
+impl x::VariantOf<AnyMethodFault> for TooManyNativeClonesOnFile {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotSupportedHostInHACluster(Box::new(self))
+        AnyMethodFault::TooManyNativeClonesOnFile(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotSupportedHostInHACluster(v) => Some(v),
+            AnyMethodFault::TooManyNativeClonesOnFile(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 }
 #[cfg(feature = "all-faults")]
-impl x::VariantOf<AnyMethodFault> for NotUserConfigurableProperty {
+impl x::VariantOf<AnyMethodFault> for TooManySnapshotLevels {
     #[inline]
     fn into_variant(self) -> AnyMethodFault {
-        AnyMethodFault::NotUserConfigurableProperty(Box::new(self))
+        AnyMethodFault::TooManySnapshotLevels(Box::new(self))
     }
     #[inline]
     fn variant_ref(any: &AnyMethodFault) -> Option<&Self> {
         match any {
-            AnyMethodFault::NotUserConfigurableProperty(v) => Some(v),
+            AnyMethodFault::TooManySnapshotLevels(v) => Some(v),
             #[allow(unreachable_patterns)]
             _ => None,
         }

@@ -51,11 +51,7 @@ impl std::fmt::Debug for AnyNetBIOSConfigInfo {
 }
 impl PartialEq for AnyNetBIOSConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::NetBIOSConfigInfo(a), Self::NetBIOSConfigInfo(b)) => **a == **b,
-            (Self::WinNetBIOSConfigInfo(a), Self::WinNetBIOSConfigInfo(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyNetBIOSConfigInfo {
@@ -201,11 +197,7 @@ impl std::fmt::Debug for AnyNetworkSummary {
 }
 impl PartialEq for AnyNetworkSummary {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::NetworkSummary(a), Self::NetworkSummary(b)) => **a == **b,
-            (Self::OpaqueNetworkSummary(a), Self::OpaqueNetworkSummary(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyNetworkSummary {
@@ -349,13 +341,7 @@ impl std::fmt::Debug for AnyNodeDeploymentSpec {
 }
 impl PartialEq for AnyNodeDeploymentSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::NodeDeploymentSpec(a), Self::NodeDeploymentSpec(b)) => **a == **b,
-            (Self::PassiveNodeDeploymentSpec(a), Self::PassiveNodeDeploymentSpec(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyNodeDeploymentSpec {
@@ -501,13 +487,7 @@ impl std::fmt::Debug for AnyNodeNetworkSpec {
 }
 impl PartialEq for AnyNodeNetworkSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::NodeNetworkSpec(a), Self::NodeNetworkSpec(b)) => **a == **b,
-            (Self::PassiveNodeNetworkSpec(a), Self::PassiveNodeNetworkSpec(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyNodeNetworkSpec {
@@ -666,16 +646,7 @@ impl std::fmt::Debug for AnyOptionType {
 }
 impl PartialEq for AnyOptionType {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::OptionType(a), Self::OptionType(b)) => **a == **b,
-            (Self::BoolOption(a), Self::BoolOption(b)) => **a == **b,
-            (Self::ChoiceOption(a), Self::ChoiceOption(b)) => **a == **b,
-            (Self::FloatOption(a), Self::FloatOption(b)) => **a == **b,
-            (Self::IntOption(a), Self::IntOption(b)) => **a == **b,
-            (Self::LongOption(a), Self::LongOption(b)) => **a == **b,
-            (Self::StringOption(a), Self::StringOption(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyOptionType {
@@ -949,14 +920,7 @@ impl std::fmt::Debug for AnyOptionValue {
 }
 impl PartialEq for AnyOptionValue {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::OptionValue(a), Self::OptionValue(b)) => **a == **b,
-            (
-                Self::HostInternetScsiHbaParamValue(a),
-                Self::HostInternetScsiHbaParamValue(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyOptionValue {
@@ -1098,13 +1062,7 @@ impl std::fmt::Debug for AnyOvfCreateImportSpecParams {
 }
 impl PartialEq for AnyOvfCreateImportSpecParams {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::OvfCreateImportSpecParams(a), Self::OvfCreateImportSpecParams(b)) => {
-                **a == **b
-            }
-            (Self::OvfImportParams(a), Self::OvfImportParams(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyOvfCreateImportSpecParams {

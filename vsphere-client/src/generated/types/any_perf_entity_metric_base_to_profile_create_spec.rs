@@ -58,12 +58,7 @@ impl std::fmt::Debug for AnyPerfEntityMetricBase {
 }
 impl PartialEq for AnyPerfEntityMetricBase {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::PerfEntityMetricBase(a), Self::PerfEntityMetricBase(b)) => **a == **b,
-            (Self::PerfEntityMetric(a), Self::PerfEntityMetric(b)) => **a == **b,
-            (Self::PerfEntityMetricCSV(a), Self::PerfEntityMetricCSV(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyPerfEntityMetricBase {
@@ -238,12 +233,7 @@ impl std::fmt::Debug for AnyPerfMetricSeries {
 }
 impl PartialEq for AnyPerfMetricSeries {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::PerfMetricSeries(a), Self::PerfMetricSeries(b)) => **a == **b,
-            (Self::PerfMetricIntSeries(a), Self::PerfMetricIntSeries(b)) => **a == **b,
-            (Self::PerfMetricSeriesCSV(a), Self::PerfMetricSeriesCSV(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyPerfMetricSeries {
@@ -415,13 +405,7 @@ impl std::fmt::Debug for AnyPolicyOption {
 }
 impl PartialEq for AnyPolicyOption {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::PolicyOption(a), Self::PolicyOption(b)) => **a == **b,
-            (Self::CompositePolicyOption(a), Self::CompositePolicyOption(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyPolicyOption {
@@ -566,16 +550,7 @@ impl std::fmt::Debug for AnyProfileConfigInfo {
 }
 impl PartialEq for AnyProfileConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ProfileConfigInfo(a), Self::ProfileConfigInfo(b)) => **a == **b,
-            (Self::ClusterProfileConfigInfo(a), Self::ClusterProfileConfigInfo(b)) => {
-                **a == **b
-            }
-            (Self::HostProfileConfigInfo(a), Self::HostProfileConfigInfo(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyProfileConfigInfo {
@@ -787,43 +762,7 @@ impl std::fmt::Debug for AnyProfileCreateSpec {
 }
 impl PartialEq for AnyProfileCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ProfileCreateSpec(a), Self::ProfileCreateSpec(b)) => **a == **b,
-            (
-                Self::ClusterProfileCompleteConfigSpec(a),
-                Self::ClusterProfileCompleteConfigSpec(b),
-            ) => **a == **b,
-            (
-                Self::ClusterProfileConfigServiceCreateSpec(a),
-                Self::ClusterProfileConfigServiceCreateSpec(b),
-            ) => **a == **b,
-            (Self::ClusterProfileConfigSpec(a), Self::ClusterProfileConfigSpec(b)) => {
-                **a == **b
-            }
-            (Self::ClusterProfileCreateSpec(a), Self::ClusterProfileCreateSpec(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostProfileCompleteConfigSpec(a),
-                Self::HostProfileCompleteConfigSpec(b),
-            ) => **a == **b,
-            (Self::HostProfileConfigSpec(a), Self::HostProfileConfigSpec(b)) => {
-                **a == **b
-            }
-            (
-                Self::HostProfileHostBasedConfigSpec(a),
-                Self::HostProfileHostBasedConfigSpec(b),
-            ) => **a == **b,
-            (
-                Self::HostProfileSerializedHostProfileSpec(a),
-                Self::HostProfileSerializedHostProfileSpec(b),
-            ) => **a == **b,
-            (
-                Self::ProfileSerializedCreateSpec(a),
-                Self::ProfileSerializedCreateSpec(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyProfileCreateSpec {

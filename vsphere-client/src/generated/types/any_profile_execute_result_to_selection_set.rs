@@ -53,14 +53,7 @@ impl std::fmt::Debug for AnyProfileExecuteResult {
 }
 impl PartialEq for AnyProfileExecuteResult {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ProfileExecuteResult(a), Self::ProfileExecuteResult(b)) => **a == **b,
-            (
-                Self::ApplyHostProfileConfigurationSpec(a),
-                Self::ApplyHostProfileConfigurationSpec(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyProfileExecuteResult {
@@ -218,17 +211,7 @@ impl std::fmt::Debug for AnyProfileExpression {
 }
 impl PartialEq for AnyProfileExpression {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ProfileExpression(a), Self::ProfileExpression(b)) => **a == **b,
-            (
-                Self::ProfileCompositeExpression(a),
-                Self::ProfileCompositeExpression(b),
-            ) => **a == **b,
-            (Self::ProfileSimpleExpression(a), Self::ProfileSimpleExpression(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyProfileExpression {
@@ -411,21 +394,7 @@ impl std::fmt::Debug for AnyProfilePolicyOptionMetadata {
 }
 impl PartialEq for AnyProfilePolicyOptionMetadata {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::ProfilePolicyOptionMetadata(a),
-                Self::ProfilePolicyOptionMetadata(b),
-            ) => **a == **b,
-            (
-                Self::ProfileCompositePolicyOptionMetadata(a),
-                Self::ProfileCompositePolicyOptionMetadata(b),
-            ) => **a == **b,
-            (
-                Self::UserInputRequiredParameterMetadata(a),
-                Self::UserInputRequiredParameterMetadata(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyProfilePolicyOptionMetadata {
@@ -622,11 +591,7 @@ impl std::fmt::Debug for AnyResourcePoolSummary {
 }
 impl PartialEq for AnyResourcePoolSummary {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ResourcePoolSummary(a), Self::ResourcePoolSummary(b)) => **a == **b,
-            (Self::VirtualAppSummary(a), Self::VirtualAppSummary(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyResourcePoolSummary {
@@ -772,11 +737,7 @@ impl std::fmt::Debug for AnyScheduledTaskSpec {
 }
 impl PartialEq for AnyScheduledTaskSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ScheduledTaskSpec(a), Self::ScheduledTaskSpec(b)) => **a == **b,
-            (Self::ScheduledTaskInfo(a), Self::ScheduledTaskInfo(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyScheduledTaskSpec {
@@ -922,11 +883,7 @@ impl std::fmt::Debug for AnyScsiLun {
 }
 impl PartialEq for AnyScsiLun {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ScsiLun(a), Self::ScsiLun(b)) => **a == **b,
-            (Self::HostScsiDisk(a), Self::HostScsiDisk(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyScsiLun {
@@ -1071,12 +1028,7 @@ impl std::fmt::Debug for AnySelectionSet {
 }
 impl PartialEq for AnySelectionSet {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::SelectionSet(a), Self::SelectionSet(b)) => **a == **b,
-            (Self::DVPortgroupSelection(a), Self::DVPortgroupSelection(b)) => **a == **b,
-            (Self::DVSSelection(a), Self::DVSSelection(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnySelectionSet {

@@ -55,11 +55,7 @@ impl std::fmt::Debug for AnySelectionSpec {
 }
 impl PartialEq for AnySelectionSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::SelectionSpec(a), Self::SelectionSpec(b)) => **a == **b,
-            (Self::TraversalSpec(a), Self::TraversalSpec(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnySelectionSpec {
@@ -202,20 +198,7 @@ impl std::fmt::Debug for AnyServiceLocatorCredential {
 }
 impl PartialEq for AnyServiceLocatorCredential {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::ServiceLocatorCredential(a), Self::ServiceLocatorCredential(b)) => {
-                **a == **b
-            }
-            (
-                Self::ServiceLocatorNamePassword(a),
-                Self::ServiceLocatorNamePassword(b),
-            ) => **a == **b,
-            (
-                Self::ServiceLocatorSAMLCredential(a),
-                Self::ServiceLocatorSAMLCredential(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyServiceLocatorCredential {
@@ -399,21 +382,7 @@ impl std::fmt::Debug for AnySessionManagerServiceRequestSpec {
 }
 impl PartialEq for AnySessionManagerServiceRequestSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::SessionManagerServiceRequestSpec(a),
-                Self::SessionManagerServiceRequestSpec(b),
-            ) => **a == **b,
-            (
-                Self::SessionManagerHttpServiceRequestSpec(a),
-                Self::SessionManagerHttpServiceRequestSpec(b),
-            ) => **a == **b,
-            (
-                Self::SessionManagerVmomiServiceRequestSpec(a),
-                Self::SessionManagerVmomiServiceRequestSpec(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnySessionManagerServiceRequestSpec {
@@ -611,15 +580,7 @@ impl std::fmt::Debug for AnyTaskManagerTaskViewSpec {
 }
 impl PartialEq for AnyTaskManagerTaskViewSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::TaskManagerTaskViewSpec(a), Self::TaskManagerTaskViewSpec(b)) => {
-                **a == **b
-            }
-            (Self::TaskManagerViewByStartId(a), Self::TaskManagerViewByStartId(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyTaskManagerTaskViewSpec {
@@ -771,14 +732,7 @@ impl std::fmt::Debug for AnyTaskReason {
 }
 impl PartialEq for AnyTaskReason {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::TaskReason(a), Self::TaskReason(b)) => **a == **b,
-            (Self::TaskReasonAlarm(a), Self::TaskReasonAlarm(b)) => **a == **b,
-            (Self::TaskReasonSchedule(a), Self::TaskReasonSchedule(b)) => **a == **b,
-            (Self::TaskReasonSystem(a), Self::TaskReasonSystem(b)) => **a == **b,
-            (Self::TaskReasonUser(a), Self::TaskReasonUser(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyTaskReason {
@@ -1018,28 +972,7 @@ impl std::fmt::Debug for AnyTaskScheduler {
 }
 impl PartialEq for AnyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::TaskScheduler(a), Self::TaskScheduler(b)) => **a == **b,
-            (Self::AfterStartupTaskScheduler(a), Self::AfterStartupTaskScheduler(b)) => {
-                **a == **b
-            }
-            (Self::DailyTaskScheduler(a), Self::DailyTaskScheduler(b)) => **a == **b,
-            (Self::HourlyTaskScheduler(a), Self::HourlyTaskScheduler(b)) => **a == **b,
-            (Self::MonthlyByDayTaskScheduler(a), Self::MonthlyByDayTaskScheduler(b)) => {
-                **a == **b
-            }
-            (
-                Self::MonthlyByWeekdayTaskScheduler(a),
-                Self::MonthlyByWeekdayTaskScheduler(b),
-            ) => **a == **b,
-            (Self::MonthlyTaskScheduler(a), Self::MonthlyTaskScheduler(b)) => **a == **b,
-            (Self::OnceTaskScheduler(a), Self::OnceTaskScheduler(b)) => **a == **b,
-            (Self::RecurrentTaskScheduler(a), Self::RecurrentTaskScheduler(b)) => {
-                **a == **b
-            }
-            (Self::WeeklyTaskScheduler(a), Self::WeeklyTaskScheduler(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyTaskScheduler {

@@ -55,11 +55,7 @@ impl std::fmt::Debug for AnyTypeDescription {
 }
 impl PartialEq for AnyTypeDescription {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::TypeDescription(a), Self::TypeDescription(b)) => **a == **b,
-            (Self::ScheduledTaskDetail(a), Self::ScheduledTaskDetail(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyTypeDescription {
@@ -207,13 +203,7 @@ impl std::fmt::Debug for AnyUserSearchResult {
 }
 impl PartialEq for AnyUserSearchResult {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::UserSearchResult(a), Self::UserSearchResult(b)) => **a == **b,
-            (Self::PosixUserSearchResult(a), Self::PosixUserSearchResult(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyUserSearchResult {
@@ -496,93 +486,7 @@ impl std::fmt::Debug for AnyVirtualDevice {
 }
 impl PartialEq for AnyVirtualDevice {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::VirtualDevice(a), Self::VirtualDevice(b)) => **a == **b,
-            (Self::ParaVirtualSCSIController(a), Self::ParaVirtualSCSIController(b)) => {
-                **a == **b
-            }
-            (Self::VirtualAHCIController(a), Self::VirtualAHCIController(b)) => {
-                **a == **b
-            }
-            (Self::VirtualBusLogicController(a), Self::VirtualBusLogicController(b)) => {
-                **a == **b
-            }
-            (Self::VirtualCdrom(a), Self::VirtualCdrom(b)) => **a == **b,
-            (Self::VirtualController(a), Self::VirtualController(b)) => **a == **b,
-            (Self::VirtualDisk(a), Self::VirtualDisk(b)) => **a == **b,
-            (Self::VirtualE1000(a), Self::VirtualE1000(b)) => **a == **b,
-            (Self::VirtualE1000e(a), Self::VirtualE1000e(b)) => **a == **b,
-            (Self::VirtualEnsoniq1371(a), Self::VirtualEnsoniq1371(b)) => **a == **b,
-            (Self::VirtualEthernetCard(a), Self::VirtualEthernetCard(b)) => **a == **b,
-            (Self::VirtualFloppy(a), Self::VirtualFloppy(b)) => **a == **b,
-            (Self::VirtualHdAudioCard(a), Self::VirtualHdAudioCard(b)) => **a == **b,
-            (Self::VirtualIDEController(a), Self::VirtualIDEController(b)) => **a == **b,
-            (Self::VirtualKeyboard(a), Self::VirtualKeyboard(b)) => **a == **b,
-            (Self::VirtualLsiLogicController(a), Self::VirtualLsiLogicController(b)) => {
-                **a == **b
-            }
-            (
-                Self::VirtualLsiLogicSASController(a),
-                Self::VirtualLsiLogicSASController(b),
-            ) => **a == **b,
-            (Self::VirtualMachineVMCIDevice(a), Self::VirtualMachineVMCIDevice(b)) => {
-                **a == **b
-            }
-            (Self::VirtualMachineVMIROM(a), Self::VirtualMachineVMIROM(b)) => **a == **b,
-            (Self::VirtualMachineVideoCard(a), Self::VirtualMachineVideoCard(b)) => {
-                **a == **b
-            }
-            (Self::VirtualNVDIMM(a), Self::VirtualNVDIMM(b)) => **a == **b,
-            (Self::VirtualNVDIMMController(a), Self::VirtualNVDIMMController(b)) => {
-                **a == **b
-            }
-            (Self::VirtualNVMEController(a), Self::VirtualNVMEController(b)) => {
-                **a == **b
-            }
-            (Self::VirtualPCIController(a), Self::VirtualPCIController(b)) => **a == **b,
-            (Self::VirtualPCIPassthrough(a), Self::VirtualPCIPassthrough(b)) => {
-                **a == **b
-            }
-            (Self::VirtualPCNet32(a), Self::VirtualPCNet32(b)) => **a == **b,
-            (Self::VirtualPS2Controller(a), Self::VirtualPS2Controller(b)) => **a == **b,
-            (Self::VirtualParallelPort(a), Self::VirtualParallelPort(b)) => **a == **b,
-            (Self::VirtualPointingDevice(a), Self::VirtualPointingDevice(b)) => {
-                **a == **b
-            }
-            (Self::VirtualPrecisionClock(a), Self::VirtualPrecisionClock(b)) => {
-                **a == **b
-            }
-            (Self::VirtualSATAController(a), Self::VirtualSATAController(b)) => {
-                **a == **b
-            }
-            (Self::VirtualSCSIController(a), Self::VirtualSCSIController(b)) => {
-                **a == **b
-            }
-            (Self::VirtualSCSIPassthrough(a), Self::VirtualSCSIPassthrough(b)) => {
-                **a == **b
-            }
-            (Self::VirtualSIOController(a), Self::VirtualSIOController(b)) => **a == **b,
-            (Self::VirtualSerialPort(a), Self::VirtualSerialPort(b)) => **a == **b,
-            (Self::VirtualSoundBlaster16(a), Self::VirtualSoundBlaster16(b)) => {
-                **a == **b
-            }
-            (Self::VirtualSoundCard(a), Self::VirtualSoundCard(b)) => **a == **b,
-            (Self::VirtualSriovEthernetCard(a), Self::VirtualSriovEthernetCard(b)) => {
-                **a == **b
-            }
-            (Self::VirtualTPM(a), Self::VirtualTPM(b)) => **a == **b,
-            (Self::VirtualUSB(a), Self::VirtualUSB(b)) => **a == **b,
-            (Self::VirtualUSBController(a), Self::VirtualUSBController(b)) => **a == **b,
-            (Self::VirtualUSBXHCIController(a), Self::VirtualUSBXHCIController(b)) => {
-                **a == **b
-            }
-            (Self::VirtualVmxnet(a), Self::VirtualVmxnet(b)) => **a == **b,
-            (Self::VirtualVmxnet2(a), Self::VirtualVmxnet2(b)) => **a == **b,
-            (Self::VirtualVmxnet3(a), Self::VirtualVmxnet3(b)) => **a == **b,
-            (Self::VirtualVmxnet3Vrdma(a), Self::VirtualVmxnet3Vrdma(b)) => **a == **b,
-            (Self::VirtualWDT(a), Self::VirtualWDT(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualDevice {

@@ -56,20 +56,7 @@ impl std::fmt::Debug for AnyVirtualDeviceBusSlotInfo {
 }
 impl PartialEq for AnyVirtualDeviceBusSlotInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::VirtualDeviceBusSlotInfo(a), Self::VirtualDeviceBusSlotInfo(b)) => {
-                **a == **b
-            }
-            (
-                Self::VirtualDevicePciBusSlotInfo(a),
-                Self::VirtualDevicePciBusSlotInfo(b),
-            ) => **a == **b,
-            (
-                Self::VirtualUSBControllerPciBusSlotInfo(a),
-                Self::VirtualUSBControllerPciBusSlotInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualDeviceBusSlotInfo {
@@ -253,15 +240,7 @@ impl std::fmt::Debug for AnyVirtualDeviceConfigSpec {
 }
 impl PartialEq for AnyVirtualDeviceConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::VirtualDeviceConfigSpec(a), Self::VirtualDeviceConfigSpec(b)) => {
-                **a == **b
-            }
-            (Self::VirtualDiskConfigSpec(a), Self::VirtualDiskConfigSpec(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualDeviceConfigSpec {
@@ -545,142 +524,7 @@ impl std::fmt::Debug for AnyVirtualDeviceOption {
 }
 impl PartialEq for AnyVirtualDeviceOption {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::VirtualDeviceOption(a), Self::VirtualDeviceOption(b)) => **a == **b,
-            (
-                Self::ParaVirtualSCSIControllerOption(a),
-                Self::ParaVirtualSCSIControllerOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualAHCIControllerOption(a),
-                Self::VirtualAHCIControllerOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualBusLogicControllerOption(a),
-                Self::VirtualBusLogicControllerOption(b),
-            ) => **a == **b,
-            (Self::VirtualCdromOption(a), Self::VirtualCdromOption(b)) => **a == **b,
-            (Self::VirtualControllerOption(a), Self::VirtualControllerOption(b)) => {
-                **a == **b
-            }
-            (Self::VirtualDiskOption(a), Self::VirtualDiskOption(b)) => **a == **b,
-            (Self::VirtualE1000Option(a), Self::VirtualE1000Option(b)) => **a == **b,
-            (Self::VirtualE1000eOption(a), Self::VirtualE1000eOption(b)) => **a == **b,
-            (Self::VirtualEnsoniq1371Option(a), Self::VirtualEnsoniq1371Option(b)) => {
-                **a == **b
-            }
-            (Self::VirtualEthernetCardOption(a), Self::VirtualEthernetCardOption(b)) => {
-                **a == **b
-            }
-            (Self::VirtualFloppyOption(a), Self::VirtualFloppyOption(b)) => **a == **b,
-            (Self::VirtualHdAudioCardOption(a), Self::VirtualHdAudioCardOption(b)) => {
-                **a == **b
-            }
-            (
-                Self::VirtualIDEControllerOption(a),
-                Self::VirtualIDEControllerOption(b),
-            ) => **a == **b,
-            (Self::VirtualKeyboardOption(a), Self::VirtualKeyboardOption(b)) => {
-                **a == **b
-            }
-            (
-                Self::VirtualLsiLogicControllerOption(a),
-                Self::VirtualLsiLogicControllerOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualLsiLogicSASControllerOption(a),
-                Self::VirtualLsiLogicSASControllerOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineVMCIDeviceOption(a),
-                Self::VirtualMachineVMCIDeviceOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualNVDIMMControllerOption(a),
-                Self::VirtualNVDIMMControllerOption(b),
-            ) => **a == **b,
-            (Self::VirtualNVDIMMOption(a), Self::VirtualNVDIMMOption(b)) => **a == **b,
-            (
-                Self::VirtualNVMEControllerOption(a),
-                Self::VirtualNVMEControllerOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualPCIControllerOption(a),
-                Self::VirtualPCIControllerOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualPCIPassthroughOption(a),
-                Self::VirtualPCIPassthroughOption(b),
-            ) => **a == **b,
-            (Self::VirtualPCNet32Option(a), Self::VirtualPCNet32Option(b)) => **a == **b,
-            (
-                Self::VirtualPS2ControllerOption(a),
-                Self::VirtualPS2ControllerOption(b),
-            ) => **a == **b,
-            (Self::VirtualParallelPortOption(a), Self::VirtualParallelPortOption(b)) => {
-                **a == **b
-            }
-            (
-                Self::VirtualPointingDeviceOption(a),
-                Self::VirtualPointingDeviceOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualPrecisionClockOption(a),
-                Self::VirtualPrecisionClockOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualSATAControllerOption(a),
-                Self::VirtualSATAControllerOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualSCSIControllerOption(a),
-                Self::VirtualSCSIControllerOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualSCSIPassthroughOption(a),
-                Self::VirtualSCSIPassthroughOption(b),
-            ) => **a == **b,
-            (
-                Self::VirtualSIOControllerOption(a),
-                Self::VirtualSIOControllerOption(b),
-            ) => **a == **b,
-            (Self::VirtualSerialPortOption(a), Self::VirtualSerialPortOption(b)) => {
-                **a == **b
-            }
-            (
-                Self::VirtualSoundBlaster16Option(a),
-                Self::VirtualSoundBlaster16Option(b),
-            ) => **a == **b,
-            (Self::VirtualSoundCardOption(a), Self::VirtualSoundCardOption(b)) => {
-                **a == **b
-            }
-            (
-                Self::VirtualSriovEthernetCardOption(a),
-                Self::VirtualSriovEthernetCardOption(b),
-            ) => **a == **b,
-            (Self::VirtualTPMOption(a), Self::VirtualTPMOption(b)) => **a == **b,
-            (
-                Self::VirtualUSBControllerOption(a),
-                Self::VirtualUSBControllerOption(b),
-            ) => **a == **b,
-            (Self::VirtualUSBOption(a), Self::VirtualUSBOption(b)) => **a == **b,
-            (
-                Self::VirtualUSBXHCIControllerOption(a),
-                Self::VirtualUSBXHCIControllerOption(b),
-            ) => **a == **b,
-            (Self::VirtualVMIROMOption(a), Self::VirtualVMIROMOption(b)) => **a == **b,
-            (Self::VirtualVideoCardOption(a), Self::VirtualVideoCardOption(b)) => {
-                **a == **b
-            }
-            (Self::VirtualVmxnet2Option(a), Self::VirtualVmxnet2Option(b)) => **a == **b,
-            (Self::VirtualVmxnet3Option(a), Self::VirtualVmxnet3Option(b)) => **a == **b,
-            (Self::VirtualVmxnet3VrdmaOption(a), Self::VirtualVmxnet3VrdmaOption(b)) => {
-                **a == **b
-            }
-            (Self::VirtualVmxnetOption(a), Self::VirtualVmxnetOption(b)) => **a == **b,
-            (Self::VirtualWDTOption(a), Self::VirtualWDTOption(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualDeviceOption {

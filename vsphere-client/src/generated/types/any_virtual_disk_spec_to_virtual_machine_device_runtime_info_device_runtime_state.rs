@@ -57,20 +57,7 @@ impl std::fmt::Debug for AnyVirtualDiskSpec {
 }
 impl PartialEq for AnyVirtualDiskSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::VirtualDiskSpec(a), Self::VirtualDiskSpec(b)) => **a == **b,
-            (
-                Self::DeviceBackedVirtualDiskSpec(a),
-                Self::DeviceBackedVirtualDiskSpec(b),
-            ) => **a == **b,
-            (Self::FileBackedVirtualDiskSpec(a), Self::FileBackedVirtualDiskSpec(b)) => {
-                **a == **b
-            }
-            (Self::SeSparseVirtualDiskSpec(a), Self::SeSparseVirtualDiskSpec(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualDiskSpec {
@@ -303,21 +290,7 @@ impl std::fmt::Debug for AnyVirtualMachineBaseIndependentFilterSpec {
 }
 impl PartialEq for AnyVirtualMachineBaseIndependentFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::VirtualMachineBaseIndependentFilterSpec(a),
-                Self::VirtualMachineBaseIndependentFilterSpec(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineEmptyIndependentFilterSpec(a),
-                Self::VirtualMachineEmptyIndependentFilterSpec(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineIndependentFilterSpec(a),
-                Self::VirtualMachineIndependentFilterSpec(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualMachineBaseIndependentFilterSpec {
@@ -570,29 +543,7 @@ impl std::fmt::Debug for AnyVirtualMachineBootOptionsBootableDevice {
 }
 impl PartialEq for AnyVirtualMachineBootOptionsBootableDevice {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::VirtualMachineBootOptionsBootableDevice(a),
-                Self::VirtualMachineBootOptionsBootableDevice(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineBootOptionsBootableCdromDevice(a),
-                Self::VirtualMachineBootOptionsBootableCdromDevice(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineBootOptionsBootableDiskDevice(a),
-                Self::VirtualMachineBootOptionsBootableDiskDevice(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineBootOptionsBootableEthernetDevice(a),
-                Self::VirtualMachineBootOptionsBootableEthernetDevice(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineBootOptionsBootableFloppyDevice(a),
-                Self::VirtualMachineBootOptionsBootableFloppyDevice(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualMachineBootOptionsBootableDevice {
@@ -878,16 +829,7 @@ impl std::fmt::Debug for AnyVirtualMachineConnection {
 }
 impl PartialEq for AnyVirtualMachineConnection {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::VirtualMachineConnection(a), Self::VirtualMachineConnection(b)) => {
-                **a == **b
-            }
-            (
-                Self::VirtualMachineMksConnection(a),
-                Self::VirtualMachineMksConnection(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualMachineConnection {
@@ -1050,17 +992,7 @@ impl std::fmt::Debug for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
 }
 impl PartialEq for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(a),
-                Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(a),
-                Self::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {

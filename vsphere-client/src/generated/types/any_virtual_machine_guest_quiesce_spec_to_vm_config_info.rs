@@ -53,17 +53,7 @@ impl std::fmt::Debug for AnyVirtualMachineGuestQuiesceSpec {
 }
 impl PartialEq for AnyVirtualMachineGuestQuiesceSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::VirtualMachineGuestQuiesceSpec(a),
-                Self::VirtualMachineGuestQuiesceSpec(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineWindowsQuiesceSpec(a),
-                Self::VirtualMachineWindowsQuiesceSpec(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualMachineGuestQuiesceSpec {
@@ -230,16 +220,7 @@ impl std::fmt::Debug for AnyVirtualMachinePciPassthroughInfo {
 }
 impl PartialEq for AnyVirtualMachinePciPassthroughInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::VirtualMachinePciPassthroughInfo(a),
-                Self::VirtualMachinePciPassthroughInfo(b),
-            ) => **a == **b,
-            (Self::VirtualMachineSriovInfo(a), Self::VirtualMachineSriovInfo(b)) => {
-                **a == **b
-            }
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualMachinePciPassthroughInfo {
@@ -407,24 +388,7 @@ impl std::fmt::Debug for AnyVirtualMachineProfileSpec {
 }
 impl PartialEq for AnyVirtualMachineProfileSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::VirtualMachineProfileSpec(a), Self::VirtualMachineProfileSpec(b)) => {
-                **a == **b
-            }
-            (
-                Self::VirtualMachineDefaultProfileSpec(a),
-                Self::VirtualMachineDefaultProfileSpec(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineDefinedProfileSpec(a),
-                Self::VirtualMachineDefinedProfileSpec(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineEmptyProfileSpec(a),
-                Self::VirtualMachineEmptyProfileSpec(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualMachineProfileSpec {
@@ -652,17 +616,7 @@ impl std::fmt::Debug for AnyVirtualMachineSriovDevicePoolInfo {
 }
 impl PartialEq for AnyVirtualMachineSriovDevicePoolInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::VirtualMachineSriovDevicePoolInfo(a),
-                Self::VirtualMachineSriovDevicePoolInfo(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineSriovNetworkDevicePoolInfo(a),
-                Self::VirtualMachineSriovNetworkDevicePoolInfo(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualMachineSriovDevicePoolInfo {
@@ -842,17 +796,7 @@ impl std::fmt::Debug for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
 }
 impl PartialEq for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(a),
-                Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(b),
-            ) => **a == **b,
-            (
-                Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(a),
-                Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(b),
-            ) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
@@ -1024,11 +968,7 @@ impl std::fmt::Debug for AnyVmConfigInfo {
 }
 impl PartialEq for AnyVmConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::VmConfigInfo(a), Self::VmConfigInfo(b)) => **a == **b,
-            (Self::VAppConfigInfo(a), Self::VAppConfigInfo(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyVmConfigInfo {

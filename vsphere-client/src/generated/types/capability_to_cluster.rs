@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `Capability` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct Capability {
     /// `provisioningSupported`.
     pub provisioning_supported: bool,
@@ -45,6 +45,16 @@ impl x::SchemaType for Capability {
     const TYPE_NAME: &'static str = "Capability";
 }
 impl x::Structure for Capability {}
+impl std::fmt::Debug for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Capability", x::fields_ref(self))
+    }
+}
+impl PartialEq for Capability {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for Capability {
     fn clone(&self) -> Self {
         Self {
@@ -138,7 +148,7 @@ impl x::Fields for Capability {
 }
 #[cfg(feature = "all-events")]
 /// `ChangesInfoEventArgument` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ChangesInfoEventArgument {
     /// `modified`.
     pub modified: Option<String>,
@@ -153,6 +163,18 @@ impl x::SchemaType for ChangesInfoEventArgument {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ChangesInfoEventArgument {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ChangesInfoEventArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ChangesInfoEventArgument", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ChangesInfoEventArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl x::Fields for ChangesInfoEventArgument {
     fn decode_field(
@@ -181,7 +203,7 @@ impl x::ArrayItem for ChangesInfoEventArgument {
     const ITEM_TAG: &'static str = "ChangesInfoEventArgument";
 }
 /// `CheckResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CheckResult {
     /// `vm`.
     pub vm: Option<x::ManagedObjectReference>,
@@ -196,6 +218,16 @@ impl x::SchemaType for CheckResult {
     const TYPE_NAME: &'static str = "CheckResult";
 }
 impl x::Structure for CheckResult {}
+impl std::fmt::Debug for CheckResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CheckResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for CheckResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CheckResult {
     fn clone(&self) -> Self {
         Self {
@@ -236,7 +268,7 @@ impl x::ArrayItem for CheckResult {
 /// `ChoiceOption` (extends `OptionType`).
 ///
 /// The fields of `OptionType` are in `option_type`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ChoiceOption {
     /// The fields `ChoiceOption` inherits from `OptionType`.
     pub option_type: OptionType,
@@ -249,6 +281,16 @@ impl x::SchemaType for ChoiceOption {
     const TYPE_NAME: &'static str = "ChoiceOption";
 }
 impl x::Structure for ChoiceOption {}
+impl std::fmt::Debug for ChoiceOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ChoiceOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for ChoiceOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ChoiceOption {
     fn clone(&self) -> Self {
         Self {
@@ -295,7 +337,7 @@ impl x::Fields for ChoiceOption {
 /// `ClockSkew` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClockSkew {
     /// The fields `ClockSkew` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
@@ -306,6 +348,18 @@ impl x::SchemaType for ClockSkew {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ClockSkew {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ClockSkew {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClockSkew", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ClockSkew {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for ClockSkew {
     type Target = HostConfigFault;
@@ -339,7 +393,7 @@ impl x::Fields for ClockSkew {
 /// `CloneFromSnapshotNotSupported` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CloneFromSnapshotNotSupported {
     /// The fields `CloneFromSnapshotNotSupported` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
@@ -350,6 +404,18 @@ impl x::SchemaType for CloneFromSnapshotNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for CloneFromSnapshotNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for CloneFromSnapshotNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CloneFromSnapshotNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for CloneFromSnapshotNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for CloneFromSnapshotNotSupported {
     type Target = MigrationFault;
@@ -382,7 +448,7 @@ impl x::Fields for CloneFromSnapshotNotSupported {
 /// `ClusterAction` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterAction`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterAction {
     /// `type`.
     pub type_: String,
@@ -393,6 +459,16 @@ impl x::SchemaType for ClusterAction {
     const TYPE_NAME: &'static str = "ClusterAction";
 }
 impl x::Structure for ClusterAction {}
+impl std::fmt::Debug for ClusterAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterAction", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterAction {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterAction {
     fn decode_field(
         &mut self,
@@ -413,7 +489,7 @@ impl x::Fields for ClusterAction {
     }
 }
 /// `ClusterActionHistory` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterActionHistory {
     /// `action`.
     pub action: AnyClusterAction,
@@ -424,6 +500,16 @@ impl x::SchemaType for ClusterActionHistory {
     const TYPE_NAME: &'static str = "ClusterActionHistory";
 }
 impl x::Structure for ClusterActionHistory {}
+impl std::fmt::Debug for ClusterActionHistory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterActionHistory", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterActionHistory {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterActionHistory {
     fn decode_field(
         &mut self,
@@ -450,7 +536,7 @@ impl x::ArrayItem for ClusterActionHistory {
 /// `ClusterAffinityRuleSpec` (extends `ClusterRuleInfo`).
 ///
 /// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterAffinityRuleSpec {
     /// The fields `ClusterAffinityRuleSpec` inherits from `ClusterRuleInfo`.
     pub cluster_rule_info: ClusterRuleInfo,
@@ -461,6 +547,16 @@ impl x::SchemaType for ClusterAffinityRuleSpec {
     const TYPE_NAME: &'static str = "ClusterAffinityRuleSpec";
 }
 impl x::Structure for ClusterAffinityRuleSpec {}
+impl std::fmt::Debug for ClusterAffinityRuleSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterAffinityRuleSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterAffinityRuleSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterAffinityRuleSpec {
     fn clone(&self) -> Self {
         Self {
@@ -503,7 +599,7 @@ impl x::Fields for ClusterAffinityRuleSpec {
 /// `ClusterAntiAffinityRuleSpec` (extends `ClusterRuleInfo`).
 ///
 /// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterAntiAffinityRuleSpec {
     /// The fields `ClusterAntiAffinityRuleSpec` inherits from `ClusterRuleInfo`.
     pub cluster_rule_info: ClusterRuleInfo,
@@ -514,6 +610,16 @@ impl x::SchemaType for ClusterAntiAffinityRuleSpec {
     const TYPE_NAME: &'static str = "ClusterAntiAffinityRuleSpec";
 }
 impl x::Structure for ClusterAntiAffinityRuleSpec {}
+impl std::fmt::Debug for ClusterAntiAffinityRuleSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterAntiAffinityRuleSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterAntiAffinityRuleSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterAntiAffinityRuleSpec {
     fn clone(&self) -> Self {
         Self {
@@ -554,7 +660,7 @@ impl x::Fields for ClusterAntiAffinityRuleSpec {
     }
 }
 /// `ClusterAttemptedVmInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterAttemptedVmInfo {
     /// `vm`.
     pub vm: x::ManagedObjectReference,
@@ -565,6 +671,16 @@ impl x::SchemaType for ClusterAttemptedVmInfo {
     const TYPE_NAME: &'static str = "ClusterAttemptedVmInfo";
 }
 impl x::Structure for ClusterAttemptedVmInfo {}
+impl std::fmt::Debug for ClusterAttemptedVmInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterAttemptedVmInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterAttemptedVmInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterAttemptedVmInfo {
     fn decode_field(
         &mut self,
@@ -593,7 +709,7 @@ impl x::ArrayItem for ClusterAttemptedVmInfo {
 /// Since vSphere API 8.0.0.1.
 ///
 /// The fields of `ClusterAction` are in `cluster_action`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterClusterInitialPlacementAction {
     /// The fields `ClusterClusterInitialPlacementAction` inherits from `ClusterAction`.
     pub cluster_action: ClusterAction,
@@ -618,6 +734,16 @@ impl x::SchemaType for ClusterClusterInitialPlacementAction {
     const TYPE_NAME: &'static str = "ClusterClusterInitialPlacementAction";
 }
 impl x::Structure for ClusterClusterInitialPlacementAction {}
+impl std::fmt::Debug for ClusterClusterInitialPlacementAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterClusterInitialPlacementAction", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterClusterInitialPlacementAction {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterClusterInitialPlacementAction {
     fn clone(&self) -> Self {
         Self {
@@ -679,7 +805,7 @@ impl x::Fields for ClusterClusterInitialPlacementAction {
 /// `ClusterComplianceCheckedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterComplianceCheckedEvent {
     /// The fields `ClusterComplianceCheckedEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
@@ -692,6 +818,18 @@ impl x::SchemaType for ClusterComplianceCheckedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ClusterComplianceCheckedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ClusterComplianceCheckedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComplianceCheckedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ClusterComplianceCheckedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for ClusterComplianceCheckedEvent {
     type Target = ClusterEvent;
@@ -727,7 +865,7 @@ impl x::Fields for ClusterComplianceCheckedEvent {
     }
 }
 /// `ClusterComputeResourceClusterConfigResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceClusterConfigResult {
     /// `failedHosts`.
     pub failed_hosts: Vec<FolderFailedHostResult>,
@@ -738,6 +876,20 @@ impl x::SchemaType for ClusterComputeResourceClusterConfigResult {
     const TYPE_NAME: &'static str = "ClusterComputeResourceClusterConfigResult";
 }
 impl x::Structure for ClusterComputeResourceClusterConfigResult {}
+impl std::fmt::Debug for ClusterComputeResourceClusterConfigResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceClusterConfigResult",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterComputeResourceClusterConfigResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceClusterConfigResult {
     fn clone(&self) -> Self {
         Self {
@@ -768,7 +920,7 @@ impl x::Fields for ClusterComputeResourceClusterConfigResult {
 /// `ClusterComputeResourceCryptoModePolicy` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterComputeResourceCryptoModePolicy {
     /// `keyId`.
     ///
@@ -783,6 +935,16 @@ impl x::SchemaType for ClusterComputeResourceCryptoModePolicy {
     const TYPE_NAME: &'static str = "ClusterComputeResourceCryptoModePolicy";
 }
 impl x::Structure for ClusterComputeResourceCryptoModePolicy {}
+impl std::fmt::Debug for ClusterComputeResourceCryptoModePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceCryptoModePolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceCryptoModePolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterComputeResourceCryptoModePolicy {
     fn decode_field(
         &mut self,
@@ -806,7 +968,7 @@ impl x::Fields for ClusterComputeResourceCryptoModePolicy {
 /// `ClusterComputeResourceDVSConfigurationValidation` (extends `ClusterComputeResourceValidationResultBase`).
 ///
 /// The fields of `ClusterComputeResourceValidationResultBase` are in `cluster_compute_resource_validation_result_base`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterComputeResourceDVSConfigurationValidation {
     /// The fields `ClusterComputeResourceDVSConfigurationValidation` inherits from `ClusterComputeResourceValidationResultBase`.
     pub cluster_compute_resource_validation_result_base: ClusterComputeResourceValidationResultBase,
@@ -819,6 +981,20 @@ impl x::SchemaType for ClusterComputeResourceDVSConfigurationValidation {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDVSConfigurationValidation";
 }
 impl x::Structure for ClusterComputeResourceDVSConfigurationValidation {}
+impl std::fmt::Debug for ClusterComputeResourceDVSConfigurationValidation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceDVSConfigurationValidation",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterComputeResourceDVSConfigurationValidation {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for ClusterComputeResourceDVSConfigurationValidation {
     type Target = ClusterComputeResourceValidationResultBase;
     #[inline]
@@ -862,7 +1038,7 @@ impl x::Fields for ClusterComputeResourceDVSConfigurationValidation {
     }
 }
 /// `ClusterComputeResourceDVSSetting` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceDVSSetting {
     /// `dvSwitch`.
     pub dv_switch: x::ManagedObjectReference,
@@ -877,6 +1053,16 @@ impl x::SchemaType for ClusterComputeResourceDVSSetting {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDVSSetting";
 }
 impl x::Structure for ClusterComputeResourceDVSSetting {}
+impl std::fmt::Debug for ClusterComputeResourceDVSSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceDVSSetting", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceDVSSetting {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceDVSSetting {
     fn clone(&self) -> Self {
         Self {
@@ -912,7 +1098,7 @@ impl x::ArrayItem for ClusterComputeResourceDVSSetting {
     const ITEM_TAG: &'static str = "ClusterComputeResourceDVSSetting";
 }
 /// `ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     /// `dvPortgroup`.
     pub dv_portgroup: x::ManagedObjectReference,
@@ -923,6 +1109,20 @@ impl x::SchemaType for ClusterComputeResourceDVSSettingDVPortgroupToServiceMappi
     const TYPE_NAME: &'static str = "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping";
 }
 impl x::Structure for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {}
+impl std::fmt::Debug for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     fn decode_field(
         &mut self,
@@ -947,7 +1147,7 @@ impl x::ArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToServiceMappin
     const ITEM_TAG: &'static str = "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping";
 }
 /// `ClusterComputeResourceDvsProfile` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceDvsProfile {
     /// `dvsName`.
     pub dvs_name: Option<String>,
@@ -964,6 +1164,16 @@ impl x::SchemaType for ClusterComputeResourceDvsProfile {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDvsProfile";
 }
 impl x::Structure for ClusterComputeResourceDvsProfile {}
+impl std::fmt::Debug for ClusterComputeResourceDvsProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceDvsProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceDvsProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceDvsProfile {
     fn clone(&self) -> Self {
         Self {
@@ -1002,7 +1212,7 @@ impl x::ArrayItem for ClusterComputeResourceDvsProfile {
     const ITEM_TAG: &'static str = "ClusterComputeResourceDvsProfile";
 }
 /// `ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     /// `dvPortgroupSpec`.
     pub dv_portgroup_spec: Option<DVPortgroupConfigSpec>,
@@ -1015,6 +1225,21 @@ impl x::SchemaType for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceM
     const TYPE_NAME: &'static str = "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping";
 }
 impl x::Structure for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {}
+impl std::fmt::Debug
+for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     fn decode_field(
         &mut self,
@@ -1041,7 +1266,7 @@ impl x::ArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMa
     const ITEM_TAG: &'static str = "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping";
 }
 /// `ClusterComputeResourceHCIConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceHCIConfigInfo {
     /// `workflowState`.
     pub workflow_state: String,
@@ -1056,6 +1281,16 @@ impl x::SchemaType for ClusterComputeResourceHCIConfigInfo {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHCIConfigInfo";
 }
 impl x::Structure for ClusterComputeResourceHCIConfigInfo {}
+impl std::fmt::Debug for ClusterComputeResourceHCIConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceHCIConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceHCIConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceHCIConfigInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1090,7 +1325,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigInfo {
     }
 }
 /// `ClusterComputeResourceHCIConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceHCIConfigSpec {
     /// `dvsProf`.
     pub dvs_prof: Vec<ClusterComputeResourceDvsProfile>,
@@ -1105,6 +1340,16 @@ impl x::SchemaType for ClusterComputeResourceHCIConfigSpec {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHCIConfigSpec";
 }
 impl x::Structure for ClusterComputeResourceHCIConfigSpec {}
+impl std::fmt::Debug for ClusterComputeResourceHCIConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceHCIConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceHCIConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceHCIConfigSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1139,7 +1384,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigSpec {
     }
 }
 /// `ClusterComputeResourceHostConfigurationInput` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceHostConfigurationInput {
     /// `host`.
     pub host: x::ManagedObjectReference,
@@ -1152,6 +1397,20 @@ impl x::SchemaType for ClusterComputeResourceHostConfigurationInput {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostConfigurationInput";
 }
 impl x::Structure for ClusterComputeResourceHostConfigurationInput {}
+impl std::fmt::Debug for ClusterComputeResourceHostConfigurationInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceHostConfigurationInput",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterComputeResourceHostConfigurationInput {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceHostConfigurationInput {
     fn clone(&self) -> Self {
         Self {
@@ -1192,7 +1451,7 @@ impl x::ArrayItem for ClusterComputeResourceHostConfigurationInput {
     const ITEM_TAG: &'static str = "ClusterComputeResourceHostConfigurationInput";
 }
 /// `ClusterComputeResourceHostConfigurationProfile` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterComputeResourceHostConfigurationProfile {
     /// `dateTimeConfig`.
     pub date_time_config: Option<HostDateTimeConfig>,
@@ -1203,6 +1462,20 @@ impl x::SchemaType for ClusterComputeResourceHostConfigurationProfile {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostConfigurationProfile";
 }
 impl x::Structure for ClusterComputeResourceHostConfigurationProfile {}
+impl std::fmt::Debug for ClusterComputeResourceHostConfigurationProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceHostConfigurationProfile",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterComputeResourceHostConfigurationProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterComputeResourceHostConfigurationProfile {
     fn decode_field(
         &mut self,
@@ -1225,7 +1498,7 @@ impl x::Fields for ClusterComputeResourceHostConfigurationProfile {
 /// `ClusterComputeResourceHostConfigurationValidation` (extends `ClusterComputeResourceValidationResultBase`).
 ///
 /// The fields of `ClusterComputeResourceValidationResultBase` are in `cluster_compute_resource_validation_result_base`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterComputeResourceHostConfigurationValidation {
     /// The fields `ClusterComputeResourceHostConfigurationValidation` inherits from `ClusterComputeResourceValidationResultBase`.
     pub cluster_compute_resource_validation_result_base: ClusterComputeResourceValidationResultBase,
@@ -1244,6 +1517,20 @@ impl x::SchemaType for ClusterComputeResourceHostConfigurationValidation {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostConfigurationValidation";
 }
 impl x::Structure for ClusterComputeResourceHostConfigurationValidation {}
+impl std::fmt::Debug for ClusterComputeResourceHostConfigurationValidation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceHostConfigurationValidation",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterComputeResourceHostConfigurationValidation {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for ClusterComputeResourceHostConfigurationValidation {
     type Target = ClusterComputeResourceValidationResultBase;
     #[inline]
@@ -1295,7 +1582,7 @@ impl x::Fields for ClusterComputeResourceHostConfigurationValidation {
 /// `ClusterComputeResourceHostEvacuationInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceHostEvacuationInfo {
     /// `host`.
     ///
@@ -1310,6 +1597,20 @@ impl x::SchemaType for ClusterComputeResourceHostEvacuationInfo {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostEvacuationInfo";
 }
 impl x::Structure for ClusterComputeResourceHostEvacuationInfo {}
+impl std::fmt::Debug for ClusterComputeResourceHostEvacuationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceHostEvacuationInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterComputeResourceHostEvacuationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceHostEvacuationInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1343,7 +1644,7 @@ impl x::ArrayItem for ClusterComputeResourceHostEvacuationInfo {
     const ITEM_TAG: &'static str = "ClusterComputeResourceHostEvacuationInfo";
 }
 /// `ClusterComputeResourceHostVmkNicInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterComputeResourceHostVmkNicInfo {
     /// `nicSpec`.
     pub nic_spec: HostVirtualNicSpec,
@@ -1354,6 +1655,16 @@ impl x::SchemaType for ClusterComputeResourceHostVmkNicInfo {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostVmkNicInfo";
 }
 impl x::Structure for ClusterComputeResourceHostVmkNicInfo {}
+impl std::fmt::Debug for ClusterComputeResourceHostVmkNicInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceHostVmkNicInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceHostVmkNicInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterComputeResourceHostVmkNicInfo {
     fn decode_field(
         &mut self,
@@ -1380,7 +1691,7 @@ impl x::ArrayItem for ClusterComputeResourceHostVmkNicInfo {
 /// `ClusterComputeResourceMaintenanceInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceMaintenanceInfo {
     /// `partialMMId`.
     ///
@@ -1395,6 +1706,16 @@ impl x::SchemaType for ClusterComputeResourceMaintenanceInfo {
     const TYPE_NAME: &'static str = "ClusterComputeResourceMaintenanceInfo";
 }
 impl x::Structure for ClusterComputeResourceMaintenanceInfo {}
+impl std::fmt::Debug for ClusterComputeResourceMaintenanceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceMaintenanceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceMaintenanceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceMaintenanceInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1426,7 +1747,7 @@ impl x::Fields for ClusterComputeResourceMaintenanceInfo {
 /// `ClusterComputeResourceSummary` (extends `ComputeResourceSummary`).
 ///
 /// The fields of `ComputeResourceSummary` are in `compute_resource_summary`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceSummary {
     /// The fields `ClusterComputeResourceSummary` inherits from `ComputeResourceSummary`.
     pub compute_resource_summary: ComputeResourceSummary,
@@ -1463,6 +1784,16 @@ impl x::SchemaType for ClusterComputeResourceSummary {
     const TYPE_NAME: &'static str = "ClusterComputeResourceSummary";
 }
 impl x::Structure for ClusterComputeResourceSummary {}
+impl std::fmt::Debug for ClusterComputeResourceSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceSummary {
     fn clone(&self) -> Self {
         Self {
@@ -1561,7 +1892,7 @@ impl x::Fields for ClusterComputeResourceSummary {
     }
 }
 /// `ClusterComputeResourceVCProfile` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterComputeResourceVCProfile {
     /// `clusterSpec`.
     pub cluster_spec: Option<ClusterConfigSpecEx>,
@@ -1574,6 +1905,16 @@ impl x::SchemaType for ClusterComputeResourceVCProfile {
     const TYPE_NAME: &'static str = "ClusterComputeResourceVCProfile";
 }
 impl x::Structure for ClusterComputeResourceVCProfile {}
+impl std::fmt::Debug for ClusterComputeResourceVCProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceVCProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceVCProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterComputeResourceVCProfile {
     fn decode_field(
         &mut self,
@@ -1598,7 +1939,7 @@ impl x::Fields for ClusterComputeResourceVCProfile {
 /// `ClusterComputeResourceValidationResultBase` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterComputeResourceValidationResultBase`], which also carries its subtypes.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceValidationResultBase {
     /// `info`.
     pub info: Vec<LocalizableMessage>,
@@ -1607,6 +1948,20 @@ impl x::SchemaType for ClusterComputeResourceValidationResultBase {
     const TYPE_NAME: &'static str = "ClusterComputeResourceValidationResultBase";
 }
 impl x::Structure for ClusterComputeResourceValidationResultBase {}
+impl std::fmt::Debug for ClusterComputeResourceValidationResultBase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceValidationResultBase",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterComputeResourceValidationResultBase {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceValidationResultBase {
     fn clone(&self) -> Self {
         Self {
@@ -1632,7 +1987,7 @@ impl x::Fields for ClusterComputeResourceValidationResultBase {
     }
 }
 /// `ClusterComputeResourceVcsSlots` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterComputeResourceVcsSlots {
     /// `systemId`.
     pub system_id: Option<String>,
@@ -1647,6 +2002,16 @@ impl x::SchemaType for ClusterComputeResourceVcsSlots {
     const TYPE_NAME: &'static str = "ClusterComputeResourceVcsSlots";
 }
 impl x::Structure for ClusterComputeResourceVcsSlots {}
+impl std::fmt::Debug for ClusterComputeResourceVcsSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterComputeResourceVcsSlots", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterComputeResourceVcsSlots {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterComputeResourceVcsSlots {
     fn clone(&self) -> Self {
         Self {
@@ -1685,7 +2050,7 @@ impl x::ArrayItem for ClusterComputeResourceVcsSlots {
     const ITEM_TAG: &'static str = "ClusterComputeResourceVcsSlots";
 }
 /// `ClusterConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterConfigInfo {
     /// `dasConfig`.
     pub das_config: ClusterDasConfigInfo,
@@ -1702,6 +2067,16 @@ impl x::SchemaType for ClusterConfigInfo {
     const TYPE_NAME: &'static str = "ClusterConfigInfo";
 }
 impl x::Structure for ClusterConfigInfo {}
+impl std::fmt::Debug for ClusterConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterConfigInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1741,7 +2116,7 @@ impl x::Fields for ClusterConfigInfo {
 /// `ClusterConfigInfoEx` (extends `ComputeResourceConfigInfo`).
 ///
 /// The fields of `ComputeResourceConfigInfo` are in `compute_resource_config_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterConfigInfoEx {
     /// The fields `ClusterConfigInfoEx` inherits from `ComputeResourceConfigInfo`.
     pub compute_resource_config_info: ComputeResourceConfigInfo,
@@ -1786,6 +2161,16 @@ impl x::SchemaType for ClusterConfigInfoEx {
     const TYPE_NAME: &'static str = "ClusterConfigInfoEx";
 }
 impl x::Structure for ClusterConfigInfoEx {}
+impl std::fmt::Debug for ClusterConfigInfoEx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterConfigInfoEx", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterConfigInfoEx {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterConfigInfoEx {
     fn clone(&self) -> Self {
         Self {
@@ -1888,7 +2273,7 @@ impl x::Fields for ClusterConfigInfoEx {
     }
 }
 /// `ClusterConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterConfigSpec {
     /// `dasConfig`.
     pub das_config: Option<ClusterDasConfigInfo>,
@@ -1905,6 +2290,16 @@ impl x::SchemaType for ClusterConfigSpec {
     const TYPE_NAME: &'static str = "ClusterConfigSpec";
 }
 impl x::Structure for ClusterConfigSpec {}
+impl std::fmt::Debug for ClusterConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterConfigSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1944,7 +2339,7 @@ impl x::Fields for ClusterConfigSpec {
 /// `ClusterConfigSpecEx` (extends `ComputeResourceConfigSpec`).
 ///
 /// The fields of `ComputeResourceConfigSpec` are in `compute_resource_config_spec`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterConfigSpecEx {
     /// The fields `ClusterConfigSpecEx` inherits from `ComputeResourceConfigSpec`.
     pub compute_resource_config_spec: ComputeResourceConfigSpec,
@@ -1991,6 +2386,16 @@ impl x::SchemaType for ClusterConfigSpecEx {
     const TYPE_NAME: &'static str = "ClusterConfigSpecEx";
 }
 impl x::Structure for ClusterConfigSpecEx {}
+impl std::fmt::Debug for ClusterConfigSpecEx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterConfigSpecEx", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterConfigSpecEx {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterConfigSpecEx {
     fn clone(&self) -> Self {
         Self {
@@ -2099,7 +2504,7 @@ impl x::Fields for ClusterConfigSpecEx {
 /// `ClusterCreatedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterCreatedEvent {
     /// The fields `ClusterCreatedEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
@@ -2112,6 +2517,18 @@ impl x::SchemaType for ClusterCreatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ClusterCreatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ClusterCreatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterCreatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ClusterCreatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for ClusterCreatedEvent {
     type Target = ClusterEvent;
@@ -2147,7 +2564,7 @@ impl x::Fields for ClusterCreatedEvent {
     }
 }
 /// `ClusterCryptoConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterCryptoConfigInfo {
     /// `cryptoMode`.
     pub crypto_mode: Option<String>,
@@ -2160,6 +2577,16 @@ impl x::SchemaType for ClusterCryptoConfigInfo {
     const TYPE_NAME: &'static str = "ClusterCryptoConfigInfo";
 }
 impl x::Structure for ClusterCryptoConfigInfo {}
+impl std::fmt::Debug for ClusterCryptoConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterCryptoConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterCryptoConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterCryptoConfigInfo {
     fn decode_field(
         &mut self,
@@ -2183,7 +2610,7 @@ impl x::Fields for ClusterCryptoConfigInfo {
     }
 }
 /// `ClusterDasAamHostInfo` (extends `ClusterDasHostInfo`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterDasAamHostInfo {
     /// `hostDasState`.
     pub host_das_state: Vec<ClusterDasAamNodeState>,
@@ -2194,6 +2621,16 @@ impl x::SchemaType for ClusterDasAamHostInfo {
     const TYPE_NAME: &'static str = "ClusterDasAamHostInfo";
 }
 impl x::Structure for ClusterDasAamHostInfo {}
+impl std::fmt::Debug for ClusterDasAamHostInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterDasAamHostInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterDasAamHostInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterDasAamHostInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2222,7 +2659,7 @@ impl x::Fields for ClusterDasAamHostInfo {
     }
 }
 /// `ClusterDasAamNodeState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterDasAamNodeState {
     /// `host`.
     pub host: x::ManagedObjectReference,
@@ -2237,6 +2674,16 @@ impl x::SchemaType for ClusterDasAamNodeState {
     const TYPE_NAME: &'static str = "ClusterDasAamNodeState";
 }
 impl x::Structure for ClusterDasAamNodeState {}
+impl std::fmt::Debug for ClusterDasAamNodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterDasAamNodeState", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterDasAamNodeState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterDasAamNodeState {
     fn decode_field(
         &mut self,
@@ -2267,12 +2714,22 @@ impl x::ArrayItem for ClusterDasAamNodeState {
 /// `ClusterDasAdmissionControlInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterDasAdmissionControlInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterDasAdmissionControlInfo {}
 impl x::SchemaType for ClusterDasAdmissionControlInfo {
     const TYPE_NAME: &'static str = "ClusterDasAdmissionControlInfo";
 }
 impl x::Structure for ClusterDasAdmissionControlInfo {}
+impl std::fmt::Debug for ClusterDasAdmissionControlInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterDasAdmissionControlInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterDasAdmissionControlInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterDasAdmissionControlInfo {
     fn decode_field(
         &mut self,
@@ -2286,7 +2743,7 @@ impl x::Fields for ClusterDasAdmissionControlInfo {
 /// `ClusterDasAdmissionControlPolicy` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterDasAdmissionControlPolicy`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterDasAdmissionControlPolicy {
     /// `resourceReductionToToleratePercent`.
     pub resource_reduction_to_tolerate_percent: Option<i32>,
@@ -2297,6 +2754,16 @@ impl x::SchemaType for ClusterDasAdmissionControlPolicy {
     const TYPE_NAME: &'static str = "ClusterDasAdmissionControlPolicy";
 }
 impl x::Structure for ClusterDasAdmissionControlPolicy {}
+impl std::fmt::Debug for ClusterDasAdmissionControlPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterDasAdmissionControlPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterDasAdmissionControlPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterDasAdmissionControlPolicy {
     fn decode_field(
         &mut self,
@@ -2329,7 +2796,7 @@ impl x::Fields for ClusterDasAdmissionControlPolicy {
 /// `ClusterDasAdvancedRuntimeInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterDasAdvancedRuntimeInfo`], which also carries its subtypes.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterDasAdvancedRuntimeInfo {
     /// `dasHostInfo`.
     pub das_host_info: Option<AnyClusterDasHostInfo>,
@@ -2342,6 +2809,16 @@ impl x::SchemaType for ClusterDasAdvancedRuntimeInfo {
     const TYPE_NAME: &'static str = "ClusterDasAdvancedRuntimeInfo";
 }
 impl x::Structure for ClusterDasAdvancedRuntimeInfo {}
+impl std::fmt::Debug for ClusterDasAdvancedRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterDasAdvancedRuntimeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterDasAdvancedRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterDasAdvancedRuntimeInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2373,7 +2850,7 @@ impl x::Fields for ClusterDasAdvancedRuntimeInfo {
     }
 }
 /// `ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     /// `storageAPDSupported`.
     pub storage_apd_supported: bool,
@@ -2384,6 +2861,20 @@ impl x::SchemaType for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     const TYPE_NAME: &'static str = "ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo";
 }
 impl x::Structure for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {}
+impl std::fmt::Debug for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     fn decode_field(
         &mut self,
@@ -2404,7 +2895,7 @@ impl x::Fields for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     }
 }
 /// `ClusterDasConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterDasConfigInfo {
     /// `enabled`.
     pub enabled: Option<bool>,
@@ -2433,6 +2924,16 @@ impl x::SchemaType for ClusterDasConfigInfo {
     const TYPE_NAME: &'static str = "ClusterDasConfigInfo";
 }
 impl x::Structure for ClusterDasConfigInfo {}
+impl std::fmt::Debug for ClusterDasConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterDasConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterDasConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterDasConfigInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2492,12 +2993,22 @@ impl x::Fields for ClusterDasConfigInfo {
 /// `ClusterDasData` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterDasData`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterDasData {}
 impl x::SchemaType for ClusterDasData {
     const TYPE_NAME: &'static str = "ClusterDasData";
 }
 impl x::Structure for ClusterDasData {}
+impl std::fmt::Debug for ClusterDasData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterDasData", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterDasData {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterDasData {
     fn decode_field(
         &mut self,
@@ -2509,7 +3020,7 @@ impl x::Fields for ClusterDasData {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `ClusterDasDataSummary` (extends `ClusterDasData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterDasDataSummary {
     /// `hostListVersion`.
     pub host_list_version: i64,
@@ -2522,6 +3033,16 @@ impl x::SchemaType for ClusterDasDataSummary {
     const TYPE_NAME: &'static str = "ClusterDasDataSummary";
 }
 impl x::Structure for ClusterDasDataSummary {}
+impl std::fmt::Debug for ClusterDasDataSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterDasDataSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterDasDataSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClusterDasDataSummary {
     fn decode_field(
         &mut self,
@@ -2542,488 +3063,4 @@ impl x::Fields for ClusterDasDataSummary {
         w.write("clusterConfigVersion", &self.cluster_config_version);
         w.write("compatListVersion", &self.compat_list_version);
     }
-}
-/// `ClusterDasFailoverLevelAdvancedRuntimeInfo` (extends `ClusterDasAdvancedRuntimeInfo`).
-///
-/// The fields of `ClusterDasAdvancedRuntimeInfo` are in `cluster_das_advanced_runtime_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    /// The fields `ClusterDasFailoverLevelAdvancedRuntimeInfo` inherits from `ClusterDasAdvancedRuntimeInfo`.
-    pub cluster_das_advanced_runtime_info: ClusterDasAdvancedRuntimeInfo,
-    /// `slotInfo`.
-    pub slot_info: ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo,
-    /// `totalSlots`.
-    pub total_slots: i32,
-    /// `usedSlots`.
-    pub used_slots: i32,
-    /// `unreservedSlots`.
-    pub unreserved_slots: i32,
-    /// `totalVms`.
-    pub total_vms: i32,
-    /// `totalHosts`.
-    pub total_hosts: i32,
-    /// `totalGoodHosts`.
-    pub total_good_hosts: i32,
-    /// `hostSlots`.
-    pub host_slots: Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>,
-    /// `vmsRequiringMultipleSlots`.
-    pub vms_requiring_multiple_slots: Vec<
-        ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots,
-    >,
-}
-impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    const TYPE_NAME: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfo";
-}
-impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfo {}
-impl Clone for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            cluster_das_advanced_runtime_info: self
-                .cluster_das_advanced_runtime_info
-                .clone(),
-            slot_info: self.slot_info.clone(),
-            total_slots: self.total_slots,
-            used_slots: self.used_slots,
-            unreserved_slots: self.unreserved_slots,
-            total_vms: self.total_vms,
-            total_hosts: self.total_hosts,
-            total_good_hosts: self.total_good_hosts,
-            host_slots: x::clone_vec(&self.host_slots),
-            vms_requiring_multiple_slots: x::clone_vec(
-                &self.vms_requiring_multiple_slots,
-            ),
-        }
-    }
-}
-impl std::ops::Deref for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    type Target = ClusterDasAdvancedRuntimeInfo;
-    #[inline]
-    fn deref(&self) -> &ClusterDasAdvancedRuntimeInfo {
-        &self.cluster_das_advanced_runtime_info
-    }
-}
-impl std::ops::DerefMut for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterDasAdvancedRuntimeInfo {
-        &mut self.cluster_das_advanced_runtime_info
-    }
-}
-impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "slotInfo" => r.read(&mut self.slot_info),
-            "totalSlots" => r.read(&mut self.total_slots),
-            "usedSlots" => r.read(&mut self.used_slots),
-            "unreservedSlots" => r.read(&mut self.unreserved_slots),
-            "totalVms" => r.read(&mut self.total_vms),
-            "totalHosts" => r.read(&mut self.total_hosts),
-            "totalGoodHosts" => r.read(&mut self.total_good_hosts),
-            "hostSlots" => r.read_push(&mut self.host_slots),
-            "vmsRequiringMultipleSlots" => {
-                r.read_push(&mut self.vms_requiring_multiple_slots)
-            }
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.cluster_das_advanced_runtime_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_das_advanced_runtime_info, w);
-        w.write("slotInfo", &self.slot_info);
-        w.write("totalSlots", &self.total_slots);
-        w.write("usedSlots", &self.used_slots);
-        w.write("unreservedSlots", &self.unreserved_slots);
-        w.write("totalVms", &self.total_vms);
-        w.write("totalHosts", &self.total_hosts);
-        w.write("totalGoodHosts", &self.total_good_hosts);
-        w.write_vec("hostSlots", &self.host_slots);
-        w.write_vec("vmsRequiringMultipleSlots", &self.vms_requiring_multiple_slots);
-    }
-}
-/// `ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `slots`.
-    pub slots: i32,
-}
-impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
-    const TYPE_NAME: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots";
-}
-impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {}
-impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "slots" => r.read(&mut self.slots),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write("slots", &self.slots);
-    }
-}
-impl x::ArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots";
-    const ITEM_TAG: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots";
-}
-/// `ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
-    /// `numVcpus`.
-    pub num_vcpus: i32,
-    /// `cpuMHz`.
-    pub cpu_m_hz: i32,
-    /// `memoryMB`.
-    pub memory_mb: i32,
-}
-impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
-    const TYPE_NAME: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo";
-}
-impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {}
-impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numVcpus" => r.read(&mut self.num_vcpus),
-            "cpuMHz" => r.read(&mut self.cpu_m_hz),
-            "memoryMB" => r.read(&mut self.memory_mb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numVcpus", &self.num_vcpus);
-        w.write("cpuMHz", &self.cpu_m_hz);
-        w.write("memoryMB", &self.memory_mb);
-    }
-}
-/// `ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `slots`.
-    pub slots: i32,
-}
-impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
-    const TYPE_NAME: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots";
-}
-impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {}
-impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read(&mut self.vm),
-            "slots" => r.read(&mut self.slots),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vm", &self.vm);
-        w.write("slots", &self.slots);
-    }
-}
-impl x::ArrayItem for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots";
-    const ITEM_TAG: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots";
-}
-/// `ClusterDasFdmHostState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDasFdmHostState {
-    /// `state`.
-    pub state: String,
-    /// `stateReporter`.
-    pub state_reporter: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for ClusterDasFdmHostState {
-    const TYPE_NAME: &'static str = "ClusterDasFdmHostState";
-}
-impl x::Structure for ClusterDasFdmHostState {}
-impl x::Fields for ClusterDasFdmHostState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "stateReporter" => r.read_opt(&mut self.state_reporter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write_opt("stateReporter", &self.state_reporter);
-    }
-}
-/// `ClusterDasHostInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyClusterDasHostInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDasHostInfo {}
-impl x::SchemaType for ClusterDasHostInfo {
-    const TYPE_NAME: &'static str = "ClusterDasHostInfo";
-}
-impl x::Structure for ClusterDasHostInfo {}
-impl x::Fields for ClusterDasHostInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `ClusterDasHostRecommendation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDasHostRecommendation {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `drsRating`.
-    pub drs_rating: Option<i32>,
-}
-impl x::SchemaType for ClusterDasHostRecommendation {
-    const TYPE_NAME: &'static str = "ClusterDasHostRecommendation";
-}
-impl x::Structure for ClusterDasHostRecommendation {}
-impl x::Fields for ClusterDasHostRecommendation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "drsRating" => r.read_opt(&mut self.drs_rating),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_opt("drsRating", &self.drs_rating);
-    }
-}
-/// `ClusterDasVmConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDasVmConfigInfo {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `restartPriority`.
-    pub restart_priority: Option<DasVmPriority>,
-    /// `powerOffOnIsolation`.
-    pub power_off_on_isolation: Option<bool>,
-    /// `dasSettings`.
-    pub das_settings: Option<ClusterDasVmSettings>,
-}
-impl x::SchemaType for ClusterDasVmConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterDasVmConfigInfo";
-}
-impl x::Structure for ClusterDasVmConfigInfo {}
-impl x::Fields for ClusterDasVmConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "restartPriority" => r.read_opt(&mut self.restart_priority),
-            "powerOffOnIsolation" => r.read_opt(&mut self.power_off_on_isolation),
-            "dasSettings" => r.read_opt(&mut self.das_settings),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("restartPriority", &self.restart_priority);
-        w.write_opt("powerOffOnIsolation", &self.power_off_on_isolation);
-        w.write_opt("dasSettings", &self.das_settings);
-    }
-}
-impl x::ArrayItem for ClusterDasVmConfigInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDasVmConfigInfo";
-    const ITEM_TAG: &'static str = "ClusterDasVmConfigInfo";
-}
-/// `ClusterDasVmConfigSpec` (extends `ArrayUpdateSpec`).
-///
-/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDasVmConfigSpec {
-    /// The fields `ClusterDasVmConfigSpec` inherits from `ArrayUpdateSpec`.
-    pub array_update_spec: ArrayUpdateSpec,
-    /// `info`.
-    pub info: Option<ClusterDasVmConfigInfo>,
-}
-impl x::SchemaType for ClusterDasVmConfigSpec {
-    const TYPE_NAME: &'static str = "ClusterDasVmConfigSpec";
-}
-impl x::Structure for ClusterDasVmConfigSpec {}
-impl std::ops::Deref for ClusterDasVmConfigSpec {
-    type Target = ArrayUpdateSpec;
-    #[inline]
-    fn deref(&self) -> &ArrayUpdateSpec {
-        &self.array_update_spec
-    }
-}
-impl std::ops::DerefMut for ClusterDasVmConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
-        &mut self.array_update_spec
-    }
-}
-impl x::Fields for ClusterDasVmConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "info" => r.read_opt(&mut self.info),
-            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.array_update_spec, w);
-        w.write_opt("info", &self.info);
-    }
-}
-impl x::ArrayItem for ClusterDasVmConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDasVmConfigSpec";
-    const ITEM_TAG: &'static str = "ClusterDasVmConfigSpec";
-}
-/// `ClusterDasVmSettings` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDasVmSettings {
-    /// `restartPriority`.
-    pub restart_priority: Option<String>,
-    /// `restartPriorityTimeout`.
-    pub restart_priority_timeout: Option<i32>,
-    /// `isolationResponse`.
-    pub isolation_response: Option<String>,
-    /// `vmToolsMonitoringSettings`.
-    pub vm_tools_monitoring_settings: Option<ClusterVmToolsMonitoringSettings>,
-    /// `vmComponentProtectionSettings`.
-    pub vm_component_protection_settings: Option<ClusterVmComponentProtectionSettings>,
-}
-impl x::SchemaType for ClusterDasVmSettings {
-    const TYPE_NAME: &'static str = "ClusterDasVmSettings";
-}
-impl x::Structure for ClusterDasVmSettings {}
-impl x::Fields for ClusterDasVmSettings {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "restartPriority" => r.read_opt(&mut self.restart_priority),
-            "restartPriorityTimeout" => r.read_opt(&mut self.restart_priority_timeout),
-            "isolationResponse" => r.read_opt(&mut self.isolation_response),
-            "vmToolsMonitoringSettings" => {
-                r.read_opt(&mut self.vm_tools_monitoring_settings)
-            }
-            "vmComponentProtectionSettings" => {
-                r.read_opt(&mut self.vm_component_protection_settings)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("restartPriority", &self.restart_priority);
-        w.write_opt("restartPriorityTimeout", &self.restart_priority_timeout);
-        w.write_opt("isolationResponse", &self.isolation_response);
-        w.write_opt("vmToolsMonitoringSettings", &self.vm_tools_monitoring_settings);
-        w.write_opt(
-            "vmComponentProtectionSettings",
-            &self.vm_component_protection_settings,
-        );
-    }
-}
-/// `ClusterDatastoreUpdateSpec` (extends `ArrayUpdateSpec`).
-///
-/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDatastoreUpdateSpec {
-    /// The fields `ClusterDatastoreUpdateSpec` inherits from `ArrayUpdateSpec`.
-    pub array_update_spec: ArrayUpdateSpec,
-    /// `datastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for ClusterDatastoreUpdateSpec {
-    const TYPE_NAME: &'static str = "ClusterDatastoreUpdateSpec";
-}
-impl x::Structure for ClusterDatastoreUpdateSpec {}
-impl std::ops::Deref for ClusterDatastoreUpdateSpec {
-    type Target = ArrayUpdateSpec;
-    #[inline]
-    fn deref(&self) -> &ArrayUpdateSpec {
-        &self.array_update_spec
-    }
-}
-impl std::ops::DerefMut for ClusterDatastoreUpdateSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
-        &mut self.array_update_spec
-    }
-}
-impl x::Fields for ClusterDatastoreUpdateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read_opt(&mut self.datastore),
-            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.array_update_spec, w);
-        w.write_opt("datastore", &self.datastore);
-    }
-}
-impl x::ArrayItem for ClusterDatastoreUpdateSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDatastoreUpdateSpec";
-    const ITEM_TAG: &'static str = "ClusterDatastoreUpdateSpec";
 }

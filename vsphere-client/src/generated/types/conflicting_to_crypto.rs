@@ -9,7 +9,7 @@ use crate::xml as x;
 /// `ConflictingConfiguration` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ConflictingConfiguration {
     /// The fields `ConflictingConfiguration` inherits from `DvsFault`.
     pub dvs_fault: DvsFault,
@@ -22,6 +22,18 @@ impl x::SchemaType for ConflictingConfiguration {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ConflictingConfiguration {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ConflictingConfiguration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConflictingConfiguration", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ConflictingConfiguration {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl Clone for ConflictingConfiguration {
     fn clone(&self) -> Self {
@@ -67,7 +79,7 @@ impl x::Fields for ConflictingConfiguration {
 }
 #[cfg(feature = "all-faults")]
 /// `ConflictingConfigurationConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConflictingConfigurationConfig {
     /// `entity`.
     pub entity: Option<x::ManagedObjectReference>,
@@ -80,6 +92,18 @@ impl x::SchemaType for ConflictingConfigurationConfig {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ConflictingConfigurationConfig {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ConflictingConfigurationConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConflictingConfigurationConfig", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ConflictingConfigurationConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl x::Fields for ConflictingConfigurationConfig {
     fn decode_field(
@@ -109,7 +133,7 @@ impl x::ArrayItem for ConflictingConfigurationConfig {
 /// `ConflictingDatastoreFound` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConflictingDatastoreFound {
     /// The fields `ConflictingDatastoreFound` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -124,6 +148,18 @@ impl x::SchemaType for ConflictingDatastoreFound {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ConflictingDatastoreFound {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ConflictingDatastoreFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConflictingDatastoreFound", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ConflictingDatastoreFound {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for ConflictingDatastoreFound {
     type Target = RuntimeFault;
@@ -164,7 +200,7 @@ impl x::Fields for ConflictingDatastoreFound {
 /// `ConnectedIso` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConnectedIso {
     /// The fields `ConnectedIso` inherits from `OvfExport`.
     pub ovf_export: OvfExport,
@@ -179,6 +215,18 @@ impl x::SchemaType for ConnectedIso {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ConnectedIso {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ConnectedIso {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConnectedIso", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ConnectedIso {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for ConnectedIso {
     type Target = OvfExport;
@@ -219,7 +267,7 @@ impl x::Fields for ConnectedIso {
 /// `CpuCompatibilityUnknown` (extends `CpuIncompatible`).
 ///
 /// The fields of `CpuIncompatible` are in `cpu_incompatible`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CpuCompatibilityUnknown {
     /// The fields `CpuCompatibilityUnknown` inherits from `CpuIncompatible`.
     pub cpu_incompatible: CpuIncompatible,
@@ -230,6 +278,18 @@ impl x::SchemaType for CpuCompatibilityUnknown {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for CpuCompatibilityUnknown {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for CpuCompatibilityUnknown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CpuCompatibilityUnknown", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for CpuCompatibilityUnknown {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuCompatibilityUnknown {
     type Target = CpuIncompatible;
@@ -263,7 +323,7 @@ impl x::Fields for CpuCompatibilityUnknown {
 /// `CpuHotPlugNotSupported` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CpuHotPlugNotSupported {
     /// The fields `CpuHotPlugNotSupported` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
@@ -274,6 +334,18 @@ impl x::SchemaType for CpuHotPlugNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for CpuHotPlugNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for CpuHotPlugNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CpuHotPlugNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for CpuHotPlugNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuHotPlugNotSupported {
     type Target = VmConfigFault;
@@ -307,7 +379,7 @@ impl x::Fields for CpuHotPlugNotSupported {
 /// `CpuIncompatible` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CpuIncompatible {
     /// The fields `CpuIncompatible` inherits from `VirtualHardwareCompatibilityIssue`.
     pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
@@ -328,6 +400,18 @@ impl x::SchemaType for CpuIncompatible {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for CpuIncompatible {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for CpuIncompatible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CpuIncompatible", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for CpuIncompatible {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuIncompatible {
     type Target = VirtualHardwareCompatibilityIssue;
@@ -380,7 +464,7 @@ impl x::Fields for CpuIncompatible {
 /// `CpuIncompatible1ECX` (extends `CpuIncompatible`).
 ///
 /// The fields of `CpuIncompatible` are in `cpu_incompatible`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CpuIncompatible1ECX {
     /// The fields `CpuIncompatible1ECX` inherits from `CpuIncompatible`.
     pub cpu_incompatible: CpuIncompatible,
@@ -407,6 +491,18 @@ impl x::SchemaType for CpuIncompatible1ECX {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for CpuIncompatible1ECX {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for CpuIncompatible1ECX {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CpuIncompatible1ECX", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for CpuIncompatible1ECX {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuIncompatible1ECX {
     type Target = CpuIncompatible;
@@ -459,7 +555,7 @@ impl x::Fields for CpuIncompatible1ECX {
 /// `CpuIncompatible81EDX` (extends `CpuIncompatible`).
 ///
 /// The fields of `CpuIncompatible` are in `cpu_incompatible`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CpuIncompatible81EDX {
     /// The fields `CpuIncompatible81EDX` inherits from `CpuIncompatible`.
     pub cpu_incompatible: CpuIncompatible,
@@ -482,6 +578,18 @@ impl x::SchemaType for CpuIncompatible81EDX {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for CpuIncompatible81EDX {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for CpuIncompatible81EDX {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CpuIncompatible81EDX", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for CpuIncompatible81EDX {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for CpuIncompatible81EDX {
     type Target = CpuIncompatible;
@@ -527,7 +635,7 @@ impl x::Fields for CpuIncompatible81EDX {
     }
 }
 /// `CreateTaskAction` (extends `Action`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateTaskAction {
     /// `taskTypeId`.
     pub task_type_id: String,
@@ -538,6 +646,16 @@ impl x::SchemaType for CreateTaskAction {
     const TYPE_NAME: &'static str = "CreateTaskAction";
 }
 impl x::Structure for CreateTaskAction {}
+impl std::fmt::Debug for CreateTaskAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateTaskAction", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateTaskAction {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateTaskAction {
     fn decode_field(
         &mut self,
@@ -558,7 +676,7 @@ impl x::Fields for CreateTaskAction {
     }
 }
 /// `CryptoKeyId` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoKeyId {
     /// `keyId`.
     pub key_id: String,
@@ -569,6 +687,16 @@ impl x::SchemaType for CryptoKeyId {
     const TYPE_NAME: &'static str = "CryptoKeyId";
 }
 impl x::Structure for CryptoKeyId {}
+impl std::fmt::Debug for CryptoKeyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoKeyId", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoKeyId {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoKeyId {
     fn decode_field(
         &mut self,
@@ -593,7 +721,7 @@ impl x::ArrayItem for CryptoKeyId {
     const ITEM_TAG: &'static str = "CryptoKeyId";
 }
 /// `CryptoKeyPlain` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoKeyPlain {
     /// `keyId`.
     pub key_id: CryptoKeyId,
@@ -606,6 +734,16 @@ impl x::SchemaType for CryptoKeyPlain {
     const TYPE_NAME: &'static str = "CryptoKeyPlain";
 }
 impl x::Structure for CryptoKeyPlain {}
+impl std::fmt::Debug for CryptoKeyPlain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoKeyPlain", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoKeyPlain {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoKeyPlain {
     fn decode_field(
         &mut self,
@@ -624,7 +762,7 @@ impl x::Fields for CryptoKeyPlain {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyId", &self.key_id);
         w.write("algorithm", &self.algorithm);
-        w.write("keyData", &self.key_data);
+        w.write_secret("keyData", &self.key_data);
     }
 }
 impl x::ArrayItem for CryptoKeyPlain {
@@ -632,7 +770,7 @@ impl x::ArrayItem for CryptoKeyPlain {
     const ITEM_TAG: &'static str = "CryptoKeyPlain";
 }
 /// `CryptoKeyResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoKeyResult {
     /// `keyId`.
     pub key_id: CryptoKeyId,
@@ -647,6 +785,16 @@ impl x::SchemaType for CryptoKeyResult {
     const TYPE_NAME: &'static str = "CryptoKeyResult";
 }
 impl x::Structure for CryptoKeyResult {}
+impl std::fmt::Debug for CryptoKeyResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoKeyResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoKeyResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoKeyResult {
     fn decode_field(
         &mut self,
@@ -677,7 +825,7 @@ impl x::ArrayItem for CryptoKeyResult {
 /// `CryptoManagerHostKeyStatus` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.1.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerHostKeyStatus {
     /// `keyId`.
     ///
@@ -700,6 +848,16 @@ impl x::SchemaType for CryptoManagerHostKeyStatus {
     const TYPE_NAME: &'static str = "CryptoManagerHostKeyStatus";
 }
 impl x::Structure for CryptoManagerHostKeyStatus {}
+impl std::fmt::Debug for CryptoManagerHostKeyStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoManagerHostKeyStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoManagerHostKeyStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoManagerHostKeyStatus {
     fn decode_field(
         &mut self,
@@ -739,7 +897,7 @@ impl x::ArrayItem for CryptoManagerHostKeyStatus {
 /// `CryptoManagerKmipCertSignRequest` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.1.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerKmipCertSignRequest {
     /// `commonName`.
     ///
@@ -774,6 +932,16 @@ impl x::SchemaType for CryptoManagerKmipCertSignRequest {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCertSignRequest";
 }
 impl x::Structure for CryptoManagerKmipCertSignRequest {}
+impl std::fmt::Debug for CryptoManagerKmipCertSignRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoManagerKmipCertSignRequest", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoManagerKmipCertSignRequest {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoManagerKmipCertSignRequest {
     fn decode_field(
         &mut self,
@@ -805,7 +973,7 @@ impl x::Fields for CryptoManagerKmipCertSignRequest {
     }
 }
 /// `CryptoManagerKmipCertificateInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerKmipCertificateInfo {
     /// `subject`.
     pub subject: String,
@@ -830,6 +998,16 @@ impl x::SchemaType for CryptoManagerKmipCertificateInfo {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCertificateInfo";
 }
 impl x::Structure for CryptoManagerKmipCertificateInfo {}
+impl std::fmt::Debug for CryptoManagerKmipCertificateInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoManagerKmipCertificateInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoManagerKmipCertificateInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoManagerKmipCertificateInfo {
     fn decode_field(
         &mut self,
@@ -864,7 +1042,7 @@ impl x::Fields for CryptoManagerKmipCertificateInfo {
     }
 }
 /// `CryptoManagerKmipClusterStatus` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CryptoManagerKmipClusterStatus {
     /// `clusterId`.
     pub cluster_id: KeyProviderId,
@@ -881,6 +1059,16 @@ impl x::SchemaType for CryptoManagerKmipClusterStatus {
     const TYPE_NAME: &'static str = "CryptoManagerKmipClusterStatus";
 }
 impl x::Structure for CryptoManagerKmipClusterStatus {}
+impl std::fmt::Debug for CryptoManagerKmipClusterStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoManagerKmipClusterStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoManagerKmipClusterStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CryptoManagerKmipClusterStatus {
     fn clone(&self) -> Self {
         Self {
@@ -922,7 +1110,7 @@ impl x::ArrayItem for CryptoManagerKmipClusterStatus {
     const ITEM_TAG: &'static str = "CryptoManagerKmipClusterStatus";
 }
 /// `CryptoManagerKmipCryptoKeyStatus` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CryptoManagerKmipCryptoKeyStatus {
     /// `keyId`.
     pub key_id: CryptoKeyId,
@@ -945,6 +1133,16 @@ impl x::SchemaType for CryptoManagerKmipCryptoKeyStatus {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatus";
 }
 impl x::Structure for CryptoManagerKmipCryptoKeyStatus {}
+impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoManagerKmipCryptoKeyStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoManagerKmipCryptoKeyStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CryptoManagerKmipCryptoKeyStatus {
     fn clone(&self) -> Self {
         Self {
@@ -1004,7 +1202,7 @@ impl x::ArrayItem for CryptoManagerKmipCryptoKeyStatus {
 /// Since vSphere API 9.0.0.0.
 ///
 /// Fields of this type hold [`AnyCryptoManagerKmipCryptoKeyStatusKeyInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerKmipCryptoKeyStatusKeyInfo {
     /// `keyId`.
     ///
@@ -1015,6 +1213,20 @@ impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatusKeyInfo";
 }
 impl x::Structure for CryptoManagerKmipCryptoKeyStatusKeyInfo {}
+impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatusKeyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "CryptoManagerKmipCryptoKeyStatusKeyInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for CryptoManagerKmipCryptoKeyStatusKeyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     fn decode_field(
         &mut self,
@@ -1038,7 +1250,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatusKeyInfo {
 /// Since vSphere API 9.0.0.0.
 ///
 /// The fields of `CryptoManagerKmipCryptoKeyStatusKeyInfo` are in `crypto_manager_kmip_crypto_key_status_key_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     /// The fields `CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo` inherits from `CryptoManagerKmipCryptoKeyStatusKeyInfo`.
     pub crypto_manager_kmip_crypto_key_status_key_info: CryptoManagerKmipCryptoKeyStatusKeyInfo,
@@ -1051,6 +1263,20 @@ impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo";
 }
 impl x::Structure for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {}
+impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     type Target = CryptoManagerKmipCryptoKeyStatusKeyInfo;
     #[inline]
@@ -1101,7 +1327,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
 /// Since vSphere API 9.0.0.0.
 ///
 /// The fields of `CryptoManagerKmipCryptoKeyStatusKeyInfo` are in `crypto_manager_kmip_crypto_key_status_key_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     /// The fields `CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo` inherits from `CryptoManagerKmipCryptoKeyStatusKeyInfo`.
     pub crypto_manager_kmip_crypto_key_status_key_info: CryptoManagerKmipCryptoKeyStatusKeyInfo,
@@ -1118,6 +1344,21 @@ impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalK
     const TYPE_NAME: &'static str = "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo";
 }
 impl x::Structure for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {}
+impl std::fmt::Debug
+for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref
 for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     type Target = CryptoManagerKmipCryptoKeyStatusKeyInfo;
@@ -1170,7 +1411,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyIn
 /// `CryptoManagerKmipCustomAttributeSpec` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.1.0.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CryptoManagerKmipCustomAttributeSpec {
     /// `attributes`.
     ///
@@ -1181,6 +1422,16 @@ impl x::SchemaType for CryptoManagerKmipCustomAttributeSpec {
     const TYPE_NAME: &'static str = "CryptoManagerKmipCustomAttributeSpec";
 }
 impl x::Structure for CryptoManagerKmipCustomAttributeSpec {}
+impl std::fmt::Debug for CryptoManagerKmipCustomAttributeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoManagerKmipCustomAttributeSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoManagerKmipCustomAttributeSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CryptoManagerKmipCustomAttributeSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1209,7 +1460,7 @@ impl x::Fields for CryptoManagerKmipCustomAttributeSpec {
 /// `CryptoManagerKmipGenerateKeySpec` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerKmipGenerateKeySpec {
     /// `keyType`.
     ///
@@ -1220,6 +1471,16 @@ impl x::SchemaType for CryptoManagerKmipGenerateKeySpec {
     const TYPE_NAME: &'static str = "CryptoManagerKmipGenerateKeySpec";
 }
 impl x::Structure for CryptoManagerKmipGenerateKeySpec {}
+impl std::fmt::Debug for CryptoManagerKmipGenerateKeySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoManagerKmipGenerateKeySpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoManagerKmipGenerateKeySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoManagerKmipGenerateKeySpec {
     fn decode_field(
         &mut self,
@@ -1239,7 +1500,7 @@ impl x::Fields for CryptoManagerKmipGenerateKeySpec {
     }
 }
 /// `CryptoManagerKmipServerCertInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerKmipServerCertInfo {
     /// `certificate`.
     pub certificate: String,
@@ -1252,6 +1513,16 @@ impl x::SchemaType for CryptoManagerKmipServerCertInfo {
     const TYPE_NAME: &'static str = "CryptoManagerKmipServerCertInfo";
 }
 impl x::Structure for CryptoManagerKmipServerCertInfo {}
+impl std::fmt::Debug for CryptoManagerKmipServerCertInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoManagerKmipServerCertInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoManagerKmipServerCertInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoManagerKmipServerCertInfo {
     fn decode_field(
         &mut self,
@@ -1274,7 +1545,7 @@ impl x::Fields for CryptoManagerKmipServerCertInfo {
     }
 }
 /// `CryptoManagerKmipServerStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerKmipServerStatus {
     /// `name`.
     pub name: String,
@@ -1293,6 +1564,16 @@ impl x::SchemaType for CryptoManagerKmipServerStatus {
     const TYPE_NAME: &'static str = "CryptoManagerKmipServerStatus";
 }
 impl x::Structure for CryptoManagerKmipServerStatus {}
+impl std::fmt::Debug for CryptoManagerKmipServerStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoManagerKmipServerStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoManagerKmipServerStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoManagerKmipServerStatus {
     fn decode_field(
         &mut self,
@@ -1327,12 +1608,22 @@ impl x::ArrayItem for CryptoManagerKmipServerStatus {
 /// `CryptoSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyCryptoSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoSpec {}
 impl x::SchemaType for CryptoSpec {
     const TYPE_NAME: &'static str = "CryptoSpec";
 }
 impl x::Structure for CryptoSpec {}
+impl std::fmt::Debug for CryptoSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoSpec {
     fn decode_field(
         &mut self,
@@ -1344,12 +1635,22 @@ impl x::Fields for CryptoSpec {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CryptoSpecDecrypt` (extends `CryptoSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoSpecDecrypt {}
 impl x::SchemaType for CryptoSpecDecrypt {
     const TYPE_NAME: &'static str = "CryptoSpecDecrypt";
 }
 impl x::Structure for CryptoSpecDecrypt {}
+impl std::fmt::Debug for CryptoSpecDecrypt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoSpecDecrypt", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoSpecDecrypt {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoSpecDecrypt {
     fn decode_field(
         &mut self,
@@ -1361,7 +1662,7 @@ impl x::Fields for CryptoSpecDecrypt {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CryptoSpecDeepRecrypt` (extends `CryptoSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoSpecDeepRecrypt {
     /// `newKeyId`.
     pub new_key_id: CryptoKeyId,
@@ -1370,6 +1671,16 @@ impl x::SchemaType for CryptoSpecDeepRecrypt {
     const TYPE_NAME: &'static str = "CryptoSpecDeepRecrypt";
 }
 impl x::Structure for CryptoSpecDeepRecrypt {}
+impl std::fmt::Debug for CryptoSpecDeepRecrypt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoSpecDeepRecrypt", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoSpecDeepRecrypt {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoSpecDeepRecrypt {
     fn decode_field(
         &mut self,
@@ -1388,7 +1699,7 @@ impl x::Fields for CryptoSpecDeepRecrypt {
     }
 }
 /// `CryptoSpecEncrypt` (extends `CryptoSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoSpecEncrypt {
     /// `cryptoKeyId`.
     pub crypto_key_id: CryptoKeyId,
@@ -1397,6 +1708,16 @@ impl x::SchemaType for CryptoSpecEncrypt {
     const TYPE_NAME: &'static str = "CryptoSpecEncrypt";
 }
 impl x::Structure for CryptoSpecEncrypt {}
+impl std::fmt::Debug for CryptoSpecEncrypt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoSpecEncrypt", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoSpecEncrypt {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoSpecEncrypt {
     fn decode_field(
         &mut self,
@@ -1415,12 +1736,22 @@ impl x::Fields for CryptoSpecEncrypt {
     }
 }
 /// `CryptoSpecNoOp` (extends `CryptoSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoSpecNoOp {}
 impl x::SchemaType for CryptoSpecNoOp {
     const TYPE_NAME: &'static str = "CryptoSpecNoOp";
 }
 impl x::Structure for CryptoSpecNoOp {}
+impl std::fmt::Debug for CryptoSpecNoOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoSpecNoOp", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoSpecNoOp {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoSpecNoOp {
     fn decode_field(
         &mut self,
@@ -1432,7 +1763,7 @@ impl x::Fields for CryptoSpecNoOp {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CryptoSpecRegister` (extends `CryptoSpecNoOp`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoSpecRegister {
     /// `cryptoKeyId`.
     pub crypto_key_id: CryptoKeyId,
@@ -1441,6 +1772,16 @@ impl x::SchemaType for CryptoSpecRegister {
     const TYPE_NAME: &'static str = "CryptoSpecRegister";
 }
 impl x::Structure for CryptoSpecRegister {}
+impl std::fmt::Debug for CryptoSpecRegister {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoSpecRegister", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoSpecRegister {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoSpecRegister {
     fn decode_field(
         &mut self,
@@ -1459,7 +1800,7 @@ impl x::Fields for CryptoSpecRegister {
     }
 }
 /// `CryptoSpecShallowRecrypt` (extends `CryptoSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoSpecShallowRecrypt {
     /// `newKeyId`.
     pub new_key_id: CryptoKeyId,
@@ -1468,6 +1809,16 @@ impl x::SchemaType for CryptoSpecShallowRecrypt {
     const TYPE_NAME: &'static str = "CryptoSpecShallowRecrypt";
 }
 impl x::Structure for CryptoSpecShallowRecrypt {}
+impl std::fmt::Debug for CryptoSpecShallowRecrypt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CryptoSpecShallowRecrypt", x::fields_ref(self))
+    }
+}
+impl PartialEq for CryptoSpecShallowRecrypt {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CryptoSpecShallowRecrypt {
     fn decode_field(
         &mut self,

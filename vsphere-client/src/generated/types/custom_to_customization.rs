@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `CustomFieldDef` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomFieldDef {
     /// `key`.
     pub key: i32,
@@ -25,6 +25,16 @@ impl x::SchemaType for CustomFieldDef {
     const TYPE_NAME: &'static str = "CustomFieldDef";
 }
 impl x::Structure for CustomFieldDef {}
+impl std::fmt::Debug for CustomFieldDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomFieldDef", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomFieldDef {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomFieldDef {
     fn decode_field(
         &mut self,
@@ -60,7 +70,7 @@ impl x::ArrayItem for CustomFieldDef {
 /// `CustomFieldDefAddedEvent` (extends `CustomFieldDefEvent`).
 ///
 /// The fields of `CustomFieldDefEvent` are in `custom_field_def_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomFieldDefAddedEvent {
     /// The fields `CustomFieldDefAddedEvent` inherits from `CustomFieldDefEvent`.
     pub custom_field_def_event: CustomFieldDefEvent,
@@ -71,6 +81,18 @@ impl x::SchemaType for CustomFieldDefAddedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldDefAddedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomFieldDefAddedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomFieldDefAddedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomFieldDefAddedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldDefAddedEvent {
     type Target = CustomFieldDefEvent;
@@ -104,7 +126,7 @@ impl x::Fields for CustomFieldDefAddedEvent {
 /// `CustomFieldDefEvent` (extends `CustomFieldEvent`).
 ///
 /// The fields of `CustomFieldEvent` are in `custom_field_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomFieldDefEvent {
     /// The fields `CustomFieldDefEvent` inherits from `CustomFieldEvent`.
     pub custom_field_event: CustomFieldEvent,
@@ -119,6 +141,18 @@ impl x::SchemaType for CustomFieldDefEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldDefEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomFieldDefEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomFieldDefEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomFieldDefEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldDefEvent {
     type Target = CustomFieldEvent;
@@ -159,7 +193,7 @@ impl x::Fields for CustomFieldDefEvent {
 /// `CustomFieldDefRemovedEvent` (extends `CustomFieldDefEvent`).
 ///
 /// The fields of `CustomFieldDefEvent` are in `custom_field_def_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomFieldDefRemovedEvent {
     /// The fields `CustomFieldDefRemovedEvent` inherits from `CustomFieldDefEvent`.
     pub custom_field_def_event: CustomFieldDefEvent,
@@ -170,6 +204,18 @@ impl x::SchemaType for CustomFieldDefRemovedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldDefRemovedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomFieldDefRemovedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomFieldDefRemovedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomFieldDefRemovedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldDefRemovedEvent {
     type Target = CustomFieldDefEvent;
@@ -203,7 +249,7 @@ impl x::Fields for CustomFieldDefRemovedEvent {
 /// `CustomFieldDefRenamedEvent` (extends `CustomFieldDefEvent`).
 ///
 /// The fields of `CustomFieldDefEvent` are in `custom_field_def_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomFieldDefRenamedEvent {
     /// The fields `CustomFieldDefRenamedEvent` inherits from `CustomFieldDefEvent`.
     pub custom_field_def_event: CustomFieldDefEvent,
@@ -216,6 +262,18 @@ impl x::SchemaType for CustomFieldDefRenamedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldDefRenamedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomFieldDefRenamedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomFieldDefRenamedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomFieldDefRenamedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldDefRenamedEvent {
     type Target = CustomFieldDefEvent;
@@ -256,7 +314,7 @@ impl x::Fields for CustomFieldDefRenamedEvent {
 /// `CustomFieldEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomFieldEvent {
     /// The fields `CustomFieldEvent` inherits from `Event`.
     pub event: Event,
@@ -267,6 +325,18 @@ impl x::SchemaType for CustomFieldEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomFieldEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomFieldEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomFieldEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldEvent {
     type Target = Event;
@@ -299,7 +369,7 @@ impl x::Fields for CustomFieldEvent {
 /// `CustomFieldStringValue` (extends `CustomFieldValue`).
 ///
 /// The fields of `CustomFieldValue` are in `custom_field_value`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomFieldStringValue {
     /// The fields `CustomFieldStringValue` inherits from `CustomFieldValue`.
     pub custom_field_value: CustomFieldValue,
@@ -310,6 +380,16 @@ impl x::SchemaType for CustomFieldStringValue {
     const TYPE_NAME: &'static str = "CustomFieldStringValue";
 }
 impl x::Structure for CustomFieldStringValue {}
+impl std::fmt::Debug for CustomFieldStringValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomFieldStringValue", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomFieldStringValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for CustomFieldStringValue {
     type Target = CustomFieldValue;
     #[inline]
@@ -344,7 +424,7 @@ impl x::Fields for CustomFieldStringValue {
 /// `CustomFieldValue` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyCustomFieldValue`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomFieldValue {
     /// `key`.
     pub key: i32,
@@ -353,6 +433,16 @@ impl x::SchemaType for CustomFieldValue {
     const TYPE_NAME: &'static str = "CustomFieldValue";
 }
 impl x::Structure for CustomFieldValue {}
+impl std::fmt::Debug for CustomFieldValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomFieldValue", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomFieldValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomFieldValue {
     fn decode_field(
         &mut self,
@@ -374,7 +464,7 @@ impl x::Fields for CustomFieldValue {
 /// `CustomFieldValueChangedEvent` (extends `CustomFieldEvent`).
 ///
 /// The fields of `CustomFieldEvent` are in `custom_field_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomFieldValueChangedEvent {
     /// The fields `CustomFieldValueChangedEvent` inherits from `CustomFieldEvent`.
     pub custom_field_event: CustomFieldEvent,
@@ -395,6 +485,18 @@ impl x::SchemaType for CustomFieldValueChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomFieldValueChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomFieldValueChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomFieldValueChangedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomFieldValueChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomFieldValueChangedEvent {
     type Target = CustomFieldEvent;
@@ -438,7 +540,7 @@ impl x::Fields for CustomFieldValueChangedEvent {
     }
 }
 /// `CustomizationAdapterMapping` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationAdapterMapping {
     /// `macAddress`.
     pub mac_address: Option<String>,
@@ -449,6 +551,16 @@ impl x::SchemaType for CustomizationAdapterMapping {
     const TYPE_NAME: &'static str = "CustomizationAdapterMapping";
 }
 impl x::Structure for CustomizationAdapterMapping {}
+impl std::fmt::Debug for CustomizationAdapterMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationAdapterMapping", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationAdapterMapping {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationAdapterMapping {
     fn decode_field(
         &mut self,
@@ -473,12 +585,22 @@ impl x::ArrayItem for CustomizationAdapterMapping {
     const ITEM_TAG: &'static str = "CustomizationAdapterMapping";
 }
 /// `CustomizationAutoIpV6Generator` (extends `CustomizationIpV6Generator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationAutoIpV6Generator {}
 impl x::SchemaType for CustomizationAutoIpV6Generator {
     const TYPE_NAME: &'static str = "CustomizationAutoIpV6Generator";
 }
 impl x::Structure for CustomizationAutoIpV6Generator {}
+impl std::fmt::Debug for CustomizationAutoIpV6Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationAutoIpV6Generator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationAutoIpV6Generator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationAutoIpV6Generator {
     fn decode_field(
         &mut self,
@@ -490,7 +612,7 @@ impl x::Fields for CustomizationAutoIpV6Generator {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationCloudinitPrep` (extends `CustomizationIdentitySettings`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationCloudinitPrep {
     /// `metadata`.
     pub metadata: String,
@@ -501,6 +623,16 @@ impl x::SchemaType for CustomizationCloudinitPrep {
     const TYPE_NAME: &'static str = "CustomizationCloudinitPrep";
 }
 impl x::Structure for CustomizationCloudinitPrep {}
+impl std::fmt::Debug for CustomizationCloudinitPrep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationCloudinitPrep", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationCloudinitPrep {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationCloudinitPrep {
     fn decode_field(
         &mut self,
@@ -521,7 +653,7 @@ impl x::Fields for CustomizationCloudinitPrep {
     }
 }
 /// `CustomizationCustomIpGenerator` (extends `CustomizationIpGenerator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationCustomIpGenerator {
     /// `argument`.
     pub argument: Option<String>,
@@ -530,6 +662,16 @@ impl x::SchemaType for CustomizationCustomIpGenerator {
     const TYPE_NAME: &'static str = "CustomizationCustomIpGenerator";
 }
 impl x::Structure for CustomizationCustomIpGenerator {}
+impl std::fmt::Debug for CustomizationCustomIpGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationCustomIpGenerator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationCustomIpGenerator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationCustomIpGenerator {
     fn decode_field(
         &mut self,
@@ -548,7 +690,7 @@ impl x::Fields for CustomizationCustomIpGenerator {
     }
 }
 /// `CustomizationCustomIpV6Generator` (extends `CustomizationIpV6Generator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationCustomIpV6Generator {
     /// `argument`.
     pub argument: Option<String>,
@@ -557,6 +699,16 @@ impl x::SchemaType for CustomizationCustomIpV6Generator {
     const TYPE_NAME: &'static str = "CustomizationCustomIpV6Generator";
 }
 impl x::Structure for CustomizationCustomIpV6Generator {}
+impl std::fmt::Debug for CustomizationCustomIpV6Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationCustomIpV6Generator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationCustomIpV6Generator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationCustomIpV6Generator {
     fn decode_field(
         &mut self,
@@ -575,7 +727,7 @@ impl x::Fields for CustomizationCustomIpV6Generator {
     }
 }
 /// `CustomizationCustomName` (extends `CustomizationName`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationCustomName {
     /// `argument`.
     pub argument: Option<String>,
@@ -584,6 +736,16 @@ impl x::SchemaType for CustomizationCustomName {
     const TYPE_NAME: &'static str = "CustomizationCustomName";
 }
 impl x::Structure for CustomizationCustomName {}
+impl std::fmt::Debug for CustomizationCustomName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationCustomName", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationCustomName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationCustomName {
     fn decode_field(
         &mut self,
@@ -602,12 +764,22 @@ impl x::Fields for CustomizationCustomName {
     }
 }
 /// `CustomizationDhcpIpGenerator` (extends `CustomizationIpGenerator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationDhcpIpGenerator {}
 impl x::SchemaType for CustomizationDhcpIpGenerator {
     const TYPE_NAME: &'static str = "CustomizationDhcpIpGenerator";
 }
 impl x::Structure for CustomizationDhcpIpGenerator {}
+impl std::fmt::Debug for CustomizationDhcpIpGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationDhcpIpGenerator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationDhcpIpGenerator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationDhcpIpGenerator {
     fn decode_field(
         &mut self,
@@ -619,12 +791,22 @@ impl x::Fields for CustomizationDhcpIpGenerator {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationDhcpIpV6Generator` (extends `CustomizationIpV6Generator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationDhcpIpV6Generator {}
 impl x::SchemaType for CustomizationDhcpIpV6Generator {
     const TYPE_NAME: &'static str = "CustomizationDhcpIpV6Generator";
 }
 impl x::Structure for CustomizationDhcpIpV6Generator {}
+impl std::fmt::Debug for CustomizationDhcpIpV6Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationDhcpIpV6Generator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationDhcpIpV6Generator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationDhcpIpV6Generator {
     fn decode_field(
         &mut self,
@@ -638,12 +820,22 @@ impl x::Fields for CustomizationDhcpIpV6Generator {
 /// `CustomizationDisableIpV4` (extends `CustomizationIpGenerator`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationDisableIpV4 {}
 impl x::SchemaType for CustomizationDisableIpV4 {
     const TYPE_NAME: &'static str = "CustomizationDisableIpV4";
 }
 impl x::Structure for CustomizationDisableIpV4 {}
+impl std::fmt::Debug for CustomizationDisableIpV4 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationDisableIpV4", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationDisableIpV4 {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationDisableIpV4 {
     fn decode_field(
         &mut self,
@@ -660,7 +852,7 @@ impl x::Fields for CustomizationDisableIpV4 {
 /// `CustomizationEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationEvent {
     /// The fields `CustomizationEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -673,6 +865,18 @@ impl x::SchemaType for CustomizationEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomizationEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomizationEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomizationEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationEvent {
     type Target = VmEvent;
@@ -711,7 +915,7 @@ impl x::Fields for CustomizationEvent {
 /// `CustomizationFailed` (extends `CustomizationEvent`).
 ///
 /// The fields of `CustomizationEvent` are in `customization_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationFailed {
     /// The fields `CustomizationFailed` inherits from `CustomizationEvent`.
     pub customization_event: CustomizationEvent,
@@ -724,6 +928,18 @@ impl x::SchemaType for CustomizationFailed {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomizationFailed {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomizationFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationFailed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomizationFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationFailed {
     type Target = CustomizationEvent;
@@ -761,7 +977,7 @@ impl x::Fields for CustomizationFailed {
 /// `CustomizationFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationFault {
     /// The fields `CustomizationFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -770,6 +986,16 @@ impl x::SchemaType for CustomizationFault {
     const TYPE_NAME: &'static str = "CustomizationFault";
 }
 impl x::Structure for CustomizationFault {}
+impl std::fmt::Debug for CustomizationFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationFault", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for CustomizationFault {
     type Target = VimFault;
     #[inline]
@@ -797,7 +1023,7 @@ impl x::Fields for CustomizationFault {
     }
 }
 /// `CustomizationFixedIp` (extends `CustomizationIpGenerator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationFixedIp {
     /// `ipAddress`.
     pub ip_address: String,
@@ -806,6 +1032,16 @@ impl x::SchemaType for CustomizationFixedIp {
     const TYPE_NAME: &'static str = "CustomizationFixedIp";
 }
 impl x::Structure for CustomizationFixedIp {}
+impl std::fmt::Debug for CustomizationFixedIp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationFixedIp", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationFixedIp {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationFixedIp {
     fn decode_field(
         &mut self,
@@ -824,7 +1060,7 @@ impl x::Fields for CustomizationFixedIp {
     }
 }
 /// `CustomizationFixedIpV6` (extends `CustomizationIpV6Generator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationFixedIpV6 {
     /// `ipAddress`.
     pub ip_address: String,
@@ -835,6 +1071,16 @@ impl x::SchemaType for CustomizationFixedIpV6 {
     const TYPE_NAME: &'static str = "CustomizationFixedIpV6";
 }
 impl x::Structure for CustomizationFixedIpV6 {}
+impl std::fmt::Debug for CustomizationFixedIpV6 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationFixedIpV6", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationFixedIpV6 {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationFixedIpV6 {
     fn decode_field(
         &mut self,
@@ -855,7 +1101,7 @@ impl x::Fields for CustomizationFixedIpV6 {
     }
 }
 /// `CustomizationFixedName` (extends `CustomizationName`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationFixedName {
     /// `name`.
     pub name: String,
@@ -864,6 +1110,16 @@ impl x::SchemaType for CustomizationFixedName {
     const TYPE_NAME: &'static str = "CustomizationFixedName";
 }
 impl x::Structure for CustomizationFixedName {}
+impl std::fmt::Debug for CustomizationFixedName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationFixedName", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationFixedName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationFixedName {
     fn decode_field(
         &mut self,
@@ -882,7 +1138,7 @@ impl x::Fields for CustomizationFixedName {
     }
 }
 /// `CustomizationGlobalIPSettings` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CustomizationGlobalIPSettings {
     /// `dnsSuffixList`.
     pub dns_suffix_list: Vec<String>,
@@ -893,6 +1149,16 @@ impl x::SchemaType for CustomizationGlobalIPSettings {
     const TYPE_NAME: &'static str = "CustomizationGlobalIPSettings";
 }
 impl x::Structure for CustomizationGlobalIPSettings {}
+impl std::fmt::Debug for CustomizationGlobalIPSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationGlobalIPSettings", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationGlobalIPSettings {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CustomizationGlobalIPSettings {
     fn clone(&self) -> Self {
         Self {
@@ -921,7 +1187,7 @@ impl x::Fields for CustomizationGlobalIPSettings {
     }
 }
 /// `CustomizationGuiRunOnce` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CustomizationGuiRunOnce {
     /// `commandList`.
     pub command_list: Vec<String>,
@@ -930,6 +1196,16 @@ impl x::SchemaType for CustomizationGuiRunOnce {
     const TYPE_NAME: &'static str = "CustomizationGuiRunOnce";
 }
 impl x::Structure for CustomizationGuiRunOnce {}
+impl std::fmt::Debug for CustomizationGuiRunOnce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationGuiRunOnce", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationGuiRunOnce {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CustomizationGuiRunOnce {
     fn clone(&self) -> Self {
         Self {
@@ -955,7 +1231,7 @@ impl x::Fields for CustomizationGuiRunOnce {
     }
 }
 /// `CustomizationGuiUnattended` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationGuiUnattended {
     /// `password`.
     pub password: Option<CustomizationPassword>,
@@ -970,6 +1246,16 @@ impl x::SchemaType for CustomizationGuiUnattended {
     const TYPE_NAME: &'static str = "CustomizationGuiUnattended";
 }
 impl x::Structure for CustomizationGuiUnattended {}
+impl std::fmt::Debug for CustomizationGuiUnattended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationGuiUnattended", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationGuiUnattended {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationGuiUnattended {
     fn decode_field(
         &mut self,
@@ -994,7 +1280,7 @@ impl x::Fields for CustomizationGuiUnattended {
     }
 }
 /// `CustomizationIPSettings` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CustomizationIPSettings {
     /// `ip`.
     pub ip: AnyCustomizationIpGenerator,
@@ -1019,6 +1305,16 @@ impl x::SchemaType for CustomizationIPSettings {
     const TYPE_NAME: &'static str = "CustomizationIPSettings";
 }
 impl x::Structure for CustomizationIPSettings {}
+impl std::fmt::Debug for CustomizationIPSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationIPSettings", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationIPSettings {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CustomizationIPSettings {
     fn clone(&self) -> Self {
         Self {
@@ -1068,7 +1364,7 @@ impl x::Fields for CustomizationIPSettings {
     }
 }
 /// `CustomizationIPSettingsIpV6AddressSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CustomizationIPSettingsIpV6AddressSpec {
     /// `ip`.
     pub ip: Vec<AnyCustomizationIpV6Generator>,
@@ -1079,6 +1375,16 @@ impl x::SchemaType for CustomizationIPSettingsIpV6AddressSpec {
     const TYPE_NAME: &'static str = "CustomizationIPSettingsIpV6AddressSpec";
 }
 impl x::Structure for CustomizationIPSettingsIpV6AddressSpec {}
+impl std::fmt::Debug for CustomizationIPSettingsIpV6AddressSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationIPSettingsIpV6AddressSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationIPSettingsIpV6AddressSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CustomizationIPSettingsIpV6AddressSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1107,7 +1413,7 @@ impl x::Fields for CustomizationIPSettingsIpV6AddressSpec {
     }
 }
 /// `CustomizationIdentification` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationIdentification {
     /// `joinWorkgroup`.
     pub join_workgroup: Option<String>,
@@ -1126,6 +1432,16 @@ impl x::SchemaType for CustomizationIdentification {
     const TYPE_NAME: &'static str = "CustomizationIdentification";
 }
 impl x::Structure for CustomizationIdentification {}
+impl std::fmt::Debug for CustomizationIdentification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationIdentification", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationIdentification {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationIdentification {
     fn decode_field(
         &mut self,
@@ -1162,12 +1478,22 @@ impl x::Fields for CustomizationIdentification {
 /// `CustomizationIdentitySettings` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyCustomizationIdentitySettings`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationIdentitySettings {}
 impl x::SchemaType for CustomizationIdentitySettings {
     const TYPE_NAME: &'static str = "CustomizationIdentitySettings";
 }
 impl x::Structure for CustomizationIdentitySettings {}
+impl std::fmt::Debug for CustomizationIdentitySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationIdentitySettings", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationIdentitySettings {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationIdentitySettings {
     fn decode_field(
         &mut self,
@@ -1181,12 +1507,22 @@ impl x::Fields for CustomizationIdentitySettings {
 /// `CustomizationIpGenerator` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyCustomizationIpGenerator`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationIpGenerator {}
 impl x::SchemaType for CustomizationIpGenerator {
     const TYPE_NAME: &'static str = "CustomizationIpGenerator";
 }
 impl x::Structure for CustomizationIpGenerator {}
+impl std::fmt::Debug for CustomizationIpGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationIpGenerator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationIpGenerator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationIpGenerator {
     fn decode_field(
         &mut self,
@@ -1200,12 +1536,22 @@ impl x::Fields for CustomizationIpGenerator {
 /// `CustomizationIpV6Generator` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyCustomizationIpV6Generator`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationIpV6Generator {}
 impl x::SchemaType for CustomizationIpV6Generator {
     const TYPE_NAME: &'static str = "CustomizationIpV6Generator";
 }
 impl x::Structure for CustomizationIpV6Generator {}
+impl std::fmt::Debug for CustomizationIpV6Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationIpV6Generator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationIpV6Generator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationIpV6Generator {
     fn decode_field(
         &mut self,
@@ -1217,7 +1563,7 @@ impl x::Fields for CustomizationIpV6Generator {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationLicenseFilePrintData` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationLicenseFilePrintData {
     /// `autoMode`.
     pub auto_mode: CustomizationLicenseDataMode,
@@ -1228,6 +1574,16 @@ impl x::SchemaType for CustomizationLicenseFilePrintData {
     const TYPE_NAME: &'static str = "CustomizationLicenseFilePrintData";
 }
 impl x::Structure for CustomizationLicenseFilePrintData {}
+impl std::fmt::Debug for CustomizationLicenseFilePrintData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationLicenseFilePrintData", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationLicenseFilePrintData {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationLicenseFilePrintData {
     fn decode_field(
         &mut self,
@@ -1250,12 +1606,22 @@ impl x::Fields for CustomizationLicenseFilePrintData {
 /// `CustomizationLinuxFlexPrep` (extends `CustomizationIdentitySettings`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationLinuxFlexPrep {}
 impl x::SchemaType for CustomizationLinuxFlexPrep {
     const TYPE_NAME: &'static str = "CustomizationLinuxFlexPrep";
 }
 impl x::Structure for CustomizationLinuxFlexPrep {}
+impl std::fmt::Debug for CustomizationLinuxFlexPrep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationLinuxFlexPrep", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationLinuxFlexPrep {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationLinuxFlexPrep {
     fn decode_field(
         &mut self,
@@ -1272,7 +1638,7 @@ impl x::Fields for CustomizationLinuxFlexPrep {
 /// `CustomizationLinuxIdentityFailed` (extends `CustomizationFailed`).
 ///
 /// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationLinuxIdentityFailed {
     /// The fields `CustomizationLinuxIdentityFailed` inherits from `CustomizationFailed`.
     pub customization_failed: CustomizationFailed,
@@ -1283,6 +1649,18 @@ impl x::SchemaType for CustomizationLinuxIdentityFailed {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomizationLinuxIdentityFailed {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomizationLinuxIdentityFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationLinuxIdentityFailed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomizationLinuxIdentityFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationLinuxIdentityFailed {
     type Target = CustomizationFailed;
@@ -1313,12 +1691,22 @@ impl x::Fields for CustomizationLinuxIdentityFailed {
     }
 }
 /// `CustomizationLinuxOptions` (extends `CustomizationOptions`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationLinuxOptions {}
 impl x::SchemaType for CustomizationLinuxOptions {
     const TYPE_NAME: &'static str = "CustomizationLinuxOptions";
 }
 impl x::Structure for CustomizationLinuxOptions {}
+impl std::fmt::Debug for CustomizationLinuxOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationLinuxOptions", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationLinuxOptions {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationLinuxOptions {
     fn decode_field(
         &mut self,
@@ -1330,7 +1718,7 @@ impl x::Fields for CustomizationLinuxOptions {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationLinuxPrep` (extends `CustomizationIdentitySettings`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CustomizationLinuxPrep {
     /// `hostName`.
     pub host_name: AnyCustomizationName,
@@ -1363,6 +1751,16 @@ impl x::SchemaType for CustomizationLinuxPrep {
     const TYPE_NAME: &'static str = "CustomizationLinuxPrep";
 }
 impl x::Structure for CustomizationLinuxPrep {}
+impl std::fmt::Debug for CustomizationLinuxPrep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationLinuxPrep", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationLinuxPrep {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CustomizationLinuxPrep {
     fn clone(&self) -> Self {
         Self {
@@ -1453,12 +1851,22 @@ impl x::Fields for CustomizationLinuxPrep {
 /// `CustomizationName` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyCustomizationName`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationName {}
 impl x::SchemaType for CustomizationName {
     const TYPE_NAME: &'static str = "CustomizationName";
 }
 impl x::Structure for CustomizationName {}
+impl std::fmt::Debug for CustomizationName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationName", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationName {
     fn decode_field(
         &mut self,
@@ -1473,7 +1881,7 @@ impl x::Fields for CustomizationName {
 /// `CustomizationNetworkSetupFailed` (extends `CustomizationFailed`).
 ///
 /// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationNetworkSetupFailed {
     /// The fields `CustomizationNetworkSetupFailed` inherits from `CustomizationFailed`.
     pub customization_failed: CustomizationFailed,
@@ -1484,6 +1892,18 @@ impl x::SchemaType for CustomizationNetworkSetupFailed {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomizationNetworkSetupFailed {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomizationNetworkSetupFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationNetworkSetupFailed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomizationNetworkSetupFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationNetworkSetupFailed {
     type Target = CustomizationFailed;
@@ -1516,12 +1936,22 @@ impl x::Fields for CustomizationNetworkSetupFailed {
 /// `CustomizationOptions` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyCustomizationOptions`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationOptions {}
 impl x::SchemaType for CustomizationOptions {
     const TYPE_NAME: &'static str = "CustomizationOptions";
 }
 impl x::Structure for CustomizationOptions {}
+impl std::fmt::Debug for CustomizationOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationOptions", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationOptions {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationOptions {
     fn decode_field(
         &mut self,
@@ -1533,7 +1963,7 @@ impl x::Fields for CustomizationOptions {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationPassword` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationPassword {
     /// `value`.
     pub value: String,
@@ -1544,6 +1974,16 @@ impl x::SchemaType for CustomizationPassword {
     const TYPE_NAME: &'static str = "CustomizationPassword";
 }
 impl x::Structure for CustomizationPassword {}
+impl std::fmt::Debug for CustomizationPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationPassword", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationPassword {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationPassword {
     fn decode_field(
         &mut self,
@@ -1559,7 +1999,7 @@ impl x::Fields for CustomizationPassword {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("value", &self.value);
+        w.write_secret("value", &self.value);
         w.write("plainText", &self.plain_text);
     }
 }
@@ -1567,7 +2007,7 @@ impl x::Fields for CustomizationPassword {
 /// `CustomizationPending` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationPending {
     /// The fields `CustomizationPending` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
@@ -1578,6 +2018,18 @@ impl x::SchemaType for CustomizationPending {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for CustomizationPending {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for CustomizationPending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationPending", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for CustomizationPending {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for CustomizationPending {
     type Target = CustomizationFault;
@@ -1608,7 +2060,7 @@ impl x::Fields for CustomizationPending {
     }
 }
 /// `CustomizationPrefixName` (extends `CustomizationName`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationPrefixName {
     /// `base`.
     pub base: String,
@@ -1617,6 +2069,16 @@ impl x::SchemaType for CustomizationPrefixName {
     const TYPE_NAME: &'static str = "CustomizationPrefixName";
 }
 impl x::Structure for CustomizationPrefixName {}
+impl std::fmt::Debug for CustomizationPrefixName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationPrefixName", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationPrefixName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationPrefixName {
     fn decode_field(
         &mut self,
@@ -1635,7 +2097,7 @@ impl x::Fields for CustomizationPrefixName {
     }
 }
 /// `CustomizationSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CustomizationSpec {
     /// `options`.
     pub options: Option<AnyCustomizationOptions>,
@@ -1652,6 +2114,16 @@ impl x::SchemaType for CustomizationSpec {
     const TYPE_NAME: &'static str = "CustomizationSpec";
 }
 impl x::Structure for CustomizationSpec {}
+impl std::fmt::Debug for CustomizationSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CustomizationSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1689,7 +2161,7 @@ impl x::Fields for CustomizationSpec {
     }
 }
 /// `CustomizationSpecInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationSpecInfo {
     /// `name`.
     pub name: String,
@@ -1706,6 +2178,16 @@ impl x::SchemaType for CustomizationSpecInfo {
     const TYPE_NAME: &'static str = "CustomizationSpecInfo";
 }
 impl x::Structure for CustomizationSpecInfo {}
+impl std::fmt::Debug for CustomizationSpecInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationSpecInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationSpecInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationSpecInfo {
     fn decode_field(
         &mut self,
@@ -1736,7 +2218,7 @@ impl x::ArrayItem for CustomizationSpecInfo {
     const ITEM_TAG: &'static str = "CustomizationSpecInfo";
 }
 /// `CustomizationSpecItem` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationSpecItem {
     /// `info`.
     pub info: CustomizationSpecInfo,
@@ -1747,6 +2229,16 @@ impl x::SchemaType for CustomizationSpecItem {
     const TYPE_NAME: &'static str = "CustomizationSpecItem";
 }
 impl x::Structure for CustomizationSpecItem {}
+impl std::fmt::Debug for CustomizationSpecItem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationSpecItem", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationSpecItem {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationSpecItem {
     fn decode_field(
         &mut self,
@@ -1770,7 +2262,7 @@ impl x::Fields for CustomizationSpecItem {
 /// `CustomizationStartedEvent` (extends `CustomizationEvent`).
 ///
 /// The fields of `CustomizationEvent` are in `customization_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationStartedEvent {
     /// The fields `CustomizationStartedEvent` inherits from `CustomizationEvent`.
     pub customization_event: CustomizationEvent,
@@ -1781,6 +2273,18 @@ impl x::SchemaType for CustomizationStartedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomizationStartedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomizationStartedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationStartedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomizationStartedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationStartedEvent {
     type Target = CustomizationEvent;
@@ -1811,12 +2315,22 @@ impl x::Fields for CustomizationStartedEvent {
     }
 }
 /// `CustomizationStatelessIpV6Generator` (extends `CustomizationIpV6Generator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationStatelessIpV6Generator {}
 impl x::SchemaType for CustomizationStatelessIpV6Generator {
     const TYPE_NAME: &'static str = "CustomizationStatelessIpV6Generator";
 }
 impl x::Structure for CustomizationStatelessIpV6Generator {}
+impl std::fmt::Debug for CustomizationStatelessIpV6Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationStatelessIpV6Generator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationStatelessIpV6Generator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationStatelessIpV6Generator {
     fn decode_field(
         &mut self,
@@ -1831,7 +2345,7 @@ impl x::Fields for CustomizationStatelessIpV6Generator {
 /// `CustomizationSucceeded` (extends `CustomizationEvent`).
 ///
 /// The fields of `CustomizationEvent` are in `customization_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationSucceeded {
     /// The fields `CustomizationSucceeded` inherits from `CustomizationEvent`.
     pub customization_event: CustomizationEvent,
@@ -1842,6 +2356,18 @@ impl x::SchemaType for CustomizationSucceeded {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomizationSucceeded {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomizationSucceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationSucceeded", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomizationSucceeded {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationSucceeded {
     type Target = CustomizationEvent;
@@ -1872,7 +2398,7 @@ impl x::Fields for CustomizationSucceeded {
     }
 }
 /// `CustomizationSysprep` (extends `CustomizationIdentitySettings`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CustomizationSysprep {
     /// `guiUnattended`.
     pub gui_unattended: CustomizationGuiUnattended,
@@ -1901,6 +2427,16 @@ impl x::SchemaType for CustomizationSysprep {
     const TYPE_NAME: &'static str = "CustomizationSysprep";
 }
 impl x::Structure for CustomizationSysprep {}
+impl std::fmt::Debug for CustomizationSysprep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationSysprep", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationSysprep {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CustomizationSysprep {
     fn clone(&self) -> Self {
         Self {
@@ -1974,7 +2510,7 @@ impl x::Fields for CustomizationSysprep {
 /// `CustomizationSysprepFailed` (extends `CustomizationFailed`).
 ///
 /// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationSysprepFailed {
     /// The fields `CustomizationSysprepFailed` inherits from `CustomizationFailed`.
     pub customization_failed: CustomizationFailed,
@@ -1989,6 +2525,18 @@ impl x::SchemaType for CustomizationSysprepFailed {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomizationSysprepFailed {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomizationSysprepFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationSysprepFailed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomizationSysprepFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationSysprepFailed {
     type Target = CustomizationFailed;
@@ -2026,7 +2574,7 @@ impl x::Fields for CustomizationSysprepFailed {
     }
 }
 /// `CustomizationSysprepText` (extends `CustomizationIdentitySettings`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationSysprepText {
     /// `value`.
     pub value: String,
@@ -2035,6 +2583,16 @@ impl x::SchemaType for CustomizationSysprepText {
     const TYPE_NAME: &'static str = "CustomizationSysprepText";
 }
 impl x::Structure for CustomizationSysprepText {}
+impl std::fmt::Debug for CustomizationSysprepText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationSysprepText", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationSysprepText {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationSysprepText {
     fn decode_field(
         &mut self,
@@ -2056,7 +2614,7 @@ impl x::Fields for CustomizationSysprepText {
 /// `CustomizationUnknownFailure` (extends `CustomizationFailed`).
 ///
 /// The fields of `CustomizationFailed` are in `customization_failed`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationUnknownFailure {
     /// The fields `CustomizationUnknownFailure` inherits from `CustomizationFailed`.
     pub customization_failed: CustomizationFailed,
@@ -2067,6 +2625,18 @@ impl x::SchemaType for CustomizationUnknownFailure {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for CustomizationUnknownFailure {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for CustomizationUnknownFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationUnknownFailure", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for CustomizationUnknownFailure {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for CustomizationUnknownFailure {
     type Target = CustomizationFailed;
@@ -2097,12 +2667,22 @@ impl x::Fields for CustomizationUnknownFailure {
     }
 }
 /// `CustomizationUnknownIpGenerator` (extends `CustomizationIpGenerator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationUnknownIpGenerator {}
 impl x::SchemaType for CustomizationUnknownIpGenerator {
     const TYPE_NAME: &'static str = "CustomizationUnknownIpGenerator";
 }
 impl x::Structure for CustomizationUnknownIpGenerator {}
+impl std::fmt::Debug for CustomizationUnknownIpGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationUnknownIpGenerator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationUnknownIpGenerator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationUnknownIpGenerator {
     fn decode_field(
         &mut self,
@@ -2114,12 +2694,22 @@ impl x::Fields for CustomizationUnknownIpGenerator {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationUnknownIpV6Generator` (extends `CustomizationIpV6Generator`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationUnknownIpV6Generator {}
 impl x::SchemaType for CustomizationUnknownIpV6Generator {
     const TYPE_NAME: &'static str = "CustomizationUnknownIpV6Generator";
 }
 impl x::Structure for CustomizationUnknownIpV6Generator {}
+impl std::fmt::Debug for CustomizationUnknownIpV6Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationUnknownIpV6Generator", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationUnknownIpV6Generator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationUnknownIpV6Generator {
     fn decode_field(
         &mut self,
@@ -2131,12 +2721,22 @@ impl x::Fields for CustomizationUnknownIpV6Generator {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationUnknownName` (extends `CustomizationName`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationUnknownName {}
 impl x::SchemaType for CustomizationUnknownName {
     const TYPE_NAME: &'static str = "CustomizationUnknownName";
 }
 impl x::Structure for CustomizationUnknownName {}
+impl std::fmt::Debug for CustomizationUnknownName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationUnknownName", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationUnknownName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationUnknownName {
     fn decode_field(
         &mut self,
@@ -2148,7 +2748,7 @@ impl x::Fields for CustomizationUnknownName {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationUserData` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationUserData {
     /// `fullName`.
     pub full_name: String,
@@ -2163,6 +2763,16 @@ impl x::SchemaType for CustomizationUserData {
     const TYPE_NAME: &'static str = "CustomizationUserData";
 }
 impl x::Structure for CustomizationUserData {}
+impl std::fmt::Debug for CustomizationUserData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationUserData", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationUserData {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationUserData {
     fn decode_field(
         &mut self,
@@ -2187,12 +2797,22 @@ impl x::Fields for CustomizationUserData {
     }
 }
 /// `CustomizationVirtualMachineName` (extends `CustomizationName`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationVirtualMachineName {}
 impl x::SchemaType for CustomizationVirtualMachineName {
     const TYPE_NAME: &'static str = "CustomizationVirtualMachineName";
 }
 impl x::Structure for CustomizationVirtualMachineName {}
+impl std::fmt::Debug for CustomizationVirtualMachineName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationVirtualMachineName", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationVirtualMachineName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationVirtualMachineName {
     fn decode_field(
         &mut self,
@@ -2204,7 +2824,7 @@ impl x::Fields for CustomizationVirtualMachineName {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationWinOptions` (extends `CustomizationOptions`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationWinOptions {
     /// `changeSID`.
     pub change_sid: bool,
@@ -2217,6 +2837,16 @@ impl x::SchemaType for CustomizationWinOptions {
     const TYPE_NAME: &'static str = "CustomizationWinOptions";
 }
 impl x::Structure for CustomizationWinOptions {}
+impl std::fmt::Debug for CustomizationWinOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationWinOptions", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationWinOptions {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationWinOptions {
     fn decode_field(
         &mut self,
@@ -2241,12 +2871,22 @@ impl x::Fields for CustomizationWinOptions {
 /// `CustomizationWindowsFlexPrep` (extends `CustomizationIdentitySettings`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationWindowsFlexPrep {}
 impl x::SchemaType for CustomizationWindowsFlexPrep {
     const TYPE_NAME: &'static str = "CustomizationWindowsFlexPrep";
 }
 impl x::Structure for CustomizationWindowsFlexPrep {}
+impl std::fmt::Debug for CustomizationWindowsFlexPrep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CustomizationWindowsFlexPrep", x::fields_ref(self))
+    }
+}
+impl PartialEq for CustomizationWindowsFlexPrep {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CustomizationWindowsFlexPrep {
     fn decode_field(
         &mut self,

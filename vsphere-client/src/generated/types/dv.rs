@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `DVPortConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVPortConfigInfo {
     /// `name`.
     pub name: Option<String>,
@@ -23,6 +23,16 @@ impl x::SchemaType for DVPortConfigInfo {
     const TYPE_NAME: &'static str = "DVPortConfigInfo";
 }
 impl x::Structure for DVPortConfigInfo {}
+impl std::fmt::Debug for DVPortConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DVPortConfigInfo {
     fn clone(&self) -> Self {
         Self {
@@ -60,7 +70,7 @@ impl x::Fields for DVPortConfigInfo {
     }
 }
 /// `DVPortConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVPortConfigSpec {
     /// `operation`.
     pub operation: String,
@@ -81,6 +91,16 @@ impl x::SchemaType for DVPortConfigSpec {
     const TYPE_NAME: &'static str = "DVPortConfigSpec";
 }
 impl x::Structure for DVPortConfigSpec {}
+impl std::fmt::Debug for DVPortConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DVPortConfigSpec {
     fn clone(&self) -> Self {
         Self {
@@ -131,7 +151,7 @@ impl x::ArrayItem for DVPortConfigSpec {
 /// `DVPortNotSupported` (extends `DeviceBackingNotSupported`).
 ///
 /// The fields of `DeviceBackingNotSupported` are in `device_backing_not_supported`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVPortNotSupported {
     /// The fields `DVPortNotSupported` inherits from `DeviceBackingNotSupported`.
     pub device_backing_not_supported: DeviceBackingNotSupported,
@@ -142,6 +162,18 @@ impl x::SchemaType for DVPortNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for DVPortNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for DVPortNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for DVPortNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for DVPortNotSupported {
     type Target = DeviceBackingNotSupported;
@@ -174,7 +206,7 @@ impl x::Fields for DVPortNotSupported {
 /// `DVPortSetting` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyDVPortSetting`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVPortSetting {
     /// `blocked`.
     pub blocked: Option<BoolPolicy>,
@@ -195,6 +227,16 @@ impl x::SchemaType for DVPortSetting {
     const TYPE_NAME: &'static str = "DVPortSetting";
 }
 impl x::Structure for DVPortSetting {}
+impl std::fmt::Debug for DVPortSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortSetting", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortSetting {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for DVPortSetting {
     fn decode_field(
         &mut self,
@@ -227,7 +269,7 @@ impl x::Fields for DVPortSetting {
     }
 }
 /// `DVPortState` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVPortState {
     /// `runtimeInfo`.
     pub runtime_info: Option<DVPortStatus>,
@@ -240,6 +282,16 @@ impl x::SchemaType for DVPortState {
     const TYPE_NAME: &'static str = "DVPortState";
 }
 impl x::Structure for DVPortState {}
+impl std::fmt::Debug for DVPortState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortState", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DVPortState {
     fn clone(&self) -> Self {
         Self {
@@ -271,7 +323,7 @@ impl x::Fields for DVPortState {
     }
 }
 /// `DVPortStatus` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVPortStatus {
     /// `linkUp`.
     pub link_up: bool,
@@ -302,6 +354,16 @@ impl x::SchemaType for DVPortStatus {
     const TYPE_NAME: &'static str = "DVPortStatus";
 }
 impl x::Structure for DVPortStatus {}
+impl std::fmt::Debug for DVPortStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DVPortStatus {
     fn clone(&self) -> Self {
         Self {
@@ -381,7 +443,7 @@ impl x::Fields for DVPortStatus {
     }
 }
 /// `DVPortgroupConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVPortgroupConfigInfo {
     /// `key`.
     pub key: String,
@@ -436,6 +498,16 @@ impl x::SchemaType for DVPortgroupConfigInfo {
     const TYPE_NAME: &'static str = "DVPortgroupConfigInfo";
 }
 impl x::Structure for DVPortgroupConfigInfo {}
+impl std::fmt::Debug for DVPortgroupConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortgroupConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DVPortgroupConfigInfo {
     fn clone(&self) -> Self {
         Self {
@@ -549,7 +621,7 @@ impl x::Fields for DVPortgroupConfigInfo {
     }
 }
 /// `DVPortgroupConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVPortgroupConfigSpec {
     /// `configVersion`.
     pub config_version: Option<String>,
@@ -598,6 +670,16 @@ impl x::SchemaType for DVPortgroupConfigSpec {
     const TYPE_NAME: &'static str = "DVPortgroupConfigSpec";
 }
 impl x::Structure for DVPortgroupConfigSpec {}
+impl std::fmt::Debug for DVPortgroupConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortgroupConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DVPortgroupConfigSpec {
     fn clone(&self) -> Self {
         Self {
@@ -707,7 +789,7 @@ impl x::ArrayItem for DVPortgroupConfigSpec {
 /// `DVPortgroupCreatedEvent` (extends `DVPortgroupEvent`).
 ///
 /// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVPortgroupCreatedEvent {
     /// The fields `DVPortgroupCreatedEvent` inherits from `DVPortgroupEvent`.
     pub dv_portgroup_event: DVPortgroupEvent,
@@ -718,6 +800,18 @@ impl x::SchemaType for DVPortgroupCreatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupCreatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for DVPortgroupCreatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupCreatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for DVPortgroupCreatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupCreatedEvent {
     type Target = DVPortgroupEvent;
@@ -751,7 +845,7 @@ impl x::Fields for DVPortgroupCreatedEvent {
 /// `DVPortgroupDestroyedEvent` (extends `DVPortgroupEvent`).
 ///
 /// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVPortgroupDestroyedEvent {
     /// The fields `DVPortgroupDestroyedEvent` inherits from `DVPortgroupEvent`.
     pub dv_portgroup_event: DVPortgroupEvent,
@@ -762,6 +856,18 @@ impl x::SchemaType for DVPortgroupDestroyedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupDestroyedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for DVPortgroupDestroyedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupDestroyedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for DVPortgroupDestroyedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupDestroyedEvent {
     type Target = DVPortgroupEvent;
@@ -795,7 +901,7 @@ impl x::Fields for DVPortgroupDestroyedEvent {
 /// `DVPortgroupEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVPortgroupEvent {
     /// The fields `DVPortgroupEvent` inherits from `Event`.
     pub event: Event,
@@ -806,6 +912,18 @@ impl x::SchemaType for DVPortgroupEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for DVPortgroupEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for DVPortgroupEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupEvent {
     type Target = Event;
@@ -838,7 +956,7 @@ impl x::Fields for DVPortgroupEvent {
 /// `DVPortgroupNsxConfig` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVPortgroupNsxConfig {
     /// `vlanIdExtended`.
     ///
@@ -857,6 +975,16 @@ impl x::SchemaType for DVPortgroupNsxConfig {
     const TYPE_NAME: &'static str = "DVPortgroupNsxConfig";
 }
 impl x::Structure for DVPortgroupNsxConfig {}
+impl std::fmt::Debug for DVPortgroupNsxConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupNsxConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortgroupNsxConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DVPortgroupNsxConfig {
     fn clone(&self) -> Self {
         Self {
@@ -891,7 +1019,7 @@ impl x::Fields for DVPortgroupNsxConfig {
 /// `DVPortgroupNsxSubnetAddressInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVPortgroupNsxSubnetAddressInfo {
     /// `cidr`.
     ///
@@ -902,6 +1030,16 @@ impl x::SchemaType for DVPortgroupNsxSubnetAddressInfo {
     const TYPE_NAME: &'static str = "DVPortgroupNsxSubnetAddressInfo";
 }
 impl x::Structure for DVPortgroupNsxSubnetAddressInfo {}
+impl std::fmt::Debug for DVPortgroupNsxSubnetAddressInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupNsxSubnetAddressInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortgroupNsxSubnetAddressInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DVPortgroupNsxSubnetAddressInfo {
     fn clone(&self) -> Self {
         Self {
@@ -930,7 +1068,7 @@ impl x::Fields for DVPortgroupNsxSubnetAddressInfo {
 /// `DVPortgroupPolicy` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyDVPortgroupPolicy`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVPortgroupPolicy {
     /// `blockOverrideAllowed`.
     pub block_override_allowed: bool,
@@ -951,6 +1089,16 @@ impl x::SchemaType for DVPortgroupPolicy {
     const TYPE_NAME: &'static str = "DVPortgroupPolicy";
 }
 impl x::Structure for DVPortgroupPolicy {}
+impl std::fmt::Debug for DVPortgroupPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortgroupPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for DVPortgroupPolicy {
     fn decode_field(
         &mut self,
@@ -998,7 +1146,7 @@ impl x::Fields for DVPortgroupPolicy {
 /// `DVPortgroupReconfiguredEvent` (extends `DVPortgroupEvent`).
 ///
 /// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVPortgroupReconfiguredEvent {
     /// The fields `DVPortgroupReconfiguredEvent` inherits from `DVPortgroupEvent`.
     pub dv_portgroup_event: DVPortgroupEvent,
@@ -1013,6 +1161,18 @@ impl x::SchemaType for DVPortgroupReconfiguredEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupReconfiguredEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for DVPortgroupReconfiguredEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupReconfiguredEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for DVPortgroupReconfiguredEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupReconfiguredEvent {
     type Target = DVPortgroupEvent;
@@ -1053,7 +1213,7 @@ impl x::Fields for DVPortgroupReconfiguredEvent {
 /// `DVPortgroupRenamedEvent` (extends `DVPortgroupEvent`).
 ///
 /// The fields of `DVPortgroupEvent` are in `dv_portgroup_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVPortgroupRenamedEvent {
     /// The fields `DVPortgroupRenamedEvent` inherits from `DVPortgroupEvent`.
     pub dv_portgroup_event: DVPortgroupEvent,
@@ -1068,6 +1228,18 @@ impl x::SchemaType for DVPortgroupRenamedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for DVPortgroupRenamedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for DVPortgroupRenamedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupRenamedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for DVPortgroupRenamedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for DVPortgroupRenamedEvent {
     type Target = DVPortgroupEvent;
@@ -1105,7 +1277,7 @@ impl x::Fields for DVPortgroupRenamedEvent {
     }
 }
 /// `DVPortgroupSelection` (extends `SelectionSet`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVPortgroupSelection {
     /// `dvsUuid`.
     pub dvs_uuid: String,
@@ -1116,6 +1288,16 @@ impl x::SchemaType for DVPortgroupSelection {
     const TYPE_NAME: &'static str = "DVPortgroupSelection";
 }
 impl x::Structure for DVPortgroupSelection {}
+impl std::fmt::Debug for DVPortgroupSelection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DVPortgroupSelection", x::fields_ref(self))
+    }
+}
+impl PartialEq for DVPortgroupSelection {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DVPortgroupSelection {
     fn clone(&self) -> Self {
         Self {

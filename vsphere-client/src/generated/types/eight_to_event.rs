@@ -9,7 +9,7 @@ use crate::xml as x;
 /// `EightHostLimitViolated` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EightHostLimitViolated {
     /// The fields `EightHostLimitViolated` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
@@ -20,6 +20,18 @@ impl x::SchemaType for EightHostLimitViolated {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for EightHostLimitViolated {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for EightHostLimitViolated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EightHostLimitViolated", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for EightHostLimitViolated {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for EightHostLimitViolated {
     type Target = VmConfigFault;
@@ -54,7 +66,7 @@ impl x::Fields for EightHostLimitViolated {
 /// Fields of this type hold [`AnyElementDescription`], which also carries its subtypes.
 ///
 /// The fields of `Description` are in `description`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ElementDescription {
     /// The fields `ElementDescription` inherits from `Description`.
     pub description: Description,
@@ -65,6 +77,16 @@ impl x::SchemaType for ElementDescription {
     const TYPE_NAME: &'static str = "ElementDescription";
 }
 impl x::Structure for ElementDescription {}
+impl std::fmt::Debug for ElementDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ElementDescription", x::fields_ref(self))
+    }
+}
+impl PartialEq for ElementDescription {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for ElementDescription {
     type Target = Description;
     #[inline]
@@ -100,7 +122,7 @@ impl x::Fields for ElementDescription {
 /// `EncryptionKeyRequired` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct EncryptionKeyRequired {
     /// The fields `EncryptionKeyRequired` inherits from `InvalidState`.
     pub invalid_state: InvalidState,
@@ -113,6 +135,18 @@ impl x::SchemaType for EncryptionKeyRequired {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for EncryptionKeyRequired {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for EncryptionKeyRequired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EncryptionKeyRequired", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for EncryptionKeyRequired {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl Clone for EncryptionKeyRequired {
     fn clone(&self) -> Self {
@@ -160,7 +194,7 @@ impl x::Fields for EncryptionKeyRequired {
 /// `EnteredMaintenanceModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EnteredMaintenanceModeEvent {
     /// The fields `EnteredMaintenanceModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -171,6 +205,18 @@ impl x::SchemaType for EnteredMaintenanceModeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for EnteredMaintenanceModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for EnteredMaintenanceModeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnteredMaintenanceModeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for EnteredMaintenanceModeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for EnteredMaintenanceModeEvent {
     type Target = HostEvent;
@@ -204,7 +250,7 @@ impl x::Fields for EnteredMaintenanceModeEvent {
 /// `EnteredStandbyModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EnteredStandbyModeEvent {
     /// The fields `EnteredStandbyModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -215,6 +261,18 @@ impl x::SchemaType for EnteredStandbyModeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for EnteredStandbyModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for EnteredStandbyModeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnteredStandbyModeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for EnteredStandbyModeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for EnteredStandbyModeEvent {
     type Target = HostEvent;
@@ -248,7 +306,7 @@ impl x::Fields for EnteredStandbyModeEvent {
 /// `EnteringMaintenanceModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EnteringMaintenanceModeEvent {
     /// The fields `EnteringMaintenanceModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -259,6 +317,18 @@ impl x::SchemaType for EnteringMaintenanceModeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for EnteringMaintenanceModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for EnteringMaintenanceModeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnteringMaintenanceModeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for EnteringMaintenanceModeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for EnteringMaintenanceModeEvent {
     type Target = HostEvent;
@@ -292,7 +362,7 @@ impl x::Fields for EnteringMaintenanceModeEvent {
 /// `EnteringStandbyModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EnteringStandbyModeEvent {
     /// The fields `EnteringStandbyModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -303,6 +373,18 @@ impl x::SchemaType for EnteringStandbyModeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for EnteringStandbyModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for EnteringStandbyModeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnteringStandbyModeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for EnteringStandbyModeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for EnteringStandbyModeEvent {
     type Target = HostEvent;
@@ -333,12 +415,22 @@ impl x::Fields for EnteringStandbyModeEvent {
     }
 }
 /// `EntityBackup` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EntityBackup {}
 impl x::SchemaType for EntityBackup {
     const TYPE_NAME: &'static str = "EntityBackup";
 }
 impl x::Structure for EntityBackup {}
+impl std::fmt::Debug for EntityBackup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EntityBackup", x::fields_ref(self))
+    }
+}
+impl PartialEq for EntityBackup {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EntityBackup {
     fn decode_field(
         &mut self,
@@ -350,7 +442,7 @@ impl x::Fields for EntityBackup {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `EntityBackupConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EntityBackupConfig {
     /// `entityType`.
     pub entity_type: String,
@@ -369,6 +461,16 @@ impl x::SchemaType for EntityBackupConfig {
     const TYPE_NAME: &'static str = "EntityBackupConfig";
 }
 impl x::Structure for EntityBackupConfig {}
+impl std::fmt::Debug for EntityBackupConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EntityBackupConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for EntityBackupConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EntityBackupConfig {
     fn decode_field(
         &mut self,
@@ -403,7 +505,7 @@ impl x::ArrayItem for EntityBackupConfig {
 /// `EntityEventArgument` (extends `EventArgument`).
 ///
 /// Fields of this type hold [`AnyEntityEventArgument`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EntityEventArgument {
     /// `name`.
     pub name: String,
@@ -412,6 +514,16 @@ impl x::SchemaType for EntityEventArgument {
     const TYPE_NAME: &'static str = "EntityEventArgument";
 }
 impl x::Structure for EntityEventArgument {}
+impl std::fmt::Debug for EntityEventArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EntityEventArgument", x::fields_ref(self))
+    }
+}
+impl PartialEq for EntityEventArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EntityEventArgument {
     fn decode_field(
         &mut self,
@@ -430,7 +542,7 @@ impl x::Fields for EntityEventArgument {
     }
 }
 /// `EntityPrivilege` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct EntityPrivilege {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
@@ -441,6 +553,16 @@ impl x::SchemaType for EntityPrivilege {
     const TYPE_NAME: &'static str = "EntityPrivilege";
 }
 impl x::Structure for EntityPrivilege {}
+impl std::fmt::Debug for EntityPrivilege {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EntityPrivilege", x::fields_ref(self))
+    }
+}
+impl PartialEq for EntityPrivilege {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for EntityPrivilege {
     fn clone(&self) -> Self {
         Self {
@@ -473,7 +595,7 @@ impl x::ArrayItem for EntityPrivilege {
     const ITEM_TAG: &'static str = "EntityPrivilege";
 }
 /// `EnumDescription` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct EnumDescription {
     /// `key`.
     pub key: String,
@@ -484,6 +606,16 @@ impl x::SchemaType for EnumDescription {
     const TYPE_NAME: &'static str = "EnumDescription";
 }
 impl x::Structure for EnumDescription {}
+impl std::fmt::Debug for EnumDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnumDescription", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnumDescription {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for EnumDescription {
     fn clone(&self) -> Self {
         Self {
@@ -516,7 +648,7 @@ impl x::ArrayItem for EnumDescription {
     const ITEM_TAG: &'static str = "EnumDescription";
 }
 /// `EnvironmentBrowserConfigOptionQuerySpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct EnvironmentBrowserConfigOptionQuerySpec {
     /// `key`.
     pub key: Option<String>,
@@ -529,6 +661,20 @@ impl x::SchemaType for EnvironmentBrowserConfigOptionQuerySpec {
     const TYPE_NAME: &'static str = "EnvironmentBrowserConfigOptionQuerySpec";
 }
 impl x::Structure for EnvironmentBrowserConfigOptionQuerySpec {}
+impl std::fmt::Debug for EnvironmentBrowserConfigOptionQuerySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "EnvironmentBrowserConfigOptionQuerySpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for EnvironmentBrowserConfigOptionQuerySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for EnvironmentBrowserConfigOptionQuerySpec {
     fn clone(&self) -> Self {
         Self {
@@ -563,7 +709,7 @@ impl x::Fields for EnvironmentBrowserConfigOptionQuerySpec {
 /// `ErrorUpgradeEvent` (extends `UpgradeEvent`).
 ///
 /// The fields of `UpgradeEvent` are in `upgrade_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ErrorUpgradeEvent {
     /// The fields `ErrorUpgradeEvent` inherits from `UpgradeEvent`.
     pub upgrade_event: UpgradeEvent,
@@ -574,6 +720,18 @@ impl x::SchemaType for ErrorUpgradeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ErrorUpgradeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ErrorUpgradeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ErrorUpgradeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ErrorUpgradeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for ErrorUpgradeEvent {
     type Target = UpgradeEvent;
@@ -604,7 +762,7 @@ impl x::Fields for ErrorUpgradeEvent {
     }
 }
 /// `EvaluationLicenseSource` (extends `LicenseSource`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EvaluationLicenseSource {
     /// `remainingHours`.
     pub remaining_hours: Option<i64>,
@@ -613,6 +771,16 @@ impl x::SchemaType for EvaluationLicenseSource {
     const TYPE_NAME: &'static str = "EvaluationLicenseSource";
 }
 impl x::Structure for EvaluationLicenseSource {}
+impl std::fmt::Debug for EvaluationLicenseSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EvaluationLicenseSource", x::fields_ref(self))
+    }
+}
+impl PartialEq for EvaluationLicenseSource {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EvaluationLicenseSource {
     fn decode_field(
         &mut self,
@@ -633,7 +801,7 @@ impl x::Fields for EvaluationLicenseSource {
 /// `Event` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyEvent`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct Event {
     /// `key`.
     pub key: i32,
@@ -674,6 +842,16 @@ impl x::SchemaType for Event {
     const TYPE_NAME: &'static str = "Event";
 }
 impl x::Structure for Event {}
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Event", x::fields_ref(self))
+    }
+}
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for Event {
     fn decode_field(
         &mut self,
@@ -724,7 +902,7 @@ impl x::Fields for Event {
     }
 }
 /// `EventAlarmExpression` (extends `AlarmExpression`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct EventAlarmExpression {
     /// `comparisons`.
     pub comparisons: Vec<EventAlarmExpressionComparison>,
@@ -741,6 +919,16 @@ impl x::SchemaType for EventAlarmExpression {
     const TYPE_NAME: &'static str = "EventAlarmExpression";
 }
 impl x::Structure for EventAlarmExpression {}
+impl std::fmt::Debug for EventAlarmExpression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventAlarmExpression", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventAlarmExpression {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for EventAlarmExpression {
     fn clone(&self) -> Self {
         Self {
@@ -778,7 +966,7 @@ impl x::Fields for EventAlarmExpression {
     }
 }
 /// `EventAlarmExpressionComparison` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EventAlarmExpressionComparison {
     /// `attributeName`.
     pub attribute_name: String,
@@ -791,6 +979,16 @@ impl x::SchemaType for EventAlarmExpressionComparison {
     const TYPE_NAME: &'static str = "EventAlarmExpressionComparison";
 }
 impl x::Structure for EventAlarmExpressionComparison {}
+impl std::fmt::Debug for EventAlarmExpressionComparison {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventAlarmExpressionComparison", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventAlarmExpressionComparison {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EventAlarmExpressionComparison {
     fn decode_field(
         &mut self,
@@ -817,7 +1015,7 @@ impl x::ArrayItem for EventAlarmExpressionComparison {
     const ITEM_TAG: &'static str = "EventAlarmExpressionComparison";
 }
 /// `EventArgDesc` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EventArgDesc {
     /// `name`.
     pub name: String,
@@ -830,6 +1028,16 @@ impl x::SchemaType for EventArgDesc {
     const TYPE_NAME: &'static str = "EventArgDesc";
 }
 impl x::Structure for EventArgDesc {}
+impl std::fmt::Debug for EventArgDesc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventArgDesc", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventArgDesc {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EventArgDesc {
     fn decode_field(
         &mut self,
@@ -856,12 +1064,22 @@ impl x::ArrayItem for EventArgDesc {
     const ITEM_TAG: &'static str = "EventArgDesc";
 }
 /// `EventArgument` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EventArgument {}
 impl x::SchemaType for EventArgument {
     const TYPE_NAME: &'static str = "EventArgument";
 }
 impl x::Structure for EventArgument {}
+impl std::fmt::Debug for EventArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventArgument", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EventArgument {
     fn decode_field(
         &mut self,
@@ -873,7 +1091,7 @@ impl x::Fields for EventArgument {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `EventDescription` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct EventDescription {
     /// `category`.
     pub category: Vec<AnyElementDescription>,
@@ -886,6 +1104,16 @@ impl x::SchemaType for EventDescription {
     const TYPE_NAME: &'static str = "EventDescription";
 }
 impl x::Structure for EventDescription {}
+impl std::fmt::Debug for EventDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventDescription", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventDescription {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for EventDescription {
     fn clone(&self) -> Self {
         Self {
@@ -917,7 +1145,7 @@ impl x::Fields for EventDescription {
     }
 }
 /// `EventDescriptionEventDetail` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EventDescriptionEventDetail {
     /// `key`.
     pub key: String,
@@ -942,6 +1170,16 @@ impl x::SchemaType for EventDescriptionEventDetail {
     const TYPE_NAME: &'static str = "EventDescriptionEventDetail";
 }
 impl x::Structure for EventDescriptionEventDetail {}
+impl std::fmt::Debug for EventDescriptionEventDetail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventDescriptionEventDetail", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventDescriptionEventDetail {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EventDescriptionEventDetail {
     fn decode_field(
         &mut self,
@@ -983,7 +1221,7 @@ impl x::ArrayItem for EventDescriptionEventDetail {
 /// `EventEx` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct EventEx {
     /// The fields `EventEx` inherits from `Event`.
     pub event: Event,
@@ -1010,6 +1248,18 @@ impl x::SchemaType for EventEx {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for EventEx {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for EventEx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventEx", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for EventEx {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl Clone for EventEx {
     fn clone(&self) -> Self {
@@ -1075,7 +1325,7 @@ impl x::Fields for EventEx {
     }
 }
 /// `EventFilterSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct EventFilterSpec {
     /// `entity`.
     pub entity: Option<EventFilterSpecByEntity>,
@@ -1118,6 +1368,16 @@ impl x::SchemaType for EventFilterSpec {
     const TYPE_NAME: &'static str = "EventFilterSpec";
 }
 impl x::Structure for EventFilterSpec {}
+impl std::fmt::Debug for EventFilterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventFilterSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventFilterSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for EventFilterSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1197,7 +1457,7 @@ impl x::Fields for EventFilterSpec {
     }
 }
 /// `EventFilterSpecByEntity` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EventFilterSpecByEntity {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
@@ -1208,6 +1468,16 @@ impl x::SchemaType for EventFilterSpecByEntity {
     const TYPE_NAME: &'static str = "EventFilterSpecByEntity";
 }
 impl x::Structure for EventFilterSpecByEntity {}
+impl std::fmt::Debug for EventFilterSpecByEntity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventFilterSpecByEntity", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventFilterSpecByEntity {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EventFilterSpecByEntity {
     fn decode_field(
         &mut self,
@@ -1228,7 +1498,7 @@ impl x::Fields for EventFilterSpecByEntity {
     }
 }
 /// `EventFilterSpecByTime` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EventFilterSpecByTime {
     /// `beginTime`.
     pub begin_time: Option<x::DateTime>,
@@ -1239,6 +1509,16 @@ impl x::SchemaType for EventFilterSpecByTime {
     const TYPE_NAME: &'static str = "EventFilterSpecByTime";
 }
 impl x::Structure for EventFilterSpecByTime {}
+impl std::fmt::Debug for EventFilterSpecByTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventFilterSpecByTime", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventFilterSpecByTime {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EventFilterSpecByTime {
     fn decode_field(
         &mut self,
@@ -1259,7 +1539,7 @@ impl x::Fields for EventFilterSpecByTime {
     }
 }
 /// `EventFilterSpecByUsername` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct EventFilterSpecByUsername {
     /// `systemUser`.
     pub system_user: bool,
@@ -1270,6 +1550,16 @@ impl x::SchemaType for EventFilterSpecByUsername {
     const TYPE_NAME: &'static str = "EventFilterSpecByUsername";
 }
 impl x::Structure for EventFilterSpecByUsername {}
+impl std::fmt::Debug for EventFilterSpecByUsername {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventFilterSpecByUsername", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventFilterSpecByUsername {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for EventFilterSpecByUsername {
     fn clone(&self) -> Self {
         Self {
@@ -1302,12 +1592,22 @@ impl x::Fields for EventFilterSpecByUsername {
 /// Since vSphere API 9.0.0.0.
 ///
 /// Fields of this type hold [`AnyEventManagerEventViewSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EventManagerEventViewSpec {}
 impl x::SchemaType for EventManagerEventViewSpec {
     const TYPE_NAME: &'static str = "EventManagerEventViewSpec";
 }
 impl x::Structure for EventManagerEventViewSpec {}
+impl std::fmt::Debug for EventManagerEventViewSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventManagerEventViewSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventManagerEventViewSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EventManagerEventViewSpec {
     fn decode_field(
         &mut self,
@@ -1323,7 +1623,7 @@ impl x::Fields for EventManagerEventViewSpec {
 /// `EventManagerViewByStartId` (extends `EventManagerEventViewSpec`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EventManagerViewByStartId {
     /// `startEventId`.
     ///
@@ -1338,6 +1638,16 @@ impl x::SchemaType for EventManagerViewByStartId {
     const TYPE_NAME: &'static str = "EventManagerViewByStartId";
 }
 impl x::Structure for EventManagerViewByStartId {}
+impl std::fmt::Debug for EventManagerViewByStartId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EventManagerViewByStartId", x::fields_ref(self))
+    }
+}
+impl PartialEq for EventManagerViewByStartId {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EventManagerViewByStartId {
     fn decode_field(
         &mut self,

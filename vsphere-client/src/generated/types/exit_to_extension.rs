@@ -9,7 +9,7 @@ use crate::xml as x;
 /// `ExitMaintenanceModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExitMaintenanceModeEvent {
     /// The fields `ExitMaintenanceModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -20,6 +20,18 @@ impl x::SchemaType for ExitMaintenanceModeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ExitMaintenanceModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ExitMaintenanceModeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExitMaintenanceModeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ExitMaintenanceModeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for ExitMaintenanceModeEvent {
     type Target = HostEvent;
@@ -53,7 +65,7 @@ impl x::Fields for ExitMaintenanceModeEvent {
 /// `ExitStandbyModeFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExitStandbyModeFailedEvent {
     /// The fields `ExitStandbyModeFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -64,6 +76,18 @@ impl x::SchemaType for ExitStandbyModeFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ExitStandbyModeFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ExitStandbyModeFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExitStandbyModeFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ExitStandbyModeFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for ExitStandbyModeFailedEvent {
     type Target = HostEvent;
@@ -97,7 +121,7 @@ impl x::Fields for ExitStandbyModeFailedEvent {
 /// `ExitedStandbyModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExitedStandbyModeEvent {
     /// The fields `ExitedStandbyModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -108,6 +132,18 @@ impl x::SchemaType for ExitedStandbyModeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ExitedStandbyModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ExitedStandbyModeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExitedStandbyModeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ExitedStandbyModeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for ExitedStandbyModeEvent {
     type Target = HostEvent;
@@ -141,7 +177,7 @@ impl x::Fields for ExitedStandbyModeEvent {
 /// `ExitingStandbyModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExitingStandbyModeEvent {
     /// The fields `ExitingStandbyModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -152,6 +188,18 @@ impl x::SchemaType for ExitingStandbyModeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ExitingStandbyModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ExitingStandbyModeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExitingStandbyModeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ExitingStandbyModeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for ExitingStandbyModeEvent {
     type Target = HostEvent;
@@ -185,7 +233,7 @@ impl x::Fields for ExitingStandbyModeEvent {
 /// `ExpiredAddonLicense` (extends `ExpiredFeatureLicense`).
 ///
 /// The fields of `ExpiredFeatureLicense` are in `expired_feature_license`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExpiredAddonLicense {
     /// The fields `ExpiredAddonLicense` inherits from `ExpiredFeatureLicense`.
     pub expired_feature_license: ExpiredFeatureLicense,
@@ -196,6 +244,18 @@ impl x::SchemaType for ExpiredAddonLicense {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ExpiredAddonLicense {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ExpiredAddonLicense {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExpiredAddonLicense", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ExpiredAddonLicense {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for ExpiredAddonLicense {
     type Target = ExpiredFeatureLicense;
@@ -229,7 +289,7 @@ impl x::Fields for ExpiredAddonLicense {
 /// `ExpiredEditionLicense` (extends `ExpiredFeatureLicense`).
 ///
 /// The fields of `ExpiredFeatureLicense` are in `expired_feature_license`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExpiredEditionLicense {
     /// The fields `ExpiredEditionLicense` inherits from `ExpiredFeatureLicense`.
     pub expired_feature_license: ExpiredFeatureLicense,
@@ -240,6 +300,18 @@ impl x::SchemaType for ExpiredEditionLicense {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ExpiredEditionLicense {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ExpiredEditionLicense {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExpiredEditionLicense", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ExpiredEditionLicense {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for ExpiredEditionLicense {
     type Target = ExpiredFeatureLicense;
@@ -273,7 +345,7 @@ impl x::Fields for ExpiredEditionLicense {
 /// `ExpiredFeatureLicense` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExpiredFeatureLicense {
     /// The fields `ExpiredFeatureLicense` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -290,6 +362,18 @@ impl x::SchemaType for ExpiredFeatureLicense {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ExpiredFeatureLicense {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ExpiredFeatureLicense {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExpiredFeatureLicense", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ExpiredFeatureLicense {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for ExpiredFeatureLicense {
     type Target = NotEnoughLicenses;
@@ -329,7 +413,7 @@ impl x::Fields for ExpiredFeatureLicense {
     }
 }
 /// `ExtExtendedProductInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtExtendedProductInfo {
     /// `companyUrl`.
     pub company_url: Option<String>,
@@ -344,6 +428,16 @@ impl x::SchemaType for ExtExtendedProductInfo {
     const TYPE_NAME: &'static str = "ExtExtendedProductInfo";
 }
 impl x::Structure for ExtExtendedProductInfo {}
+impl std::fmt::Debug for ExtExtendedProductInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtExtendedProductInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtExtendedProductInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtExtendedProductInfo {
     fn decode_field(
         &mut self,
@@ -368,7 +462,7 @@ impl x::Fields for ExtExtendedProductInfo {
     }
 }
 /// `ExtManagedEntityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtManagedEntityInfo {
     /// `type`.
     pub type_: String,
@@ -383,6 +477,16 @@ impl x::SchemaType for ExtManagedEntityInfo {
     const TYPE_NAME: &'static str = "ExtManagedEntityInfo";
 }
 impl x::Structure for ExtManagedEntityInfo {}
+impl std::fmt::Debug for ExtManagedEntityInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtManagedEntityInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtManagedEntityInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtManagedEntityInfo {
     fn decode_field(
         &mut self,
@@ -411,7 +515,7 @@ impl x::ArrayItem for ExtManagedEntityInfo {
     const ITEM_TAG: &'static str = "ExtManagedEntityInfo";
 }
 /// `ExtSolutionManagerInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ExtSolutionManagerInfo {
     /// `tab`.
     pub tab: Vec<ExtSolutionManagerInfoTabInfo>,
@@ -422,6 +526,16 @@ impl x::SchemaType for ExtSolutionManagerInfo {
     const TYPE_NAME: &'static str = "ExtSolutionManagerInfo";
 }
 impl x::Structure for ExtSolutionManagerInfo {}
+impl std::fmt::Debug for ExtSolutionManagerInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtSolutionManagerInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtSolutionManagerInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ExtSolutionManagerInfo {
     fn clone(&self) -> Self {
         Self {
@@ -450,7 +564,7 @@ impl x::Fields for ExtSolutionManagerInfo {
     }
 }
 /// `ExtSolutionManagerInfoTabInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtSolutionManagerInfoTabInfo {
     /// `label`.
     pub label: String,
@@ -461,6 +575,16 @@ impl x::SchemaType for ExtSolutionManagerInfoTabInfo {
     const TYPE_NAME: &'static str = "ExtSolutionManagerInfoTabInfo";
 }
 impl x::Structure for ExtSolutionManagerInfoTabInfo {}
+impl std::fmt::Debug for ExtSolutionManagerInfoTabInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtSolutionManagerInfoTabInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtSolutionManagerInfoTabInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtSolutionManagerInfoTabInfo {
     fn decode_field(
         &mut self,
@@ -487,7 +611,7 @@ impl x::ArrayItem for ExtSolutionManagerInfoTabInfo {
 /// `ExtendedDescription` (extends `Description`).
 ///
 /// The fields of `Description` are in `description`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ExtendedDescription {
     /// The fields `ExtendedDescription` inherits from `Description`.
     pub description: Description,
@@ -500,6 +624,16 @@ impl x::SchemaType for ExtendedDescription {
     const TYPE_NAME: &'static str = "ExtendedDescription";
 }
 impl x::Structure for ExtendedDescription {}
+impl std::fmt::Debug for ExtendedDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtendedDescription", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtendedDescription {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ExtendedDescription {
     fn clone(&self) -> Self {
         Self {
@@ -545,7 +679,7 @@ impl x::Fields for ExtendedDescription {
 /// `ExtendedElementDescription` (extends `ElementDescription`).
 ///
 /// The fields of `ElementDescription` are in `element_description`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ExtendedElementDescription {
     /// The fields `ExtendedElementDescription` inherits from `ElementDescription`.
     pub element_description: ElementDescription,
@@ -558,6 +692,16 @@ impl x::SchemaType for ExtendedElementDescription {
     const TYPE_NAME: &'static str = "ExtendedElementDescription";
 }
 impl x::Structure for ExtendedElementDescription {}
+impl std::fmt::Debug for ExtendedElementDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtendedElementDescription", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtendedElementDescription {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ExtendedElementDescription {
     fn clone(&self) -> Self {
         Self {
@@ -604,7 +748,7 @@ impl x::Fields for ExtendedElementDescription {
 /// `ExtendedEvent` (extends `GeneralEvent`).
 ///
 /// The fields of `GeneralEvent` are in `general_event`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ExtendedEvent {
     /// The fields `ExtendedEvent` inherits from `GeneralEvent`.
     pub general_event: GeneralEvent,
@@ -621,6 +765,18 @@ impl x::SchemaType for ExtendedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ExtendedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ExtendedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtendedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ExtendedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl Clone for ExtendedEvent {
     fn clone(&self) -> Self {
@@ -672,7 +828,7 @@ impl x::Fields for ExtendedEvent {
 }
 #[cfg(feature = "all-events")]
 /// `ExtendedEventPair` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtendedEventPair {
     /// `key`.
     pub key: String,
@@ -685,6 +841,18 @@ impl x::SchemaType for ExtendedEventPair {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for ExtendedEventPair {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for ExtendedEventPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtendedEventPair", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for ExtendedEventPair {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl x::Fields for ExtendedEventPair {
     fn decode_field(
@@ -714,7 +882,7 @@ impl x::ArrayItem for ExtendedEventPair {
 /// `ExtendedFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ExtendedFault {
     /// The fields `ExtendedFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -729,6 +897,18 @@ impl x::SchemaType for ExtendedFault {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for ExtendedFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for ExtendedFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtendedFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for ExtendedFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl Clone for ExtendedFault {
     fn clone(&self) -> Self {
@@ -776,7 +956,7 @@ impl x::Fields for ExtendedFault {
     }
 }
 /// `Extension` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct Extension {
     /// `description`.
     pub description: AnyDescription,
@@ -823,6 +1003,16 @@ impl x::SchemaType for Extension {
     const TYPE_NAME: &'static str = "Extension";
 }
 impl x::Structure for Extension {}
+impl std::fmt::Debug for Extension {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Extension", x::fields_ref(self))
+    }
+}
+impl PartialEq for Extension {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for Extension {
     fn clone(&self) -> Self {
         Self {
@@ -909,7 +1099,7 @@ impl x::ArrayItem for Extension {
     const ITEM_TAG: &'static str = "Extension";
 }
 /// `ExtensionClientInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtensionClientInfo {
     /// `version`.
     pub version: String,
@@ -926,6 +1116,16 @@ impl x::SchemaType for ExtensionClientInfo {
     const TYPE_NAME: &'static str = "ExtensionClientInfo";
 }
 impl x::Structure for ExtensionClientInfo {}
+impl std::fmt::Debug for ExtensionClientInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionClientInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionClientInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtensionClientInfo {
     fn decode_field(
         &mut self,
@@ -956,7 +1156,7 @@ impl x::ArrayItem for ExtensionClientInfo {
     const ITEM_TAG: &'static str = "ExtensionClientInfo";
 }
 /// `ExtensionEventTypeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtensionEventTypeInfo {
     /// `eventID`.
     pub event_id: String,
@@ -967,6 +1167,16 @@ impl x::SchemaType for ExtensionEventTypeInfo {
     const TYPE_NAME: &'static str = "ExtensionEventTypeInfo";
 }
 impl x::Structure for ExtensionEventTypeInfo {}
+impl std::fmt::Debug for ExtensionEventTypeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionEventTypeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionEventTypeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtensionEventTypeInfo {
     fn decode_field(
         &mut self,
@@ -991,7 +1201,7 @@ impl x::ArrayItem for ExtensionEventTypeInfo {
     const ITEM_TAG: &'static str = "ExtensionEventTypeInfo";
 }
 /// `ExtensionFaultTypeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtensionFaultTypeInfo {
     /// `faultID`.
     pub fault_id: String,
@@ -1000,6 +1210,16 @@ impl x::SchemaType for ExtensionFaultTypeInfo {
     const TYPE_NAME: &'static str = "ExtensionFaultTypeInfo";
 }
 impl x::Structure for ExtensionFaultTypeInfo {}
+impl std::fmt::Debug for ExtensionFaultTypeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionFaultTypeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionFaultTypeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtensionFaultTypeInfo {
     fn decode_field(
         &mut self,
@@ -1022,7 +1242,7 @@ impl x::ArrayItem for ExtensionFaultTypeInfo {
     const ITEM_TAG: &'static str = "ExtensionFaultTypeInfo";
 }
 /// `ExtensionHealthInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtensionHealthInfo {
     /// `url`.
     pub url: String,
@@ -1031,6 +1251,16 @@ impl x::SchemaType for ExtensionHealthInfo {
     const TYPE_NAME: &'static str = "ExtensionHealthInfo";
 }
 impl x::Structure for ExtensionHealthInfo {}
+impl std::fmt::Debug for ExtensionHealthInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionHealthInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionHealthInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtensionHealthInfo {
     fn decode_field(
         &mut self,
@@ -1049,7 +1279,7 @@ impl x::Fields for ExtensionHealthInfo {
     }
 }
 /// `ExtensionManagerIpAllocationUsage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtensionManagerIpAllocationUsage {
     /// `extensionKey`.
     pub extension_key: String,
@@ -1060,6 +1290,16 @@ impl x::SchemaType for ExtensionManagerIpAllocationUsage {
     const TYPE_NAME: &'static str = "ExtensionManagerIpAllocationUsage";
 }
 impl x::Structure for ExtensionManagerIpAllocationUsage {}
+impl std::fmt::Debug for ExtensionManagerIpAllocationUsage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionManagerIpAllocationUsage", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionManagerIpAllocationUsage {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtensionManagerIpAllocationUsage {
     fn decode_field(
         &mut self,
@@ -1084,7 +1324,7 @@ impl x::ArrayItem for ExtensionManagerIpAllocationUsage {
     const ITEM_TAG: &'static str = "ExtensionManagerIpAllocationUsage";
 }
 /// `ExtensionOvfConsumerInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ExtensionOvfConsumerInfo {
     /// `callbackUrl`.
     pub callback_url: String,
@@ -1095,6 +1335,16 @@ impl x::SchemaType for ExtensionOvfConsumerInfo {
     const TYPE_NAME: &'static str = "ExtensionOvfConsumerInfo";
 }
 impl x::Structure for ExtensionOvfConsumerInfo {}
+impl std::fmt::Debug for ExtensionOvfConsumerInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionOvfConsumerInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionOvfConsumerInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ExtensionOvfConsumerInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1123,7 +1373,7 @@ impl x::Fields for ExtensionOvfConsumerInfo {
     }
 }
 /// `ExtensionPrivilegeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtensionPrivilegeInfo {
     /// `privID`.
     pub priv_id: String,
@@ -1134,6 +1384,16 @@ impl x::SchemaType for ExtensionPrivilegeInfo {
     const TYPE_NAME: &'static str = "ExtensionPrivilegeInfo";
 }
 impl x::Structure for ExtensionPrivilegeInfo {}
+impl std::fmt::Debug for ExtensionPrivilegeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionPrivilegeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionPrivilegeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtensionPrivilegeInfo {
     fn decode_field(
         &mut self,
@@ -1158,7 +1418,7 @@ impl x::ArrayItem for ExtensionPrivilegeInfo {
     const ITEM_TAG: &'static str = "ExtensionPrivilegeInfo";
 }
 /// `ExtensionResourceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ExtensionResourceInfo {
     /// `locale`.
     pub locale: String,
@@ -1171,6 +1431,16 @@ impl x::SchemaType for ExtensionResourceInfo {
     const TYPE_NAME: &'static str = "ExtensionResourceInfo";
 }
 impl x::Structure for ExtensionResourceInfo {}
+impl std::fmt::Debug for ExtensionResourceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionResourceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionResourceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ExtensionResourceInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1206,7 +1476,7 @@ impl x::ArrayItem for ExtensionResourceInfo {
     const ITEM_TAG: &'static str = "ExtensionResourceInfo";
 }
 /// `ExtensionServerInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ExtensionServerInfo {
     /// `url`.
     pub url: String,
@@ -1229,6 +1499,16 @@ impl x::SchemaType for ExtensionServerInfo {
     const TYPE_NAME: &'static str = "ExtensionServerInfo";
 }
 impl x::Structure for ExtensionServerInfo {}
+impl std::fmt::Debug for ExtensionServerInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionServerInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionServerInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ExtensionServerInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1284,7 +1564,7 @@ impl x::ArrayItem for ExtensionServerInfo {
     const ITEM_TAG: &'static str = "ExtensionServerInfo";
 }
 /// `ExtensionTaskTypeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ExtensionTaskTypeInfo {
     /// `taskID`.
     pub task_id: String,
@@ -1293,6 +1573,16 @@ impl x::SchemaType for ExtensionTaskTypeInfo {
     const TYPE_NAME: &'static str = "ExtensionTaskTypeInfo";
 }
 impl x::Structure for ExtensionTaskTypeInfo {}
+impl std::fmt::Debug for ExtensionTaskTypeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExtensionTaskTypeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExtensionTaskTypeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ExtensionTaskTypeInfo {
     fn decode_field(
         &mut self,

@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `HostCapability` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostCapability {
     /// `recursiveResourcePoolsSupported`.
     pub recursive_resource_pools_supported: bool,
@@ -409,6 +409,16 @@ impl x::SchemaType for HostCapability {
     const TYPE_NAME: &'static str = "HostCapability";
 }
 impl x::Structure for HostCapability {}
+impl std::fmt::Debug for HostCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCapability", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCapability {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostCapability {
     fn clone(&self) -> Self {
         Self {
@@ -1458,7 +1468,7 @@ impl x::Fields for HostCapability {
     }
 }
 /// `HostCertificateManagerCertificateInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCertificateManagerCertificateInfo {
     /// `kind`.
     ///
@@ -1479,6 +1489,16 @@ impl x::SchemaType for HostCertificateManagerCertificateInfo {
     const TYPE_NAME: &'static str = "HostCertificateManagerCertificateInfo";
 }
 impl x::Structure for HostCertificateManagerCertificateInfo {}
+impl std::fmt::Debug for HostCertificateManagerCertificateInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCertificateManagerCertificateInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCertificateManagerCertificateInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostCertificateManagerCertificateInfo {
     fn decode_field(
         &mut self,
@@ -1521,7 +1541,7 @@ impl x::ArrayItem for HostCertificateManagerCertificateInfo {
 /// `HostCertificateManagerCertificateSpec` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.1.0.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostCertificateManagerCertificateSpec {
     /// `kind`.
     ///
@@ -1540,6 +1560,16 @@ impl x::SchemaType for HostCertificateManagerCertificateSpec {
     const TYPE_NAME: &'static str = "HostCertificateManagerCertificateSpec";
 }
 impl x::Structure for HostCertificateManagerCertificateSpec {}
+impl std::fmt::Debug for HostCertificateManagerCertificateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCertificateManagerCertificateSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCertificateManagerCertificateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostCertificateManagerCertificateSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1591,7 +1621,7 @@ impl x::Fields for HostCertificateManagerCertificateSpec {
 /// `HostCnxFailedAccountFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedAccountFailedEvent {
     /// The fields `HostCnxFailedAccountFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1602,6 +1632,18 @@ impl x::SchemaType for HostCnxFailedAccountFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedAccountFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedAccountFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedAccountFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedAccountFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedAccountFailedEvent {
     type Target = HostEvent;
@@ -1635,7 +1677,7 @@ impl x::Fields for HostCnxFailedAccountFailedEvent {
 /// `HostCnxFailedAlreadyManagedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedAlreadyManagedEvent {
     /// The fields `HostCnxFailedAlreadyManagedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1648,6 +1690,18 @@ impl x::SchemaType for HostCnxFailedAlreadyManagedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedAlreadyManagedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedAlreadyManagedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedAlreadyManagedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedAlreadyManagedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedAlreadyManagedEvent {
     type Target = HostEvent;
@@ -1686,7 +1740,7 @@ impl x::Fields for HostCnxFailedAlreadyManagedEvent {
 /// `HostCnxFailedBadCcagentEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedBadCcagentEvent {
     /// The fields `HostCnxFailedBadCcagentEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1697,6 +1751,18 @@ impl x::SchemaType for HostCnxFailedBadCcagentEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedBadCcagentEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedBadCcagentEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedBadCcagentEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedBadCcagentEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedBadCcagentEvent {
     type Target = HostEvent;
@@ -1730,7 +1796,7 @@ impl x::Fields for HostCnxFailedBadCcagentEvent {
 /// `HostCnxFailedBadUsernameEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedBadUsernameEvent {
     /// The fields `HostCnxFailedBadUsernameEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1741,6 +1807,18 @@ impl x::SchemaType for HostCnxFailedBadUsernameEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedBadUsernameEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedBadUsernameEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedBadUsernameEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedBadUsernameEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedBadUsernameEvent {
     type Target = HostEvent;
@@ -1774,7 +1852,7 @@ impl x::Fields for HostCnxFailedBadUsernameEvent {
 /// `HostCnxFailedBadVersionEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedBadVersionEvent {
     /// The fields `HostCnxFailedBadVersionEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1785,6 +1863,18 @@ impl x::SchemaType for HostCnxFailedBadVersionEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedBadVersionEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedBadVersionEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedBadVersionEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedBadVersionEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedBadVersionEvent {
     type Target = HostEvent;
@@ -1818,7 +1908,7 @@ impl x::Fields for HostCnxFailedBadVersionEvent {
 /// `HostCnxFailedCcagentUpgradeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedCcagentUpgradeEvent {
     /// The fields `HostCnxFailedCcagentUpgradeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1829,6 +1919,18 @@ impl x::SchemaType for HostCnxFailedCcagentUpgradeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedCcagentUpgradeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedCcagentUpgradeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedCcagentUpgradeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedCcagentUpgradeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedCcagentUpgradeEvent {
     type Target = HostEvent;
@@ -1862,7 +1964,7 @@ impl x::Fields for HostCnxFailedCcagentUpgradeEvent {
 /// `HostCnxFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedEvent {
     /// The fields `HostCnxFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1873,6 +1975,18 @@ impl x::SchemaType for HostCnxFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedEvent {
     type Target = HostEvent;
@@ -1906,7 +2020,7 @@ impl x::Fields for HostCnxFailedEvent {
 /// `HostCnxFailedNetworkErrorEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedNetworkErrorEvent {
     /// The fields `HostCnxFailedNetworkErrorEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1917,6 +2031,18 @@ impl x::SchemaType for HostCnxFailedNetworkErrorEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNetworkErrorEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedNetworkErrorEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedNetworkErrorEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedNetworkErrorEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNetworkErrorEvent {
     type Target = HostEvent;
@@ -1950,7 +2076,7 @@ impl x::Fields for HostCnxFailedNetworkErrorEvent {
 /// `HostCnxFailedNoAccessEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedNoAccessEvent {
     /// The fields `HostCnxFailedNoAccessEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1961,6 +2087,18 @@ impl x::SchemaType for HostCnxFailedNoAccessEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNoAccessEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedNoAccessEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedNoAccessEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedNoAccessEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNoAccessEvent {
     type Target = HostEvent;
@@ -1994,7 +2132,7 @@ impl x::Fields for HostCnxFailedNoAccessEvent {
 /// `HostCnxFailedNoConnectionEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedNoConnectionEvent {
     /// The fields `HostCnxFailedNoConnectionEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -2005,6 +2143,18 @@ impl x::SchemaType for HostCnxFailedNoConnectionEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNoConnectionEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedNoConnectionEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedNoConnectionEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedNoConnectionEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNoConnectionEvent {
     type Target = HostEvent;
@@ -2038,7 +2188,7 @@ impl x::Fields for HostCnxFailedNoConnectionEvent {
 /// `HostCnxFailedNoLicenseEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedNoLicenseEvent {
     /// The fields `HostCnxFailedNoLicenseEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -2049,6 +2199,18 @@ impl x::SchemaType for HostCnxFailedNoLicenseEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNoLicenseEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedNoLicenseEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedNoLicenseEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedNoLicenseEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNoLicenseEvent {
     type Target = HostEvent;
@@ -2082,7 +2244,7 @@ impl x::Fields for HostCnxFailedNoLicenseEvent {
 /// `HostCnxFailedNotFoundEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedNotFoundEvent {
     /// The fields `HostCnxFailedNotFoundEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -2093,6 +2255,18 @@ impl x::SchemaType for HostCnxFailedNotFoundEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedNotFoundEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedNotFoundEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedNotFoundEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedNotFoundEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedNotFoundEvent {
     type Target = HostEvent;
@@ -2126,7 +2300,7 @@ impl x::Fields for HostCnxFailedNotFoundEvent {
 /// `HostCnxFailedTimeoutEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCnxFailedTimeoutEvent {
     /// The fields `HostCnxFailedTimeoutEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -2137,6 +2311,18 @@ impl x::SchemaType for HostCnxFailedTimeoutEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCnxFailedTimeoutEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCnxFailedTimeoutEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCnxFailedTimeoutEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCnxFailedTimeoutEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCnxFailedTimeoutEvent {
     type Target = HostEvent;
@@ -2169,7 +2355,7 @@ impl x::Fields for HostCnxFailedTimeoutEvent {
 /// `HostCommunication` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCommunication {
     /// The fields `HostCommunication` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -2178,6 +2364,16 @@ impl x::SchemaType for HostCommunication {
     const TYPE_NAME: &'static str = "HostCommunication";
 }
 impl x::Structure for HostCommunication {}
+impl std::fmt::Debug for HostCommunication {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCommunication", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCommunication {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for HostCommunication {
     type Target = RuntimeFault;
     #[inline]
@@ -2208,7 +2404,7 @@ impl x::Fields for HostCommunication {
 /// `HostComplianceCheckedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostComplianceCheckedEvent {
     /// The fields `HostComplianceCheckedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -2221,6 +2417,18 @@ impl x::SchemaType for HostComplianceCheckedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostComplianceCheckedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostComplianceCheckedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostComplianceCheckedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostComplianceCheckedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostComplianceCheckedEvent {
     type Target = HostEvent;
@@ -2259,7 +2467,7 @@ impl x::Fields for HostComplianceCheckedEvent {
 /// `HostCompliantEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCompliantEvent {
     /// The fields `HostCompliantEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -2270,6 +2478,18 @@ impl x::SchemaType for HostCompliantEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostCompliantEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostCompliantEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCompliantEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostCompliantEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostCompliantEvent {
     type Target = HostEvent;
@@ -2303,7 +2523,7 @@ impl x::Fields for HostCompliantEvent {
 /// `HostConfigAppliedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConfigAppliedEvent {
     /// The fields `HostConfigAppliedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -2314,6 +2534,18 @@ impl x::SchemaType for HostConfigAppliedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostConfigAppliedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostConfigAppliedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigAppliedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostConfigAppliedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostConfigAppliedEvent {
     type Target = HostEvent;
@@ -2344,12 +2576,22 @@ impl x::Fields for HostConfigAppliedEvent {
     }
 }
 /// `HostConfigChange` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConfigChange {}
 impl x::SchemaType for HostConfigChange {
     const TYPE_NAME: &'static str = "HostConfigChange";
 }
 impl x::Structure for HostConfigChange {}
+impl std::fmt::Debug for HostConfigChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigChange", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigChange {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostConfigChange {
     fn decode_field(
         &mut self,
@@ -2364,7 +2606,7 @@ impl x::Fields for HostConfigChange {
 /// `HostConfigFailed` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostConfigFailed {
     /// The fields `HostConfigFailed` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
@@ -2377,6 +2619,18 @@ impl x::SchemaType for HostConfigFailed {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostConfigFailed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostConfigFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigFailed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostConfigFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl Clone for HostConfigFailed {
     fn clone(&self) -> Self {
@@ -2424,7 +2678,7 @@ impl x::Fields for HostConfigFailed {
 /// `HostConfigFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConfigFault {
     /// The fields `HostConfigFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -2435,6 +2689,18 @@ impl x::SchemaType for HostConfigFault {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostConfigFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostConfigFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostConfigFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostConfigFault {
     type Target = VimFault;
@@ -2462,359 +2728,5 @@ impl x::Fields for HostConfigFault {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.vim_fault, w);
-    }
-}
-/// `HostConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostConfigInfo {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `product`.
-    pub product: AboutInfo,
-    /// `deploymentInfo`.
-    pub deployment_info: Option<HostDeploymentInfo>,
-    /// `hyperThread`.
-    pub hyper_thread: Option<HostHyperThreadScheduleInfo>,
-    /// `cpuScheduler`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub cpu_scheduler: Option<HostCpuSchedulerInfo>,
-    /// `consoleReservation`.
-    pub console_reservation: Option<ServiceConsoleReservationInfo>,
-    /// `virtualMachineReservation`.
-    pub virtual_machine_reservation: Option<VirtualMachineMemoryReservationInfo>,
-    /// `storageDevice`.
-    pub storage_device: Option<HostStorageDeviceInfo>,
-    /// `multipathState`.
-    pub multipath_state: Option<HostMultipathStateInfo>,
-    /// `fileSystemVolume`.
-    pub file_system_volume: Option<HostFileSystemVolumeInfo>,
-    /// `systemFile`.
-    pub system_file: Vec<String>,
-    /// `network`.
-    pub network: Option<HostNetworkInfo>,
-    /// `vmotion`.
-    pub vmotion: Option<HostVMotionInfo>,
-    /// `virtualNicManagerInfo`.
-    pub virtual_nic_manager_info: Option<HostVirtualNicManagerInfo>,
-    /// `capabilities`.
-    pub capabilities: Option<HostNetCapabilities>,
-    /// `datastoreCapabilities`.
-    pub datastore_capabilities: Option<HostDatastoreSystemCapabilities>,
-    /// `offloadCapabilities`.
-    pub offload_capabilities: Option<HostNetOffloadCapabilities>,
-    /// `service`.
-    pub service: Option<HostServiceInfo>,
-    /// `firewall`.
-    pub firewall: Option<HostFirewallInfo>,
-    /// `autoStart`.
-    pub auto_start: Option<HostAutoStartManagerConfig>,
-    /// `activeDiagnosticPartition`.
-    pub active_diagnostic_partition: Option<HostDiagnosticPartition>,
-    /// `option`.
-    pub option: Vec<AnyOptionValue>,
-    /// `optionDef`.
-    pub option_def: Vec<OptionDef>,
-    /// `datastorePrincipal`.
-    pub datastore_principal: Option<String>,
-    /// `localSwapDatastore`.
-    pub local_swap_datastore: Option<x::ManagedObjectReference>,
-    /// `systemSwapConfiguration`.
-    pub system_swap_configuration: Option<HostSystemSwapConfiguration>,
-    /// `systemResources`.
-    pub system_resources: Option<HostSystemResourceInfo>,
-    /// `dateTimeInfo`.
-    pub date_time_info: Option<HostDateTimeInfo>,
-    /// `flags`.
-    pub flags: Option<HostFlagInfo>,
-    /// `adminDisabled`.
-    pub admin_disabled: Option<bool>,
-    /// `lockdownMode`.
-    pub lockdown_mode: Option<HostLockdownMode>,
-    /// `ipmi`.
-    pub ipmi: Option<HostIpmiInfo>,
-    /// `sslThumbprintInfo`.
-    pub ssl_thumbprint_info: Option<HostSslThumbprintInfo>,
-    /// `sslThumbprintData`.
-    pub ssl_thumbprint_data: Vec<HostSslThumbprintInfo>,
-    /// `authenticationData`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub authentication_data: Vec<HostAuthenticationInfo>,
-    /// `certificate`.
-    pub certificate: Vec<i8>,
-    /// `pciPassthruInfo`.
-    pub pci_passthru_info: Vec<AnyHostPciPassthruInfo>,
-    /// `authenticationManagerInfo`.
-    pub authentication_manager_info: Option<HostAuthenticationManagerInfo>,
-    /// `featureVersion`.
-    pub feature_version: Vec<HostFeatureVersionInfo>,
-    /// `powerSystemCapability`.
-    pub power_system_capability: Option<PowerSystemCapability>,
-    /// `powerSystemInfo`.
-    pub power_system_info: Option<PowerSystemInfo>,
-    /// `cacheConfigurationInfo`.
-    pub cache_configuration_info: Vec<HostCacheConfigurationInfo>,
-    /// `wakeOnLanCapable`.
-    pub wake_on_lan_capable: Option<bool>,
-    /// `featureCapability`.
-    pub feature_capability: Vec<HostFeatureCapability>,
-    /// `maskedFeatureCapability`.
-    pub masked_feature_capability: Vec<HostFeatureCapability>,
-    /// `vFlashConfigInfo`.
-    pub vflash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
-    /// `vsanHostConfig`.
-    pub vsan_host_config: Option<VsanHostConfigInfo>,
-    /// `domainList`.
-    pub domain_list: Vec<String>,
-    /// `scriptCheckSum`.
-    pub script_check_sum: Option<Vec<u8>>,
-    /// `hostConfigCheckSum`.
-    pub host_config_check_sum: Option<Vec<u8>>,
-    /// `descriptionTreeCheckSum`.
-    pub description_tree_check_sum: Option<Vec<u8>>,
-    /// `graphicsInfo`.
-    pub graphics_info: Vec<HostGraphicsInfo>,
-    /// `sharedPassthruGpuTypes`.
-    pub shared_passthru_gpu_types: Vec<String>,
-    /// `graphicsConfig`.
-    pub graphics_config: Option<HostGraphicsConfig>,
-    /// `sharedGpuCapabilities`.
-    pub shared_gpu_capabilities: Vec<HostSharedGpuCapabilities>,
-    /// `ioFilterInfo`.
-    pub io_filter_info: Vec<HostIoFilterInfo>,
-    /// `sriovDevicePool`.
-    pub sriov_device_pool: Vec<AnyHostSriovDevicePoolInfo>,
-    /// `assignableHardwareBinding`.
-    pub assignable_hardware_binding: Vec<HostAssignableHardwareBinding>,
-    /// `assignableHardwareConfig`.
-    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
-}
-impl x::SchemaType for HostConfigInfo {
-    const TYPE_NAME: &'static str = "HostConfigInfo";
-}
-impl x::Structure for HostConfigInfo {}
-impl Clone for HostConfigInfo {
-    fn clone(&self) -> Self {
-        Self {
-            host: self.host.clone(),
-            product: self.product.clone(),
-            deployment_info: self.deployment_info.clone(),
-            hyper_thread: self.hyper_thread.clone(),
-            cpu_scheduler: self.cpu_scheduler.clone(),
-            console_reservation: self.console_reservation.clone(),
-            virtual_machine_reservation: self.virtual_machine_reservation.clone(),
-            storage_device: self.storage_device.clone(),
-            multipath_state: self.multipath_state.clone(),
-            file_system_volume: self.file_system_volume.clone(),
-            system_file: x::clone_vec(&self.system_file),
-            network: self.network.clone(),
-            vmotion: self.vmotion.clone(),
-            virtual_nic_manager_info: self.virtual_nic_manager_info.clone(),
-            capabilities: self.capabilities.clone(),
-            datastore_capabilities: self.datastore_capabilities.clone(),
-            offload_capabilities: self.offload_capabilities.clone(),
-            service: self.service.clone(),
-            firewall: self.firewall.clone(),
-            auto_start: self.auto_start.clone(),
-            active_diagnostic_partition: self.active_diagnostic_partition.clone(),
-            option: x::clone_vec(&self.option),
-            option_def: x::clone_vec(&self.option_def),
-            datastore_principal: self.datastore_principal.clone(),
-            local_swap_datastore: self.local_swap_datastore.clone(),
-            system_swap_configuration: self.system_swap_configuration.clone(),
-            system_resources: self.system_resources.clone(),
-            date_time_info: self.date_time_info.clone(),
-            flags: self.flags.clone(),
-            admin_disabled: self.admin_disabled,
-            lockdown_mode: self.lockdown_mode.clone(),
-            ipmi: self.ipmi.clone(),
-            ssl_thumbprint_info: self.ssl_thumbprint_info.clone(),
-            ssl_thumbprint_data: x::clone_vec(&self.ssl_thumbprint_data),
-            authentication_data: x::clone_vec(&self.authentication_data),
-            certificate: x::clone_vec(&self.certificate),
-            pci_passthru_info: x::clone_vec(&self.pci_passthru_info),
-            authentication_manager_info: self.authentication_manager_info.clone(),
-            feature_version: x::clone_vec(&self.feature_version),
-            power_system_capability: self.power_system_capability.clone(),
-            power_system_info: self.power_system_info.clone(),
-            cache_configuration_info: x::clone_vec(&self.cache_configuration_info),
-            wake_on_lan_capable: self.wake_on_lan_capable,
-            feature_capability: x::clone_vec(&self.feature_capability),
-            masked_feature_capability: x::clone_vec(&self.masked_feature_capability),
-            vflash_config_info: self.vflash_config_info.clone(),
-            vsan_host_config: self.vsan_host_config.clone(),
-            domain_list: x::clone_vec(&self.domain_list),
-            script_check_sum: self.script_check_sum.clone(),
-            host_config_check_sum: self.host_config_check_sum.clone(),
-            description_tree_check_sum: self.description_tree_check_sum.clone(),
-            graphics_info: x::clone_vec(&self.graphics_info),
-            shared_passthru_gpu_types: x::clone_vec(&self.shared_passthru_gpu_types),
-            graphics_config: self.graphics_config.clone(),
-            shared_gpu_capabilities: x::clone_vec(&self.shared_gpu_capabilities),
-            io_filter_info: x::clone_vec(&self.io_filter_info),
-            sriov_device_pool: x::clone_vec(&self.sriov_device_pool),
-            assignable_hardware_binding: x::clone_vec(&self.assignable_hardware_binding),
-            assignable_hardware_config: self.assignable_hardware_config.clone(),
-        }
-    }
-}
-impl x::Fields for HostConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "product" => r.read(&mut self.product),
-            "deploymentInfo" => r.read_opt(&mut self.deployment_info),
-            "hyperThread" => r.read_opt(&mut self.hyper_thread),
-            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
-            "consoleReservation" => r.read_opt(&mut self.console_reservation),
-            "virtualMachineReservation" => {
-                r.read_opt(&mut self.virtual_machine_reservation)
-            }
-            "storageDevice" => r.read_opt(&mut self.storage_device),
-            "multipathState" => r.read_opt(&mut self.multipath_state),
-            "fileSystemVolume" => r.read_opt(&mut self.file_system_volume),
-            "systemFile" => r.read_push(&mut self.system_file),
-            "network" => r.read_opt(&mut self.network),
-            "vmotion" => r.read_opt(&mut self.vmotion),
-            "virtualNicManagerInfo" => r.read_opt(&mut self.virtual_nic_manager_info),
-            "capabilities" => r.read_opt(&mut self.capabilities),
-            "datastoreCapabilities" => r.read_opt(&mut self.datastore_capabilities),
-            "offloadCapabilities" => r.read_opt(&mut self.offload_capabilities),
-            "service" => r.read_opt(&mut self.service),
-            "firewall" => r.read_opt(&mut self.firewall),
-            "autoStart" => r.read_opt(&mut self.auto_start),
-            "activeDiagnosticPartition" => {
-                r.read_opt(&mut self.active_diagnostic_partition)
-            }
-            "option" => r.read_push(&mut self.option),
-            "optionDef" => r.read_push(&mut self.option_def),
-            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
-            "localSwapDatastore" => r.read_opt(&mut self.local_swap_datastore),
-            "systemSwapConfiguration" => r.read_opt(&mut self.system_swap_configuration),
-            "systemResources" => r.read_opt(&mut self.system_resources),
-            "dateTimeInfo" => r.read_opt(&mut self.date_time_info),
-            "flags" => r.read_opt(&mut self.flags),
-            "adminDisabled" => r.read_opt(&mut self.admin_disabled),
-            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
-            "ipmi" => r.read_opt(&mut self.ipmi),
-            "sslThumbprintInfo" => r.read_opt(&mut self.ssl_thumbprint_info),
-            "sslThumbprintData" => r.read_push(&mut self.ssl_thumbprint_data),
-            "authenticationData" => r.read_push(&mut self.authentication_data),
-            "certificate" => r.read_push(&mut self.certificate),
-            "pciPassthruInfo" => r.read_push(&mut self.pci_passthru_info),
-            "authenticationManagerInfo" => {
-                r.read_opt(&mut self.authentication_manager_info)
-            }
-            "featureVersion" => r.read_push(&mut self.feature_version),
-            "powerSystemCapability" => r.read_opt(&mut self.power_system_capability),
-            "powerSystemInfo" => r.read_opt(&mut self.power_system_info),
-            "cacheConfigurationInfo" => r.read_push(&mut self.cache_configuration_info),
-            "wakeOnLanCapable" => r.read_opt(&mut self.wake_on_lan_capable),
-            "featureCapability" => r.read_push(&mut self.feature_capability),
-            "maskedFeatureCapability" => r.read_push(&mut self.masked_feature_capability),
-            "vFlashConfigInfo" => r.read_opt(&mut self.vflash_config_info),
-            "vsanHostConfig" => r.read_opt(&mut self.vsan_host_config),
-            "domainList" => r.read_push(&mut self.domain_list),
-            "scriptCheckSum" => r.read_opt(&mut self.script_check_sum),
-            "hostConfigCheckSum" => r.read_opt(&mut self.host_config_check_sum),
-            "descriptionTreeCheckSum" => r.read_opt(&mut self.description_tree_check_sum),
-            "graphicsInfo" => r.read_push(&mut self.graphics_info),
-            "sharedPassthruGpuTypes" => r.read_push(&mut self.shared_passthru_gpu_types),
-            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
-            "sharedGpuCapabilities" => r.read_push(&mut self.shared_gpu_capabilities),
-            "ioFilterInfo" => r.read_push(&mut self.io_filter_info),
-            "sriovDevicePool" => r.read_push(&mut self.sriov_device_pool),
-            "assignableHardwareBinding" => {
-                r.read_push(&mut self.assignable_hardware_binding)
-            }
-            "assignableHardwareConfig" => {
-                r.read_opt(&mut self.assignable_hardware_config)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write("product", &self.product);
-        w.write_opt("deploymentInfo", &self.deployment_info);
-        w.write_opt("hyperThread", &self.hyper_thread);
-        if w
-            .since(
-                0x0800_0300,
-                "HostConfigInfo.cpuScheduler",
-                self.cpu_scheduler.is_some(),
-            )
-        {
-            w.write_opt("cpuScheduler", &self.cpu_scheduler);
-        }
-        w.write_opt("consoleReservation", &self.console_reservation);
-        w.write_opt("virtualMachineReservation", &self.virtual_machine_reservation);
-        w.write_opt("storageDevice", &self.storage_device);
-        w.write_opt("multipathState", &self.multipath_state);
-        w.write_opt("fileSystemVolume", &self.file_system_volume);
-        w.write_vec("systemFile", &self.system_file);
-        w.write_opt("network", &self.network);
-        w.write_opt("vmotion", &self.vmotion);
-        w.write_opt("virtualNicManagerInfo", &self.virtual_nic_manager_info);
-        w.write_opt("capabilities", &self.capabilities);
-        w.write_opt("datastoreCapabilities", &self.datastore_capabilities);
-        w.write_opt("offloadCapabilities", &self.offload_capabilities);
-        w.write_opt("service", &self.service);
-        w.write_opt("firewall", &self.firewall);
-        w.write_opt("autoStart", &self.auto_start);
-        w.write_opt("activeDiagnosticPartition", &self.active_diagnostic_partition);
-        w.write_vec("option", &self.option);
-        w.write_vec("optionDef", &self.option_def);
-        w.write_opt("datastorePrincipal", &self.datastore_principal);
-        w.write_opt("localSwapDatastore", &self.local_swap_datastore);
-        w.write_opt("systemSwapConfiguration", &self.system_swap_configuration);
-        w.write_opt("systemResources", &self.system_resources);
-        w.write_opt("dateTimeInfo", &self.date_time_info);
-        w.write_opt("flags", &self.flags);
-        w.write_opt("adminDisabled", &self.admin_disabled);
-        w.write_opt("lockdownMode", &self.lockdown_mode);
-        w.write_opt("ipmi", &self.ipmi);
-        w.write_opt("sslThumbprintInfo", &self.ssl_thumbprint_info);
-        w.write_vec("sslThumbprintData", &self.ssl_thumbprint_data);
-        if w
-            .since(
-                0x0900_0000,
-                "HostConfigInfo.authenticationData",
-                !self.authentication_data.is_empty(),
-            )
-        {
-            w.write_vec("authenticationData", &self.authentication_data);
-        }
-        w.write_vec("certificate", &self.certificate);
-        w.write_vec("pciPassthruInfo", &self.pci_passthru_info);
-        w.write_opt("authenticationManagerInfo", &self.authentication_manager_info);
-        w.write_vec("featureVersion", &self.feature_version);
-        w.write_opt("powerSystemCapability", &self.power_system_capability);
-        w.write_opt("powerSystemInfo", &self.power_system_info);
-        w.write_vec("cacheConfigurationInfo", &self.cache_configuration_info);
-        w.write_opt("wakeOnLanCapable", &self.wake_on_lan_capable);
-        w.write_vec("featureCapability", &self.feature_capability);
-        w.write_vec("maskedFeatureCapability", &self.masked_feature_capability);
-        w.write_opt("vFlashConfigInfo", &self.vflash_config_info);
-        w.write_opt("vsanHostConfig", &self.vsan_host_config);
-        w.write_vec("domainList", &self.domain_list);
-        w.write_opt("scriptCheckSum", &self.script_check_sum);
-        w.write_opt("hostConfigCheckSum", &self.host_config_check_sum);
-        w.write_opt("descriptionTreeCheckSum", &self.description_tree_check_sum);
-        w.write_vec("graphicsInfo", &self.graphics_info);
-        w.write_vec("sharedPassthruGpuTypes", &self.shared_passthru_gpu_types);
-        w.write_opt("graphicsConfig", &self.graphics_config);
-        w.write_vec("sharedGpuCapabilities", &self.shared_gpu_capabilities);
-        w.write_vec("ioFilterInfo", &self.io_filter_info);
-        w.write_vec("sriovDevicePool", &self.sriov_device_pool);
-        w.write_vec("assignableHardwareBinding", &self.assignable_hardware_binding);
-        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
     }
 }

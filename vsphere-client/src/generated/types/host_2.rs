@@ -5,8 +5,372 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostConfigInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostConfigInfo {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `product`.
+    pub product: AboutInfo,
+    /// `deploymentInfo`.
+    pub deployment_info: Option<HostDeploymentInfo>,
+    /// `hyperThread`.
+    pub hyper_thread: Option<HostHyperThreadScheduleInfo>,
+    /// `cpuScheduler`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub cpu_scheduler: Option<HostCpuSchedulerInfo>,
+    /// `consoleReservation`.
+    pub console_reservation: Option<ServiceConsoleReservationInfo>,
+    /// `virtualMachineReservation`.
+    pub virtual_machine_reservation: Option<VirtualMachineMemoryReservationInfo>,
+    /// `storageDevice`.
+    pub storage_device: Option<HostStorageDeviceInfo>,
+    /// `multipathState`.
+    pub multipath_state: Option<HostMultipathStateInfo>,
+    /// `fileSystemVolume`.
+    pub file_system_volume: Option<HostFileSystemVolumeInfo>,
+    /// `systemFile`.
+    pub system_file: Vec<String>,
+    /// `network`.
+    pub network: Option<HostNetworkInfo>,
+    /// `vmotion`.
+    pub vmotion: Option<HostVMotionInfo>,
+    /// `virtualNicManagerInfo`.
+    pub virtual_nic_manager_info: Option<HostVirtualNicManagerInfo>,
+    /// `capabilities`.
+    pub capabilities: Option<HostNetCapabilities>,
+    /// `datastoreCapabilities`.
+    pub datastore_capabilities: Option<HostDatastoreSystemCapabilities>,
+    /// `offloadCapabilities`.
+    pub offload_capabilities: Option<HostNetOffloadCapabilities>,
+    /// `service`.
+    pub service: Option<HostServiceInfo>,
+    /// `firewall`.
+    pub firewall: Option<HostFirewallInfo>,
+    /// `autoStart`.
+    pub auto_start: Option<HostAutoStartManagerConfig>,
+    /// `activeDiagnosticPartition`.
+    pub active_diagnostic_partition: Option<HostDiagnosticPartition>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+    /// `optionDef`.
+    pub option_def: Vec<OptionDef>,
+    /// `datastorePrincipal`.
+    pub datastore_principal: Option<String>,
+    /// `localSwapDatastore`.
+    pub local_swap_datastore: Option<x::ManagedObjectReference>,
+    /// `systemSwapConfiguration`.
+    pub system_swap_configuration: Option<HostSystemSwapConfiguration>,
+    /// `systemResources`.
+    pub system_resources: Option<HostSystemResourceInfo>,
+    /// `dateTimeInfo`.
+    pub date_time_info: Option<HostDateTimeInfo>,
+    /// `flags`.
+    pub flags: Option<HostFlagInfo>,
+    /// `adminDisabled`.
+    pub admin_disabled: Option<bool>,
+    /// `lockdownMode`.
+    pub lockdown_mode: Option<HostLockdownMode>,
+    /// `ipmi`.
+    pub ipmi: Option<HostIpmiInfo>,
+    /// `sslThumbprintInfo`.
+    pub ssl_thumbprint_info: Option<HostSslThumbprintInfo>,
+    /// `sslThumbprintData`.
+    pub ssl_thumbprint_data: Vec<HostSslThumbprintInfo>,
+    /// `authenticationData`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub authentication_data: Vec<HostAuthenticationInfo>,
+    /// `certificate`.
+    pub certificate: Vec<i8>,
+    /// `pciPassthruInfo`.
+    pub pci_passthru_info: Vec<AnyHostPciPassthruInfo>,
+    /// `authenticationManagerInfo`.
+    pub authentication_manager_info: Option<HostAuthenticationManagerInfo>,
+    /// `featureVersion`.
+    pub feature_version: Vec<HostFeatureVersionInfo>,
+    /// `powerSystemCapability`.
+    pub power_system_capability: Option<PowerSystemCapability>,
+    /// `powerSystemInfo`.
+    pub power_system_info: Option<PowerSystemInfo>,
+    /// `cacheConfigurationInfo`.
+    pub cache_configuration_info: Vec<HostCacheConfigurationInfo>,
+    /// `wakeOnLanCapable`.
+    pub wake_on_lan_capable: Option<bool>,
+    /// `featureCapability`.
+    pub feature_capability: Vec<HostFeatureCapability>,
+    /// `maskedFeatureCapability`.
+    pub masked_feature_capability: Vec<HostFeatureCapability>,
+    /// `vFlashConfigInfo`.
+    pub vflash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
+    /// `vsanHostConfig`.
+    pub vsan_host_config: Option<VsanHostConfigInfo>,
+    /// `domainList`.
+    pub domain_list: Vec<String>,
+    /// `scriptCheckSum`.
+    pub script_check_sum: Option<Vec<u8>>,
+    /// `hostConfigCheckSum`.
+    pub host_config_check_sum: Option<Vec<u8>>,
+    /// `descriptionTreeCheckSum`.
+    pub description_tree_check_sum: Option<Vec<u8>>,
+    /// `graphicsInfo`.
+    pub graphics_info: Vec<HostGraphicsInfo>,
+    /// `sharedPassthruGpuTypes`.
+    pub shared_passthru_gpu_types: Vec<String>,
+    /// `graphicsConfig`.
+    pub graphics_config: Option<HostGraphicsConfig>,
+    /// `sharedGpuCapabilities`.
+    pub shared_gpu_capabilities: Vec<HostSharedGpuCapabilities>,
+    /// `ioFilterInfo`.
+    pub io_filter_info: Vec<HostIoFilterInfo>,
+    /// `sriovDevicePool`.
+    pub sriov_device_pool: Vec<AnyHostSriovDevicePoolInfo>,
+    /// `assignableHardwareBinding`.
+    pub assignable_hardware_binding: Vec<HostAssignableHardwareBinding>,
+    /// `assignableHardwareConfig`.
+    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
+}
+impl x::SchemaType for HostConfigInfo {
+    const TYPE_NAME: &'static str = "HostConfigInfo";
+}
+impl x::Structure for HostConfigInfo {}
+impl std::fmt::Debug for HostConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            product: self.product.clone(),
+            deployment_info: self.deployment_info.clone(),
+            hyper_thread: self.hyper_thread.clone(),
+            cpu_scheduler: self.cpu_scheduler.clone(),
+            console_reservation: self.console_reservation.clone(),
+            virtual_machine_reservation: self.virtual_machine_reservation.clone(),
+            storage_device: self.storage_device.clone(),
+            multipath_state: self.multipath_state.clone(),
+            file_system_volume: self.file_system_volume.clone(),
+            system_file: x::clone_vec(&self.system_file),
+            network: self.network.clone(),
+            vmotion: self.vmotion.clone(),
+            virtual_nic_manager_info: self.virtual_nic_manager_info.clone(),
+            capabilities: self.capabilities.clone(),
+            datastore_capabilities: self.datastore_capabilities.clone(),
+            offload_capabilities: self.offload_capabilities.clone(),
+            service: self.service.clone(),
+            firewall: self.firewall.clone(),
+            auto_start: self.auto_start.clone(),
+            active_diagnostic_partition: self.active_diagnostic_partition.clone(),
+            option: x::clone_vec(&self.option),
+            option_def: x::clone_vec(&self.option_def),
+            datastore_principal: self.datastore_principal.clone(),
+            local_swap_datastore: self.local_swap_datastore.clone(),
+            system_swap_configuration: self.system_swap_configuration.clone(),
+            system_resources: self.system_resources.clone(),
+            date_time_info: self.date_time_info.clone(),
+            flags: self.flags.clone(),
+            admin_disabled: self.admin_disabled,
+            lockdown_mode: self.lockdown_mode.clone(),
+            ipmi: self.ipmi.clone(),
+            ssl_thumbprint_info: self.ssl_thumbprint_info.clone(),
+            ssl_thumbprint_data: x::clone_vec(&self.ssl_thumbprint_data),
+            authentication_data: x::clone_vec(&self.authentication_data),
+            certificate: x::clone_vec(&self.certificate),
+            pci_passthru_info: x::clone_vec(&self.pci_passthru_info),
+            authentication_manager_info: self.authentication_manager_info.clone(),
+            feature_version: x::clone_vec(&self.feature_version),
+            power_system_capability: self.power_system_capability.clone(),
+            power_system_info: self.power_system_info.clone(),
+            cache_configuration_info: x::clone_vec(&self.cache_configuration_info),
+            wake_on_lan_capable: self.wake_on_lan_capable,
+            feature_capability: x::clone_vec(&self.feature_capability),
+            masked_feature_capability: x::clone_vec(&self.masked_feature_capability),
+            vflash_config_info: self.vflash_config_info.clone(),
+            vsan_host_config: self.vsan_host_config.clone(),
+            domain_list: x::clone_vec(&self.domain_list),
+            script_check_sum: self.script_check_sum.clone(),
+            host_config_check_sum: self.host_config_check_sum.clone(),
+            description_tree_check_sum: self.description_tree_check_sum.clone(),
+            graphics_info: x::clone_vec(&self.graphics_info),
+            shared_passthru_gpu_types: x::clone_vec(&self.shared_passthru_gpu_types),
+            graphics_config: self.graphics_config.clone(),
+            shared_gpu_capabilities: x::clone_vec(&self.shared_gpu_capabilities),
+            io_filter_info: x::clone_vec(&self.io_filter_info),
+            sriov_device_pool: x::clone_vec(&self.sriov_device_pool),
+            assignable_hardware_binding: x::clone_vec(&self.assignable_hardware_binding),
+            assignable_hardware_config: self.assignable_hardware_config.clone(),
+        }
+    }
+}
+impl x::Fields for HostConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "product" => r.read(&mut self.product),
+            "deploymentInfo" => r.read_opt(&mut self.deployment_info),
+            "hyperThread" => r.read_opt(&mut self.hyper_thread),
+            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
+            "consoleReservation" => r.read_opt(&mut self.console_reservation),
+            "virtualMachineReservation" => {
+                r.read_opt(&mut self.virtual_machine_reservation)
+            }
+            "storageDevice" => r.read_opt(&mut self.storage_device),
+            "multipathState" => r.read_opt(&mut self.multipath_state),
+            "fileSystemVolume" => r.read_opt(&mut self.file_system_volume),
+            "systemFile" => r.read_push(&mut self.system_file),
+            "network" => r.read_opt(&mut self.network),
+            "vmotion" => r.read_opt(&mut self.vmotion),
+            "virtualNicManagerInfo" => r.read_opt(&mut self.virtual_nic_manager_info),
+            "capabilities" => r.read_opt(&mut self.capabilities),
+            "datastoreCapabilities" => r.read_opt(&mut self.datastore_capabilities),
+            "offloadCapabilities" => r.read_opt(&mut self.offload_capabilities),
+            "service" => r.read_opt(&mut self.service),
+            "firewall" => r.read_opt(&mut self.firewall),
+            "autoStart" => r.read_opt(&mut self.auto_start),
+            "activeDiagnosticPartition" => {
+                r.read_opt(&mut self.active_diagnostic_partition)
+            }
+            "option" => r.read_push(&mut self.option),
+            "optionDef" => r.read_push(&mut self.option_def),
+            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
+            "localSwapDatastore" => r.read_opt(&mut self.local_swap_datastore),
+            "systemSwapConfiguration" => r.read_opt(&mut self.system_swap_configuration),
+            "systemResources" => r.read_opt(&mut self.system_resources),
+            "dateTimeInfo" => r.read_opt(&mut self.date_time_info),
+            "flags" => r.read_opt(&mut self.flags),
+            "adminDisabled" => r.read_opt(&mut self.admin_disabled),
+            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
+            "ipmi" => r.read_opt(&mut self.ipmi),
+            "sslThumbprintInfo" => r.read_opt(&mut self.ssl_thumbprint_info),
+            "sslThumbprintData" => r.read_push(&mut self.ssl_thumbprint_data),
+            "authenticationData" => r.read_push(&mut self.authentication_data),
+            "certificate" => r.read_push(&mut self.certificate),
+            "pciPassthruInfo" => r.read_push(&mut self.pci_passthru_info),
+            "authenticationManagerInfo" => {
+                r.read_opt(&mut self.authentication_manager_info)
+            }
+            "featureVersion" => r.read_push(&mut self.feature_version),
+            "powerSystemCapability" => r.read_opt(&mut self.power_system_capability),
+            "powerSystemInfo" => r.read_opt(&mut self.power_system_info),
+            "cacheConfigurationInfo" => r.read_push(&mut self.cache_configuration_info),
+            "wakeOnLanCapable" => r.read_opt(&mut self.wake_on_lan_capable),
+            "featureCapability" => r.read_push(&mut self.feature_capability),
+            "maskedFeatureCapability" => r.read_push(&mut self.masked_feature_capability),
+            "vFlashConfigInfo" => r.read_opt(&mut self.vflash_config_info),
+            "vsanHostConfig" => r.read_opt(&mut self.vsan_host_config),
+            "domainList" => r.read_push(&mut self.domain_list),
+            "scriptCheckSum" => r.read_opt(&mut self.script_check_sum),
+            "hostConfigCheckSum" => r.read_opt(&mut self.host_config_check_sum),
+            "descriptionTreeCheckSum" => r.read_opt(&mut self.description_tree_check_sum),
+            "graphicsInfo" => r.read_push(&mut self.graphics_info),
+            "sharedPassthruGpuTypes" => r.read_push(&mut self.shared_passthru_gpu_types),
+            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
+            "sharedGpuCapabilities" => r.read_push(&mut self.shared_gpu_capabilities),
+            "ioFilterInfo" => r.read_push(&mut self.io_filter_info),
+            "sriovDevicePool" => r.read_push(&mut self.sriov_device_pool),
+            "assignableHardwareBinding" => {
+                r.read_push(&mut self.assignable_hardware_binding)
+            }
+            "assignableHardwareConfig" => {
+                r.read_opt(&mut self.assignable_hardware_config)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write("product", &self.product);
+        w.write_opt("deploymentInfo", &self.deployment_info);
+        w.write_opt("hyperThread", &self.hyper_thread);
+        if w
+            .since(
+                0x0800_0300,
+                "HostConfigInfo.cpuScheduler",
+                self.cpu_scheduler.is_some(),
+            )
+        {
+            w.write_opt("cpuScheduler", &self.cpu_scheduler);
+        }
+        w.write_opt("consoleReservation", &self.console_reservation);
+        w.write_opt("virtualMachineReservation", &self.virtual_machine_reservation);
+        w.write_opt("storageDevice", &self.storage_device);
+        w.write_opt("multipathState", &self.multipath_state);
+        w.write_opt("fileSystemVolume", &self.file_system_volume);
+        w.write_vec("systemFile", &self.system_file);
+        w.write_opt("network", &self.network);
+        w.write_opt("vmotion", &self.vmotion);
+        w.write_opt("virtualNicManagerInfo", &self.virtual_nic_manager_info);
+        w.write_opt("capabilities", &self.capabilities);
+        w.write_opt("datastoreCapabilities", &self.datastore_capabilities);
+        w.write_opt("offloadCapabilities", &self.offload_capabilities);
+        w.write_opt("service", &self.service);
+        w.write_opt("firewall", &self.firewall);
+        w.write_opt("autoStart", &self.auto_start);
+        w.write_opt("activeDiagnosticPartition", &self.active_diagnostic_partition);
+        w.write_vec("option", &self.option);
+        w.write_vec("optionDef", &self.option_def);
+        w.write_opt("datastorePrincipal", &self.datastore_principal);
+        w.write_opt("localSwapDatastore", &self.local_swap_datastore);
+        w.write_opt("systemSwapConfiguration", &self.system_swap_configuration);
+        w.write_opt("systemResources", &self.system_resources);
+        w.write_opt("dateTimeInfo", &self.date_time_info);
+        w.write_opt("flags", &self.flags);
+        w.write_opt("adminDisabled", &self.admin_disabled);
+        w.write_opt("lockdownMode", &self.lockdown_mode);
+        w.write_opt("ipmi", &self.ipmi);
+        w.write_opt("sslThumbprintInfo", &self.ssl_thumbprint_info);
+        w.write_vec("sslThumbprintData", &self.ssl_thumbprint_data);
+        if w
+            .since(
+                0x0900_0000,
+                "HostConfigInfo.authenticationData",
+                !self.authentication_data.is_empty(),
+            )
+        {
+            w.write_vec("authenticationData", &self.authentication_data);
+        }
+        w.write_vec("certificate", &self.certificate);
+        w.write_vec("pciPassthruInfo", &self.pci_passthru_info);
+        w.write_opt("authenticationManagerInfo", &self.authentication_manager_info);
+        w.write_vec("featureVersion", &self.feature_version);
+        w.write_opt("powerSystemCapability", &self.power_system_capability);
+        w.write_opt("powerSystemInfo", &self.power_system_info);
+        w.write_vec("cacheConfigurationInfo", &self.cache_configuration_info);
+        w.write_opt("wakeOnLanCapable", &self.wake_on_lan_capable);
+        w.write_vec("featureCapability", &self.feature_capability);
+        w.write_vec("maskedFeatureCapability", &self.masked_feature_capability);
+        w.write_opt("vFlashConfigInfo", &self.vflash_config_info);
+        w.write_opt("vsanHostConfig", &self.vsan_host_config);
+        w.write_vec("domainList", &self.domain_list);
+        w.write_opt("scriptCheckSum", &self.script_check_sum);
+        w.write_opt("hostConfigCheckSum", &self.host_config_check_sum);
+        w.write_opt("descriptionTreeCheckSum", &self.description_tree_check_sum);
+        w.write_vec("graphicsInfo", &self.graphics_info);
+        w.write_vec("sharedPassthruGpuTypes", &self.shared_passthru_gpu_types);
+        w.write_opt("graphicsConfig", &self.graphics_config);
+        w.write_vec("sharedGpuCapabilities", &self.shared_gpu_capabilities);
+        w.write_vec("ioFilterInfo", &self.io_filter_info);
+        w.write_vec("sriovDevicePool", &self.sriov_device_pool);
+        w.write_vec("assignableHardwareBinding", &self.assignable_hardware_binding);
+        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
+    }
+}
 /// `HostConfigManager` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConfigManager {
     /// `cpuScheduler`.
     pub cpu_scheduler: Option<x::ManagedObjectReference>,
@@ -91,6 +455,16 @@ impl x::SchemaType for HostConfigManager {
     const TYPE_NAME: &'static str = "HostConfigManager";
 }
 impl x::Structure for HostConfigManager {}
+impl std::fmt::Debug for HostConfigManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigManager", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigManager {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostConfigManager {
     fn decode_field(
         &mut self,
@@ -189,7 +563,7 @@ impl x::Fields for HostConfigManager {
     }
 }
 /// `HostConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostConfigSpec {
     /// `nasDatastore`.
     pub nas_datastore: Vec<HostNasVolumeConfig>,
@@ -234,6 +608,16 @@ impl x::SchemaType for HostConfigSpec {
     const TYPE_NAME: &'static str = "HostConfigSpec";
 }
 impl x::Structure for HostConfigSpec {}
+impl std::fmt::Debug for HostConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostConfigSpec {
     fn clone(&self) -> Self {
         Self {
@@ -317,7 +701,7 @@ impl x::Fields for HostConfigSpec {
     }
 }
 /// `HostConfigSummary` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostConfigSummary {
     /// `name`.
     pub name: String,
@@ -346,6 +730,16 @@ impl x::SchemaType for HostConfigSummary {
     const TYPE_NAME: &'static str = "HostConfigSummary";
 }
 impl x::Structure for HostConfigSummary {}
+impl std::fmt::Debug for HostConfigSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostConfigSummary {
     fn clone(&self) -> Self {
         Self {
@@ -409,7 +803,7 @@ impl x::Fields for HostConfigSummary {
 /// `HostConnectFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConnectFault {
     /// The fields `HostConnectFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -420,6 +814,18 @@ impl x::SchemaType for HostConnectFault {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostConnectFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostConnectFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostConnectFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostConnectFault {
     type Target = VimFault;
@@ -450,7 +856,7 @@ impl x::Fields for HostConnectFault {
     }
 }
 /// `HostConnectInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostConnectInfo {
     /// `serverIp`.
     pub server_ip: Option<String>,
@@ -477,6 +883,16 @@ impl x::SchemaType for HostConnectInfo {
     const TYPE_NAME: &'static str = "HostConnectInfo";
 }
 impl x::Structure for HostConnectInfo {}
+impl std::fmt::Debug for HostConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostConnectInfo {
     fn clone(&self) -> Self {
         Self {
@@ -531,7 +947,7 @@ impl x::Fields for HostConnectInfo {
 /// `HostConnectInfoNetworkInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostConnectInfoNetworkInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConnectInfoNetworkInfo {
     /// `summary`.
     pub summary: AnyNetworkSummary,
@@ -540,6 +956,16 @@ impl x::SchemaType for HostConnectInfoNetworkInfo {
     const TYPE_NAME: &'static str = "HostConnectInfoNetworkInfo";
 }
 impl x::Structure for HostConnectInfoNetworkInfo {}
+impl std::fmt::Debug for HostConnectInfoNetworkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectInfoNetworkInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConnectInfoNetworkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostConnectInfoNetworkInfo {
     fn decode_field(
         &mut self,
@@ -558,7 +984,7 @@ impl x::Fields for HostConnectInfoNetworkInfo {
     }
 }
 /// `HostConnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConnectSpec {
     /// `hostName`.
     pub host_name: Option<String>,
@@ -593,6 +1019,16 @@ impl x::SchemaType for HostConnectSpec {
     const TYPE_NAME: &'static str = "HostConnectSpec";
 }
 impl x::Structure for HostConnectSpec {}
+impl std::fmt::Debug for HostConnectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConnectSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostConnectSpec {
     fn decode_field(
         &mut self,
@@ -632,11 +1068,11 @@ impl x::Fields for HostConnectSpec {
             w.write_opt("sslCertificate", &self.ssl_certificate);
         }
         w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
+        w.write_opt_secret("password", &self.password);
         w.write_opt("vmFolder", &self.vm_folder);
         w.write("force", &self.force);
         w.write_opt("vimAccountName", &self.vim_account_name);
-        w.write_opt("vimAccountPassword", &self.vim_account_password);
+        w.write_opt_secret("vimAccountPassword", &self.vim_account_password);
         w.write_opt("managementIp", &self.management_ip);
         w.write_opt("lockdownMode", &self.lockdown_mode);
         w.write_opt("hostGateway", &self.host_gateway);
@@ -650,7 +1086,7 @@ impl x::ArrayItem for HostConnectSpec {
 /// `HostConnectedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConnectedEvent {
     /// The fields `HostConnectedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -661,6 +1097,18 @@ impl x::SchemaType for HostConnectedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostConnectedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostConnectedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostConnectedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostConnectedEvent {
     type Target = HostEvent;
@@ -694,7 +1142,7 @@ impl x::Fields for HostConnectedEvent {
 /// `HostConnectionLostEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConnectionLostEvent {
     /// The fields `HostConnectionLostEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -705,6 +1153,18 @@ impl x::SchemaType for HostConnectionLostEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostConnectionLostEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostConnectionLostEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectionLostEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostConnectionLostEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostConnectionLostEvent {
     type Target = HostEvent;
@@ -735,7 +1195,7 @@ impl x::Fields for HostConnectionLostEvent {
     }
 }
 /// `HostCpuIdInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCpuIdInfo {
     /// `level`.
     pub level: i32,
@@ -754,6 +1214,16 @@ impl x::SchemaType for HostCpuIdInfo {
     const TYPE_NAME: &'static str = "HostCpuIdInfo";
 }
 impl x::Structure for HostCpuIdInfo {}
+impl std::fmt::Debug for HostCpuIdInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuIdInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuIdInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostCpuIdInfo {
     fn decode_field(
         &mut self,
@@ -786,7 +1256,7 @@ impl x::ArrayItem for HostCpuIdInfo {
     const ITEM_TAG: &'static str = "HostCpuIdInfo";
 }
 /// `HostCpuInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCpuInfo {
     /// `numCpuPackages`.
     pub num_cpu_packages: i16,
@@ -801,6 +1271,16 @@ impl x::SchemaType for HostCpuInfo {
     const TYPE_NAME: &'static str = "HostCpuInfo";
 }
 impl x::Structure for HostCpuInfo {}
+impl std::fmt::Debug for HostCpuInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostCpuInfo {
     fn decode_field(
         &mut self,
@@ -825,7 +1305,7 @@ impl x::Fields for HostCpuInfo {
     }
 }
 /// `HostCpuPackage` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostCpuPackage {
     /// `index`.
     pub index: i16,
@@ -858,6 +1338,16 @@ impl x::SchemaType for HostCpuPackage {
     const TYPE_NAME: &'static str = "HostCpuPackage";
 }
 impl x::Structure for HostCpuPackage {}
+impl std::fmt::Debug for HostCpuPackage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuPackage", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuPackage {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostCpuPackage {
     fn clone(&self) -> Self {
         Self {
@@ -920,7 +1410,7 @@ impl x::ArrayItem for HostCpuPackage {
     const ITEM_TAG: &'static str = "HostCpuPackage";
 }
 /// `HostCpuPowerManagementInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCpuPowerManagementInfo {
     /// `currentPolicy`.
     pub current_policy: Option<String>,
@@ -931,6 +1421,16 @@ impl x::SchemaType for HostCpuPowerManagementInfo {
     const TYPE_NAME: &'static str = "HostCpuPowerManagementInfo";
 }
 impl x::Structure for HostCpuPowerManagementInfo {}
+impl std::fmt::Debug for HostCpuPowerManagementInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuPowerManagementInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuPowerManagementInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostCpuPowerManagementInfo {
     fn decode_field(
         &mut self,
@@ -953,7 +1453,7 @@ impl x::Fields for HostCpuPowerManagementInfo {
 /// `HostCpuSchedulerInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCpuSchedulerInfo {
     /// `policy`.
     ///
@@ -964,6 +1464,16 @@ impl x::SchemaType for HostCpuSchedulerInfo {
     const TYPE_NAME: &'static str = "HostCpuSchedulerInfo";
 }
 impl x::Structure for HostCpuSchedulerInfo {}
+impl std::fmt::Debug for HostCpuSchedulerInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuSchedulerInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuSchedulerInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostCpuSchedulerInfo {
     fn decode_field(
         &mut self,
@@ -986,7 +1496,7 @@ impl x::Fields for HostCpuSchedulerInfo {
 /// `HostDasDisabledEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDasDisabledEvent {
     /// The fields `HostDasDisabledEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -997,6 +1507,18 @@ impl x::SchemaType for HostDasDisabledEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostDasDisabledEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasDisabledEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasDisabledEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasDisabledEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasDisabledEvent {
     type Target = HostEvent;
@@ -1030,7 +1552,7 @@ impl x::Fields for HostDasDisabledEvent {
 /// `HostDasDisablingEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDasDisablingEvent {
     /// The fields `HostDasDisablingEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1041,6 +1563,18 @@ impl x::SchemaType for HostDasDisablingEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostDasDisablingEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasDisablingEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasDisablingEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasDisablingEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasDisablingEvent {
     type Target = HostEvent;
@@ -1074,7 +1608,7 @@ impl x::Fields for HostDasDisablingEvent {
 /// `HostDasEnabledEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDasEnabledEvent {
     /// The fields `HostDasEnabledEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1085,6 +1619,18 @@ impl x::SchemaType for HostDasEnabledEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostDasEnabledEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasEnabledEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasEnabledEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasEnabledEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasEnabledEvent {
     type Target = HostEvent;
@@ -1118,7 +1664,7 @@ impl x::Fields for HostDasEnabledEvent {
 /// `HostDasEnablingEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDasEnablingEvent {
     /// The fields `HostDasEnablingEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1129,6 +1675,18 @@ impl x::SchemaType for HostDasEnablingEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostDasEnablingEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasEnablingEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasEnablingEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasEnablingEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasEnablingEvent {
     type Target = HostEvent;
@@ -1162,7 +1720,7 @@ impl x::Fields for HostDasEnablingEvent {
 /// `HostDasErrorEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDasErrorEvent {
     /// The fields `HostDasErrorEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1177,6 +1735,18 @@ impl x::SchemaType for HostDasErrorEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostDasErrorEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasErrorEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasErrorEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasErrorEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasErrorEvent {
     type Target = HostEvent;
@@ -1217,7 +1787,7 @@ impl x::Fields for HostDasErrorEvent {
 /// `HostDasEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDasEvent {
     /// The fields `HostDasEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1228,6 +1798,18 @@ impl x::SchemaType for HostDasEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostDasEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasEvent {
     type Target = HostEvent;
@@ -1261,7 +1843,7 @@ impl x::Fields for HostDasEvent {
 /// `HostDasOkEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDasOkEvent {
     /// The fields `HostDasOkEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1272,6 +1854,18 @@ impl x::SchemaType for HostDasOkEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostDasOkEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasOkEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasOkEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasOkEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDasOkEvent {
     type Target = HostEvent;
@@ -1302,7 +1896,7 @@ impl x::Fields for HostDasOkEvent {
     }
 }
 /// `HostDataTransportConnectionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDataTransportConnectionInfo {
     /// `staticMemoryConsumed`.
     pub static_memory_consumed: i64,
@@ -1311,6 +1905,16 @@ impl x::SchemaType for HostDataTransportConnectionInfo {
     const TYPE_NAME: &'static str = "HostDataTransportConnectionInfo";
 }
 impl x::Structure for HostDataTransportConnectionInfo {}
+impl std::fmt::Debug for HostDataTransportConnectionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDataTransportConnectionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDataTransportConnectionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDataTransportConnectionInfo {
     fn decode_field(
         &mut self,
@@ -1329,7 +1933,7 @@ impl x::Fields for HostDataTransportConnectionInfo {
     }
 }
 /// `HostDatastoreBrowserSearchResults` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostDatastoreBrowserSearchResults {
     /// `datastore`.
     pub datastore: Option<x::ManagedObjectReference>,
@@ -1342,6 +1946,16 @@ impl x::SchemaType for HostDatastoreBrowserSearchResults {
     const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchResults";
 }
 impl x::Structure for HostDatastoreBrowserSearchResults {}
+impl std::fmt::Debug for HostDatastoreBrowserSearchResults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreBrowserSearchResults", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreBrowserSearchResults {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostDatastoreBrowserSearchResults {
     fn clone(&self) -> Self {
         Self {
@@ -1377,7 +1991,7 @@ impl x::ArrayItem for HostDatastoreBrowserSearchResults {
     const ITEM_TAG: &'static str = "HostDatastoreBrowserSearchResults";
 }
 /// `HostDatastoreBrowserSearchSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostDatastoreBrowserSearchSpec {
     /// `query`.
     pub query: Vec<AnyFileQuery>,
@@ -1394,6 +2008,16 @@ impl x::SchemaType for HostDatastoreBrowserSearchSpec {
     const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchSpec";
 }
 impl x::Structure for HostDatastoreBrowserSearchSpec {}
+impl std::fmt::Debug for HostDatastoreBrowserSearchSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreBrowserSearchSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreBrowserSearchSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostDatastoreBrowserSearchSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1433,7 +2057,7 @@ impl x::Fields for HostDatastoreBrowserSearchSpec {
 /// `HostDatastoreConnectInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostDatastoreConnectInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreConnectInfo {
     /// `summary`.
     pub summary: DatastoreSummary,
@@ -1442,6 +2066,16 @@ impl x::SchemaType for HostDatastoreConnectInfo {
     const TYPE_NAME: &'static str = "HostDatastoreConnectInfo";
 }
 impl x::Structure for HostDatastoreConnectInfo {}
+impl std::fmt::Debug for HostDatastoreConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreConnectInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDatastoreConnectInfo {
     fn decode_field(
         &mut self,
@@ -1462,7 +2096,7 @@ impl x::Fields for HostDatastoreConnectInfo {
 /// `HostDatastoreExistsConnectInfo` (extends `HostDatastoreConnectInfo`).
 ///
 /// The fields of `HostDatastoreConnectInfo` are in `host_datastore_connect_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreExistsConnectInfo {
     /// The fields `HostDatastoreExistsConnectInfo` inherits from `HostDatastoreConnectInfo`.
     pub host_datastore_connect_info: HostDatastoreConnectInfo,
@@ -1473,6 +2107,16 @@ impl x::SchemaType for HostDatastoreExistsConnectInfo {
     const TYPE_NAME: &'static str = "HostDatastoreExistsConnectInfo";
 }
 impl x::Structure for HostDatastoreExistsConnectInfo {}
+impl std::fmt::Debug for HostDatastoreExistsConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreExistsConnectInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreExistsConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for HostDatastoreExistsConnectInfo {
     type Target = HostDatastoreConnectInfo;
     #[inline]
@@ -1513,7 +2157,7 @@ impl x::Fields for HostDatastoreExistsConnectInfo {
 /// `HostDatastoreNameConflictConnectInfo` (extends `HostDatastoreConnectInfo`).
 ///
 /// The fields of `HostDatastoreConnectInfo` are in `host_datastore_connect_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreNameConflictConnectInfo {
     /// The fields `HostDatastoreNameConflictConnectInfo` inherits from `HostDatastoreConnectInfo`.
     pub host_datastore_connect_info: HostDatastoreConnectInfo,
@@ -1524,6 +2168,16 @@ impl x::SchemaType for HostDatastoreNameConflictConnectInfo {
     const TYPE_NAME: &'static str = "HostDatastoreNameConflictConnectInfo";
 }
 impl x::Structure for HostDatastoreNameConflictConnectInfo {}
+impl std::fmt::Debug for HostDatastoreNameConflictConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreNameConflictConnectInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreNameConflictConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for HostDatastoreNameConflictConnectInfo {
     type Target = HostDatastoreConnectInfo;
     #[inline]
@@ -1562,7 +2216,7 @@ impl x::Fields for HostDatastoreNameConflictConnectInfo {
     }
 }
 /// `HostDatastoreSystemCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreSystemCapabilities {
     /// `nfsMountCreationRequired`.
     pub nfs_mount_creation_required: bool,
@@ -1577,6 +2231,16 @@ impl x::SchemaType for HostDatastoreSystemCapabilities {
     const TYPE_NAME: &'static str = "HostDatastoreSystemCapabilities";
 }
 impl x::Structure for HostDatastoreSystemCapabilities {}
+impl std::fmt::Debug for HostDatastoreSystemCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreSystemCapabilities", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreSystemCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDatastoreSystemCapabilities {
     fn decode_field(
         &mut self,
@@ -1606,7 +2270,7 @@ impl x::Fields for HostDatastoreSystemCapabilities {
     }
 }
 /// `HostDatastoreSystemDatastoreResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreSystemDatastoreResult {
     /// `key`.
     pub key: x::ManagedObjectReference,
@@ -1617,6 +2281,16 @@ impl x::SchemaType for HostDatastoreSystemDatastoreResult {
     const TYPE_NAME: &'static str = "HostDatastoreSystemDatastoreResult";
 }
 impl x::Structure for HostDatastoreSystemDatastoreResult {}
+impl std::fmt::Debug for HostDatastoreSystemDatastoreResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreSystemDatastoreResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreSystemDatastoreResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDatastoreSystemDatastoreResult {
     fn decode_field(
         &mut self,
@@ -1641,7 +2315,7 @@ impl x::ArrayItem for HostDatastoreSystemDatastoreResult {
     const ITEM_TAG: &'static str = "HostDatastoreSystemDatastoreResult";
 }
 /// `HostDatastoreSystemVvolDatastoreSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreSystemVvolDatastoreSpec {
     /// `name`.
     pub name: String,
@@ -1652,6 +2326,16 @@ impl x::SchemaType for HostDatastoreSystemVvolDatastoreSpec {
     const TYPE_NAME: &'static str = "HostDatastoreSystemVvolDatastoreSpec";
 }
 impl x::Structure for HostDatastoreSystemVvolDatastoreSpec {}
+impl std::fmt::Debug for HostDatastoreSystemVvolDatastoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreSystemVvolDatastoreSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreSystemVvolDatastoreSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
     fn decode_field(
         &mut self,
@@ -1672,7 +2356,7 @@ impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
     }
 }
 /// `HostDateTimeConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDateTimeConfig {
     /// `timeZone`.
     pub time_zone: Option<String>,
@@ -1695,6 +2379,16 @@ impl x::SchemaType for HostDateTimeConfig {
     const TYPE_NAME: &'static str = "HostDateTimeConfig";
 }
 impl x::Structure for HostDateTimeConfig {}
+impl std::fmt::Debug for HostDateTimeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDateTimeConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDateTimeConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDateTimeConfig {
     fn decode_field(
         &mut self,
@@ -1727,7 +2421,7 @@ impl x::Fields for HostDateTimeConfig {
     }
 }
 /// `HostDateTimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDateTimeInfo {
     /// `timeZone`.
     pub time_zone: HostDateTimeSystemTimeZone,
@@ -1764,6 +2458,16 @@ impl x::SchemaType for HostDateTimeInfo {
     const TYPE_NAME: &'static str = "HostDateTimeInfo";
 }
 impl x::Structure for HostDateTimeInfo {}
+impl std::fmt::Debug for HostDateTimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDateTimeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDateTimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDateTimeInfo {
     fn decode_field(
         &mut self,
@@ -1810,7 +2514,7 @@ impl x::Fields for HostDateTimeInfo {
     }
 }
 /// `HostDateTimeSystemServiceTestResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostDateTimeSystemServiceTestResult {
     /// `workingNormally`.
     pub working_normally: bool,
@@ -1821,6 +2525,16 @@ impl x::SchemaType for HostDateTimeSystemServiceTestResult {
     const TYPE_NAME: &'static str = "HostDateTimeSystemServiceTestResult";
 }
 impl x::Structure for HostDateTimeSystemServiceTestResult {}
+impl std::fmt::Debug for HostDateTimeSystemServiceTestResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDateTimeSystemServiceTestResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDateTimeSystemServiceTestResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostDateTimeSystemServiceTestResult {
     fn clone(&self) -> Self {
         Self {
@@ -1849,7 +2563,7 @@ impl x::Fields for HostDateTimeSystemServiceTestResult {
     }
 }
 /// `HostDateTimeSystemTimeZone` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDateTimeSystemTimeZone {
     /// `key`.
     pub key: String,
@@ -1864,6 +2578,16 @@ impl x::SchemaType for HostDateTimeSystemTimeZone {
     const TYPE_NAME: &'static str = "HostDateTimeSystemTimeZone";
 }
 impl x::Structure for HostDateTimeSystemTimeZone {}
+impl std::fmt::Debug for HostDateTimeSystemTimeZone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDateTimeSystemTimeZone", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDateTimeSystemTimeZone {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDateTimeSystemTimeZone {
     fn decode_field(
         &mut self,
@@ -1892,7 +2616,7 @@ impl x::ArrayItem for HostDateTimeSystemTimeZone {
     const ITEM_TAG: &'static str = "HostDateTimeSystemTimeZone";
 }
 /// `HostDeploymentInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDeploymentInfo {
     /// `bootedFromStatelessCache`.
     pub booted_from_stateless_cache: Option<bool>,
@@ -1901,6 +2625,16 @@ impl x::SchemaType for HostDeploymentInfo {
     const TYPE_NAME: &'static str = "HostDeploymentInfo";
 }
 impl x::Structure for HostDeploymentInfo {}
+impl std::fmt::Debug for HostDeploymentInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDeploymentInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDeploymentInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDeploymentInfo {
     fn decode_field(
         &mut self,
@@ -1921,7 +2655,7 @@ impl x::Fields for HostDeploymentInfo {
     }
 }
 /// `HostDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDevice {
     /// `deviceName`.
     pub device_name: String,
@@ -1932,6 +2666,16 @@ impl x::SchemaType for HostDevice {
     const TYPE_NAME: &'static str = "HostDevice";
 }
 impl x::Structure for HostDevice {}
+impl std::fmt::Debug for HostDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDevice", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDevice {
     fn decode_field(
         &mut self,
@@ -1952,7 +2696,7 @@ impl x::Fields for HostDevice {
     }
 }
 /// `HostDhcpService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDhcpService {
     /// `key`.
     pub key: String,
@@ -1963,6 +2707,16 @@ impl x::SchemaType for HostDhcpService {
     const TYPE_NAME: &'static str = "HostDhcpService";
 }
 impl x::Structure for HostDhcpService {}
+impl std::fmt::Debug for HostDhcpService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDhcpService", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDhcpService {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDhcpService {
     fn decode_field(
         &mut self,
@@ -1987,7 +2741,7 @@ impl x::ArrayItem for HostDhcpService {
     const ITEM_TAG: &'static str = "HostDhcpService";
 }
 /// `HostDhcpServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDhcpServiceConfig {
     /// `changeOperation`.
     pub change_operation: Option<String>,
@@ -2000,6 +2754,16 @@ impl x::SchemaType for HostDhcpServiceConfig {
     const TYPE_NAME: &'static str = "HostDhcpServiceConfig";
 }
 impl x::Structure for HostDhcpServiceConfig {}
+impl std::fmt::Debug for HostDhcpServiceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDhcpServiceConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDhcpServiceConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDhcpServiceConfig {
     fn decode_field(
         &mut self,
@@ -2026,7 +2790,7 @@ impl x::ArrayItem for HostDhcpServiceConfig {
     const ITEM_TAG: &'static str = "HostDhcpServiceConfig";
 }
 /// `HostDhcpServiceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDhcpServiceSpec {
     /// `virtualSwitch`.
     pub virtual_switch: String,
@@ -2049,6 +2813,16 @@ impl x::SchemaType for HostDhcpServiceSpec {
     const TYPE_NAME: &'static str = "HostDhcpServiceSpec";
 }
 impl x::Structure for HostDhcpServiceSpec {}
+impl std::fmt::Debug for HostDhcpServiceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDhcpServiceSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDhcpServiceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDhcpServiceSpec {
     fn decode_field(
         &mut self,
@@ -2081,7 +2855,7 @@ impl x::Fields for HostDhcpServiceSpec {
     }
 }
 /// `HostDiagnosticPartition` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiagnosticPartition {
     /// `storageType`.
     pub storage_type: String,
@@ -2096,6 +2870,16 @@ impl x::SchemaType for HostDiagnosticPartition {
     const TYPE_NAME: &'static str = "HostDiagnosticPartition";
 }
 impl x::Structure for HostDiagnosticPartition {}
+impl std::fmt::Debug for HostDiagnosticPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiagnosticPartition", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiagnosticPartition {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDiagnosticPartition {
     fn decode_field(
         &mut self,
@@ -2124,7 +2908,7 @@ impl x::ArrayItem for HostDiagnosticPartition {
     const ITEM_TAG: &'static str = "HostDiagnosticPartition";
 }
 /// `HostDiagnosticPartitionCreateDescription` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiagnosticPartitionCreateDescription {
     /// `layout`.
     pub layout: HostDiskPartitionLayout,
@@ -2137,6 +2921,20 @@ impl x::SchemaType for HostDiagnosticPartitionCreateDescription {
     const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateDescription";
 }
 impl x::Structure for HostDiagnosticPartitionCreateDescription {}
+impl std::fmt::Debug for HostDiagnosticPartitionCreateDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostDiagnosticPartitionCreateDescription",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostDiagnosticPartitionCreateDescription {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDiagnosticPartitionCreateDescription {
     fn decode_field(
         &mut self,
@@ -2159,7 +2957,7 @@ impl x::Fields for HostDiagnosticPartitionCreateDescription {
     }
 }
 /// `HostDiagnosticPartitionCreateOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiagnosticPartitionCreateOption {
     /// `storageType`.
     pub storage_type: String,
@@ -2172,6 +2970,16 @@ impl x::SchemaType for HostDiagnosticPartitionCreateOption {
     const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateOption";
 }
 impl x::Structure for HostDiagnosticPartitionCreateOption {}
+impl std::fmt::Debug for HostDiagnosticPartitionCreateOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiagnosticPartitionCreateOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiagnosticPartitionCreateOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDiagnosticPartitionCreateOption {
     fn decode_field(
         &mut self,
@@ -2198,7 +3006,7 @@ impl x::ArrayItem for HostDiagnosticPartitionCreateOption {
     const ITEM_TAG: &'static str = "HostDiagnosticPartitionCreateOption";
 }
 /// `HostDiagnosticPartitionCreateSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiagnosticPartitionCreateSpec {
     /// `storageType`.
     pub storage_type: String,
@@ -2215,6 +3023,16 @@ impl x::SchemaType for HostDiagnosticPartitionCreateSpec {
     const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateSpec";
 }
 impl x::Structure for HostDiagnosticPartitionCreateSpec {}
+impl std::fmt::Debug for HostDiagnosticPartitionCreateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiagnosticPartitionCreateSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiagnosticPartitionCreateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDiagnosticPartitionCreateSpec {
     fn decode_field(
         &mut self,
@@ -2238,995 +3056,5 @@ impl x::Fields for HostDiagnosticPartitionCreateSpec {
         w.write("id", &self.id);
         w.write("partition", &self.partition);
         w.write_opt("active", &self.active);
-    }
-}
-/// `HostDigestInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostDigestInfo {
-    /// `digestMethod`.
-    pub digest_method: String,
-    /// `digestValue`.
-    pub digest_value: Vec<i8>,
-    /// `objectName`.
-    pub object_name: Option<String>,
-}
-impl x::SchemaType for HostDigestInfo {
-    const TYPE_NAME: &'static str = "HostDigestInfo";
-}
-impl x::Structure for HostDigestInfo {}
-impl Clone for HostDigestInfo {
-    fn clone(&self) -> Self {
-        Self {
-            digest_method: self.digest_method.clone(),
-            digest_value: x::clone_vec(&self.digest_value),
-            object_name: self.object_name.clone(),
-        }
-    }
-}
-impl x::Fields for HostDigestInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "digestMethod" => r.read(&mut self.digest_method),
-            "digestValue" => r.read_push(&mut self.digest_value),
-            "objectName" => r.read_opt(&mut self.object_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("digestMethod", &self.digest_method);
-        w.write_vec("digestValue", &self.digest_value);
-        w.write_opt("objectName", &self.object_name);
-    }
-}
-/// `HostDirectoryStoreInfo` (extends `HostAuthenticationStoreInfo`).
-///
-/// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDirectoryStoreInfo {
-    /// The fields `HostDirectoryStoreInfo` inherits from `HostAuthenticationStoreInfo`.
-    pub host_authentication_store_info: HostAuthenticationStoreInfo,
-}
-impl x::SchemaType for HostDirectoryStoreInfo {
-    const TYPE_NAME: &'static str = "HostDirectoryStoreInfo";
-}
-impl x::Structure for HostDirectoryStoreInfo {}
-impl std::ops::Deref for HostDirectoryStoreInfo {
-    type Target = HostAuthenticationStoreInfo;
-    #[inline]
-    fn deref(&self) -> &HostAuthenticationStoreInfo {
-        &self.host_authentication_store_info
-    }
-}
-impl std::ops::DerefMut for HostDirectoryStoreInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
-        &mut self.host_authentication_store_info
-    }
-}
-impl x::Fields for HostDirectoryStoreInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_authentication_store_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_authentication_store_info, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDisconnectedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDisconnectedEvent {
-    /// The fields `HostDisconnectedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDisconnectedEvent {
-    const TYPE_NAME: &'static str = "HostDisconnectedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDisconnectedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDisconnectedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDisconnectedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDisconnectedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `HostDiskConfigurationResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskConfigurationResult {
-    /// `devicePath`.
-    pub device_path: Option<String>,
-    /// `success`.
-    pub success: Option<bool>,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostDiskConfigurationResult {
-    const TYPE_NAME: &'static str = "HostDiskConfigurationResult";
-}
-impl x::Structure for HostDiskConfigurationResult {}
-impl x::Fields for HostDiskConfigurationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "devicePath" => r.read_opt(&mut self.device_path),
-            "success" => r.read_opt(&mut self.success),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("devicePath", &self.device_path);
-        w.write_opt("success", &self.success);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostDiskConfigurationResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskConfigurationResult";
-    const ITEM_TAG: &'static str = "HostDiskConfigurationResult";
-}
-/// `HostDiskDimensions` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskDimensions {}
-impl x::SchemaType for HostDiskDimensions {
-    const TYPE_NAME: &'static str = "HostDiskDimensions";
-}
-impl x::Structure for HostDiskDimensions {}
-impl x::Fields for HostDiskDimensions {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostDiskDimensionsChs` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskDimensionsChs {
-    /// `cylinder`.
-    pub cylinder: i64,
-    /// `head`.
-    pub head: i32,
-    /// `sector`.
-    pub sector: i32,
-}
-impl x::SchemaType for HostDiskDimensionsChs {
-    const TYPE_NAME: &'static str = "HostDiskDimensionsChs";
-}
-impl x::Structure for HostDiskDimensionsChs {}
-impl x::Fields for HostDiskDimensionsChs {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "cylinder" => r.read(&mut self.cylinder),
-            "head" => r.read(&mut self.head),
-            "sector" => r.read(&mut self.sector),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("cylinder", &self.cylinder);
-        w.write("head", &self.head);
-        w.write("sector", &self.sector);
-    }
-}
-/// `HostDiskDimensionsLba` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskDimensionsLba {
-    /// `blockSize`.
-    pub block_size: i32,
-    /// `block`.
-    pub block: i64,
-}
-impl x::SchemaType for HostDiskDimensionsLba {
-    const TYPE_NAME: &'static str = "HostDiskDimensionsLba";
-}
-impl x::Structure for HostDiskDimensionsLba {}
-impl x::Fields for HostDiskDimensionsLba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "blockSize" => r.read(&mut self.block_size),
-            "block" => r.read(&mut self.block),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("blockSize", &self.block_size);
-        w.write("block", &self.block);
-    }
-}
-/// `HostDiskMappingInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingInfo {
-    /// `physicalPartition`.
-    pub physical_partition: Option<HostDiskMappingPartitionInfo>,
-    /// `name`.
-    pub name: String,
-    /// `exclusive`.
-    pub exclusive: Option<bool>,
-}
-impl x::SchemaType for HostDiskMappingInfo {
-    const TYPE_NAME: &'static str = "HostDiskMappingInfo";
-}
-impl x::Structure for HostDiskMappingInfo {}
-impl x::Fields for HostDiskMappingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalPartition" => r.read_opt(&mut self.physical_partition),
-            "name" => r.read(&mut self.name),
-            "exclusive" => r.read_opt(&mut self.exclusive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("physicalPartition", &self.physical_partition);
-        w.write("name", &self.name);
-        w.write_opt("exclusive", &self.exclusive);
-    }
-}
-/// `HostDiskMappingOption` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostDiskMappingOption {
-    /// `physicalPartition`.
-    pub physical_partition: Vec<HostDiskMappingPartitionOption>,
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for HostDiskMappingOption {
-    const TYPE_NAME: &'static str = "HostDiskMappingOption";
-}
-impl x::Structure for HostDiskMappingOption {}
-impl Clone for HostDiskMappingOption {
-    fn clone(&self) -> Self {
-        Self {
-            physical_partition: x::clone_vec(&self.physical_partition),
-            name: self.name.clone(),
-        }
-    }
-}
-impl x::Fields for HostDiskMappingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalPartition" => r.read_push(&mut self.physical_partition),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("physicalPartition", &self.physical_partition);
-        w.write("name", &self.name);
-    }
-}
-/// `HostDiskMappingPartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingPartitionInfo {
-    /// `name`.
-    pub name: String,
-    /// `fileSystem`.
-    pub file_system: String,
-    /// `capacityInKb`.
-    pub capacity_in_kb: i64,
-}
-impl x::SchemaType for HostDiskMappingPartitionInfo {
-    const TYPE_NAME: &'static str = "HostDiskMappingPartitionInfo";
-}
-impl x::Structure for HostDiskMappingPartitionInfo {}
-impl x::Fields for HostDiskMappingPartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "fileSystem" => r.read(&mut self.file_system),
-            "capacityInKb" => r.read(&mut self.capacity_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("fileSystem", &self.file_system);
-        w.write("capacityInKb", &self.capacity_in_kb);
-    }
-}
-/// `HostDiskMappingPartitionOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskMappingPartitionOption {
-    /// `name`.
-    pub name: String,
-    /// `fileSystem`.
-    pub file_system: String,
-    /// `capacityInKb`.
-    pub capacity_in_kb: i64,
-}
-impl x::SchemaType for HostDiskMappingPartitionOption {
-    const TYPE_NAME: &'static str = "HostDiskMappingPartitionOption";
-}
-impl x::Structure for HostDiskMappingPartitionOption {}
-impl x::Fields for HostDiskMappingPartitionOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "fileSystem" => r.read(&mut self.file_system),
-            "capacityInKb" => r.read(&mut self.capacity_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("fileSystem", &self.file_system);
-        w.write("capacityInKb", &self.capacity_in_kb);
-    }
-}
-impl x::ArrayItem for HostDiskMappingPartitionOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskMappingPartitionOption";
-    const ITEM_TAG: &'static str = "HostDiskMappingPartitionOption";
-}
-/// `HostDiskPartitionAttributes` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionAttributes {
-    /// `partition`.
-    pub partition: i32,
-    /// `startSector`.
-    pub start_sector: i64,
-    /// `endSector`.
-    pub end_sector: i64,
-    /// `type`.
-    pub type_: String,
-    /// `guid`.
-    pub guid: Option<String>,
-    /// `logical`.
-    pub logical: bool,
-    /// `attributes`.
-    pub attributes: i8,
-    /// `partitionAlignment`.
-    pub partition_alignment: Option<i64>,
-}
-impl x::SchemaType for HostDiskPartitionAttributes {
-    const TYPE_NAME: &'static str = "HostDiskPartitionAttributes";
-}
-impl x::Structure for HostDiskPartitionAttributes {}
-impl x::Fields for HostDiskPartitionAttributes {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partition" => r.read(&mut self.partition),
-            "startSector" => r.read(&mut self.start_sector),
-            "endSector" => r.read(&mut self.end_sector),
-            "type" => r.read(&mut self.type_),
-            "guid" => r.read_opt(&mut self.guid),
-            "logical" => r.read(&mut self.logical),
-            "attributes" => r.read(&mut self.attributes),
-            "partitionAlignment" => r.read_opt(&mut self.partition_alignment),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("partition", &self.partition);
-        w.write("startSector", &self.start_sector);
-        w.write("endSector", &self.end_sector);
-        w.write("type", &self.type_);
-        w.write_opt("guid", &self.guid);
-        w.write("logical", &self.logical);
-        w.write("attributes", &self.attributes);
-        w.write_opt("partitionAlignment", &self.partition_alignment);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionAttributes {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionAttributes";
-    const ITEM_TAG: &'static str = "HostDiskPartitionAttributes";
-}
-/// `HostDiskPartitionBlockRange` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionBlockRange {
-    /// `partition`.
-    pub partition: Option<i32>,
-    /// `type`.
-    pub type_: String,
-    /// `start`.
-    pub start: HostDiskDimensionsLba,
-    /// `end`.
-    pub end: HostDiskDimensionsLba,
-}
-impl x::SchemaType for HostDiskPartitionBlockRange {
-    const TYPE_NAME: &'static str = "HostDiskPartitionBlockRange";
-}
-impl x::Structure for HostDiskPartitionBlockRange {}
-impl x::Fields for HostDiskPartitionBlockRange {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partition" => r.read_opt(&mut self.partition),
-            "type" => r.read(&mut self.type_),
-            "start" => r.read(&mut self.start),
-            "end" => r.read(&mut self.end),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("partition", &self.partition);
-        w.write("type", &self.type_);
-        w.write("start", &self.start);
-        w.write("end", &self.end);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionBlockRange {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionBlockRange";
-    const ITEM_TAG: &'static str = "HostDiskPartitionBlockRange";
-}
-/// `HostDiskPartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDiskPartitionInfo {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `spec`.
-    pub spec: HostDiskPartitionSpec,
-    /// `layout`.
-    pub layout: HostDiskPartitionLayout,
-}
-impl x::SchemaType for HostDiskPartitionInfo {
-    const TYPE_NAME: &'static str = "HostDiskPartitionInfo";
-}
-impl x::Structure for HostDiskPartitionInfo {}
-impl x::Fields for HostDiskPartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "spec" => r.read(&mut self.spec),
-            "layout" => r.read(&mut self.layout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("spec", &self.spec);
-        w.write("layout", &self.layout);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionInfo";
-    const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
-}
-/// `HostDiskPartitionLayout` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostDiskPartitionLayout {
-    /// `total`.
-    pub total: Option<HostDiskDimensionsLba>,
-    /// `partition`.
-    pub partition: Vec<HostDiskPartitionBlockRange>,
-}
-impl x::SchemaType for HostDiskPartitionLayout {
-    const TYPE_NAME: &'static str = "HostDiskPartitionLayout";
-}
-impl x::Structure for HostDiskPartitionLayout {}
-impl Clone for HostDiskPartitionLayout {
-    fn clone(&self) -> Self {
-        Self {
-            total: self.total.clone(),
-            partition: x::clone_vec(&self.partition),
-        }
-    }
-}
-impl x::Fields for HostDiskPartitionLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "total" => r.read_opt(&mut self.total),
-            "partition" => r.read_push(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("total", &self.total);
-        w.write_vec("partition", &self.partition);
-    }
-}
-/// `HostDiskPartitionSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostDiskPartitionSpec {
-    /// `partitionFormat`.
-    pub partition_format: Option<String>,
-    /// `chs`.
-    pub chs: Option<HostDiskDimensionsChs>,
-    /// `totalSectors`.
-    pub total_sectors: Option<i64>,
-    /// `partition`.
-    pub partition: Vec<HostDiskPartitionAttributes>,
-    /// `sectorSize`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub sector_size: Option<i32>,
-}
-impl x::SchemaType for HostDiskPartitionSpec {
-    const TYPE_NAME: &'static str = "HostDiskPartitionSpec";
-}
-impl x::Structure for HostDiskPartitionSpec {}
-impl Clone for HostDiskPartitionSpec {
-    fn clone(&self) -> Self {
-        Self {
-            partition_format: self.partition_format.clone(),
-            chs: self.chs.clone(),
-            total_sectors: self.total_sectors,
-            partition: x::clone_vec(&self.partition),
-            sector_size: self.sector_size,
-        }
-    }
-}
-impl x::Fields for HostDiskPartitionSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partitionFormat" => r.read_opt(&mut self.partition_format),
-            "chs" => r.read_opt(&mut self.chs),
-            "totalSectors" => r.read_opt(&mut self.total_sectors),
-            "partition" => r.read_push(&mut self.partition),
-            "sectorSize" => r.read_opt(&mut self.sector_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("partitionFormat", &self.partition_format);
-        w.write_opt("chs", &self.chs);
-        w.write_opt("totalSectors", &self.total_sectors);
-        w.write_vec("partition", &self.partition);
-        if w
-            .since(
-                0x0900_0000,
-                "HostDiskPartitionSpec.sectorSize",
-                self.sector_size.is_some(),
-            )
-        {
-            w.write_opt("sectorSize", &self.sector_size);
-        }
-    }
-}
-/// `HostDnsConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostDnsConfig`], which also carries its subtypes.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostDnsConfig {
-    /// `dhcp`.
-    pub dhcp: bool,
-    /// `virtualNicDevice`.
-    pub virtual_nic_device: Option<String>,
-    /// `ipv6VirtualNicDevice`.
-    pub ipv6_virtual_nic_device: Option<String>,
-    /// `hostName`.
-    pub host_name: String,
-    /// `domainName`.
-    pub domain_name: String,
-    /// `address`.
-    pub address: Vec<String>,
-    /// `searchDomain`.
-    pub search_domain: Vec<String>,
-}
-impl x::SchemaType for HostDnsConfig {
-    const TYPE_NAME: &'static str = "HostDnsConfig";
-}
-impl x::Structure for HostDnsConfig {}
-impl Clone for HostDnsConfig {
-    fn clone(&self) -> Self {
-        Self {
-            dhcp: self.dhcp,
-            virtual_nic_device: self.virtual_nic_device.clone(),
-            ipv6_virtual_nic_device: self.ipv6_virtual_nic_device.clone(),
-            host_name: self.host_name.clone(),
-            domain_name: self.domain_name.clone(),
-            address: x::clone_vec(&self.address),
-            search_domain: x::clone_vec(&self.search_domain),
-        }
-    }
-}
-impl x::Fields for HostDnsConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
-            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
-            "hostName" => r.read(&mut self.host_name),
-            "domainName" => r.read(&mut self.domain_name),
-            "address" => r.read_push(&mut self.address),
-            "searchDomain" => r.read_push(&mut self.search_domain),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write_opt("virtualNicDevice", &self.virtual_nic_device);
-        w.write_opt("ipv6VirtualNicDevice", &self.ipv6_virtual_nic_device);
-        w.write("hostName", &self.host_name);
-        w.write("domainName", &self.domain_name);
-        w.write_vec("address", &self.address);
-        w.write_vec("searchDomain", &self.search_domain);
-    }
-}
-/// `HostDnsConfigSpec` (extends `HostDnsConfig`).
-///
-/// The fields of `HostDnsConfig` are in `host_dns_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDnsConfigSpec {
-    /// The fields `HostDnsConfigSpec` inherits from `HostDnsConfig`.
-    pub host_dns_config: HostDnsConfig,
-    /// `virtualNicConnection`.
-    pub virtual_nic_connection: Option<HostVirtualNicConnection>,
-    /// `virtualNicConnectionV6`.
-    pub virtual_nic_connection_v6: Option<HostVirtualNicConnection>,
-}
-impl x::SchemaType for HostDnsConfigSpec {
-    const TYPE_NAME: &'static str = "HostDnsConfigSpec";
-}
-impl x::Structure for HostDnsConfigSpec {}
-impl std::ops::Deref for HostDnsConfigSpec {
-    type Target = HostDnsConfig;
-    #[inline]
-    fn deref(&self) -> &HostDnsConfig {
-        &self.host_dns_config
-    }
-}
-impl std::ops::DerefMut for HostDnsConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDnsConfig {
-        &mut self.host_dns_config
-    }
-}
-impl x::Fields for HostDnsConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualNicConnection" => r.read_opt(&mut self.virtual_nic_connection),
-            "virtualNicConnectionV6" => r.read_opt(&mut self.virtual_nic_connection_v6),
-            _ => return x::Fields::decode_field(&mut self.host_dns_config, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_dns_config, w);
-        w.write_opt("virtualNicConnection", &self.virtual_nic_connection);
-        w.write_opt("virtualNicConnectionV6", &self.virtual_nic_connection_v6);
-    }
-}
-/// `HostDvxClass` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDvxClass {
-    /// `deviceClass`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_class: String,
-    /// `checkpointSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub checkpoint_supported: bool,
-    /// `swDMATracingSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sw_dma_tracing_supported: bool,
-    /// `sriovNic`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sriov_nic: bool,
-}
-impl x::SchemaType for HostDvxClass {
-    const TYPE_NAME: &'static str = "HostDvxClass";
-}
-impl x::Structure for HostDvxClass {}
-impl x::Fields for HostDvxClass {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceClass" => r.read(&mut self.device_class),
-            "checkpointSupported" => r.read(&mut self.checkpoint_supported),
-            "swDMATracingSupported" => r.read(&mut self.sw_dma_tracing_supported),
-            "sriovNic" => r.read(&mut self.sriov_nic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostDvxClass", true);
-        w.write("deviceClass", &self.device_class);
-        w.write("checkpointSupported", &self.checkpoint_supported);
-        w.write("swDMATracingSupported", &self.sw_dma_tracing_supported);
-        w.write("sriovNic", &self.sriov_nic);
-    }
-}
-impl x::ArrayItem for HostDvxClass {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDvxClass";
-    const ITEM_TAG: &'static str = "HostDvxClass";
-}
-#[cfg(feature = "all-events")]
-/// `HostEnableAdminFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostEnableAdminFailedEvent {
-    /// The fields `HostEnableAdminFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `permissions`.
-    pub permissions: Vec<Permission>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostEnableAdminFailedEvent {
-    const TYPE_NAME: &'static str = "HostEnableAdminFailedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostEnableAdminFailedEvent {}
-#[cfg(feature = "all-events")]
-impl Clone for HostEnableAdminFailedEvent {
-    fn clone(&self) -> Self {
-        Self {
-            host_event: self.host_event.clone(),
-            permissions: x::clone_vec(&self.permissions),
-        }
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostEnableAdminFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostEnableAdminFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostEnableAdminFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "permissions" => r.read_push(&mut self.permissions),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_vec("permissions", &self.permissions);
-    }
-}
-/// `HostEnterMaintenanceResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostEnterMaintenanceResult {
-    /// `vmFaults`.
-    pub vm_faults: Vec<FaultsByVM>,
-    /// `hostFaults`.
-    pub host_faults: Vec<FaultsByHost>,
-}
-impl x::SchemaType for HostEnterMaintenanceResult {
-    const TYPE_NAME: &'static str = "HostEnterMaintenanceResult";
-}
-impl x::Structure for HostEnterMaintenanceResult {}
-impl Clone for HostEnterMaintenanceResult {
-    fn clone(&self) -> Self {
-        Self {
-            vm_faults: x::clone_vec(&self.vm_faults),
-            host_faults: x::clone_vec(&self.host_faults),
-        }
-    }
-}
-impl x::Fields for HostEnterMaintenanceResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmFaults" => r.read_push(&mut self.vm_faults),
-            "hostFaults" => r.read_push(&mut self.host_faults),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vmFaults", &self.vm_faults);
-        w.write_vec("hostFaults", &self.host_faults);
-    }
-}
-/// `HostEsxAgentHostManagerConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEsxAgentHostManagerConfigInfo {
-    /// `agentVmDatastore`.
-    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
-    /// `agentVmNetwork`.
-    pub agent_vm_network: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostEsxAgentHostManagerConfigInfo {
-    const TYPE_NAME: &'static str = "HostEsxAgentHostManagerConfigInfo";
-}
-impl x::Structure for HostEsxAgentHostManagerConfigInfo {}
-impl x::Fields for HostEsxAgentHostManagerConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
-            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
-        w.write_opt("agentVmNetwork", &self.agent_vm_network);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostEvent` (extends `Event`).
-///
-/// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEvent {
-    /// The fields `HostEvent` inherits from `Event`.
-    pub event: Event,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostEvent {
-    const TYPE_NAME: &'static str = "HostEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostEvent {
-    type Target = Event;
-    #[inline]
-    fn deref(&self) -> &Event {
-        &self.event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut Event {
-        &mut self.event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.event, w);
     }
 }

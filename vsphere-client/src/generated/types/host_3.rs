@@ -5,10 +5,1236 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostDigestInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostDigestInfo {
+    /// `digestMethod`.
+    pub digest_method: String,
+    /// `digestValue`.
+    pub digest_value: Vec<i8>,
+    /// `objectName`.
+    pub object_name: Option<String>,
+}
+impl x::SchemaType for HostDigestInfo {
+    const TYPE_NAME: &'static str = "HostDigestInfo";
+}
+impl x::Structure for HostDigestInfo {}
+impl std::fmt::Debug for HostDigestInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDigestInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDigestInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostDigestInfo {
+    fn clone(&self) -> Self {
+        Self {
+            digest_method: self.digest_method.clone(),
+            digest_value: x::clone_vec(&self.digest_value),
+            object_name: self.object_name.clone(),
+        }
+    }
+}
+impl x::Fields for HostDigestInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "digestMethod" => r.read(&mut self.digest_method),
+            "digestValue" => r.read_push(&mut self.digest_value),
+            "objectName" => r.read_opt(&mut self.object_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("digestMethod", &self.digest_method);
+        w.write_vec("digestValue", &self.digest_value);
+        w.write_opt("objectName", &self.object_name);
+    }
+}
+/// `HostDirectoryStoreInfo` (extends `HostAuthenticationStoreInfo`).
+///
+/// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDirectoryStoreInfo {
+    /// The fields `HostDirectoryStoreInfo` inherits from `HostAuthenticationStoreInfo`.
+    pub host_authentication_store_info: HostAuthenticationStoreInfo,
+}
+impl x::SchemaType for HostDirectoryStoreInfo {
+    const TYPE_NAME: &'static str = "HostDirectoryStoreInfo";
+}
+impl x::Structure for HostDirectoryStoreInfo {}
+impl std::fmt::Debug for HostDirectoryStoreInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDirectoryStoreInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDirectoryStoreInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostDirectoryStoreInfo {
+    type Target = HostAuthenticationStoreInfo;
+    #[inline]
+    fn deref(&self) -> &HostAuthenticationStoreInfo {
+        &self.host_authentication_store_info
+    }
+}
+impl std::ops::DerefMut for HostDirectoryStoreInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
+        &mut self.host_authentication_store_info
+    }
+}
+impl x::Fields for HostDirectoryStoreInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_authentication_store_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_authentication_store_info, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostDisconnectedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDisconnectedEvent {
+    /// The fields `HostDisconnectedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostDisconnectedEvent {
+    const TYPE_NAME: &'static str = "HostDisconnectedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostDisconnectedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDisconnectedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDisconnectedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDisconnectedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostDisconnectedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostDisconnectedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostDisconnectedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `HostDiskConfigurationResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskConfigurationResult {
+    /// `devicePath`.
+    pub device_path: Option<String>,
+    /// `success`.
+    pub success: Option<bool>,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostDiskConfigurationResult {
+    const TYPE_NAME: &'static str = "HostDiskConfigurationResult";
+}
+impl x::Structure for HostDiskConfigurationResult {}
+impl std::fmt::Debug for HostDiskConfigurationResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskConfigurationResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskConfigurationResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskConfigurationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "devicePath" => r.read_opt(&mut self.device_path),
+            "success" => r.read_opt(&mut self.success),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("devicePath", &self.device_path);
+        w.write_opt("success", &self.success);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostDiskConfigurationResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskConfigurationResult";
+    const ITEM_TAG: &'static str = "HostDiskConfigurationResult";
+}
+/// `HostDiskDimensions` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskDimensions {}
+impl x::SchemaType for HostDiskDimensions {
+    const TYPE_NAME: &'static str = "HostDiskDimensions";
+}
+impl x::Structure for HostDiskDimensions {}
+impl std::fmt::Debug for HostDiskDimensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskDimensions", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskDimensions {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskDimensions {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostDiskDimensionsChs` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskDimensionsChs {
+    /// `cylinder`.
+    pub cylinder: i64,
+    /// `head`.
+    pub head: i32,
+    /// `sector`.
+    pub sector: i32,
+}
+impl x::SchemaType for HostDiskDimensionsChs {
+    const TYPE_NAME: &'static str = "HostDiskDimensionsChs";
+}
+impl x::Structure for HostDiskDimensionsChs {}
+impl std::fmt::Debug for HostDiskDimensionsChs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskDimensionsChs", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskDimensionsChs {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskDimensionsChs {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "cylinder" => r.read(&mut self.cylinder),
+            "head" => r.read(&mut self.head),
+            "sector" => r.read(&mut self.sector),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("cylinder", &self.cylinder);
+        w.write("head", &self.head);
+        w.write("sector", &self.sector);
+    }
+}
+/// `HostDiskDimensionsLba` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskDimensionsLba {
+    /// `blockSize`.
+    pub block_size: i32,
+    /// `block`.
+    pub block: i64,
+}
+impl x::SchemaType for HostDiskDimensionsLba {
+    const TYPE_NAME: &'static str = "HostDiskDimensionsLba";
+}
+impl x::Structure for HostDiskDimensionsLba {}
+impl std::fmt::Debug for HostDiskDimensionsLba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskDimensionsLba", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskDimensionsLba {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskDimensionsLba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "blockSize" => r.read(&mut self.block_size),
+            "block" => r.read(&mut self.block),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("blockSize", &self.block_size);
+        w.write("block", &self.block);
+    }
+}
+/// `HostDiskMappingInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskMappingInfo {
+    /// `physicalPartition`.
+    pub physical_partition: Option<HostDiskMappingPartitionInfo>,
+    /// `name`.
+    pub name: String,
+    /// `exclusive`.
+    pub exclusive: Option<bool>,
+}
+impl x::SchemaType for HostDiskMappingInfo {
+    const TYPE_NAME: &'static str = "HostDiskMappingInfo";
+}
+impl x::Structure for HostDiskMappingInfo {}
+impl std::fmt::Debug for HostDiskMappingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskMappingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskMappingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskMappingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "physicalPartition" => r.read_opt(&mut self.physical_partition),
+            "name" => r.read(&mut self.name),
+            "exclusive" => r.read_opt(&mut self.exclusive),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("physicalPartition", &self.physical_partition);
+        w.write("name", &self.name);
+        w.write_opt("exclusive", &self.exclusive);
+    }
+}
+/// `HostDiskMappingOption` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostDiskMappingOption {
+    /// `physicalPartition`.
+    pub physical_partition: Vec<HostDiskMappingPartitionOption>,
+    /// `name`.
+    pub name: String,
+}
+impl x::SchemaType for HostDiskMappingOption {
+    const TYPE_NAME: &'static str = "HostDiskMappingOption";
+}
+impl x::Structure for HostDiskMappingOption {}
+impl std::fmt::Debug for HostDiskMappingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskMappingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskMappingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostDiskMappingOption {
+    fn clone(&self) -> Self {
+        Self {
+            physical_partition: x::clone_vec(&self.physical_partition),
+            name: self.name.clone(),
+        }
+    }
+}
+impl x::Fields for HostDiskMappingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "physicalPartition" => r.read_push(&mut self.physical_partition),
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("physicalPartition", &self.physical_partition);
+        w.write("name", &self.name);
+    }
+}
+/// `HostDiskMappingPartitionInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskMappingPartitionInfo {
+    /// `name`.
+    pub name: String,
+    /// `fileSystem`.
+    pub file_system: String,
+    /// `capacityInKb`.
+    pub capacity_in_kb: i64,
+}
+impl x::SchemaType for HostDiskMappingPartitionInfo {
+    const TYPE_NAME: &'static str = "HostDiskMappingPartitionInfo";
+}
+impl x::Structure for HostDiskMappingPartitionInfo {}
+impl std::fmt::Debug for HostDiskMappingPartitionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskMappingPartitionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskMappingPartitionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskMappingPartitionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "fileSystem" => r.read(&mut self.file_system),
+            "capacityInKb" => r.read(&mut self.capacity_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("fileSystem", &self.file_system);
+        w.write("capacityInKb", &self.capacity_in_kb);
+    }
+}
+/// `HostDiskMappingPartitionOption` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskMappingPartitionOption {
+    /// `name`.
+    pub name: String,
+    /// `fileSystem`.
+    pub file_system: String,
+    /// `capacityInKb`.
+    pub capacity_in_kb: i64,
+}
+impl x::SchemaType for HostDiskMappingPartitionOption {
+    const TYPE_NAME: &'static str = "HostDiskMappingPartitionOption";
+}
+impl x::Structure for HostDiskMappingPartitionOption {}
+impl std::fmt::Debug for HostDiskMappingPartitionOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskMappingPartitionOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskMappingPartitionOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskMappingPartitionOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "fileSystem" => r.read(&mut self.file_system),
+            "capacityInKb" => r.read(&mut self.capacity_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("fileSystem", &self.file_system);
+        w.write("capacityInKb", &self.capacity_in_kb);
+    }
+}
+impl x::ArrayItem for HostDiskMappingPartitionOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskMappingPartitionOption";
+    const ITEM_TAG: &'static str = "HostDiskMappingPartitionOption";
+}
+/// `HostDiskPartitionAttributes` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskPartitionAttributes {
+    /// `partition`.
+    pub partition: i32,
+    /// `startSector`.
+    pub start_sector: i64,
+    /// `endSector`.
+    pub end_sector: i64,
+    /// `type`.
+    pub type_: String,
+    /// `guid`.
+    pub guid: Option<String>,
+    /// `logical`.
+    pub logical: bool,
+    /// `attributes`.
+    pub attributes: i8,
+    /// `partitionAlignment`.
+    pub partition_alignment: Option<i64>,
+}
+impl x::SchemaType for HostDiskPartitionAttributes {
+    const TYPE_NAME: &'static str = "HostDiskPartitionAttributes";
+}
+impl x::Structure for HostDiskPartitionAttributes {}
+impl std::fmt::Debug for HostDiskPartitionAttributes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskPartitionAttributes", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskPartitionAttributes {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskPartitionAttributes {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partition" => r.read(&mut self.partition),
+            "startSector" => r.read(&mut self.start_sector),
+            "endSector" => r.read(&mut self.end_sector),
+            "type" => r.read(&mut self.type_),
+            "guid" => r.read_opt(&mut self.guid),
+            "logical" => r.read(&mut self.logical),
+            "attributes" => r.read(&mut self.attributes),
+            "partitionAlignment" => r.read_opt(&mut self.partition_alignment),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("partition", &self.partition);
+        w.write("startSector", &self.start_sector);
+        w.write("endSector", &self.end_sector);
+        w.write("type", &self.type_);
+        w.write_opt("guid", &self.guid);
+        w.write("logical", &self.logical);
+        w.write("attributes", &self.attributes);
+        w.write_opt("partitionAlignment", &self.partition_alignment);
+    }
+}
+impl x::ArrayItem for HostDiskPartitionAttributes {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionAttributes";
+    const ITEM_TAG: &'static str = "HostDiskPartitionAttributes";
+}
+/// `HostDiskPartitionBlockRange` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskPartitionBlockRange {
+    /// `partition`.
+    pub partition: Option<i32>,
+    /// `type`.
+    pub type_: String,
+    /// `start`.
+    pub start: HostDiskDimensionsLba,
+    /// `end`.
+    pub end: HostDiskDimensionsLba,
+}
+impl x::SchemaType for HostDiskPartitionBlockRange {
+    const TYPE_NAME: &'static str = "HostDiskPartitionBlockRange";
+}
+impl x::Structure for HostDiskPartitionBlockRange {}
+impl std::fmt::Debug for HostDiskPartitionBlockRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskPartitionBlockRange", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskPartitionBlockRange {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskPartitionBlockRange {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partition" => r.read_opt(&mut self.partition),
+            "type" => r.read(&mut self.type_),
+            "start" => r.read(&mut self.start),
+            "end" => r.read(&mut self.end),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("partition", &self.partition);
+        w.write("type", &self.type_);
+        w.write("start", &self.start);
+        w.write("end", &self.end);
+    }
+}
+impl x::ArrayItem for HostDiskPartitionBlockRange {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionBlockRange";
+    const ITEM_TAG: &'static str = "HostDiskPartitionBlockRange";
+}
+/// `HostDiskPartitionInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDiskPartitionInfo {
+    /// `deviceName`.
+    pub device_name: String,
+    /// `spec`.
+    pub spec: HostDiskPartitionSpec,
+    /// `layout`.
+    pub layout: HostDiskPartitionLayout,
+}
+impl x::SchemaType for HostDiskPartitionInfo {
+    const TYPE_NAME: &'static str = "HostDiskPartitionInfo";
+}
+impl x::Structure for HostDiskPartitionInfo {}
+impl std::fmt::Debug for HostDiskPartitionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskPartitionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskPartitionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDiskPartitionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "spec" => r.read(&mut self.spec),
+            "layout" => r.read(&mut self.layout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write("spec", &self.spec);
+        w.write("layout", &self.layout);
+    }
+}
+impl x::ArrayItem for HostDiskPartitionInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionInfo";
+    const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
+}
+/// `HostDiskPartitionLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostDiskPartitionLayout {
+    /// `total`.
+    pub total: Option<HostDiskDimensionsLba>,
+    /// `partition`.
+    pub partition: Vec<HostDiskPartitionBlockRange>,
+}
+impl x::SchemaType for HostDiskPartitionLayout {
+    const TYPE_NAME: &'static str = "HostDiskPartitionLayout";
+}
+impl x::Structure for HostDiskPartitionLayout {}
+impl std::fmt::Debug for HostDiskPartitionLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskPartitionLayout", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskPartitionLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostDiskPartitionLayout {
+    fn clone(&self) -> Self {
+        Self {
+            total: self.total.clone(),
+            partition: x::clone_vec(&self.partition),
+        }
+    }
+}
+impl x::Fields for HostDiskPartitionLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "total" => r.read_opt(&mut self.total),
+            "partition" => r.read_push(&mut self.partition),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("total", &self.total);
+        w.write_vec("partition", &self.partition);
+    }
+}
+/// `HostDiskPartitionSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostDiskPartitionSpec {
+    /// `partitionFormat`.
+    pub partition_format: Option<String>,
+    /// `chs`.
+    pub chs: Option<HostDiskDimensionsChs>,
+    /// `totalSectors`.
+    pub total_sectors: Option<i64>,
+    /// `partition`.
+    pub partition: Vec<HostDiskPartitionAttributes>,
+    /// `sectorSize`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sector_size: Option<i32>,
+}
+impl x::SchemaType for HostDiskPartitionSpec {
+    const TYPE_NAME: &'static str = "HostDiskPartitionSpec";
+}
+impl x::Structure for HostDiskPartitionSpec {}
+impl std::fmt::Debug for HostDiskPartitionSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDiskPartitionSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDiskPartitionSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostDiskPartitionSpec {
+    fn clone(&self) -> Self {
+        Self {
+            partition_format: self.partition_format.clone(),
+            chs: self.chs.clone(),
+            total_sectors: self.total_sectors,
+            partition: x::clone_vec(&self.partition),
+            sector_size: self.sector_size,
+        }
+    }
+}
+impl x::Fields for HostDiskPartitionSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partitionFormat" => r.read_opt(&mut self.partition_format),
+            "chs" => r.read_opt(&mut self.chs),
+            "totalSectors" => r.read_opt(&mut self.total_sectors),
+            "partition" => r.read_push(&mut self.partition),
+            "sectorSize" => r.read_opt(&mut self.sector_size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("partitionFormat", &self.partition_format);
+        w.write_opt("chs", &self.chs);
+        w.write_opt("totalSectors", &self.total_sectors);
+        w.write_vec("partition", &self.partition);
+        if w
+            .since(
+                0x0900_0000,
+                "HostDiskPartitionSpec.sectorSize",
+                self.sector_size.is_some(),
+            )
+        {
+            w.write_opt("sectorSize", &self.sector_size);
+        }
+    }
+}
+/// `HostDnsConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostDnsConfig`], which also carries its subtypes.
+#[derive(Default)]
+pub struct HostDnsConfig {
+    /// `dhcp`.
+    pub dhcp: bool,
+    /// `virtualNicDevice`.
+    pub virtual_nic_device: Option<String>,
+    /// `ipv6VirtualNicDevice`.
+    pub ipv6_virtual_nic_device: Option<String>,
+    /// `hostName`.
+    pub host_name: String,
+    /// `domainName`.
+    pub domain_name: String,
+    /// `address`.
+    pub address: Vec<String>,
+    /// `searchDomain`.
+    pub search_domain: Vec<String>,
+}
+impl x::SchemaType for HostDnsConfig {
+    const TYPE_NAME: &'static str = "HostDnsConfig";
+}
+impl x::Structure for HostDnsConfig {}
+impl std::fmt::Debug for HostDnsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDnsConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDnsConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostDnsConfig {
+    fn clone(&self) -> Self {
+        Self {
+            dhcp: self.dhcp,
+            virtual_nic_device: self.virtual_nic_device.clone(),
+            ipv6_virtual_nic_device: self.ipv6_virtual_nic_device.clone(),
+            host_name: self.host_name.clone(),
+            domain_name: self.domain_name.clone(),
+            address: x::clone_vec(&self.address),
+            search_domain: x::clone_vec(&self.search_domain),
+        }
+    }
+}
+impl x::Fields for HostDnsConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
+            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
+            "hostName" => r.read(&mut self.host_name),
+            "domainName" => r.read(&mut self.domain_name),
+            "address" => r.read_push(&mut self.address),
+            "searchDomain" => r.read_push(&mut self.search_domain),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dhcp", &self.dhcp);
+        w.write_opt("virtualNicDevice", &self.virtual_nic_device);
+        w.write_opt("ipv6VirtualNicDevice", &self.ipv6_virtual_nic_device);
+        w.write("hostName", &self.host_name);
+        w.write("domainName", &self.domain_name);
+        w.write_vec("address", &self.address);
+        w.write_vec("searchDomain", &self.search_domain);
+    }
+}
+/// `HostDnsConfigSpec` (extends `HostDnsConfig`).
+///
+/// The fields of `HostDnsConfig` are in `host_dns_config`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDnsConfigSpec {
+    /// The fields `HostDnsConfigSpec` inherits from `HostDnsConfig`.
+    pub host_dns_config: HostDnsConfig,
+    /// `virtualNicConnection`.
+    pub virtual_nic_connection: Option<HostVirtualNicConnection>,
+    /// `virtualNicConnectionV6`.
+    pub virtual_nic_connection_v6: Option<HostVirtualNicConnection>,
+}
+impl x::SchemaType for HostDnsConfigSpec {
+    const TYPE_NAME: &'static str = "HostDnsConfigSpec";
+}
+impl x::Structure for HostDnsConfigSpec {}
+impl std::fmt::Debug for HostDnsConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDnsConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDnsConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostDnsConfigSpec {
+    type Target = HostDnsConfig;
+    #[inline]
+    fn deref(&self) -> &HostDnsConfig {
+        &self.host_dns_config
+    }
+}
+impl std::ops::DerefMut for HostDnsConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDnsConfig {
+        &mut self.host_dns_config
+    }
+}
+impl x::Fields for HostDnsConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualNicConnection" => r.read_opt(&mut self.virtual_nic_connection),
+            "virtualNicConnectionV6" => r.read_opt(&mut self.virtual_nic_connection_v6),
+            _ => return x::Fields::decode_field(&mut self.host_dns_config, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_dns_config, w);
+        w.write_opt("virtualNicConnection", &self.virtual_nic_connection);
+        w.write_opt("virtualNicConnectionV6", &self.virtual_nic_connection_v6);
+    }
+}
+/// `HostDvxClass` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct HostDvxClass {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: String,
+    /// `checkpointSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub checkpoint_supported: bool,
+    /// `swDMATracingSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sw_dma_tracing_supported: bool,
+    /// `sriovNic`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sriov_nic: bool,
+}
+impl x::SchemaType for HostDvxClass {
+    const TYPE_NAME: &'static str = "HostDvxClass";
+}
+impl x::Structure for HostDvxClass {}
+impl std::fmt::Debug for HostDvxClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDvxClass", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDvxClass {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDvxClass {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read(&mut self.device_class),
+            "checkpointSupported" => r.read(&mut self.checkpoint_supported),
+            "swDMATracingSupported" => r.read(&mut self.sw_dma_tracing_supported),
+            "sriovNic" => r.read(&mut self.sriov_nic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostDvxClass", true);
+        w.write("deviceClass", &self.device_class);
+        w.write("checkpointSupported", &self.checkpoint_supported);
+        w.write("swDMATracingSupported", &self.sw_dma_tracing_supported);
+        w.write("sriovNic", &self.sriov_nic);
+    }
+}
+impl x::ArrayItem for HostDvxClass {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDvxClass";
+    const ITEM_TAG: &'static str = "HostDvxClass";
+}
+#[cfg(feature = "all-events")]
+/// `HostEnableAdminFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostEnableAdminFailedEvent {
+    /// The fields `HostEnableAdminFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `permissions`.
+    pub permissions: Vec<Permission>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostEnableAdminFailedEvent {
+    const TYPE_NAME: &'static str = "HostEnableAdminFailedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostEnableAdminFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostEnableAdminFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostEnableAdminFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostEnableAdminFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl Clone for HostEnableAdminFailedEvent {
+    fn clone(&self) -> Self {
+        Self {
+            host_event: self.host_event.clone(),
+            permissions: x::clone_vec(&self.permissions),
+        }
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostEnableAdminFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostEnableAdminFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostEnableAdminFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "permissions" => r.read_push(&mut self.permissions),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write_vec("permissions", &self.permissions);
+    }
+}
+/// `HostEnterMaintenanceResult` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostEnterMaintenanceResult {
+    /// `vmFaults`.
+    pub vm_faults: Vec<FaultsByVM>,
+    /// `hostFaults`.
+    pub host_faults: Vec<FaultsByHost>,
+}
+impl x::SchemaType for HostEnterMaintenanceResult {
+    const TYPE_NAME: &'static str = "HostEnterMaintenanceResult";
+}
+impl x::Structure for HostEnterMaintenanceResult {}
+impl std::fmt::Debug for HostEnterMaintenanceResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostEnterMaintenanceResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostEnterMaintenanceResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostEnterMaintenanceResult {
+    fn clone(&self) -> Self {
+        Self {
+            vm_faults: x::clone_vec(&self.vm_faults),
+            host_faults: x::clone_vec(&self.host_faults),
+        }
+    }
+}
+impl x::Fields for HostEnterMaintenanceResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmFaults" => r.read_push(&mut self.vm_faults),
+            "hostFaults" => r.read_push(&mut self.host_faults),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("vmFaults", &self.vm_faults);
+        w.write_vec("hostFaults", &self.host_faults);
+    }
+}
+/// `HostEsxAgentHostManagerConfigInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostEsxAgentHostManagerConfigInfo {
+    /// `agentVmDatastore`.
+    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
+    /// `agentVmNetwork`.
+    pub agent_vm_network: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostEsxAgentHostManagerConfigInfo {
+    const TYPE_NAME: &'static str = "HostEsxAgentHostManagerConfigInfo";
+}
+impl x::Structure for HostEsxAgentHostManagerConfigInfo {}
+impl std::fmt::Debug for HostEsxAgentHostManagerConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostEsxAgentHostManagerConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostEsxAgentHostManagerConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostEsxAgentHostManagerConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
+            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
+        w.write_opt("agentVmNetwork", &self.agent_vm_network);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostEvent {
+    /// The fields `HostEvent` inherits from `Event`.
+    pub event: Event,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostEvent {
+    const TYPE_NAME: &'static str = "HostEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.event, w);
+    }
+}
 /// `HostEventArgument` (extends `EntityEventArgument`).
 ///
 /// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostEventArgument {
     /// The fields `HostEventArgument` inherits from `EntityEventArgument`.
     pub entity_event_argument: EntityEventArgument,
@@ -19,6 +1245,16 @@ impl x::SchemaType for HostEventArgument {
     const TYPE_NAME: &'static str = "HostEventArgument";
 }
 impl x::Structure for HostEventArgument {}
+impl std::fmt::Debug for HostEventArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostEventArgument", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostEventArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for HostEventArgument {
     type Target = EntityEventArgument;
     #[inline]
@@ -58,7 +1294,7 @@ impl x::ArrayItem for HostEventArgument {
 /// `HostExtraNetworksEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostExtraNetworksEvent {
     /// The fields `HostExtraNetworksEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -71,6 +1307,18 @@ impl x::SchemaType for HostExtraNetworksEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostExtraNetworksEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostExtraNetworksEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostExtraNetworksEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostExtraNetworksEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostExtraNetworksEvent {
     type Target = HostDasEvent;
@@ -106,7 +1354,7 @@ impl x::Fields for HostExtraNetworksEvent {
     }
 }
 /// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFaultToleranceManagerComponentHealthInfo {
     /// `isStorageHealthy`.
     pub is_storage_healthy: bool,
@@ -117,6 +1365,20 @@ impl x::SchemaType for HostFaultToleranceManagerComponentHealthInfo {
     const TYPE_NAME: &'static str = "HostFaultToleranceManagerComponentHealthInfo";
 }
 impl x::Structure for HostFaultToleranceManagerComponentHealthInfo {}
+impl std::fmt::Debug for HostFaultToleranceManagerComponentHealthInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostFaultToleranceManagerComponentHealthInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostFaultToleranceManagerComponentHealthInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
     fn decode_field(
         &mut self,
@@ -137,7 +1399,7 @@ impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
     }
 }
 /// `HostFeatureCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFeatureCapability {
     /// `key`.
     pub key: String,
@@ -150,6 +1412,16 @@ impl x::SchemaType for HostFeatureCapability {
     const TYPE_NAME: &'static str = "HostFeatureCapability";
 }
 impl x::Structure for HostFeatureCapability {}
+impl std::fmt::Debug for HostFeatureCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFeatureCapability", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFeatureCapability {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFeatureCapability {
     fn decode_field(
         &mut self,
@@ -176,7 +1448,7 @@ impl x::ArrayItem for HostFeatureCapability {
     const ITEM_TAG: &'static str = "HostFeatureCapability";
 }
 /// `HostFeatureMask` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFeatureMask {
     /// `key`.
     pub key: String,
@@ -189,6 +1461,16 @@ impl x::SchemaType for HostFeatureMask {
     const TYPE_NAME: &'static str = "HostFeatureMask";
 }
 impl x::Structure for HostFeatureMask {}
+impl std::fmt::Debug for HostFeatureMask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFeatureMask", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFeatureMask {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFeatureMask {
     fn decode_field(
         &mut self,
@@ -215,7 +1497,7 @@ impl x::ArrayItem for HostFeatureMask {
     const ITEM_TAG: &'static str = "HostFeatureMask";
 }
 /// `HostFeatureVersionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFeatureVersionInfo {
     /// `key`.
     pub key: String,
@@ -226,6 +1508,16 @@ impl x::SchemaType for HostFeatureVersionInfo {
     const TYPE_NAME: &'static str = "HostFeatureVersionInfo";
 }
 impl x::Structure for HostFeatureVersionInfo {}
+impl std::fmt::Debug for HostFeatureVersionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFeatureVersionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFeatureVersionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFeatureVersionInfo {
     fn decode_field(
         &mut self,
@@ -252,7 +1544,7 @@ impl x::ArrayItem for HostFeatureVersionInfo {
 /// `HostFibreChannelHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFibreChannelHba {
     /// The fields `HostFibreChannelHba` inherits from `HostHostBusAdapter`.
     pub host_host_bus_adapter: HostHostBusAdapter,
@@ -269,6 +1561,16 @@ impl x::SchemaType for HostFibreChannelHba {
     const TYPE_NAME: &'static str = "HostFibreChannelHba";
 }
 impl x::Structure for HostFibreChannelHba {}
+impl std::fmt::Debug for HostFibreChannelHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFibreChannelHba", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFibreChannelHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for HostFibreChannelHba {
     type Target = HostHostBusAdapter;
     #[inline]
@@ -309,7 +1611,7 @@ impl x::Fields for HostFibreChannelHba {
 /// `HostFibreChannelOverEthernetHba` (extends `HostFibreChannelHba`).
 ///
 /// The fields of `HostFibreChannelHba` are in `host_fibre_channel_hba`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFibreChannelOverEthernetHba {
     /// The fields `HostFibreChannelOverEthernetHba` inherits from `HostFibreChannelHba`.
     pub host_fibre_channel_hba: HostFibreChannelHba,
@@ -326,6 +1628,16 @@ impl x::SchemaType for HostFibreChannelOverEthernetHba {
     const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHba";
 }
 impl x::Structure for HostFibreChannelOverEthernetHba {}
+impl std::fmt::Debug for HostFibreChannelOverEthernetHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFibreChannelOverEthernetHba", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFibreChannelOverEthernetHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for HostFibreChannelOverEthernetHba {
     type Target = HostFibreChannelHba;
     #[inline]
@@ -366,7 +1678,7 @@ impl x::Fields for HostFibreChannelOverEthernetHba {
     }
 }
 /// `HostFibreChannelOverEthernetHbaLinkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFibreChannelOverEthernetHbaLinkInfo {
     /// `vnportMac`.
     pub vnport_mac: String,
@@ -379,6 +1691,20 @@ impl x::SchemaType for HostFibreChannelOverEthernetHbaLinkInfo {
     const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHbaLinkInfo";
 }
 impl x::Structure for HostFibreChannelOverEthernetHbaLinkInfo {}
+impl std::fmt::Debug for HostFibreChannelOverEthernetHbaLinkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostFibreChannelOverEthernetHbaLinkInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostFibreChannelOverEthernetHbaLinkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
     fn decode_field(
         &mut self,
@@ -403,7 +1729,7 @@ impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
 /// `HostFibreChannelOverEthernetTargetTransport` (extends `HostFibreChannelTargetTransport`).
 ///
 /// The fields of `HostFibreChannelTargetTransport` are in `host_fibre_channel_target_transport`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFibreChannelOverEthernetTargetTransport {
     /// The fields `HostFibreChannelOverEthernetTargetTransport` inherits from `HostFibreChannelTargetTransport`.
     pub host_fibre_channel_target_transport: HostFibreChannelTargetTransport,
@@ -418,6 +1744,20 @@ impl x::SchemaType for HostFibreChannelOverEthernetTargetTransport {
     const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetTargetTransport";
 }
 impl x::Structure for HostFibreChannelOverEthernetTargetTransport {}
+impl std::fmt::Debug for HostFibreChannelOverEthernetTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostFibreChannelOverEthernetTargetTransport",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostFibreChannelOverEthernetTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for HostFibreChannelOverEthernetTargetTransport {
     type Target = HostFibreChannelTargetTransport;
     #[inline]
@@ -460,7 +1800,7 @@ impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
     }
 }
 /// `HostFibreChannelTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFibreChannelTargetTransport {
     /// `portWorldWideName`.
     pub port_world_wide_name: i64,
@@ -471,6 +1811,16 @@ impl x::SchemaType for HostFibreChannelTargetTransport {
     const TYPE_NAME: &'static str = "HostFibreChannelTargetTransport";
 }
 impl x::Structure for HostFibreChannelTargetTransport {}
+impl std::fmt::Debug for HostFibreChannelTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFibreChannelTargetTransport", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFibreChannelTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFibreChannelTargetTransport {
     fn decode_field(
         &mut self,
@@ -491,7 +1841,7 @@ impl x::Fields for HostFibreChannelTargetTransport {
     }
 }
 /// `HostFileAccess` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFileAccess {
     /// `who`.
     pub who: String,
@@ -502,6 +1852,16 @@ impl x::SchemaType for HostFileAccess {
     const TYPE_NAME: &'static str = "HostFileAccess";
 }
 impl x::Structure for HostFileAccess {}
+impl std::fmt::Debug for HostFileAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFileAccess", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFileAccess {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFileAccess {
     fn decode_field(
         &mut self,
@@ -522,7 +1882,7 @@ impl x::Fields for HostFileAccess {
     }
 }
 /// `HostFileSystemMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFileSystemMountInfo {
     /// `mountInfo`.
     pub mount_info: HostMountInfo,
@@ -535,6 +1895,16 @@ impl x::SchemaType for HostFileSystemMountInfo {
     const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
 }
 impl x::Structure for HostFileSystemMountInfo {}
+impl std::fmt::Debug for HostFileSystemMountInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFileSystemMountInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFileSystemMountInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFileSystemMountInfo {
     fn decode_field(
         &mut self,
@@ -563,7 +1933,7 @@ impl x::ArrayItem for HostFileSystemMountInfo {
 /// `HostFileSystemVolume` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostFileSystemVolume`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFileSystemVolume {
     /// `type`.
     pub type_: String,
@@ -576,6 +1946,16 @@ impl x::SchemaType for HostFileSystemVolume {
     const TYPE_NAME: &'static str = "HostFileSystemVolume";
 }
 impl x::Structure for HostFileSystemVolume {}
+impl std::fmt::Debug for HostFileSystemVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFileSystemVolume", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFileSystemVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFileSystemVolume {
     fn decode_field(
         &mut self,
@@ -598,7 +1978,7 @@ impl x::Fields for HostFileSystemVolume {
     }
 }
 /// `HostFileSystemVolumeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostFileSystemVolumeInfo {
     /// `volumeTypeList`.
     pub volume_type_list: Vec<String>,
@@ -609,6 +1989,16 @@ impl x::SchemaType for HostFileSystemVolumeInfo {
     const TYPE_NAME: &'static str = "HostFileSystemVolumeInfo";
 }
 impl x::Structure for HostFileSystemVolumeInfo {}
+impl std::fmt::Debug for HostFileSystemVolumeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFileSystemVolumeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFileSystemVolumeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostFileSystemVolumeInfo {
     fn clone(&self) -> Self {
         Self {
@@ -637,7 +2027,7 @@ impl x::Fields for HostFileSystemVolumeInfo {
     }
 }
 /// `HostFirewallConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostFirewallConfig {
     /// `rule`.
     pub rule: Vec<HostFirewallConfigRuleSetConfig>,
@@ -648,6 +2038,16 @@ impl x::SchemaType for HostFirewallConfig {
     const TYPE_NAME: &'static str = "HostFirewallConfig";
 }
 impl x::Structure for HostFirewallConfig {}
+impl std::fmt::Debug for HostFirewallConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFirewallConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFirewallConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostFirewallConfig {
     fn clone(&self) -> Self {
         Self {
@@ -676,7 +2076,7 @@ impl x::Fields for HostFirewallConfig {
     }
 }
 /// `HostFirewallConfigRuleSetConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFirewallConfigRuleSetConfig {
     /// `rulesetId`.
     pub ruleset_id: String,
@@ -689,6 +2089,16 @@ impl x::SchemaType for HostFirewallConfigRuleSetConfig {
     const TYPE_NAME: &'static str = "HostFirewallConfigRuleSetConfig";
 }
 impl x::Structure for HostFirewallConfigRuleSetConfig {}
+impl std::fmt::Debug for HostFirewallConfigRuleSetConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFirewallConfigRuleSetConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFirewallConfigRuleSetConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFirewallConfigRuleSetConfig {
     fn decode_field(
         &mut self,
@@ -715,7 +2125,7 @@ impl x::ArrayItem for HostFirewallConfigRuleSetConfig {
     const ITEM_TAG: &'static str = "HostFirewallConfigRuleSetConfig";
 }
 /// `HostFirewallDefaultPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFirewallDefaultPolicy {
     /// `incomingBlocked`.
     pub incoming_blocked: Option<bool>,
@@ -726,6 +2136,16 @@ impl x::SchemaType for HostFirewallDefaultPolicy {
     const TYPE_NAME: &'static str = "HostFirewallDefaultPolicy";
 }
 impl x::Structure for HostFirewallDefaultPolicy {}
+impl std::fmt::Debug for HostFirewallDefaultPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFirewallDefaultPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFirewallDefaultPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFirewallDefaultPolicy {
     fn decode_field(
         &mut self,
@@ -746,7 +2166,7 @@ impl x::Fields for HostFirewallDefaultPolicy {
     }
 }
 /// `HostFirewallInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostFirewallInfo {
     /// `defaultPolicy`.
     pub default_policy: HostFirewallDefaultPolicy,
@@ -757,6 +2177,16 @@ impl x::SchemaType for HostFirewallInfo {
     const TYPE_NAME: &'static str = "HostFirewallInfo";
 }
 impl x::Structure for HostFirewallInfo {}
+impl std::fmt::Debug for HostFirewallInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFirewallInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFirewallInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostFirewallInfo {
     fn clone(&self) -> Self {
         Self {
@@ -785,7 +2215,7 @@ impl x::Fields for HostFirewallInfo {
     }
 }
 /// `HostFirewallRule` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFirewallRule {
     /// `port`.
     pub port: i32,
@@ -802,6 +2232,16 @@ impl x::SchemaType for HostFirewallRule {
     const TYPE_NAME: &'static str = "HostFirewallRule";
 }
 impl x::Structure for HostFirewallRule {}
+impl std::fmt::Debug for HostFirewallRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFirewallRule", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFirewallRule {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFirewallRule {
     fn decode_field(
         &mut self,
@@ -832,7 +2272,7 @@ impl x::ArrayItem for HostFirewallRule {
     const ITEM_TAG: &'static str = "HostFirewallRule";
 }
 /// `HostFirewallRuleset` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostFirewallRuleset {
     /// `key`.
     pub key: String,
@@ -861,6 +2301,16 @@ impl x::SchemaType for HostFirewallRuleset {
     const TYPE_NAME: &'static str = "HostFirewallRuleset";
 }
 impl x::Structure for HostFirewallRuleset {}
+impl std::fmt::Debug for HostFirewallRuleset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFirewallRuleset", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFirewallRuleset {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostFirewallRuleset {
     fn clone(&self) -> Self {
         Self {
@@ -930,7 +2380,7 @@ impl x::ArrayItem for HostFirewallRuleset {
     const ITEM_TAG: &'static str = "HostFirewallRuleset";
 }
 /// `HostFirewallRulesetIpList` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostFirewallRulesetIpList {
     /// `ipAddress`.
     pub ip_address: Vec<String>,
@@ -943,6 +2393,16 @@ impl x::SchemaType for HostFirewallRulesetIpList {
     const TYPE_NAME: &'static str = "HostFirewallRulesetIpList";
 }
 impl x::Structure for HostFirewallRulesetIpList {}
+impl std::fmt::Debug for HostFirewallRulesetIpList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFirewallRulesetIpList", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFirewallRulesetIpList {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostFirewallRulesetIpList {
     fn clone(&self) -> Self {
         Self {
@@ -974,7 +2434,7 @@ impl x::Fields for HostFirewallRulesetIpList {
     }
 }
 /// `HostFirewallRulesetIpNetwork` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFirewallRulesetIpNetwork {
     /// `network`.
     pub network: String,
@@ -985,6 +2445,16 @@ impl x::SchemaType for HostFirewallRulesetIpNetwork {
     const TYPE_NAME: &'static str = "HostFirewallRulesetIpNetwork";
 }
 impl x::Structure for HostFirewallRulesetIpNetwork {}
+impl std::fmt::Debug for HostFirewallRulesetIpNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFirewallRulesetIpNetwork", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFirewallRulesetIpNetwork {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFirewallRulesetIpNetwork {
     fn decode_field(
         &mut self,
@@ -1009,7 +2479,7 @@ impl x::ArrayItem for HostFirewallRulesetIpNetwork {
     const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
 }
 /// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFirewallRulesetRulesetSpec {
     /// `allowedHosts`.
     pub allowed_hosts: HostFirewallRulesetIpList,
@@ -1018,6 +2488,16 @@ impl x::SchemaType for HostFirewallRulesetRulesetSpec {
     const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
 }
 impl x::Structure for HostFirewallRulesetRulesetSpec {}
+impl std::fmt::Debug for HostFirewallRulesetRulesetSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFirewallRulesetRulesetSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFirewallRulesetRulesetSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFirewallRulesetRulesetSpec {
     fn decode_field(
         &mut self,
@@ -1036,7 +2516,7 @@ impl x::Fields for HostFirewallRulesetRulesetSpec {
     }
 }
 /// `HostFlagInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFlagInfo {
     /// `backgroundSnapshotsEnabled`.
     pub background_snapshots_enabled: Option<bool>,
@@ -1045,6 +2525,16 @@ impl x::SchemaType for HostFlagInfo {
     const TYPE_NAME: &'static str = "HostFlagInfo";
 }
 impl x::Structure for HostFlagInfo {}
+impl std::fmt::Debug for HostFlagInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFlagInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFlagInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFlagInfo {
     fn decode_field(
         &mut self,
@@ -1065,7 +2555,7 @@ impl x::Fields for HostFlagInfo {
     }
 }
 /// `HostForceMountedInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostForceMountedInfo {
     /// `persist`.
     pub persist: bool,
@@ -1076,6 +2566,16 @@ impl x::SchemaType for HostForceMountedInfo {
     const TYPE_NAME: &'static str = "HostForceMountedInfo";
 }
 impl x::Structure for HostForceMountedInfo {}
+impl std::fmt::Debug for HostForceMountedInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostForceMountedInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostForceMountedInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostForceMountedInfo {
     fn decode_field(
         &mut self,
@@ -1098,7 +2598,7 @@ impl x::Fields for HostForceMountedInfo {
 /// `HostFru` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFru {
     /// `type`.
     ///
@@ -1129,6 +2629,16 @@ impl x::SchemaType for HostFru {
     const TYPE_NAME: &'static str = "HostFru";
 }
 impl x::Structure for HostFru {}
+impl std::fmt::Debug for HostFru {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostFru", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostFru {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostFru {
     fn decode_field(
         &mut self,
@@ -1158,7 +2668,7 @@ impl x::Fields for HostFru {
     }
 }
 /// `HostGatewaySpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostGatewaySpec {
     /// `gatewayType`.
     pub gateway_type: String,
@@ -1173,6 +2683,16 @@ impl x::SchemaType for HostGatewaySpec {
     const TYPE_NAME: &'static str = "HostGatewaySpec";
 }
 impl x::Structure for HostGatewaySpec {}
+impl std::fmt::Debug for HostGatewaySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostGatewaySpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostGatewaySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostGatewaySpec {
     fn clone(&self) -> Self {
         Self {
@@ -1202,7 +2722,7 @@ impl x::Fields for HostGatewaySpec {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("gatewayType", &self.gateway_type);
         w.write_opt("gatewayId", &self.gateway_id);
-        w.write_opt("trustVerificationToken", &self.trust_verification_token);
+        w.write_opt_secret("trustVerificationToken", &self.trust_verification_token);
         w.write_vec("hostAuthParams", &self.host_auth_params);
     }
 }
@@ -1210,7 +2730,7 @@ impl x::Fields for HostGatewaySpec {
 /// `HostGetShortNameFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostGetShortNameFailedEvent {
     /// The fields `HostGetShortNameFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1221,6 +2741,18 @@ impl x::SchemaType for HostGetShortNameFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostGetShortNameFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostGetShortNameFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostGetShortNameFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostGetShortNameFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostGetShortNameFailedEvent {
     type Target = HostEvent;
@@ -1251,7 +2783,7 @@ impl x::Fields for HostGetShortNameFailedEvent {
     }
 }
 /// `HostGraphicsConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostGraphicsConfig {
     /// `hostDefaultGraphicsType`.
     pub host_default_graphics_type: String,
@@ -1264,6 +2796,16 @@ impl x::SchemaType for HostGraphicsConfig {
     const TYPE_NAME: &'static str = "HostGraphicsConfig";
 }
 impl x::Structure for HostGraphicsConfig {}
+impl std::fmt::Debug for HostGraphicsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostGraphicsConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostGraphicsConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostGraphicsConfig {
     fn clone(&self) -> Self {
         Self {
@@ -1302,7 +2844,7 @@ impl x::Fields for HostGraphicsConfig {
     }
 }
 /// `HostGraphicsConfigDeviceType` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostGraphicsConfigDeviceType {
     /// `deviceId`.
     pub device_id: String,
@@ -1317,6 +2859,16 @@ impl x::SchemaType for HostGraphicsConfigDeviceType {
     const TYPE_NAME: &'static str = "HostGraphicsConfigDeviceType";
 }
 impl x::Structure for HostGraphicsConfigDeviceType {}
+impl std::fmt::Debug for HostGraphicsConfigDeviceType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostGraphicsConfigDeviceType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostGraphicsConfigDeviceType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostGraphicsConfigDeviceType {
     fn decode_field(
         &mut self,
@@ -1351,7 +2903,7 @@ impl x::ArrayItem for HostGraphicsConfigDeviceType {
     const ITEM_TAG: &'static str = "HostGraphicsConfigDeviceType";
 }
 /// `HostGraphicsInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostGraphicsInfo {
     /// `deviceName`.
     pub device_name: String,
@@ -1374,6 +2926,16 @@ impl x::SchemaType for HostGraphicsInfo {
     const TYPE_NAME: &'static str = "HostGraphicsInfo";
 }
 impl x::Structure for HostGraphicsInfo {}
+impl std::fmt::Debug for HostGraphicsInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostGraphicsInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostGraphicsInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostGraphicsInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1425,7 +2987,7 @@ impl x::ArrayItem for HostGraphicsInfo {
 /// `HostHardwareElementInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostHardwareElementInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostHardwareElementInfo {
     /// `name`.
     pub name: String,
@@ -1436,6 +2998,16 @@ impl x::SchemaType for HostHardwareElementInfo {
     const TYPE_NAME: &'static str = "HostHardwareElementInfo";
 }
 impl x::Structure for HostHardwareElementInfo {}
+impl std::fmt::Debug for HostHardwareElementInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostHardwareElementInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostHardwareElementInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostHardwareElementInfo {
     fn decode_field(
         &mut self,
@@ -1456,7 +3028,7 @@ impl x::Fields for HostHardwareElementInfo {
     }
 }
 /// `HostHardwareInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostHardwareInfo {
     /// `systemInfo`.
     pub system_info: HostSystemInfo,
@@ -1503,6 +3075,16 @@ impl x::SchemaType for HostHardwareInfo {
     const TYPE_NAME: &'static str = "HostHardwareInfo";
 }
 impl x::Structure for HostHardwareInfo {}
+impl std::fmt::Debug for HostHardwareInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostHardwareInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostHardwareInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostHardwareInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1589,7 +3171,7 @@ impl x::Fields for HostHardwareInfo {
     }
 }
 /// `HostHardwareStatusInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostHardwareStatusInfo {
     /// `memoryStatusInfo`.
     pub memory_status_info: Vec<AnyHostHardwareElementInfo>,
@@ -1606,6 +3188,16 @@ impl x::SchemaType for HostHardwareStatusInfo {
     const TYPE_NAME: &'static str = "HostHardwareStatusInfo";
 }
 impl x::Structure for HostHardwareStatusInfo {}
+impl std::fmt::Debug for HostHardwareStatusInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostHardwareStatusInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostHardwareStatusInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostHardwareStatusInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1648,7 +3240,7 @@ impl x::Fields for HostHardwareStatusInfo {
     }
 }
 /// `HostHardwareSummary` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostHardwareSummary {
     /// `vendor`.
     pub vendor: String,
@@ -1683,6 +3275,16 @@ impl x::SchemaType for HostHardwareSummary {
     const TYPE_NAME: &'static str = "HostHardwareSummary";
 }
 impl x::Structure for HostHardwareSummary {}
+impl std::fmt::Debug for HostHardwareSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostHardwareSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostHardwareSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostHardwareSummary {
     fn clone(&self) -> Self {
         Self {
@@ -1744,1346 +3346,4 @@ impl x::Fields for HostHardwareSummary {
         w.write("numNics", &self.num_nics);
         w.write("numHBAs", &self.num_hbas);
     }
-}
-#[cfg(feature = "all-faults")]
-/// `HostHasComponentFailure` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHasComponentFailure {
-    /// The fields `HostHasComponentFailure` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `hostName`.
-    pub host_name: String,
-    /// `componentType`.
-    pub component_type: String,
-    /// `componentName`.
-    pub component_name: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostHasComponentFailure {
-    const TYPE_NAME: &'static str = "HostHasComponentFailure";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostHasComponentFailure {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostHasComponentFailure {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostHasComponentFailure {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostHasComponentFailure {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read(&mut self.host_name),
-            "componentType" => r.read(&mut self.component_type),
-            "componentName" => r.read(&mut self.component_name),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write("hostName", &self.host_name);
-        w.write("componentType", &self.component_type);
-        w.write("componentName", &self.component_name);
-    }
-}
-/// `HostHbaCreateSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHbaCreateSpec {}
-impl x::SchemaType for HostHbaCreateSpec {
-    const TYPE_NAME: &'static str = "HostHbaCreateSpec";
-}
-impl x::Structure for HostHbaCreateSpec {}
-impl x::Fields for HostHbaCreateSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostHostBusAdapter` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHostBusAdapter`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHostBusAdapter {
-    /// `key`.
-    pub key: Option<String>,
-    /// `device`.
-    pub device: String,
-    /// `bus`.
-    pub bus: i32,
-    /// `status`.
-    pub status: String,
-    /// `model`.
-    pub model: String,
-    /// `driver`.
-    pub driver: Option<String>,
-    /// `pci`.
-    pub pci: Option<String>,
-    /// `storageProtocol`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-}
-impl x::SchemaType for HostHostBusAdapter {
-    const TYPE_NAME: &'static str = "HostHostBusAdapter";
-}
-impl x::Structure for HostHostBusAdapter {}
-impl x::Fields for HostHostBusAdapter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.driverVersion",
-                self.driver_version.is_some(),
-            )
-        {
-            w.write_opt("driverVersion", &self.driver_version);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.firmwareVersion",
-                self.firmware_version.is_some(),
-            )
-        {
-            w.write_opt("firmwareVersion", &self.firmware_version);
-        }
-    }
-}
-/// `HostHyperThreadScheduleInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHyperThreadScheduleInfo {
-    /// `available`.
-    pub available: bool,
-    /// `active`.
-    pub active: bool,
-    /// `config`.
-    pub config: bool,
-}
-impl x::SchemaType for HostHyperThreadScheduleInfo {
-    const TYPE_NAME: &'static str = "HostHyperThreadScheduleInfo";
-}
-impl x::Structure for HostHyperThreadScheduleInfo {}
-impl x::Fields for HostHyperThreadScheduleInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "available" => r.read(&mut self.available),
-            "active" => r.read(&mut self.active),
-            "config" => r.read(&mut self.config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("available", &self.available);
-        w.write("active", &self.active);
-        w.write("config", &self.config);
-    }
-}
-/// `HostImageProfileSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostImageProfileSummary {
-    /// `name`.
-    pub name: String,
-    /// `vendor`.
-    pub vendor: String,
-}
-impl x::SchemaType for HostImageProfileSummary {
-    const TYPE_NAME: &'static str = "HostImageProfileSummary";
-}
-impl x::Structure for HostImageProfileSummary {}
-impl x::Fields for HostImageProfileSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "vendor" => r.read(&mut self.vendor),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("vendor", &self.vendor);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostInAuditModeEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInAuditModeEvent {
-    /// The fields `HostInAuditModeEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostInAuditModeEvent {
-    const TYPE_NAME: &'static str = "HostInAuditModeEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostInAuditModeEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostInAuditModeEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostInAuditModeEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostInAuditModeEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `HostInDomain` (extends `HostConfigFault`).
-///
-/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInDomain {
-    /// The fields `HostInDomain` inherits from `HostConfigFault`.
-    pub host_config_fault: HostConfigFault,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostInDomain {
-    const TYPE_NAME: &'static str = "HostInDomain";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostInDomain {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostInDomain {
-    type Target = HostConfigFault;
-    #[inline]
-    fn deref(&self) -> &HostConfigFault {
-        &self.host_config_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostInDomain {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostConfigFault {
-        &mut self.host_config_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostInDomain {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_config_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_config_fault, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `HostIncompatibleForFaultTolerance` (extends `VmFaultToleranceIssue`).
-///
-/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIncompatibleForFaultTolerance {
-    /// The fields `HostIncompatibleForFaultTolerance` inherits from `VmFaultToleranceIssue`.
-    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostIncompatibleForFaultTolerance {
-    const TYPE_NAME: &'static str = "HostIncompatibleForFaultTolerance";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostIncompatibleForFaultTolerance {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostIncompatibleForFaultTolerance {
-    type Target = VmFaultToleranceIssue;
-    #[inline]
-    fn deref(&self) -> &VmFaultToleranceIssue {
-        &self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostIncompatibleForFaultTolerance {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
-        &mut self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostIncompatibleForFaultTolerance {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read_opt(&mut self.host_name),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vm_fault_tolerance_issue,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("reason", &self.reason);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `HostIncompatibleForRecordReplay` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIncompatibleForRecordReplay {
-    /// The fields `HostIncompatibleForRecordReplay` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostIncompatibleForRecordReplay {
-    const TYPE_NAME: &'static str = "HostIncompatibleForRecordReplay";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostIncompatibleForRecordReplay {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostIncompatibleForRecordReplay {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostIncompatibleForRecordReplay {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostIncompatibleForRecordReplay {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read_opt(&mut self.host_name),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `HostInternetScsiHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiHba {
-    /// The fields `HostInternetScsiHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `isSoftwareBased`.
-    pub is_software_based: bool,
-    /// `canBeDisabled`.
-    pub can_be_disabled: Option<bool>,
-    /// `networkBindingSupport`.
-    pub network_binding_support: Option<HostInternetScsiHbaNetworkBindingSupportType>,
-    /// `discoveryCapabilities`.
-    pub discovery_capabilities: HostInternetScsiHbaDiscoveryCapabilities,
-    /// `discoveryProperties`.
-    pub discovery_properties: HostInternetScsiHbaDiscoveryProperties,
-    /// `authenticationCapabilities`.
-    pub authentication_capabilities: HostInternetScsiHbaAuthenticationCapabilities,
-    /// `authenticationProperties`.
-    pub authentication_properties: HostInternetScsiHbaAuthenticationProperties,
-    /// `digestCapabilities`.
-    pub digest_capabilities: Option<HostInternetScsiHbaDigestCapabilities>,
-    /// `digestProperties`.
-    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
-    /// `ipCapabilities`.
-    pub ip_capabilities: HostInternetScsiHbaIPCapabilities,
-    /// `ipProperties`.
-    pub ip_properties: HostInternetScsiHbaIPProperties,
-    /// `supportedAdvancedOptions`.
-    pub supported_advanced_options: Vec<OptionDef>,
-    /// `advancedOptions`.
-    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `iScsiAlias`.
-    pub i_scsi_alias: Option<String>,
-    /// `configuredSendTarget`.
-    pub configured_send_target: Vec<HostInternetScsiHbaSendTarget>,
-    /// `configuredStaticTarget`.
-    pub configured_static_target: Vec<HostInternetScsiHbaStaticTarget>,
-    /// `maxSpeedMb`.
-    pub max_speed_mb: Option<i32>,
-    /// `currentSpeedMb`.
-    pub current_speed_mb: Option<i32>,
-}
-impl x::SchemaType for HostInternetScsiHba {
-    const TYPE_NAME: &'static str = "HostInternetScsiHba";
-}
-impl x::Structure for HostInternetScsiHba {}
-impl Clone for HostInternetScsiHba {
-    fn clone(&self) -> Self {
-        Self {
-            host_host_bus_adapter: self.host_host_bus_adapter.clone(),
-            is_software_based: self.is_software_based,
-            can_be_disabled: self.can_be_disabled,
-            network_binding_support: self.network_binding_support.clone(),
-            discovery_capabilities: self.discovery_capabilities.clone(),
-            discovery_properties: self.discovery_properties.clone(),
-            authentication_capabilities: self.authentication_capabilities.clone(),
-            authentication_properties: self.authentication_properties.clone(),
-            digest_capabilities: self.digest_capabilities.clone(),
-            digest_properties: self.digest_properties.clone(),
-            ip_capabilities: self.ip_capabilities.clone(),
-            ip_properties: self.ip_properties.clone(),
-            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
-            advanced_options: x::clone_vec(&self.advanced_options),
-            i_scsi_name: self.i_scsi_name.clone(),
-            i_scsi_alias: self.i_scsi_alias.clone(),
-            configured_send_target: x::clone_vec(&self.configured_send_target),
-            configured_static_target: x::clone_vec(&self.configured_static_target),
-            max_speed_mb: self.max_speed_mb,
-            current_speed_mb: self.current_speed_mb,
-        }
-    }
-}
-impl std::ops::Deref for HostInternetScsiHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostInternetScsiHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostInternetScsiHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "isSoftwareBased" => r.read(&mut self.is_software_based),
-            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
-            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
-            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities),
-            "discoveryProperties" => r.read(&mut self.discovery_properties),
-            "authenticationCapabilities" => r.read(&mut self.authentication_capabilities),
-            "authenticationProperties" => r.read(&mut self.authentication_properties),
-            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities),
-            "digestProperties" => r.read_opt(&mut self.digest_properties),
-            "ipCapabilities" => r.read(&mut self.ip_capabilities),
-            "ipProperties" => r.read(&mut self.ip_properties),
-            "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)
-            }
-            "advancedOptions" => r.read_push(&mut self.advanced_options),
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias),
-            "configuredSendTarget" => r.read_push(&mut self.configured_send_target),
-            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target),
-            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb),
-            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb),
-            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write("isSoftwareBased", &self.is_software_based);
-        w.write_opt("canBeDisabled", &self.can_be_disabled);
-        w.write_opt("networkBindingSupport", &self.network_binding_support);
-        w.write("discoveryCapabilities", &self.discovery_capabilities);
-        w.write("discoveryProperties", &self.discovery_properties);
-        w.write("authenticationCapabilities", &self.authentication_capabilities);
-        w.write("authenticationProperties", &self.authentication_properties);
-        w.write_opt("digestCapabilities", &self.digest_capabilities);
-        w.write_opt("digestProperties", &self.digest_properties);
-        w.write("ipCapabilities", &self.ip_capabilities);
-        w.write("ipProperties", &self.ip_properties);
-        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
-        w.write_vec("advancedOptions", &self.advanced_options);
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write_opt("iScsiAlias", &self.i_scsi_alias);
-        w.write_vec("configuredSendTarget", &self.configured_send_target);
-        w.write_vec("configuredStaticTarget", &self.configured_static_target);
-        w.write_opt("maxSpeedMb", &self.max_speed_mb);
-        w.write_opt("currentSpeedMb", &self.current_speed_mb);
-    }
-}
-/// `HostInternetScsiHbaAuthenticationCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaAuthenticationCapabilities {
-    /// `chapAuthSettable`.
-    pub chap_auth_settable: bool,
-    /// `krb5AuthSettable`.
-    pub krb5_auth_settable: bool,
-    /// `srpAuthSettable`.
-    pub srp_auth_settable: bool,
-    /// `spkmAuthSettable`.
-    pub spkm_auth_settable: bool,
-    /// `mutualChapSettable`.
-    pub mutual_chap_settable: Option<bool>,
-    /// `targetChapSettable`.
-    pub target_chap_settable: Option<bool>,
-    /// `targetMutualChapSettable`.
-    pub target_mutual_chap_settable: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaAuthenticationCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaAuthenticationCapabilities {}
-impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "chapAuthSettable" => r.read(&mut self.chap_auth_settable),
-            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable),
-            "srpAuthSettable" => r.read(&mut self.srp_auth_settable),
-            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable),
-            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable),
-            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable),
-            "targetMutualChapSettable" => {
-                r.read_opt(&mut self.target_mutual_chap_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("chapAuthSettable", &self.chap_auth_settable);
-        w.write("krb5AuthSettable", &self.krb5_auth_settable);
-        w.write("srpAuthSettable", &self.srp_auth_settable);
-        w.write("spkmAuthSettable", &self.spkm_auth_settable);
-        w.write_opt("mutualChapSettable", &self.mutual_chap_settable);
-        w.write_opt("targetChapSettable", &self.target_chap_settable);
-        w.write_opt("targetMutualChapSettable", &self.target_mutual_chap_settable);
-    }
-}
-/// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaAuthenticationProperties {
-    /// `chapAuthEnabled`.
-    pub chap_auth_enabled: bool,
-    /// `chapName`.
-    pub chap_name: Option<String>,
-    /// `chapSecret`.
-    pub chap_secret: Option<String>,
-    /// `chapAuthenticationType`.
-    pub chap_authentication_type: Option<String>,
-    /// `chapInherited`.
-    pub chap_inherited: Option<bool>,
-    /// `mutualChapName`.
-    pub mutual_chap_name: Option<String>,
-    /// `mutualChapSecret`.
-    pub mutual_chap_secret: Option<String>,
-    /// `mutualChapAuthenticationType`.
-    pub mutual_chap_authentication_type: Option<String>,
-    /// `mutualChapInherited`.
-    pub mutual_chap_inherited: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaAuthenticationProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationProperties";
-}
-impl x::Structure for HostInternetScsiHbaAuthenticationProperties {}
-impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "chapAuthEnabled" => r.read(&mut self.chap_auth_enabled),
-            "chapName" => r.read_opt(&mut self.chap_name),
-            "chapSecret" => r.read_opt(&mut self.chap_secret),
-            "chapAuthenticationType" => r.read_opt(&mut self.chap_authentication_type),
-            "chapInherited" => r.read_opt(&mut self.chap_inherited),
-            "mutualChapName" => r.read_opt(&mut self.mutual_chap_name),
-            "mutualChapSecret" => r.read_opt(&mut self.mutual_chap_secret),
-            "mutualChapAuthenticationType" => {
-                r.read_opt(&mut self.mutual_chap_authentication_type)
-            }
-            "mutualChapInherited" => r.read_opt(&mut self.mutual_chap_inherited),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("chapAuthEnabled", &self.chap_auth_enabled);
-        w.write_opt("chapName", &self.chap_name);
-        w.write_opt("chapSecret", &self.chap_secret);
-        w.write_opt("chapAuthenticationType", &self.chap_authentication_type);
-        w.write_opt("chapInherited", &self.chap_inherited);
-        w.write_opt("mutualChapName", &self.mutual_chap_name);
-        w.write_opt("mutualChapSecret", &self.mutual_chap_secret);
-        w.write_opt(
-            "mutualChapAuthenticationType",
-            &self.mutual_chap_authentication_type,
-        );
-        w.write_opt("mutualChapInherited", &self.mutual_chap_inherited);
-    }
-}
-/// `HostInternetScsiHbaDigestCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDigestCapabilities {
-    /// `headerDigestSettable`.
-    pub header_digest_settable: Option<bool>,
-    /// `dataDigestSettable`.
-    pub data_digest_settable: Option<bool>,
-    /// `targetHeaderDigestSettable`.
-    pub target_header_digest_settable: Option<bool>,
-    /// `targetDataDigestSettable`.
-    pub target_data_digest_settable: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaDigestCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaDigestCapabilities {}
-impl x::Fields for HostInternetScsiHbaDigestCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "headerDigestSettable" => r.read_opt(&mut self.header_digest_settable),
-            "dataDigestSettable" => r.read_opt(&mut self.data_digest_settable),
-            "targetHeaderDigestSettable" => {
-                r.read_opt(&mut self.target_header_digest_settable)
-            }
-            "targetDataDigestSettable" => {
-                r.read_opt(&mut self.target_data_digest_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("headerDigestSettable", &self.header_digest_settable);
-        w.write_opt("dataDigestSettable", &self.data_digest_settable);
-        w.write_opt("targetHeaderDigestSettable", &self.target_header_digest_settable);
-        w.write_opt("targetDataDigestSettable", &self.target_data_digest_settable);
-    }
-}
-/// `HostInternetScsiHbaDigestProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDigestProperties {
-    /// `headerDigestType`.
-    pub header_digest_type: Option<String>,
-    /// `headerDigestInherited`.
-    pub header_digest_inherited: Option<bool>,
-    /// `dataDigestType`.
-    pub data_digest_type: Option<String>,
-    /// `dataDigestInherited`.
-    pub data_digest_inherited: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaDigestProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestProperties";
-}
-impl x::Structure for HostInternetScsiHbaDigestProperties {}
-impl x::Fields for HostInternetScsiHbaDigestProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "headerDigestType" => r.read_opt(&mut self.header_digest_type),
-            "headerDigestInherited" => r.read_opt(&mut self.header_digest_inherited),
-            "dataDigestType" => r.read_opt(&mut self.data_digest_type),
-            "dataDigestInherited" => r.read_opt(&mut self.data_digest_inherited),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("headerDigestType", &self.header_digest_type);
-        w.write_opt("headerDigestInherited", &self.header_digest_inherited);
-        w.write_opt("dataDigestType", &self.data_digest_type);
-        w.write_opt("dataDigestInherited", &self.data_digest_inherited);
-    }
-}
-/// `HostInternetScsiHbaDiscoveryCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDiscoveryCapabilities {
-    /// `iSnsDiscoverySettable`.
-    pub i_sns_discovery_settable: bool,
-    /// `slpDiscoverySettable`.
-    pub slp_discovery_settable: bool,
-    /// `staticTargetDiscoverySettable`.
-    pub static_target_discovery_settable: bool,
-    /// `sendTargetsDiscoverySettable`.
-    pub send_targets_discovery_settable: bool,
-}
-impl x::SchemaType for HostInternetScsiHbaDiscoveryCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaDiscoveryCapabilities {}
-impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iSnsDiscoverySettable" => r.read(&mut self.i_sns_discovery_settable),
-            "slpDiscoverySettable" => r.read(&mut self.slp_discovery_settable),
-            "staticTargetDiscoverySettable" => {
-                r.read(&mut self.static_target_discovery_settable)
-            }
-            "sendTargetsDiscoverySettable" => {
-                r.read(&mut self.send_targets_discovery_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iSnsDiscoverySettable", &self.i_sns_discovery_settable);
-        w.write("slpDiscoverySettable", &self.slp_discovery_settable);
-        w.write("staticTargetDiscoverySettable", &self.static_target_discovery_settable);
-        w.write("sendTargetsDiscoverySettable", &self.send_targets_discovery_settable);
-    }
-}
-/// `HostInternetScsiHbaDiscoveryProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDiscoveryProperties {
-    /// `iSnsDiscoveryEnabled`.
-    pub i_sns_discovery_enabled: bool,
-    /// `iSnsDiscoveryMethod`.
-    pub i_sns_discovery_method: Option<String>,
-    /// `iSnsHost`.
-    pub i_sns_host: Option<String>,
-    /// `slpDiscoveryEnabled`.
-    pub slp_discovery_enabled: bool,
-    /// `slpDiscoveryMethod`.
-    pub slp_discovery_method: Option<String>,
-    /// `slpHost`.
-    pub slp_host: Option<String>,
-    /// `staticTargetDiscoveryEnabled`.
-    pub static_target_discovery_enabled: bool,
-    /// `sendTargetsDiscoveryEnabled`.
-    pub send_targets_discovery_enabled: bool,
-}
-impl x::SchemaType for HostInternetScsiHbaDiscoveryProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryProperties";
-}
-impl x::Structure for HostInternetScsiHbaDiscoveryProperties {}
-impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iSnsDiscoveryEnabled" => r.read(&mut self.i_sns_discovery_enabled),
-            "iSnsDiscoveryMethod" => r.read_opt(&mut self.i_sns_discovery_method),
-            "iSnsHost" => r.read_opt(&mut self.i_sns_host),
-            "slpDiscoveryEnabled" => r.read(&mut self.slp_discovery_enabled),
-            "slpDiscoveryMethod" => r.read_opt(&mut self.slp_discovery_method),
-            "slpHost" => r.read_opt(&mut self.slp_host),
-            "staticTargetDiscoveryEnabled" => {
-                r.read(&mut self.static_target_discovery_enabled)
-            }
-            "sendTargetsDiscoveryEnabled" => {
-                r.read(&mut self.send_targets_discovery_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iSnsDiscoveryEnabled", &self.i_sns_discovery_enabled);
-        w.write_opt("iSnsDiscoveryMethod", &self.i_sns_discovery_method);
-        w.write_opt("iSnsHost", &self.i_sns_host);
-        w.write("slpDiscoveryEnabled", &self.slp_discovery_enabled);
-        w.write_opt("slpDiscoveryMethod", &self.slp_discovery_method);
-        w.write_opt("slpHost", &self.slp_host);
-        w.write("staticTargetDiscoveryEnabled", &self.static_target_discovery_enabled);
-        w.write("sendTargetsDiscoveryEnabled", &self.send_targets_discovery_enabled);
-    }
-}
-/// `HostInternetScsiHbaIPCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaIPCapabilities {
-    /// `addressSettable`.
-    pub address_settable: bool,
-    /// `ipConfigurationMethodSettable`.
-    pub ip_configuration_method_settable: bool,
-    /// `subnetMaskSettable`.
-    pub subnet_mask_settable: bool,
-    /// `defaultGatewaySettable`.
-    pub default_gateway_settable: bool,
-    /// `primaryDnsServerAddressSettable`.
-    pub primary_dns_server_address_settable: bool,
-    /// `alternateDnsServerAddressSettable`.
-    pub alternate_dns_server_address_settable: bool,
-    /// `ipv6Supported`.
-    pub ipv6_supported: Option<bool>,
-    /// `arpRedirectSettable`.
-    pub arp_redirect_settable: Option<bool>,
-    /// `mtuSettable`.
-    pub mtu_settable: Option<bool>,
-    /// `hostNameAsTargetAddress`.
-    pub host_name_as_target_address: Option<bool>,
-    /// `nameAliasSettable`.
-    pub name_alias_settable: Option<bool>,
-    /// `ipv4EnableSettable`.
-    pub ipv4_enable_settable: Option<bool>,
-    /// `ipv6EnableSettable`.
-    pub ipv6_enable_settable: Option<bool>,
-    /// `ipv6PrefixLengthSettable`.
-    pub ipv6_prefix_length_settable: Option<bool>,
-    /// `ipv6PrefixLength`.
-    pub ipv6_prefix_length: Option<i32>,
-    /// `ipv6DhcpConfigurationSettable`.
-    pub ipv6_dhcp_configuration_settable: Option<bool>,
-    /// `ipv6LinkLocalAutoConfigurationSettable`.
-    pub ipv6_link_local_auto_configuration_settable: Option<bool>,
-    /// `ipv6RouterAdvertisementConfigurationSettable`.
-    pub ipv6_router_advertisement_configuration_settable: Option<bool>,
-    /// `ipv6DefaultGatewaySettable`.
-    pub ipv6_default_gateway_settable: Option<bool>,
-    /// `ipv6MaxStaticAddressesSupported`.
-    pub ipv6_max_static_addresses_supported: Option<i32>,
-}
-impl x::SchemaType for HostInternetScsiHbaIPCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaIPCapabilities {}
-impl x::Fields for HostInternetScsiHbaIPCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "addressSettable" => r.read(&mut self.address_settable),
-            "ipConfigurationMethodSettable" => {
-                r.read(&mut self.ip_configuration_method_settable)
-            }
-            "subnetMaskSettable" => r.read(&mut self.subnet_mask_settable),
-            "defaultGatewaySettable" => r.read(&mut self.default_gateway_settable),
-            "primaryDnsServerAddressSettable" => {
-                r.read(&mut self.primary_dns_server_address_settable)
-            }
-            "alternateDnsServerAddressSettable" => {
-                r.read(&mut self.alternate_dns_server_address_settable)
-            }
-            "ipv6Supported" => r.read_opt(&mut self.ipv6_supported),
-            "arpRedirectSettable" => r.read_opt(&mut self.arp_redirect_settable),
-            "mtuSettable" => r.read_opt(&mut self.mtu_settable),
-            "hostNameAsTargetAddress" => {
-                r.read_opt(&mut self.host_name_as_target_address)
-            }
-            "nameAliasSettable" => r.read_opt(&mut self.name_alias_settable),
-            "ipv4EnableSettable" => r.read_opt(&mut self.ipv4_enable_settable),
-            "ipv6EnableSettable" => r.read_opt(&mut self.ipv6_enable_settable),
-            "ipv6PrefixLengthSettable" => {
-                r.read_opt(&mut self.ipv6_prefix_length_settable)
-            }
-            "ipv6PrefixLength" => r.read_opt(&mut self.ipv6_prefix_length),
-            "ipv6DhcpConfigurationSettable" => {
-                r.read_opt(&mut self.ipv6_dhcp_configuration_settable)
-            }
-            "ipv6LinkLocalAutoConfigurationSettable" => {
-                r.read_opt(&mut self.ipv6_link_local_auto_configuration_settable)
-            }
-            "ipv6RouterAdvertisementConfigurationSettable" => {
-                r.read_opt(&mut self.ipv6_router_advertisement_configuration_settable)
-            }
-            "ipv6DefaultGatewaySettable" => {
-                r.read_opt(&mut self.ipv6_default_gateway_settable)
-            }
-            "ipv6MaxStaticAddressesSupported" => {
-                r.read_opt(&mut self.ipv6_max_static_addresses_supported)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("addressSettable", &self.address_settable);
-        w.write("ipConfigurationMethodSettable", &self.ip_configuration_method_settable);
-        w.write("subnetMaskSettable", &self.subnet_mask_settable);
-        w.write("defaultGatewaySettable", &self.default_gateway_settable);
-        w.write(
-            "primaryDnsServerAddressSettable",
-            &self.primary_dns_server_address_settable,
-        );
-        w.write(
-            "alternateDnsServerAddressSettable",
-            &self.alternate_dns_server_address_settable,
-        );
-        w.write_opt("ipv6Supported", &self.ipv6_supported);
-        w.write_opt("arpRedirectSettable", &self.arp_redirect_settable);
-        w.write_opt("mtuSettable", &self.mtu_settable);
-        w.write_opt("hostNameAsTargetAddress", &self.host_name_as_target_address);
-        w.write_opt("nameAliasSettable", &self.name_alias_settable);
-        w.write_opt("ipv4EnableSettable", &self.ipv4_enable_settable);
-        w.write_opt("ipv6EnableSettable", &self.ipv6_enable_settable);
-        w.write_opt("ipv6PrefixLengthSettable", &self.ipv6_prefix_length_settable);
-        w.write_opt("ipv6PrefixLength", &self.ipv6_prefix_length);
-        w.write_opt(
-            "ipv6DhcpConfigurationSettable",
-            &self.ipv6_dhcp_configuration_settable,
-        );
-        w.write_opt(
-            "ipv6LinkLocalAutoConfigurationSettable",
-            &self.ipv6_link_local_auto_configuration_settable,
-        );
-        w.write_opt(
-            "ipv6RouterAdvertisementConfigurationSettable",
-            &self.ipv6_router_advertisement_configuration_settable,
-        );
-        w.write_opt("ipv6DefaultGatewaySettable", &self.ipv6_default_gateway_settable);
-        w.write_opt(
-            "ipv6MaxStaticAddressesSupported",
-            &self.ipv6_max_static_addresses_supported,
-        );
-    }
-}
-/// `HostInternetScsiHbaIPProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaIPProperties {
-    /// `mac`.
-    pub mac: Option<String>,
-    /// `address`.
-    pub address: Option<String>,
-    /// `dhcpConfigurationEnabled`.
-    pub dhcp_configuration_enabled: bool,
-    /// `subnetMask`.
-    pub subnet_mask: Option<String>,
-    /// `defaultGateway`.
-    pub default_gateway: Option<String>,
-    /// `primaryDnsServerAddress`.
-    pub primary_dns_server_address: Option<String>,
-    /// `alternateDnsServerAddress`.
-    pub alternate_dns_server_address: Option<String>,
-    /// `ipv6Address`.
-    pub ipv6_address: Option<String>,
-    /// `ipv6SubnetMask`.
-    pub ipv6_subnet_mask: Option<String>,
-    /// `ipv6DefaultGateway`.
-    pub ipv6_default_gateway: Option<String>,
-    /// `arpRedirectEnabled`.
-    pub arp_redirect_enabled: Option<bool>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `jumboFramesEnabled`.
-    pub jumbo_frames_enabled: Option<bool>,
-    /// `ipv4Enabled`.
-    pub ipv4_enabled: Option<bool>,
-    /// `ipv6Enabled`.
-    pub ipv6_enabled: Option<bool>,
-    /// `ipv6properties`.
-    pub ipv6properties: Option<HostInternetScsiHbaIPv6Properties>,
-}
-impl x::SchemaType for HostInternetScsiHbaIPProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPProperties";
-}
-impl x::Structure for HostInternetScsiHbaIPProperties {}
-impl x::Fields for HostInternetScsiHbaIPProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mac" => r.read_opt(&mut self.mac),
-            "address" => r.read_opt(&mut self.address),
-            "dhcpConfigurationEnabled" => r.read(&mut self.dhcp_configuration_enabled),
-            "subnetMask" => r.read_opt(&mut self.subnet_mask),
-            "defaultGateway" => r.read_opt(&mut self.default_gateway),
-            "primaryDnsServerAddress" => r.read_opt(&mut self.primary_dns_server_address),
-            "alternateDnsServerAddress" => {
-                r.read_opt(&mut self.alternate_dns_server_address)
-            }
-            "ipv6Address" => r.read_opt(&mut self.ipv6_address),
-            "ipv6SubnetMask" => r.read_opt(&mut self.ipv6_subnet_mask),
-            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
-            "arpRedirectEnabled" => r.read_opt(&mut self.arp_redirect_enabled),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "jumboFramesEnabled" => r.read_opt(&mut self.jumbo_frames_enabled),
-            "ipv4Enabled" => r.read_opt(&mut self.ipv4_enabled),
-            "ipv6Enabled" => r.read_opt(&mut self.ipv6_enabled),
-            "ipv6properties" => r.read_opt(&mut self.ipv6properties),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("mac", &self.mac);
-        w.write_opt("address", &self.address);
-        w.write("dhcpConfigurationEnabled", &self.dhcp_configuration_enabled);
-        w.write_opt("subnetMask", &self.subnet_mask);
-        w.write_opt("defaultGateway", &self.default_gateway);
-        w.write_opt("primaryDnsServerAddress", &self.primary_dns_server_address);
-        w.write_opt("alternateDnsServerAddress", &self.alternate_dns_server_address);
-        w.write_opt("ipv6Address", &self.ipv6_address);
-        w.write_opt("ipv6SubnetMask", &self.ipv6_subnet_mask);
-        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
-        w.write_opt("arpRedirectEnabled", &self.arp_redirect_enabled);
-        w.write_opt("mtu", &self.mtu);
-        w.write_opt("jumboFramesEnabled", &self.jumbo_frames_enabled);
-        w.write_opt("ipv4Enabled", &self.ipv4_enabled);
-        w.write_opt("ipv6Enabled", &self.ipv6_enabled);
-        w.write_opt("ipv6properties", &self.ipv6properties);
-    }
-}
-/// `HostInternetScsiHbaIPv6Properties` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiHbaIPv6Properties {
-    /// `iscsiIpv6Address`.
-    pub iscsi_ipv6_address: Vec<HostInternetScsiHbaIscsiIpv6Address>,
-    /// `ipv6DhcpConfigurationEnabled`.
-    pub ipv6_dhcp_configuration_enabled: Option<bool>,
-    /// `ipv6LinkLocalAutoConfigurationEnabled`.
-    pub ipv6_link_local_auto_configuration_enabled: Option<bool>,
-    /// `ipv6RouterAdvertisementConfigurationEnabled`.
-    pub ipv6_router_advertisement_configuration_enabled: Option<bool>,
-    /// `ipv6DefaultGateway`.
-    pub ipv6_default_gateway: Option<String>,
-}
-impl x::SchemaType for HostInternetScsiHbaIPv6Properties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPv6Properties";
-}
-impl x::Structure for HostInternetScsiHbaIPv6Properties {}
-impl Clone for HostInternetScsiHbaIPv6Properties {
-    fn clone(&self) -> Self {
-        Self {
-            iscsi_ipv6_address: x::clone_vec(&self.iscsi_ipv6_address),
-            ipv6_dhcp_configuration_enabled: self.ipv6_dhcp_configuration_enabled,
-            ipv6_link_local_auto_configuration_enabled: self
-                .ipv6_link_local_auto_configuration_enabled,
-            ipv6_router_advertisement_configuration_enabled: self
-                .ipv6_router_advertisement_configuration_enabled,
-            ipv6_default_gateway: self.ipv6_default_gateway.clone(),
-        }
-    }
-}
-impl x::Fields for HostInternetScsiHbaIPv6Properties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iscsiIpv6Address" => r.read_push(&mut self.iscsi_ipv6_address),
-            "ipv6DhcpConfigurationEnabled" => {
-                r.read_opt(&mut self.ipv6_dhcp_configuration_enabled)
-            }
-            "ipv6LinkLocalAutoConfigurationEnabled" => {
-                r.read_opt(&mut self.ipv6_link_local_auto_configuration_enabled)
-            }
-            "ipv6RouterAdvertisementConfigurationEnabled" => {
-                r.read_opt(&mut self.ipv6_router_advertisement_configuration_enabled)
-            }
-            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("iscsiIpv6Address", &self.iscsi_ipv6_address);
-        w.write_opt(
-            "ipv6DhcpConfigurationEnabled",
-            &self.ipv6_dhcp_configuration_enabled,
-        );
-        w.write_opt(
-            "ipv6LinkLocalAutoConfigurationEnabled",
-            &self.ipv6_link_local_auto_configuration_enabled,
-        );
-        w.write_opt(
-            "ipv6RouterAdvertisementConfigurationEnabled",
-            &self.ipv6_router_advertisement_configuration_enabled,
-        );
-        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
-    }
-}
-/// `HostInternetScsiHbaIscsiIpv6Address` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaIscsiIpv6Address {
-    /// `address`.
-    pub address: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `origin`.
-    pub origin: String,
-    /// `operation`.
-    pub operation: Option<String>,
-}
-impl x::SchemaType for HostInternetScsiHbaIscsiIpv6Address {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
-}
-impl x::Structure for HostInternetScsiHbaIscsiIpv6Address {}
-impl x::Fields for HostInternetScsiHbaIscsiIpv6Address {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "origin" => r.read(&mut self.origin),
-            "operation" => r.read_opt(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write("prefixLength", &self.prefix_length);
-        w.write("origin", &self.origin);
-        w.write_opt("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for HostInternetScsiHbaIscsiIpv6Address {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaIscsiIpv6Address";
-    const ITEM_TAG: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
-}
-/// `HostInternetScsiHbaParamValue` (extends `OptionValue`).
-///
-/// The fields of `OptionValue` are in `option_value`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaParamValue {
-    /// The fields `HostInternetScsiHbaParamValue` inherits from `OptionValue`.
-    pub option_value: OptionValue,
-    /// `isInherited`.
-    pub is_inherited: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaParamValue {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaParamValue";
-}
-impl x::Structure for HostInternetScsiHbaParamValue {}
-impl std::ops::Deref for HostInternetScsiHbaParamValue {
-    type Target = OptionValue;
-    #[inline]
-    fn deref(&self) -> &OptionValue {
-        &self.option_value
-    }
-}
-impl std::ops::DerefMut for HostInternetScsiHbaParamValue {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OptionValue {
-        &mut self.option_value
-    }
-}
-impl x::Fields for HostInternetScsiHbaParamValue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "isInherited" => r.read_opt(&mut self.is_inherited),
-            _ => return x::Fields::decode_field(&mut self.option_value, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.option_value, w);
-        w.write_opt("isInherited", &self.is_inherited);
-    }
-}
-impl x::ArrayItem for HostInternetScsiHbaParamValue {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaParamValue";
-    const ITEM_TAG: &'static str = "HostInternetScsiHbaParamValue";
-}
-/// `HostInternetScsiHbaSendTarget` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiHbaSendTarget {
-    /// `address`.
-    pub address: String,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `authenticationProperties`.
-    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
-    /// `digestProperties`.
-    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
-    /// `supportedAdvancedOptions`.
-    pub supported_advanced_options: Vec<OptionDef>,
-    /// `advancedOptions`.
-    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
-    /// `parent`.
-    pub parent: Option<String>,
-}
-impl x::SchemaType for HostInternetScsiHbaSendTarget {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaSendTarget";
-}
-impl x::Structure for HostInternetScsiHbaSendTarget {}
-impl Clone for HostInternetScsiHbaSendTarget {
-    fn clone(&self) -> Self {
-        Self {
-            address: self.address.clone(),
-            port: self.port,
-            authentication_properties: self.authentication_properties.clone(),
-            digest_properties: self.digest_properties.clone(),
-            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
-            advanced_options: x::clone_vec(&self.advanced_options),
-            parent: self.parent.clone(),
-        }
-    }
-}
-impl x::Fields for HostInternetScsiHbaSendTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "port" => r.read_opt(&mut self.port),
-            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
-            "digestProperties" => r.read_opt(&mut self.digest_properties),
-            "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)
-            }
-            "advancedOptions" => r.read_push(&mut self.advanced_options),
-            "parent" => r.read_opt(&mut self.parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("port", &self.port);
-        w.write_opt("authenticationProperties", &self.authentication_properties);
-        w.write_opt("digestProperties", &self.digest_properties);
-        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
-        w.write_vec("advancedOptions", &self.advanced_options);
-        w.write_opt("parent", &self.parent);
-    }
-}
-impl x::ArrayItem for HostInternetScsiHbaSendTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaSendTarget";
-    const ITEM_TAG: &'static str = "HostInternetScsiHbaSendTarget";
 }

@@ -5,8 +5,1592 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
+/// `HostHasComponentFailure` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostHasComponentFailure {
+    /// The fields `HostHasComponentFailure` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+    /// `hostName`.
+    pub host_name: String,
+    /// `componentType`.
+    pub component_type: String,
+    /// `componentName`.
+    pub component_name: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for HostHasComponentFailure {
+    const TYPE_NAME: &'static str = "HostHasComponentFailure";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for HostHasComponentFailure {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostHasComponentFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostHasComponentFailure", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostHasComponentFailure {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for HostHasComponentFailure {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for HostHasComponentFailure {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for HostHasComponentFailure {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read(&mut self.host_name),
+            "componentType" => r.read(&mut self.component_type),
+            "componentName" => r.read(&mut self.component_name),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+        w.write("hostName", &self.host_name);
+        w.write("componentType", &self.component_type);
+        w.write("componentName", &self.component_name);
+    }
+}
+/// `HostHbaCreateSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostHbaCreateSpec {}
+impl x::SchemaType for HostHbaCreateSpec {
+    const TYPE_NAME: &'static str = "HostHbaCreateSpec";
+}
+impl x::Structure for HostHbaCreateSpec {}
+impl std::fmt::Debug for HostHbaCreateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostHbaCreateSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostHbaCreateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostHbaCreateSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostHostBusAdapter` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostHostBusAdapter`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostHostBusAdapter {
+    /// `key`.
+    pub key: Option<String>,
+    /// `device`.
+    pub device: String,
+    /// `bus`.
+    pub bus: i32,
+    /// `status`.
+    pub status: String,
+    /// `model`.
+    pub model: String,
+    /// `driver`.
+    pub driver: Option<String>,
+    /// `pci`.
+    pub pci: Option<String>,
+    /// `storageProtocol`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+}
+impl x::SchemaType for HostHostBusAdapter {
+    const TYPE_NAME: &'static str = "HostHostBusAdapter";
+}
+impl x::Structure for HostHostBusAdapter {}
+impl std::fmt::Debug for HostHostBusAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostHostBusAdapter", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostHostBusAdapter {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostHostBusAdapter {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+    }
+}
+/// `HostHyperThreadScheduleInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostHyperThreadScheduleInfo {
+    /// `available`.
+    pub available: bool,
+    /// `active`.
+    pub active: bool,
+    /// `config`.
+    pub config: bool,
+}
+impl x::SchemaType for HostHyperThreadScheduleInfo {
+    const TYPE_NAME: &'static str = "HostHyperThreadScheduleInfo";
+}
+impl x::Structure for HostHyperThreadScheduleInfo {}
+impl std::fmt::Debug for HostHyperThreadScheduleInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostHyperThreadScheduleInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostHyperThreadScheduleInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostHyperThreadScheduleInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "available" => r.read(&mut self.available),
+            "active" => r.read(&mut self.active),
+            "config" => r.read(&mut self.config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("available", &self.available);
+        w.write("active", &self.active);
+        w.write("config", &self.config);
+    }
+}
+/// `HostImageProfileSummary` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostImageProfileSummary {
+    /// `name`.
+    pub name: String,
+    /// `vendor`.
+    pub vendor: String,
+}
+impl x::SchemaType for HostImageProfileSummary {
+    const TYPE_NAME: &'static str = "HostImageProfileSummary";
+}
+impl x::Structure for HostImageProfileSummary {}
+impl std::fmt::Debug for HostImageProfileSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostImageProfileSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostImageProfileSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostImageProfileSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "vendor" => r.read(&mut self.vendor),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("vendor", &self.vendor);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostInAuditModeEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostInAuditModeEvent {
+    /// The fields `HostInAuditModeEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostInAuditModeEvent {
+    const TYPE_NAME: &'static str = "HostInAuditModeEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostInAuditModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostInAuditModeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInAuditModeEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostInAuditModeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostInAuditModeEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostInAuditModeEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostInAuditModeEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `HostInDomain` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostInDomain {
+    /// The fields `HostInDomain` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for HostInDomain {
+    const TYPE_NAME: &'static str = "HostInDomain";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for HostInDomain {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostInDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInDomain", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostInDomain {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for HostInDomain {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for HostInDomain {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for HostInDomain {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_config_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_config_fault, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `HostIncompatibleForFaultTolerance` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostIncompatibleForFaultTolerance {
+    /// The fields `HostIncompatibleForFaultTolerance` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for HostIncompatibleForFaultTolerance {
+    const TYPE_NAME: &'static str = "HostIncompatibleForFaultTolerance";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for HostIncompatibleForFaultTolerance {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostIncompatibleForFaultTolerance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIncompatibleForFaultTolerance", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostIncompatibleForFaultTolerance {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for HostIncompatibleForFaultTolerance {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for HostIncompatibleForFaultTolerance {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for HostIncompatibleForFaultTolerance {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("reason", &self.reason);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `HostIncompatibleForRecordReplay` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostIncompatibleForRecordReplay {
+    /// The fields `HostIncompatibleForRecordReplay` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for HostIncompatibleForRecordReplay {
+    const TYPE_NAME: &'static str = "HostIncompatibleForRecordReplay";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for HostIncompatibleForRecordReplay {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostIncompatibleForRecordReplay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIncompatibleForRecordReplay", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostIncompatibleForRecordReplay {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for HostIncompatibleForRecordReplay {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for HostIncompatibleForRecordReplay {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for HostIncompatibleForRecordReplay {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `HostInternetScsiHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostInternetScsiHba {
+    /// The fields `HostInternetScsiHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `isSoftwareBased`.
+    pub is_software_based: bool,
+    /// `canBeDisabled`.
+    pub can_be_disabled: Option<bool>,
+    /// `networkBindingSupport`.
+    pub network_binding_support: Option<HostInternetScsiHbaNetworkBindingSupportType>,
+    /// `discoveryCapabilities`.
+    pub discovery_capabilities: HostInternetScsiHbaDiscoveryCapabilities,
+    /// `discoveryProperties`.
+    pub discovery_properties: HostInternetScsiHbaDiscoveryProperties,
+    /// `authenticationCapabilities`.
+    pub authentication_capabilities: HostInternetScsiHbaAuthenticationCapabilities,
+    /// `authenticationProperties`.
+    pub authentication_properties: HostInternetScsiHbaAuthenticationProperties,
+    /// `digestCapabilities`.
+    pub digest_capabilities: Option<HostInternetScsiHbaDigestCapabilities>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `ipCapabilities`.
+    pub ip_capabilities: HostInternetScsiHbaIPCapabilities,
+    /// `ipProperties`.
+    pub ip_properties: HostInternetScsiHbaIPProperties,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `iScsiAlias`.
+    pub i_scsi_alias: Option<String>,
+    /// `configuredSendTarget`.
+    pub configured_send_target: Vec<HostInternetScsiHbaSendTarget>,
+    /// `configuredStaticTarget`.
+    pub configured_static_target: Vec<HostInternetScsiHbaStaticTarget>,
+    /// `maxSpeedMb`.
+    pub max_speed_mb: Option<i32>,
+    /// `currentSpeedMb`.
+    pub current_speed_mb: Option<i32>,
+}
+impl x::SchemaType for HostInternetScsiHba {
+    const TYPE_NAME: &'static str = "HostInternetScsiHba";
+}
+impl x::Structure for HostInternetScsiHba {}
+impl std::fmt::Debug for HostInternetScsiHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHba", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostInternetScsiHba {
+    fn clone(&self) -> Self {
+        Self {
+            host_host_bus_adapter: self.host_host_bus_adapter.clone(),
+            is_software_based: self.is_software_based,
+            can_be_disabled: self.can_be_disabled,
+            network_binding_support: self.network_binding_support.clone(),
+            discovery_capabilities: self.discovery_capabilities.clone(),
+            discovery_properties: self.discovery_properties.clone(),
+            authentication_capabilities: self.authentication_capabilities.clone(),
+            authentication_properties: self.authentication_properties.clone(),
+            digest_capabilities: self.digest_capabilities.clone(),
+            digest_properties: self.digest_properties.clone(),
+            ip_capabilities: self.ip_capabilities.clone(),
+            ip_properties: self.ip_properties.clone(),
+            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
+            advanced_options: x::clone_vec(&self.advanced_options),
+            i_scsi_name: self.i_scsi_name.clone(),
+            i_scsi_alias: self.i_scsi_alias.clone(),
+            configured_send_target: x::clone_vec(&self.configured_send_target),
+            configured_static_target: x::clone_vec(&self.configured_static_target),
+            max_speed_mb: self.max_speed_mb,
+            current_speed_mb: self.current_speed_mb,
+        }
+    }
+}
+impl std::ops::Deref for HostInternetScsiHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostInternetScsiHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostInternetScsiHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "isSoftwareBased" => r.read(&mut self.is_software_based),
+            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
+            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
+            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities),
+            "discoveryProperties" => r.read(&mut self.discovery_properties),
+            "authenticationCapabilities" => r.read(&mut self.authentication_capabilities),
+            "authenticationProperties" => r.read(&mut self.authentication_properties),
+            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "ipCapabilities" => r.read(&mut self.ip_capabilities),
+            "ipProperties" => r.read(&mut self.ip_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias),
+            "configuredSendTarget" => r.read_push(&mut self.configured_send_target),
+            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target),
+            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb),
+            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write("isSoftwareBased", &self.is_software_based);
+        w.write_opt("canBeDisabled", &self.can_be_disabled);
+        w.write_opt("networkBindingSupport", &self.network_binding_support);
+        w.write("discoveryCapabilities", &self.discovery_capabilities);
+        w.write("discoveryProperties", &self.discovery_properties);
+        w.write("authenticationCapabilities", &self.authentication_capabilities);
+        w.write("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestCapabilities", &self.digest_capabilities);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write("ipCapabilities", &self.ip_capabilities);
+        w.write("ipProperties", &self.ip_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write_opt("iScsiAlias", &self.i_scsi_alias);
+        w.write_vec("configuredSendTarget", &self.configured_send_target);
+        w.write_vec("configuredStaticTarget", &self.configured_static_target);
+        w.write_opt("maxSpeedMb", &self.max_speed_mb);
+        w.write_opt("currentSpeedMb", &self.current_speed_mb);
+    }
+}
+/// `HostInternetScsiHbaAuthenticationCapabilities` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaAuthenticationCapabilities {
+    /// `chapAuthSettable`.
+    pub chap_auth_settable: bool,
+    /// `krb5AuthSettable`.
+    pub krb5_auth_settable: bool,
+    /// `srpAuthSettable`.
+    pub srp_auth_settable: bool,
+    /// `spkmAuthSettable`.
+    pub spkm_auth_settable: bool,
+    /// `mutualChapSettable`.
+    pub mutual_chap_settable: Option<bool>,
+    /// `targetChapSettable`.
+    pub target_chap_settable: Option<bool>,
+    /// `targetMutualChapSettable`.
+    pub target_mutual_chap_settable: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaAuthenticationCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaAuthenticationCapabilities {}
+impl std::fmt::Debug for HostInternetScsiHbaAuthenticationCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostInternetScsiHbaAuthenticationCapabilities",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostInternetScsiHbaAuthenticationCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "chapAuthSettable" => r.read(&mut self.chap_auth_settable),
+            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable),
+            "srpAuthSettable" => r.read(&mut self.srp_auth_settable),
+            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable),
+            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable),
+            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable),
+            "targetMutualChapSettable" => {
+                r.read_opt(&mut self.target_mutual_chap_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("chapAuthSettable", &self.chap_auth_settable);
+        w.write("krb5AuthSettable", &self.krb5_auth_settable);
+        w.write("srpAuthSettable", &self.srp_auth_settable);
+        w.write("spkmAuthSettable", &self.spkm_auth_settable);
+        w.write_opt("mutualChapSettable", &self.mutual_chap_settable);
+        w.write_opt("targetChapSettable", &self.target_chap_settable);
+        w.write_opt("targetMutualChapSettable", &self.target_mutual_chap_settable);
+    }
+}
+/// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaAuthenticationProperties {
+    /// `chapAuthEnabled`.
+    pub chap_auth_enabled: bool,
+    /// `chapName`.
+    pub chap_name: Option<String>,
+    /// `chapSecret`.
+    pub chap_secret: Option<String>,
+    /// `chapAuthenticationType`.
+    pub chap_authentication_type: Option<String>,
+    /// `chapInherited`.
+    pub chap_inherited: Option<bool>,
+    /// `mutualChapName`.
+    pub mutual_chap_name: Option<String>,
+    /// `mutualChapSecret`.
+    pub mutual_chap_secret: Option<String>,
+    /// `mutualChapAuthenticationType`.
+    pub mutual_chap_authentication_type: Option<String>,
+    /// `mutualChapInherited`.
+    pub mutual_chap_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaAuthenticationProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationProperties";
+}
+impl x::Structure for HostInternetScsiHbaAuthenticationProperties {}
+impl std::fmt::Debug for HostInternetScsiHbaAuthenticationProperties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostInternetScsiHbaAuthenticationProperties",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostInternetScsiHbaAuthenticationProperties {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "chapAuthEnabled" => r.read(&mut self.chap_auth_enabled),
+            "chapName" => r.read_opt(&mut self.chap_name),
+            "chapSecret" => r.read_opt(&mut self.chap_secret),
+            "chapAuthenticationType" => r.read_opt(&mut self.chap_authentication_type),
+            "chapInherited" => r.read_opt(&mut self.chap_inherited),
+            "mutualChapName" => r.read_opt(&mut self.mutual_chap_name),
+            "mutualChapSecret" => r.read_opt(&mut self.mutual_chap_secret),
+            "mutualChapAuthenticationType" => {
+                r.read_opt(&mut self.mutual_chap_authentication_type)
+            }
+            "mutualChapInherited" => r.read_opt(&mut self.mutual_chap_inherited),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("chapAuthEnabled", &self.chap_auth_enabled);
+        w.write_opt("chapName", &self.chap_name);
+        w.write_opt_secret("chapSecret", &self.chap_secret);
+        w.write_opt("chapAuthenticationType", &self.chap_authentication_type);
+        w.write_opt("chapInherited", &self.chap_inherited);
+        w.write_opt("mutualChapName", &self.mutual_chap_name);
+        w.write_opt_secret("mutualChapSecret", &self.mutual_chap_secret);
+        w.write_opt(
+            "mutualChapAuthenticationType",
+            &self.mutual_chap_authentication_type,
+        );
+        w.write_opt("mutualChapInherited", &self.mutual_chap_inherited);
+    }
+}
+/// `HostInternetScsiHbaDigestCapabilities` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaDigestCapabilities {
+    /// `headerDigestSettable`.
+    pub header_digest_settable: Option<bool>,
+    /// `dataDigestSettable`.
+    pub data_digest_settable: Option<bool>,
+    /// `targetHeaderDigestSettable`.
+    pub target_header_digest_settable: Option<bool>,
+    /// `targetDataDigestSettable`.
+    pub target_data_digest_settable: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaDigestCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaDigestCapabilities {}
+impl std::fmt::Debug for HostInternetScsiHbaDigestCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaDigestCapabilities", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaDigestCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostInternetScsiHbaDigestCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "headerDigestSettable" => r.read_opt(&mut self.header_digest_settable),
+            "dataDigestSettable" => r.read_opt(&mut self.data_digest_settable),
+            "targetHeaderDigestSettable" => {
+                r.read_opt(&mut self.target_header_digest_settable)
+            }
+            "targetDataDigestSettable" => {
+                r.read_opt(&mut self.target_data_digest_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("headerDigestSettable", &self.header_digest_settable);
+        w.write_opt("dataDigestSettable", &self.data_digest_settable);
+        w.write_opt("targetHeaderDigestSettable", &self.target_header_digest_settable);
+        w.write_opt("targetDataDigestSettable", &self.target_data_digest_settable);
+    }
+}
+/// `HostInternetScsiHbaDigestProperties` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaDigestProperties {
+    /// `headerDigestType`.
+    pub header_digest_type: Option<String>,
+    /// `headerDigestInherited`.
+    pub header_digest_inherited: Option<bool>,
+    /// `dataDigestType`.
+    pub data_digest_type: Option<String>,
+    /// `dataDigestInherited`.
+    pub data_digest_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaDigestProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestProperties";
+}
+impl x::Structure for HostInternetScsiHbaDigestProperties {}
+impl std::fmt::Debug for HostInternetScsiHbaDigestProperties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaDigestProperties", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaDigestProperties {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostInternetScsiHbaDigestProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "headerDigestType" => r.read_opt(&mut self.header_digest_type),
+            "headerDigestInherited" => r.read_opt(&mut self.header_digest_inherited),
+            "dataDigestType" => r.read_opt(&mut self.data_digest_type),
+            "dataDigestInherited" => r.read_opt(&mut self.data_digest_inherited),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("headerDigestType", &self.header_digest_type);
+        w.write_opt("headerDigestInherited", &self.header_digest_inherited);
+        w.write_opt("dataDigestType", &self.data_digest_type);
+        w.write_opt("dataDigestInherited", &self.data_digest_inherited);
+    }
+}
+/// `HostInternetScsiHbaDiscoveryCapabilities` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaDiscoveryCapabilities {
+    /// `iSnsDiscoverySettable`.
+    pub i_sns_discovery_settable: bool,
+    /// `slpDiscoverySettable`.
+    pub slp_discovery_settable: bool,
+    /// `staticTargetDiscoverySettable`.
+    pub static_target_discovery_settable: bool,
+    /// `sendTargetsDiscoverySettable`.
+    pub send_targets_discovery_settable: bool,
+}
+impl x::SchemaType for HostInternetScsiHbaDiscoveryCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaDiscoveryCapabilities {}
+impl std::fmt::Debug for HostInternetScsiHbaDiscoveryCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostInternetScsiHbaDiscoveryCapabilities",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostInternetScsiHbaDiscoveryCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iSnsDiscoverySettable" => r.read(&mut self.i_sns_discovery_settable),
+            "slpDiscoverySettable" => r.read(&mut self.slp_discovery_settable),
+            "staticTargetDiscoverySettable" => {
+                r.read(&mut self.static_target_discovery_settable)
+            }
+            "sendTargetsDiscoverySettable" => {
+                r.read(&mut self.send_targets_discovery_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iSnsDiscoverySettable", &self.i_sns_discovery_settable);
+        w.write("slpDiscoverySettable", &self.slp_discovery_settable);
+        w.write("staticTargetDiscoverySettable", &self.static_target_discovery_settable);
+        w.write("sendTargetsDiscoverySettable", &self.send_targets_discovery_settable);
+    }
+}
+/// `HostInternetScsiHbaDiscoveryProperties` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaDiscoveryProperties {
+    /// `iSnsDiscoveryEnabled`.
+    pub i_sns_discovery_enabled: bool,
+    /// `iSnsDiscoveryMethod`.
+    pub i_sns_discovery_method: Option<String>,
+    /// `iSnsHost`.
+    pub i_sns_host: Option<String>,
+    /// `slpDiscoveryEnabled`.
+    pub slp_discovery_enabled: bool,
+    /// `slpDiscoveryMethod`.
+    pub slp_discovery_method: Option<String>,
+    /// `slpHost`.
+    pub slp_host: Option<String>,
+    /// `staticTargetDiscoveryEnabled`.
+    pub static_target_discovery_enabled: bool,
+    /// `sendTargetsDiscoveryEnabled`.
+    pub send_targets_discovery_enabled: bool,
+}
+impl x::SchemaType for HostInternetScsiHbaDiscoveryProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryProperties";
+}
+impl x::Structure for HostInternetScsiHbaDiscoveryProperties {}
+impl std::fmt::Debug for HostInternetScsiHbaDiscoveryProperties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaDiscoveryProperties", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaDiscoveryProperties {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iSnsDiscoveryEnabled" => r.read(&mut self.i_sns_discovery_enabled),
+            "iSnsDiscoveryMethod" => r.read_opt(&mut self.i_sns_discovery_method),
+            "iSnsHost" => r.read_opt(&mut self.i_sns_host),
+            "slpDiscoveryEnabled" => r.read(&mut self.slp_discovery_enabled),
+            "slpDiscoveryMethod" => r.read_opt(&mut self.slp_discovery_method),
+            "slpHost" => r.read_opt(&mut self.slp_host),
+            "staticTargetDiscoveryEnabled" => {
+                r.read(&mut self.static_target_discovery_enabled)
+            }
+            "sendTargetsDiscoveryEnabled" => {
+                r.read(&mut self.send_targets_discovery_enabled)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iSnsDiscoveryEnabled", &self.i_sns_discovery_enabled);
+        w.write_opt("iSnsDiscoveryMethod", &self.i_sns_discovery_method);
+        w.write_opt("iSnsHost", &self.i_sns_host);
+        w.write("slpDiscoveryEnabled", &self.slp_discovery_enabled);
+        w.write_opt("slpDiscoveryMethod", &self.slp_discovery_method);
+        w.write_opt("slpHost", &self.slp_host);
+        w.write("staticTargetDiscoveryEnabled", &self.static_target_discovery_enabled);
+        w.write("sendTargetsDiscoveryEnabled", &self.send_targets_discovery_enabled);
+    }
+}
+/// `HostInternetScsiHbaIPCapabilities` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaIPCapabilities {
+    /// `addressSettable`.
+    pub address_settable: bool,
+    /// `ipConfigurationMethodSettable`.
+    pub ip_configuration_method_settable: bool,
+    /// `subnetMaskSettable`.
+    pub subnet_mask_settable: bool,
+    /// `defaultGatewaySettable`.
+    pub default_gateway_settable: bool,
+    /// `primaryDnsServerAddressSettable`.
+    pub primary_dns_server_address_settable: bool,
+    /// `alternateDnsServerAddressSettable`.
+    pub alternate_dns_server_address_settable: bool,
+    /// `ipv6Supported`.
+    pub ipv6_supported: Option<bool>,
+    /// `arpRedirectSettable`.
+    pub arp_redirect_settable: Option<bool>,
+    /// `mtuSettable`.
+    pub mtu_settable: Option<bool>,
+    /// `hostNameAsTargetAddress`.
+    pub host_name_as_target_address: Option<bool>,
+    /// `nameAliasSettable`.
+    pub name_alias_settable: Option<bool>,
+    /// `ipv4EnableSettable`.
+    pub ipv4_enable_settable: Option<bool>,
+    /// `ipv6EnableSettable`.
+    pub ipv6_enable_settable: Option<bool>,
+    /// `ipv6PrefixLengthSettable`.
+    pub ipv6_prefix_length_settable: Option<bool>,
+    /// `ipv6PrefixLength`.
+    pub ipv6_prefix_length: Option<i32>,
+    /// `ipv6DhcpConfigurationSettable`.
+    pub ipv6_dhcp_configuration_settable: Option<bool>,
+    /// `ipv6LinkLocalAutoConfigurationSettable`.
+    pub ipv6_link_local_auto_configuration_settable: Option<bool>,
+    /// `ipv6RouterAdvertisementConfigurationSettable`.
+    pub ipv6_router_advertisement_configuration_settable: Option<bool>,
+    /// `ipv6DefaultGatewaySettable`.
+    pub ipv6_default_gateway_settable: Option<bool>,
+    /// `ipv6MaxStaticAddressesSupported`.
+    pub ipv6_max_static_addresses_supported: Option<i32>,
+}
+impl x::SchemaType for HostInternetScsiHbaIPCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaIPCapabilities {}
+impl std::fmt::Debug for HostInternetScsiHbaIPCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaIPCapabilities", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaIPCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostInternetScsiHbaIPCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "addressSettable" => r.read(&mut self.address_settable),
+            "ipConfigurationMethodSettable" => {
+                r.read(&mut self.ip_configuration_method_settable)
+            }
+            "subnetMaskSettable" => r.read(&mut self.subnet_mask_settable),
+            "defaultGatewaySettable" => r.read(&mut self.default_gateway_settable),
+            "primaryDnsServerAddressSettable" => {
+                r.read(&mut self.primary_dns_server_address_settable)
+            }
+            "alternateDnsServerAddressSettable" => {
+                r.read(&mut self.alternate_dns_server_address_settable)
+            }
+            "ipv6Supported" => r.read_opt(&mut self.ipv6_supported),
+            "arpRedirectSettable" => r.read_opt(&mut self.arp_redirect_settable),
+            "mtuSettable" => r.read_opt(&mut self.mtu_settable),
+            "hostNameAsTargetAddress" => {
+                r.read_opt(&mut self.host_name_as_target_address)
+            }
+            "nameAliasSettable" => r.read_opt(&mut self.name_alias_settable),
+            "ipv4EnableSettable" => r.read_opt(&mut self.ipv4_enable_settable),
+            "ipv6EnableSettable" => r.read_opt(&mut self.ipv6_enable_settable),
+            "ipv6PrefixLengthSettable" => {
+                r.read_opt(&mut self.ipv6_prefix_length_settable)
+            }
+            "ipv6PrefixLength" => r.read_opt(&mut self.ipv6_prefix_length),
+            "ipv6DhcpConfigurationSettable" => {
+                r.read_opt(&mut self.ipv6_dhcp_configuration_settable)
+            }
+            "ipv6LinkLocalAutoConfigurationSettable" => {
+                r.read_opt(&mut self.ipv6_link_local_auto_configuration_settable)
+            }
+            "ipv6RouterAdvertisementConfigurationSettable" => {
+                r.read_opt(&mut self.ipv6_router_advertisement_configuration_settable)
+            }
+            "ipv6DefaultGatewaySettable" => {
+                r.read_opt(&mut self.ipv6_default_gateway_settable)
+            }
+            "ipv6MaxStaticAddressesSupported" => {
+                r.read_opt(&mut self.ipv6_max_static_addresses_supported)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("addressSettable", &self.address_settable);
+        w.write("ipConfigurationMethodSettable", &self.ip_configuration_method_settable);
+        w.write("subnetMaskSettable", &self.subnet_mask_settable);
+        w.write("defaultGatewaySettable", &self.default_gateway_settable);
+        w.write(
+            "primaryDnsServerAddressSettable",
+            &self.primary_dns_server_address_settable,
+        );
+        w.write(
+            "alternateDnsServerAddressSettable",
+            &self.alternate_dns_server_address_settable,
+        );
+        w.write_opt("ipv6Supported", &self.ipv6_supported);
+        w.write_opt("arpRedirectSettable", &self.arp_redirect_settable);
+        w.write_opt("mtuSettable", &self.mtu_settable);
+        w.write_opt("hostNameAsTargetAddress", &self.host_name_as_target_address);
+        w.write_opt("nameAliasSettable", &self.name_alias_settable);
+        w.write_opt("ipv4EnableSettable", &self.ipv4_enable_settable);
+        w.write_opt("ipv6EnableSettable", &self.ipv6_enable_settable);
+        w.write_opt("ipv6PrefixLengthSettable", &self.ipv6_prefix_length_settable);
+        w.write_opt("ipv6PrefixLength", &self.ipv6_prefix_length);
+        w.write_opt(
+            "ipv6DhcpConfigurationSettable",
+            &self.ipv6_dhcp_configuration_settable,
+        );
+        w.write_opt(
+            "ipv6LinkLocalAutoConfigurationSettable",
+            &self.ipv6_link_local_auto_configuration_settable,
+        );
+        w.write_opt(
+            "ipv6RouterAdvertisementConfigurationSettable",
+            &self.ipv6_router_advertisement_configuration_settable,
+        );
+        w.write_opt("ipv6DefaultGatewaySettable", &self.ipv6_default_gateway_settable);
+        w.write_opt(
+            "ipv6MaxStaticAddressesSupported",
+            &self.ipv6_max_static_addresses_supported,
+        );
+    }
+}
+/// `HostInternetScsiHbaIPProperties` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaIPProperties {
+    /// `mac`.
+    pub mac: Option<String>,
+    /// `address`.
+    pub address: Option<String>,
+    /// `dhcpConfigurationEnabled`.
+    pub dhcp_configuration_enabled: bool,
+    /// `subnetMask`.
+    pub subnet_mask: Option<String>,
+    /// `defaultGateway`.
+    pub default_gateway: Option<String>,
+    /// `primaryDnsServerAddress`.
+    pub primary_dns_server_address: Option<String>,
+    /// `alternateDnsServerAddress`.
+    pub alternate_dns_server_address: Option<String>,
+    /// `ipv6Address`.
+    pub ipv6_address: Option<String>,
+    /// `ipv6SubnetMask`.
+    pub ipv6_subnet_mask: Option<String>,
+    /// `ipv6DefaultGateway`.
+    pub ipv6_default_gateway: Option<String>,
+    /// `arpRedirectEnabled`.
+    pub arp_redirect_enabled: Option<bool>,
+    /// `mtu`.
+    pub mtu: Option<i32>,
+    /// `jumboFramesEnabled`.
+    pub jumbo_frames_enabled: Option<bool>,
+    /// `ipv4Enabled`.
+    pub ipv4_enabled: Option<bool>,
+    /// `ipv6Enabled`.
+    pub ipv6_enabled: Option<bool>,
+    /// `ipv6properties`.
+    pub ipv6properties: Option<HostInternetScsiHbaIPv6Properties>,
+}
+impl x::SchemaType for HostInternetScsiHbaIPProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPProperties";
+}
+impl x::Structure for HostInternetScsiHbaIPProperties {}
+impl std::fmt::Debug for HostInternetScsiHbaIPProperties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaIPProperties", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaIPProperties {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostInternetScsiHbaIPProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mac" => r.read_opt(&mut self.mac),
+            "address" => r.read_opt(&mut self.address),
+            "dhcpConfigurationEnabled" => r.read(&mut self.dhcp_configuration_enabled),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "primaryDnsServerAddress" => r.read_opt(&mut self.primary_dns_server_address),
+            "alternateDnsServerAddress" => {
+                r.read_opt(&mut self.alternate_dns_server_address)
+            }
+            "ipv6Address" => r.read_opt(&mut self.ipv6_address),
+            "ipv6SubnetMask" => r.read_opt(&mut self.ipv6_subnet_mask),
+            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
+            "arpRedirectEnabled" => r.read_opt(&mut self.arp_redirect_enabled),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "jumboFramesEnabled" => r.read_opt(&mut self.jumbo_frames_enabled),
+            "ipv4Enabled" => r.read_opt(&mut self.ipv4_enabled),
+            "ipv6Enabled" => r.read_opt(&mut self.ipv6_enabled),
+            "ipv6properties" => r.read_opt(&mut self.ipv6properties),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("mac", &self.mac);
+        w.write_opt("address", &self.address);
+        w.write("dhcpConfigurationEnabled", &self.dhcp_configuration_enabled);
+        w.write_opt("subnetMask", &self.subnet_mask);
+        w.write_opt("defaultGateway", &self.default_gateway);
+        w.write_opt("primaryDnsServerAddress", &self.primary_dns_server_address);
+        w.write_opt("alternateDnsServerAddress", &self.alternate_dns_server_address);
+        w.write_opt("ipv6Address", &self.ipv6_address);
+        w.write_opt("ipv6SubnetMask", &self.ipv6_subnet_mask);
+        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
+        w.write_opt("arpRedirectEnabled", &self.arp_redirect_enabled);
+        w.write_opt("mtu", &self.mtu);
+        w.write_opt("jumboFramesEnabled", &self.jumbo_frames_enabled);
+        w.write_opt("ipv4Enabled", &self.ipv4_enabled);
+        w.write_opt("ipv6Enabled", &self.ipv6_enabled);
+        w.write_opt("ipv6properties", &self.ipv6properties);
+    }
+}
+/// `HostInternetScsiHbaIPv6Properties` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostInternetScsiHbaIPv6Properties {
+    /// `iscsiIpv6Address`.
+    pub iscsi_ipv6_address: Vec<HostInternetScsiHbaIscsiIpv6Address>,
+    /// `ipv6DhcpConfigurationEnabled`.
+    pub ipv6_dhcp_configuration_enabled: Option<bool>,
+    /// `ipv6LinkLocalAutoConfigurationEnabled`.
+    pub ipv6_link_local_auto_configuration_enabled: Option<bool>,
+    /// `ipv6RouterAdvertisementConfigurationEnabled`.
+    pub ipv6_router_advertisement_configuration_enabled: Option<bool>,
+    /// `ipv6DefaultGateway`.
+    pub ipv6_default_gateway: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaIPv6Properties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIPv6Properties";
+}
+impl x::Structure for HostInternetScsiHbaIPv6Properties {}
+impl std::fmt::Debug for HostInternetScsiHbaIPv6Properties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaIPv6Properties", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaIPv6Properties {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostInternetScsiHbaIPv6Properties {
+    fn clone(&self) -> Self {
+        Self {
+            iscsi_ipv6_address: x::clone_vec(&self.iscsi_ipv6_address),
+            ipv6_dhcp_configuration_enabled: self.ipv6_dhcp_configuration_enabled,
+            ipv6_link_local_auto_configuration_enabled: self
+                .ipv6_link_local_auto_configuration_enabled,
+            ipv6_router_advertisement_configuration_enabled: self
+                .ipv6_router_advertisement_configuration_enabled,
+            ipv6_default_gateway: self.ipv6_default_gateway.clone(),
+        }
+    }
+}
+impl x::Fields for HostInternetScsiHbaIPv6Properties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iscsiIpv6Address" => r.read_push(&mut self.iscsi_ipv6_address),
+            "ipv6DhcpConfigurationEnabled" => {
+                r.read_opt(&mut self.ipv6_dhcp_configuration_enabled)
+            }
+            "ipv6LinkLocalAutoConfigurationEnabled" => {
+                r.read_opt(&mut self.ipv6_link_local_auto_configuration_enabled)
+            }
+            "ipv6RouterAdvertisementConfigurationEnabled" => {
+                r.read_opt(&mut self.ipv6_router_advertisement_configuration_enabled)
+            }
+            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("iscsiIpv6Address", &self.iscsi_ipv6_address);
+        w.write_opt(
+            "ipv6DhcpConfigurationEnabled",
+            &self.ipv6_dhcp_configuration_enabled,
+        );
+        w.write_opt(
+            "ipv6LinkLocalAutoConfigurationEnabled",
+            &self.ipv6_link_local_auto_configuration_enabled,
+        );
+        w.write_opt(
+            "ipv6RouterAdvertisementConfigurationEnabled",
+            &self.ipv6_router_advertisement_configuration_enabled,
+        );
+        w.write_opt("ipv6DefaultGateway", &self.ipv6_default_gateway);
+    }
+}
+/// `HostInternetScsiHbaIscsiIpv6Address` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaIscsiIpv6Address {
+    /// `address`.
+    pub address: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+    /// `origin`.
+    pub origin: String,
+    /// `operation`.
+    pub operation: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaIscsiIpv6Address {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
+}
+impl x::Structure for HostInternetScsiHbaIscsiIpv6Address {}
+impl std::fmt::Debug for HostInternetScsiHbaIscsiIpv6Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaIscsiIpv6Address", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaIscsiIpv6Address {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostInternetScsiHbaIscsiIpv6Address {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read(&mut self.origin),
+            "operation" => r.read_opt(&mut self.operation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write("prefixLength", &self.prefix_length);
+        w.write("origin", &self.origin);
+        w.write_opt("operation", &self.operation);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaIscsiIpv6Address {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaIscsiIpv6Address";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
+}
+/// `HostInternetScsiHbaParamValue` (extends `OptionValue`).
+///
+/// The fields of `OptionValue` are in `option_value`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostInternetScsiHbaParamValue {
+    /// The fields `HostInternetScsiHbaParamValue` inherits from `OptionValue`.
+    pub option_value: OptionValue,
+    /// `isInherited`.
+    pub is_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaParamValue {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaParamValue";
+}
+impl x::Structure for HostInternetScsiHbaParamValue {}
+impl std::fmt::Debug for HostInternetScsiHbaParamValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaParamValue", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaParamValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostInternetScsiHbaParamValue {
+    type Target = OptionValue;
+    #[inline]
+    fn deref(&self) -> &OptionValue {
+        &self.option_value
+    }
+}
+impl std::ops::DerefMut for HostInternetScsiHbaParamValue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OptionValue {
+        &mut self.option_value
+    }
+}
+impl x::Fields for HostInternetScsiHbaParamValue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "isInherited" => r.read_opt(&mut self.is_inherited),
+            _ => return x::Fields::decode_field(&mut self.option_value, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.option_value, w);
+        w.write_opt("isInherited", &self.is_inherited);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaParamValue {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaParamValue";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaParamValue";
+}
+/// `HostInternetScsiHbaSendTarget` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostInternetScsiHbaSendTarget {
+    /// `address`.
+    pub address: String,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `authenticationProperties`.
+    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `parent`.
+    pub parent: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaSendTarget {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaSendTarget";
+}
+impl x::Structure for HostInternetScsiHbaSendTarget {}
+impl std::fmt::Debug for HostInternetScsiHbaSendTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaSendTarget", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaSendTarget {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostInternetScsiHbaSendTarget {
+    fn clone(&self) -> Self {
+        Self {
+            address: self.address.clone(),
+            port: self.port,
+            authentication_properties: self.authentication_properties.clone(),
+            digest_properties: self.digest_properties.clone(),
+            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
+            advanced_options: x::clone_vec(&self.advanced_options),
+            parent: self.parent.clone(),
+        }
+    }
+}
+impl x::Fields for HostInternetScsiHbaSendTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "port" => r.read_opt(&mut self.port),
+            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "parent" => r.read_opt(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("port", &self.port);
+        w.write_opt("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write_opt("parent", &self.parent);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaSendTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaSendTarget";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaSendTarget";
+}
 /// `HostInternetScsiHbaStaticTarget` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostInternetScsiHbaStaticTarget {
     /// `address`.
     pub address: String,
@@ -31,6 +1615,16 @@ impl x::SchemaType for HostInternetScsiHbaStaticTarget {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTarget";
 }
 impl x::Structure for HostInternetScsiHbaStaticTarget {}
+impl std::fmt::Debug for HostInternetScsiHbaStaticTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaStaticTarget", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaStaticTarget {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostInternetScsiHbaStaticTarget {
     fn clone(&self) -> Self {
         Self {
@@ -86,7 +1680,7 @@ impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
     const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
 }
 /// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostInternetScsiHbaTargetSet {
     /// `staticTargets`.
     pub static_targets: Vec<HostInternetScsiHbaStaticTarget>,
@@ -97,6 +1691,16 @@ impl x::SchemaType for HostInternetScsiHbaTargetSet {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
 }
 impl x::Structure for HostInternetScsiHbaTargetSet {}
+impl std::fmt::Debug for HostInternetScsiHbaTargetSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiHbaTargetSet", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiHbaTargetSet {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostInternetScsiHbaTargetSet {
     fn clone(&self) -> Self {
         Self {
@@ -125,7 +1729,7 @@ impl x::Fields for HostInternetScsiHbaTargetSet {
     }
 }
 /// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostInternetScsiTargetTransport {
     /// `iScsiName`.
     pub i_scsi_name: String,
@@ -138,6 +1742,16 @@ impl x::SchemaType for HostInternetScsiTargetTransport {
     const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
 }
 impl x::Structure for HostInternetScsiTargetTransport {}
+impl std::fmt::Debug for HostInternetScsiTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInternetScsiTargetTransport", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInternetScsiTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostInternetScsiTargetTransport {
     fn clone(&self) -> Self {
         Self {
@@ -172,7 +1786,7 @@ impl x::Fields for HostInternetScsiTargetTransport {
 /// `HostInventoryFull` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInventoryFull {
     /// The fields `HostInventoryFull` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -185,6 +1799,18 @@ impl x::SchemaType for HostInventoryFull {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostInventoryFull {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostInventoryFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInventoryFull", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostInventoryFull {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostInventoryFull {
     type Target = NotEnoughLicenses;
@@ -223,7 +1849,7 @@ impl x::Fields for HostInventoryFull {
 /// `HostInventoryFullEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInventoryFullEvent {
     /// The fields `HostInventoryFullEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
@@ -236,6 +1862,18 @@ impl x::SchemaType for HostInventoryFullEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostInventoryFullEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostInventoryFullEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInventoryFullEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostInventoryFullEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostInventoryFullEvent {
     type Target = LicenseEvent;
@@ -274,7 +1912,7 @@ impl x::Fields for HostInventoryFullEvent {
 /// `HostInventoryUnreadableEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInventoryUnreadableEvent {
     /// The fields `HostInventoryUnreadableEvent` inherits from `Event`.
     pub event: Event,
@@ -285,6 +1923,18 @@ impl x::SchemaType for HostInventoryUnreadableEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostInventoryUnreadableEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostInventoryUnreadableEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInventoryUnreadableEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostInventoryUnreadableEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostInventoryUnreadableEvent {
     type Target = Event;
@@ -317,7 +1967,7 @@ impl x::Fields for HostInventoryUnreadableEvent {
 /// `HostIoFilterInfo` (extends `IoFilterInfo`).
 ///
 /// The fields of `IoFilterInfo` are in `io_filter_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIoFilterInfo {
     /// The fields `HostIoFilterInfo` inherits from `IoFilterInfo`.
     pub io_filter_info: IoFilterInfo,
@@ -328,6 +1978,16 @@ impl x::SchemaType for HostIoFilterInfo {
     const TYPE_NAME: &'static str = "HostIoFilterInfo";
 }
 impl x::Structure for HostIoFilterInfo {}
+impl std::fmt::Debug for HostIoFilterInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIoFilterInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIoFilterInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for HostIoFilterInfo {
     type Target = IoFilterInfo;
     #[inline]
@@ -367,7 +2027,7 @@ impl x::ArrayItem for HostIoFilterInfo {
 /// `HostIpChangedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpChangedEvent {
     /// The fields `HostIpChangedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -382,6 +2042,18 @@ impl x::SchemaType for HostIpChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostIpChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostIpChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpChangedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostIpChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIpChangedEvent {
     type Target = HostEvent;
@@ -419,7 +2091,7 @@ impl x::Fields for HostIpChangedEvent {
     }
 }
 /// `HostIpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpConfig {
     /// `dhcp`.
     pub dhcp: bool,
@@ -434,6 +2106,16 @@ impl x::SchemaType for HostIpConfig {
     const TYPE_NAME: &'static str = "HostIpConfig";
 }
 impl x::Structure for HostIpConfig {}
+impl std::fmt::Debug for HostIpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostIpConfig {
     fn decode_field(
         &mut self,
@@ -458,7 +2140,7 @@ impl x::Fields for HostIpConfig {
     }
 }
 /// `HostIpConfigIpV6Address` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpConfigIpV6Address {
     /// `ipAddress`.
     pub ip_address: String,
@@ -477,6 +2159,16 @@ impl x::SchemaType for HostIpConfigIpV6Address {
     const TYPE_NAME: &'static str = "HostIpConfigIpV6Address";
 }
 impl x::Structure for HostIpConfigIpV6Address {}
+impl std::fmt::Debug for HostIpConfigIpV6Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpConfigIpV6Address", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpConfigIpV6Address {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostIpConfigIpV6Address {
     fn decode_field(
         &mut self,
@@ -509,7 +2201,7 @@ impl x::ArrayItem for HostIpConfigIpV6Address {
     const ITEM_TAG: &'static str = "HostIpConfigIpV6Address";
 }
 /// `HostIpConfigIpV6AddressConfiguration` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostIpConfigIpV6AddressConfiguration {
     /// `ipV6Address`.
     pub ip_v6_address: Vec<HostIpConfigIpV6Address>,
@@ -522,6 +2214,16 @@ impl x::SchemaType for HostIpConfigIpV6AddressConfiguration {
     const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfiguration";
 }
 impl x::Structure for HostIpConfigIpV6AddressConfiguration {}
+impl std::fmt::Debug for HostIpConfigIpV6AddressConfiguration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpConfigIpV6AddressConfiguration", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpConfigIpV6AddressConfiguration {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostIpConfigIpV6AddressConfiguration {
     fn clone(&self) -> Self {
         Self {
@@ -558,7 +2260,7 @@ impl x::Fields for HostIpConfigIpV6AddressConfiguration {
 /// `HostIpInconsistentEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpInconsistentEvent {
     /// The fields `HostIpInconsistentEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -573,6 +2275,18 @@ impl x::SchemaType for HostIpInconsistentEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostIpInconsistentEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostIpInconsistentEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpInconsistentEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostIpInconsistentEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIpInconsistentEvent {
     type Target = HostEvent;
@@ -612,7 +2326,7 @@ impl x::Fields for HostIpInconsistentEvent {
 /// `HostIpRouteConfig` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostIpRouteConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpRouteConfig {
     /// `defaultGateway`.
     pub default_gateway: Option<String>,
@@ -627,6 +2341,16 @@ impl x::SchemaType for HostIpRouteConfig {
     const TYPE_NAME: &'static str = "HostIpRouteConfig";
 }
 impl x::Structure for HostIpRouteConfig {}
+impl std::fmt::Debug for HostIpRouteConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpRouteConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpRouteConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostIpRouteConfig {
     fn decode_field(
         &mut self,
@@ -653,7 +2377,7 @@ impl x::Fields for HostIpRouteConfig {
 /// `HostIpRouteConfigSpec` (extends `HostIpRouteConfig`).
 ///
 /// The fields of `HostIpRouteConfig` are in `host_ip_route_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpRouteConfigSpec {
     /// The fields `HostIpRouteConfigSpec` inherits from `HostIpRouteConfig`.
     pub host_ip_route_config: HostIpRouteConfig,
@@ -666,6 +2390,16 @@ impl x::SchemaType for HostIpRouteConfigSpec {
     const TYPE_NAME: &'static str = "HostIpRouteConfigSpec";
 }
 impl x::Structure for HostIpRouteConfigSpec {}
+impl std::fmt::Debug for HostIpRouteConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpRouteConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpRouteConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for HostIpRouteConfigSpec {
     type Target = HostIpRouteConfig;
     #[inline]
@@ -705,7 +2439,7 @@ impl x::Fields for HostIpRouteConfigSpec {
     }
 }
 /// `HostIpRouteEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpRouteEntry {
     /// `network`.
     pub network: String,
@@ -720,6 +2454,16 @@ impl x::SchemaType for HostIpRouteEntry {
     const TYPE_NAME: &'static str = "HostIpRouteEntry";
 }
 impl x::Structure for HostIpRouteEntry {}
+impl std::fmt::Debug for HostIpRouteEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpRouteEntry", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpRouteEntry {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostIpRouteEntry {
     fn decode_field(
         &mut self,
@@ -748,7 +2492,7 @@ impl x::ArrayItem for HostIpRouteEntry {
     const ITEM_TAG: &'static str = "HostIpRouteEntry";
 }
 /// `HostIpRouteOp` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpRouteOp {
     /// `changeOperation`.
     pub change_operation: String,
@@ -759,6 +2503,16 @@ impl x::SchemaType for HostIpRouteOp {
     const TYPE_NAME: &'static str = "HostIpRouteOp";
 }
 impl x::Structure for HostIpRouteOp {}
+impl std::fmt::Debug for HostIpRouteOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpRouteOp", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpRouteOp {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostIpRouteOp {
     fn decode_field(
         &mut self,
@@ -783,7 +2537,7 @@ impl x::ArrayItem for HostIpRouteOp {
     const ITEM_TAG: &'static str = "HostIpRouteOp";
 }
 /// `HostIpRouteTableConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostIpRouteTableConfig {
     /// `ipRoute`.
     pub ip_route: Vec<HostIpRouteOp>,
@@ -794,6 +2548,16 @@ impl x::SchemaType for HostIpRouteTableConfig {
     const TYPE_NAME: &'static str = "HostIpRouteTableConfig";
 }
 impl x::Structure for HostIpRouteTableConfig {}
+impl std::fmt::Debug for HostIpRouteTableConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpRouteTableConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpRouteTableConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostIpRouteTableConfig {
     fn clone(&self) -> Self {
         Self {
@@ -822,7 +2586,7 @@ impl x::Fields for HostIpRouteTableConfig {
     }
 }
 /// `HostIpRouteTableInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostIpRouteTableInfo {
     /// `ipRoute`.
     pub ip_route: Vec<HostIpRouteEntry>,
@@ -833,6 +2597,16 @@ impl x::SchemaType for HostIpRouteTableInfo {
     const TYPE_NAME: &'static str = "HostIpRouteTableInfo";
 }
 impl x::Structure for HostIpRouteTableInfo {}
+impl std::fmt::Debug for HostIpRouteTableInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpRouteTableInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpRouteTableInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostIpRouteTableInfo {
     fn clone(&self) -> Self {
         Self {
@@ -864,7 +2638,7 @@ impl x::Fields for HostIpRouteTableInfo {
 /// `HostIpToShortNameFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpToShortNameFailedEvent {
     /// The fields `HostIpToShortNameFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -875,6 +2649,18 @@ impl x::SchemaType for HostIpToShortNameFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostIpToShortNameFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostIpToShortNameFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpToShortNameFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostIpToShortNameFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIpToShortNameFailedEvent {
     type Target = HostEvent;
@@ -905,7 +2691,7 @@ impl x::Fields for HostIpToShortNameFailedEvent {
     }
 }
 /// `HostIpmiInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpmiInfo {
     /// `bmcIpAddress`.
     pub bmc_ip_address: Option<String>,
@@ -920,6 +2706,16 @@ impl x::SchemaType for HostIpmiInfo {
     const TYPE_NAME: &'static str = "HostIpmiInfo";
 }
 impl x::Structure for HostIpmiInfo {}
+impl std::fmt::Debug for HostIpmiInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIpmiInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostIpmiInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostIpmiInfo {
     fn decode_field(
         &mut self,
@@ -940,14 +2736,14 @@ impl x::Fields for HostIpmiInfo {
         w.write_opt("bmcIpAddress", &self.bmc_ip_address);
         w.write_opt("bmcMacAddress", &self.bmc_mac_address);
         w.write_opt("login", &self.login);
-        w.write_opt("password", &self.password);
+        w.write_opt_secret("password", &self.password);
     }
 }
 #[cfg(feature = "all-events")]
 /// `HostIsolationIpPingFailedEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIsolationIpPingFailedEvent {
     /// The fields `HostIsolationIpPingFailedEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -960,6 +2756,18 @@ impl x::SchemaType for HostIsolationIpPingFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostIsolationIpPingFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostIsolationIpPingFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostIsolationIpPingFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostIsolationIpPingFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIsolationIpPingFailedEvent {
     type Target = HostDasEvent;
@@ -995,7 +2803,7 @@ impl x::Fields for HostIsolationIpPingFailedEvent {
     }
 }
 /// `HostLicensableResourceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostLicensableResourceInfo {
     /// `resource`.
     pub resource: Vec<KeyAnyValue>,
@@ -1004,6 +2812,16 @@ impl x::SchemaType for HostLicensableResourceInfo {
     const TYPE_NAME: &'static str = "HostLicensableResourceInfo";
 }
 impl x::Structure for HostLicensableResourceInfo {}
+impl std::fmt::Debug for HostLicensableResourceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostLicensableResourceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostLicensableResourceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostLicensableResourceInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1029,7 +2847,7 @@ impl x::Fields for HostLicensableResourceInfo {
     }
 }
 /// `HostLicenseConnectInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLicenseConnectInfo {
     /// `license`.
     pub license: LicenseManagerLicenseInfo,
@@ -1042,6 +2860,16 @@ impl x::SchemaType for HostLicenseConnectInfo {
     const TYPE_NAME: &'static str = "HostLicenseConnectInfo";
 }
 impl x::Structure for HostLicenseConnectInfo {}
+impl std::fmt::Debug for HostLicenseConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostLicenseConnectInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostLicenseConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostLicenseConnectInfo {
     fn decode_field(
         &mut self,
@@ -1067,7 +2895,7 @@ impl x::Fields for HostLicenseConnectInfo {
 /// `HostLicenseExpiredEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLicenseExpiredEvent {
     /// The fields `HostLicenseExpiredEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
@@ -1078,6 +2906,18 @@ impl x::SchemaType for HostLicenseExpiredEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostLicenseExpiredEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostLicenseExpiredEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostLicenseExpiredEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostLicenseExpiredEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostLicenseExpiredEvent {
     type Target = LicenseEvent;
@@ -1108,7 +2948,7 @@ impl x::Fields for HostLicenseExpiredEvent {
     }
 }
 /// `HostLicenseSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostLicenseSpec {
     /// `source`.
     pub source: Option<AnyLicenseSource>,
@@ -1123,6 +2963,16 @@ impl x::SchemaType for HostLicenseSpec {
     const TYPE_NAME: &'static str = "HostLicenseSpec";
 }
 impl x::Structure for HostLicenseSpec {}
+impl std::fmt::Debug for HostLicenseSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostLicenseSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostLicenseSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostLicenseSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1154,2121 +3004,5 @@ impl x::Fields for HostLicenseSpec {
         w.write_opt("editionKey", &self.edition_key);
         w.write_vec("disabledFeatureKey", &self.disabled_feature_key);
         w.write_vec("enabledFeatureKey", &self.enabled_feature_key);
-    }
-}
-/// `HostListSummary` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostListSummary {
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `hardware`.
-    pub hardware: Option<HostHardwareSummary>,
-    /// `runtime`.
-    pub runtime: Option<HostRuntimeInfo>,
-    /// `config`.
-    pub config: HostConfigSummary,
-    /// `quickStats`.
-    pub quick_stats: HostListSummaryQuickStats,
-    /// `overallStatus`.
-    pub overall_status: ManagedEntityStatus,
-    /// `rebootRequired`.
-    pub reboot_required: bool,
-    /// `rebootRequiredReason`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub reboot_required_reason: Vec<LocalizableMessage>,
-    /// `maintenanceModeRequired`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub maintenance_mode_required: Option<bool>,
-    /// `customValue`.
-    pub custom_value: Vec<AnyCustomFieldValue>,
-    /// `managementServerIp`.
-    pub management_server_ip: Option<String>,
-    /// `maxEVCModeKey`.
-    pub max_evc_mode_key: Option<String>,
-    /// `currentEVCModeKey`.
-    pub current_evc_mode_key: Option<String>,
-    /// `currentEVCGraphicsModeKey`.
-    pub current_evc_graphics_mode_key: Option<String>,
-    /// `gateway`.
-    pub gateway: Option<HostListSummaryGatewaySummary>,
-    /// `tpmAttestation`.
-    pub tpm_attestation: Option<HostTpmAttestationInfo>,
-    /// `trustAuthorityAttestationInfos`.
-    pub trust_authority_attestation_infos: Vec<HostTrustAuthorityAttestationInfo>,
-}
-impl x::SchemaType for HostListSummary {
-    const TYPE_NAME: &'static str = "HostListSummary";
-}
-impl x::Structure for HostListSummary {}
-impl Clone for HostListSummary {
-    fn clone(&self) -> Self {
-        Self {
-            host: self.host.clone(),
-            hardware: self.hardware.clone(),
-            runtime: self.runtime.clone(),
-            config: self.config.clone(),
-            quick_stats: self.quick_stats.clone(),
-            overall_status: self.overall_status.clone(),
-            reboot_required: self.reboot_required,
-            reboot_required_reason: x::clone_vec(&self.reboot_required_reason),
-            maintenance_mode_required: self.maintenance_mode_required,
-            custom_value: x::clone_vec(&self.custom_value),
-            management_server_ip: self.management_server_ip.clone(),
-            max_evc_mode_key: self.max_evc_mode_key.clone(),
-            current_evc_mode_key: self.current_evc_mode_key.clone(),
-            current_evc_graphics_mode_key: self.current_evc_graphics_mode_key.clone(),
-            gateway: self.gateway.clone(),
-            tpm_attestation: self.tpm_attestation.clone(),
-            trust_authority_attestation_infos: x::clone_vec(
-                &self.trust_authority_attestation_infos,
-            ),
-        }
-    }
-}
-impl x::Fields for HostListSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read_opt(&mut self.host),
-            "hardware" => r.read_opt(&mut self.hardware),
-            "runtime" => r.read_opt(&mut self.runtime),
-            "config" => r.read(&mut self.config),
-            "quickStats" => r.read(&mut self.quick_stats),
-            "overallStatus" => r.read(&mut self.overall_status),
-            "rebootRequired" => r.read(&mut self.reboot_required),
-            "rebootRequiredReason" => r.read_push(&mut self.reboot_required_reason),
-            "maintenanceModeRequired" => r.read_opt(&mut self.maintenance_mode_required),
-            "customValue" => r.read_push(&mut self.custom_value),
-            "managementServerIp" => r.read_opt(&mut self.management_server_ip),
-            "maxEVCModeKey" => r.read_opt(&mut self.max_evc_mode_key),
-            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
-            "currentEVCGraphicsModeKey" => {
-                r.read_opt(&mut self.current_evc_graphics_mode_key)
-            }
-            "gateway" => r.read_opt(&mut self.gateway),
-            "tpmAttestation" => r.read_opt(&mut self.tpm_attestation),
-            "trustAuthorityAttestationInfos" => {
-                r.read_push(&mut self.trust_authority_attestation_infos)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("host", &self.host);
-        w.write_opt("hardware", &self.hardware);
-        w.write_opt("runtime", &self.runtime);
-        w.write("config", &self.config);
-        w.write("quickStats", &self.quick_stats);
-        w.write("overallStatus", &self.overall_status);
-        w.write("rebootRequired", &self.reboot_required);
-        if w
-            .since(
-                0x0901_0000,
-                "HostListSummary.rebootRequiredReason",
-                !self.reboot_required_reason.is_empty(),
-            )
-        {
-            w.write_vec("rebootRequiredReason", &self.reboot_required_reason);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostListSummary.maintenanceModeRequired",
-                self.maintenance_mode_required.is_some(),
-            )
-        {
-            w.write_opt("maintenanceModeRequired", &self.maintenance_mode_required);
-        }
-        w.write_vec("customValue", &self.custom_value);
-        w.write_opt("managementServerIp", &self.management_server_ip);
-        w.write_opt("maxEVCModeKey", &self.max_evc_mode_key);
-        w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
-        w.write_opt("currentEVCGraphicsModeKey", &self.current_evc_graphics_mode_key);
-        w.write_opt("gateway", &self.gateway);
-        w.write_opt("tpmAttestation", &self.tpm_attestation);
-        w.write_vec(
-            "trustAuthorityAttestationInfos",
-            &self.trust_authority_attestation_infos,
-        );
-    }
-}
-/// `HostListSummaryGatewaySummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostListSummaryGatewaySummary {
-    /// `gatewayType`.
-    pub gateway_type: String,
-    /// `gatewayId`.
-    pub gateway_id: String,
-}
-impl x::SchemaType for HostListSummaryGatewaySummary {
-    const TYPE_NAME: &'static str = "HostListSummaryGatewaySummary";
-}
-impl x::Structure for HostListSummaryGatewaySummary {}
-impl x::Fields for HostListSummaryGatewaySummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gatewayType" => r.read(&mut self.gateway_type),
-            "gatewayId" => r.read(&mut self.gateway_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("gatewayType", &self.gateway_type);
-        w.write("gatewayId", &self.gateway_id);
-    }
-}
-/// `HostListSummaryQuickStats` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostListSummaryQuickStats {
-    /// `overallCpuUsage`.
-    pub overall_cpu_usage: Option<i32>,
-    /// `overallMemoryUsage`.
-    pub overall_memory_usage: Option<i32>,
-    /// `distributedCpuFairness`.
-    pub distributed_cpu_fairness: Option<i32>,
-    /// `distributedMemoryFairness`.
-    pub distributed_memory_fairness: Option<i32>,
-    /// `availablePMemCapacity`.
-    pub available_p_mem_capacity: Option<i32>,
-    /// `uptime`.
-    pub uptime: Option<i32>,
-}
-impl x::SchemaType for HostListSummaryQuickStats {
-    const TYPE_NAME: &'static str = "HostListSummaryQuickStats";
-}
-impl x::Structure for HostListSummaryQuickStats {}
-impl x::Fields for HostListSummaryQuickStats {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
-            "overallMemoryUsage" => r.read_opt(&mut self.overall_memory_usage),
-            "distributedCpuFairness" => r.read_opt(&mut self.distributed_cpu_fairness),
-            "distributedMemoryFairness" => {
-                r.read_opt(&mut self.distributed_memory_fairness)
-            }
-            "availablePMemCapacity" => r.read_opt(&mut self.available_p_mem_capacity),
-            "uptime" => r.read_opt(&mut self.uptime),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
-        w.write_opt("overallMemoryUsage", &self.overall_memory_usage);
-        w.write_opt("distributedCpuFairness", &self.distributed_cpu_fairness);
-        w.write_opt("distributedMemoryFairness", &self.distributed_memory_fairness);
-        w.write_opt("availablePMemCapacity", &self.available_p_mem_capacity);
-        w.write_opt("uptime", &self.uptime);
-    }
-}
-/// `HostLocalAuthenticationInfo` (extends `HostAuthenticationStoreInfo`).
-///
-/// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalAuthenticationInfo {
-    /// The fields `HostLocalAuthenticationInfo` inherits from `HostAuthenticationStoreInfo`.
-    pub host_authentication_store_info: HostAuthenticationStoreInfo,
-}
-impl x::SchemaType for HostLocalAuthenticationInfo {
-    const TYPE_NAME: &'static str = "HostLocalAuthenticationInfo";
-}
-impl x::Structure for HostLocalAuthenticationInfo {}
-impl std::ops::Deref for HostLocalAuthenticationInfo {
-    type Target = HostAuthenticationStoreInfo;
-    #[inline]
-    fn deref(&self) -> &HostAuthenticationStoreInfo {
-        &self.host_authentication_store_info
-    }
-}
-impl std::ops::DerefMut for HostLocalAuthenticationInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
-        &mut self.host_authentication_store_info
-    }
-}
-impl x::Fields for HostLocalAuthenticationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_authentication_store_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_authentication_store_info, w);
-    }
-}
-/// `HostLocalFileSystemVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalFileSystemVolume {
-    /// The fields `HostLocalFileSystemVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `device`.
-    pub device: String,
-}
-impl x::SchemaType for HostLocalFileSystemVolume {
-    const TYPE_NAME: &'static str = "HostLocalFileSystemVolume";
-}
-impl x::Structure for HostLocalFileSystemVolume {}
-impl std::ops::Deref for HostLocalFileSystemVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostLocalFileSystemVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostLocalFileSystemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("device", &self.device);
-    }
-}
-/// `HostLocalFileSystemVolumeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalFileSystemVolumeSpec {
-    /// `device`.
-    pub device: String,
-    /// `localPath`.
-    pub local_path: String,
-}
-impl x::SchemaType for HostLocalFileSystemVolumeSpec {
-    const TYPE_NAME: &'static str = "HostLocalFileSystemVolumeSpec";
-}
-impl x::Structure for HostLocalFileSystemVolumeSpec {}
-impl x::Fields for HostLocalFileSystemVolumeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "localPath" => r.read(&mut self.local_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("device", &self.device);
-        w.write("localPath", &self.local_path);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostLocalPortCreatedEvent` (extends `DvsEvent`).
-///
-/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalPortCreatedEvent {
-    /// The fields `HostLocalPortCreatedEvent` inherits from `DvsEvent`.
-    pub dvs_event: DvsEvent,
-    /// `hostLocalPort`.
-    pub host_local_port: DVSHostLocalPortInfo,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostLocalPortCreatedEvent {
-    const TYPE_NAME: &'static str = "HostLocalPortCreatedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostLocalPortCreatedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostLocalPortCreatedEvent {
-    type Target = DvsEvent;
-    #[inline]
-    fn deref(&self) -> &DvsEvent {
-        &self.dvs_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostLocalPortCreatedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsEvent {
-        &mut self.dvs_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostLocalPortCreatedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostLocalPort" => r.read(&mut self.host_local_port),
-            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_event, w);
-        w.write("hostLocalPort", &self.host_local_port);
-    }
-}
-/// `HostLowLevelProvisioningManagerDiskLayoutSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerDiskLayoutSpec {
-    /// `controllerType`.
-    pub controller_type: String,
-    /// `busNumber`.
-    pub bus_number: i32,
-    /// `unitNumber`.
-    pub unit_number: i32,
-    /// `srcFilename`.
-    pub src_filename: String,
-    /// `dstFilename`.
-    pub dst_filename: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerDiskLayoutSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerDiskLayoutSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "controllerType" => r.read(&mut self.controller_type),
-            "busNumber" => r.read(&mut self.bus_number),
-            "unitNumber" => r.read(&mut self.unit_number),
-            "srcFilename" => r.read(&mut self.src_filename),
-            "dstFilename" => r.read(&mut self.dst_filename),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("controllerType", &self.controller_type);
-        w.write("busNumber", &self.bus_number);
-        w.write("unitNumber", &self.unit_number);
-        w.write("srcFilename", &self.src_filename);
-        w.write("dstFilename", &self.dst_filename);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerDiskLayoutSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
-}
-/// `HostLowLevelProvisioningManagerFileDeleteResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileDeleteResult {
-    /// `fileName`.
-    pub file_name: String,
-    /// `fault`.
-    pub fault: LocalizedMethodFault,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteResult {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileDeleteResult {}
-impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "fault" => r.read(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteResult";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
-}
-/// `HostLowLevelProvisioningManagerFileDeleteSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileDeleteSpec {
-    /// `fileName`.
-    pub file_name: String,
-    /// `fileType`.
-    pub file_type: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileDeleteSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "fileType" => r.read(&mut self.file_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write("fileType", &self.file_type);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
-}
-/// `HostLowLevelProvisioningManagerFileReserveResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileReserveResult {
-    /// `baseName`.
-    pub base_name: String,
-    /// `parentDir`.
-    pub parent_dir: String,
-    /// `reservedName`.
-    pub reserved_name: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveResult {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileReserveResult {}
-impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "baseName" => r.read(&mut self.base_name),
-            "parentDir" => r.read(&mut self.parent_dir),
-            "reservedName" => r.read(&mut self.reserved_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("baseName", &self.base_name);
-        w.write("parentDir", &self.parent_dir);
-        w.write("reservedName", &self.reserved_name);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveResult";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
-}
-/// `HostLowLevelProvisioningManagerFileReserveSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileReserveSpec {
-    /// `baseName`.
-    pub base_name: String,
-    /// `parentDir`.
-    pub parent_dir: String,
-    /// `fileType`.
-    pub file_type: String,
-    /// `storageProfile`.
-    pub storage_profile: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileReserveSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "baseName" => r.read(&mut self.base_name),
-            "parentDir" => r.read(&mut self.parent_dir),
-            "fileType" => r.read(&mut self.file_type),
-            "storageProfile" => r.read(&mut self.storage_profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("baseName", &self.base_name);
-        w.write("parentDir", &self.parent_dir);
-        w.write("fileType", &self.file_type);
-        w.write("storageProfile", &self.storage_profile);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
-}
-/// `HostLowLevelProvisioningManagerSnapshotLayoutSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    /// `id`.
-    pub id: i32,
-    /// `srcFilename`.
-    pub src_filename: String,
-    /// `dstFilename`.
-    pub dst_filename: String,
-    /// `disk`.
-    pub disk: Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerSnapshotLayoutSpec {}
-impl Clone for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    fn clone(&self) -> Self {
-        Self {
-            id: self.id,
-            src_filename: self.src_filename.clone(),
-            dst_filename: self.dst_filename.clone(),
-            disk: x::clone_vec(&self.disk),
-        }
-    }
-}
-impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "srcFilename" => r.read(&mut self.src_filename),
-            "dstFilename" => r.read(&mut self.dst_filename),
-            "disk" => r.read_push(&mut self.disk),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("srcFilename", &self.src_filename);
-        w.write("dstFilename", &self.dst_filename);
-        w.write_vec("disk", &self.disk);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
-}
-/// `HostLowLevelProvisioningManagerVmMigrationStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerVmMigrationStatus {
-    /// `migrationId`.
-    pub migration_id: i64,
-    /// `type`.
-    pub type_: String,
-    /// `source`.
-    pub source: bool,
-    /// `consideredSuccessful`.
-    pub considered_successful: bool,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerVmMigrationStatus {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmMigrationStatus";
-}
-impl x::Structure for HostLowLevelProvisioningManagerVmMigrationStatus {}
-impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "migrationId" => r.read(&mut self.migration_id),
-            "type" => r.read(&mut self.type_),
-            "source" => r.read(&mut self.source),
-            "consideredSuccessful" => r.read(&mut self.considered_successful),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("migrationId", &self.migration_id);
-        w.write("type", &self.type_);
-        w.write("source", &self.source);
-        w.write("consideredSuccessful", &self.considered_successful);
-    }
-}
-/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
-    /// `version`.
-    pub version: String,
-    /// `biosUUID`.
-    pub bios_uuid: String,
-    /// `instanceUUID`.
-    pub instance_uuid: String,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
-}
-impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
-impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "biosUUID" => r.read(&mut self.bios_uuid),
-            "instanceUUID" => r.read(&mut self.instance_uuid),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write("biosUUID", &self.bios_uuid);
-        w.write("instanceUUID", &self.instance_uuid);
-        w.write_opt("ftInfo", &self.ft_info);
-    }
-}
-/// `HostMaintenanceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMaintenanceSpec {
-    /// `vsanMode`.
-    pub vsan_mode: Option<VsanHostDecommissionMode>,
-    /// `purpose`.
-    pub purpose: Option<String>,
-    /// `evacMode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub evac_mode: Option<HostMaintenanceSpecEvacuationMode>,
-}
-impl x::SchemaType for HostMaintenanceSpec {
-    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
-}
-impl x::Structure for HostMaintenanceSpec {}
-impl x::Fields for HostMaintenanceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vsanMode" => r.read_opt(&mut self.vsan_mode),
-            "purpose" => r.read_opt(&mut self.purpose),
-            "evacMode" => r.read_opt(&mut self.evac_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vsanMode", &self.vsan_mode);
-        w.write_opt("purpose", &self.purpose);
-        if w.since(0x0901_0000, "HostMaintenanceSpec.evacMode", self.evac_mode.is_some())
-        {
-            w.write_opt("evacMode", &self.evac_mode);
-        }
-    }
-}
-/// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMaintenanceSpecEvacuationMode {
-    /// `workloadNonDisruptive`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub workload_non_disruptive: bool,
-}
-impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
-    const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
-}
-impl x::Structure for HostMaintenanceSpecEvacuationMode {}
-impl x::Fields for HostMaintenanceSpecEvacuationMode {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "workloadNonDisruptive" => r.read(&mut self.workload_non_disruptive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostMaintenanceSpecEvacuationMode", true);
-        w.write("workloadNonDisruptive", &self.workload_non_disruptive);
-    }
-}
-/// `HostMemberHealthCheckResult` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberHealthCheckResult {
-    /// `summary`.
-    pub summary: Option<String>,
-}
-impl x::SchemaType for HostMemberHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
-}
-impl x::Structure for HostMemberHealthCheckResult {}
-impl x::Fields for HostMemberHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read_opt(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("summary", &self.summary);
-    }
-}
-/// `HostMemberRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostMemberRuntimeInfo {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `status`.
-    pub status: Option<String>,
-    /// `statusDetail`.
-    pub status_detail: Option<String>,
-    /// `nsxtStatus`.
-    pub nsxt_status: Option<String>,
-    /// `nsxtStatusDetail`.
-    pub nsxt_status_detail: Option<String>,
-    /// `healthCheckResult`.
-    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
-    /// `hostUplinkState`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
-    /// `hostPerfNicOffloadState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub host_perf_nic_offload_state: Option<
-        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
-    >,
-}
-impl x::SchemaType for HostMemberRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
-}
-impl x::Structure for HostMemberRuntimeInfo {}
-impl Clone for HostMemberRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            host: self.host.clone(),
-            status: self.status.clone(),
-            status_detail: self.status_detail.clone(),
-            nsxt_status: self.nsxt_status.clone(),
-            nsxt_status_detail: self.nsxt_status_detail.clone(),
-            health_check_result: x::clone_vec(&self.health_check_result),
-            host_uplink_state: x::clone_vec(&self.host_uplink_state),
-            host_perf_nic_offload_state: self.host_perf_nic_offload_state.clone(),
-        }
-    }
-}
-impl x::Fields for HostMemberRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "status" => r.read_opt(&mut self.status),
-            "statusDetail" => r.read_opt(&mut self.status_detail),
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
-            "healthCheckResult" => r.read_push(&mut self.health_check_result),
-            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
-            "hostPerfNicOffloadState" => {
-                r.read_opt(&mut self.host_perf_nic_offload_state)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_opt("status", &self.status);
-        w.write_opt("statusDetail", &self.status_detail);
-        w.write_opt("nsxtStatus", &self.nsxt_status);
-        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
-        w.write_vec("healthCheckResult", &self.health_check_result);
-        if w
-            .since(
-                0x0800_0300,
-                "HostMemberRuntimeInfo.hostUplinkState",
-                !self.host_uplink_state.is_empty(),
-            )
-        {
-            w.write_vec("hostUplinkState", &self.host_uplink_state);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostMemberRuntimeInfo.hostPerfNicOffloadState",
-                self.host_perf_nic_offload_state.is_some(),
-            )
-        {
-            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
-        }
-    }
-}
-impl x::ArrayItem for HostMemberRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
-}
-/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
-///
-/// The fields of `HostMemberHealthCheckResult` are in `host_member_health_check_result`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberUplinkHealthCheckResult {
-    /// The fields `HostMemberUplinkHealthCheckResult` inherits from `HostMemberHealthCheckResult`.
-    pub host_member_health_check_result: HostMemberHealthCheckResult,
-    /// `uplinkPortKey`.
-    pub uplink_port_key: String,
-}
-impl x::SchemaType for HostMemberUplinkHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
-}
-impl x::Structure for HostMemberUplinkHealthCheckResult {}
-impl std::ops::Deref for HostMemberUplinkHealthCheckResult {
-    type Target = HostMemberHealthCheckResult;
-    #[inline]
-    fn deref(&self) -> &HostMemberHealthCheckResult {
-        &self.host_member_health_check_result
-    }
-}
-impl std::ops::DerefMut for HostMemberUplinkHealthCheckResult {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostMemberHealthCheckResult {
-        &mut self.host_member_health_check_result
-    }
-}
-impl x::Fields for HostMemberUplinkHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_member_health_check_result,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_member_health_check_result, w);
-        w.write("uplinkPortKey", &self.uplink_port_key);
-    }
-}
-/// `HostMemoryProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemoryProfile {
-    /// The fields `HostMemoryProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-}
-impl x::SchemaType for HostMemoryProfile {
-    const TYPE_NAME: &'static str = "HostMemoryProfile";
-}
-impl x::Structure for HostMemoryProfile {}
-impl std::ops::Deref for HostMemoryProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for HostMemoryProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for HostMemoryProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.apply_profile, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-    }
-}
-/// `HostMemorySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemorySpec {
-    /// `serviceConsoleReservation`.
-    pub service_console_reservation: Option<i64>,
-}
-impl x::SchemaType for HostMemorySpec {
-    const TYPE_NAME: &'static str = "HostMemorySpec";
-}
-impl x::Structure for HostMemorySpec {}
-impl x::Fields for HostMemorySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceConsoleReservation" => {
-                r.read_opt(&mut self.service_console_reservation)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
-    }
-}
-/// `HostMemoryTierInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostMemoryTierInfo {
-    /// `name`.
-    pub name: String,
-    /// `type`.
-    pub type_: String,
-    /// `flags`.
-    pub flags: Vec<String>,
-    /// `internalFlags`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub internal_flags: Vec<String>,
-    /// `size`.
-    pub size: i64,
-}
-impl x::SchemaType for HostMemoryTierInfo {
-    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
-}
-impl x::Structure for HostMemoryTierInfo {}
-impl Clone for HostMemoryTierInfo {
-    fn clone(&self) -> Self {
-        Self {
-            name: self.name.clone(),
-            type_: self.type_.clone(),
-            flags: x::clone_vec(&self.flags),
-            internal_flags: x::clone_vec(&self.internal_flags),
-            size: self.size,
-        }
-    }
-}
-impl x::Fields for HostMemoryTierInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "type" => r.read(&mut self.type_),
-            "flags" => r.read_push(&mut self.flags),
-            "internalFlags" => r.read_push(&mut self.internal_flags),
-            "size" => r.read(&mut self.size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("type", &self.type_);
-        w.write_vec("flags", &self.flags);
-        if w
-            .since(
-                0x0800_0300,
-                "HostMemoryTierInfo.internalFlags",
-                !self.internal_flags.is_empty(),
-            )
-        {
-            w.write_vec("internalFlags", &self.internal_flags);
-        }
-        w.write("size", &self.size);
-    }
-}
-impl x::ArrayItem for HostMemoryTierInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
-    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
-}
-#[cfg(feature = "all-events")]
-/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMissingNetworksEvent {
-    /// The fields `HostMissingNetworksEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostMissingNetworksEvent {
-    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostMissingNetworksEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostMissingNetworksEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostMissingNetworksEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostMissingNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write_opt("ips", &self.ips);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
-///
-/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMonitoringStateChangedEvent {
-    /// The fields `HostMonitoringStateChangedEvent` inherits from `ClusterEvent`.
-    pub cluster_event: ClusterEvent,
-    /// `state`.
-    pub state: String,
-    /// `prevState`.
-    pub prev_state: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostMonitoringStateChangedEvent {
-    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostMonitoringStateChangedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostMonitoringStateChangedEvent {
-    type Target = ClusterEvent;
-    #[inline]
-    fn deref(&self) -> &ClusterEvent {
-        &self.cluster_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostMonitoringStateChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterEvent {
-        &mut self.cluster_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostMonitoringStateChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "prevState" => r.read_opt(&mut self.prev_state),
-            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_event, w);
-        w.write("state", &self.state);
-        w.write_opt("prevState", &self.prev_state);
-    }
-}
-/// `HostMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMountInfo {
-    /// `path`.
-    pub path: Option<String>,
-    /// `accessMode`.
-    pub access_mode: String,
-    /// `mounted`.
-    pub mounted: Option<bool>,
-    /// `accessible`.
-    pub accessible: Option<bool>,
-    /// `inaccessibleReason`.
-    pub inaccessible_reason: Option<String>,
-    /// `vmknicName`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_name: Option<String>,
-    /// `vmknicActive`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_active: Option<bool>,
-    /// `mountFailedReason`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub mount_failed_reason: Option<String>,
-    /// `numTcpConnections`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub num_tcp_connections: Option<i32>,
-}
-impl x::SchemaType for HostMountInfo {
-    const TYPE_NAME: &'static str = "HostMountInfo";
-}
-impl x::Structure for HostMountInfo {}
-impl x::Fields for HostMountInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "path" => r.read_opt(&mut self.path),
-            "accessMode" => r.read(&mut self.access_mode),
-            "mounted" => r.read_opt(&mut self.mounted),
-            "accessible" => r.read_opt(&mut self.accessible),
-            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
-            "vmknicName" => r.read_opt(&mut self.vmknic_name),
-            "vmknicActive" => r.read_opt(&mut self.vmknic_active),
-            "mountFailedReason" => r.read_opt(&mut self.mount_failed_reason),
-            "numTcpConnections" => r.read_opt(&mut self.num_tcp_connections),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("path", &self.path);
-        w.write("accessMode", &self.access_mode);
-        w.write_opt("mounted", &self.mounted);
-        w.write_opt("accessible", &self.accessible);
-        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
-        if w.since(0x0800_0100, "HostMountInfo.vmknicName", self.vmknic_name.is_some()) {
-            w.write_opt("vmknicName", &self.vmknic_name);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostMountInfo.vmknicActive",
-                self.vmknic_active.is_some(),
-            )
-        {
-            w.write_opt("vmknicActive", &self.vmknic_active);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "HostMountInfo.mountFailedReason",
-                self.mount_failed_reason.is_some(),
-            )
-        {
-            w.write_opt("mountFailedReason", &self.mount_failed_reason);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostMountInfo.numTcpConnections",
-                self.num_tcp_connections.is_some(),
-            )
-        {
-            w.write_opt("numTcpConnections", &self.num_tcp_connections);
-        }
-    }
-}
-/// `HostMultipathInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostMultipathInfo {
-    /// `lun`.
-    pub lun: Vec<HostMultipathInfoLogicalUnit>,
-}
-impl x::SchemaType for HostMultipathInfo {
-    const TYPE_NAME: &'static str = "HostMultipathInfo";
-}
-impl x::Structure for HostMultipathInfo {}
-impl Clone for HostMultipathInfo {
-    fn clone(&self) -> Self {
-        Self {
-            lun: x::clone_vec(&self.lun),
-        }
-    }
-}
-impl x::Fields for HostMultipathInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lun" => r.read_push(&mut self.lun),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("lun", &self.lun);
-    }
-}
-/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-///
-/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoFixedLogicalUnitPolicy {
-    /// The fields `HostMultipathInfoFixedLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
-    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
-    /// `prefer`.
-    pub prefer: String,
-}
-impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
-impl std::ops::Deref for HostMultipathInfoFixedLogicalUnitPolicy {
-    type Target = HostMultipathInfoLogicalUnitPolicy;
-    #[inline]
-    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
-        &self.host_multipath_info_logical_unit_policy
-    }
-}
-impl std::ops::DerefMut for HostMultipathInfoFixedLogicalUnitPolicy {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
-        &mut self.host_multipath_info_logical_unit_policy
-    }
-}
-impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "prefer" => r.read(&mut self.prefer),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_multipath_info_logical_unit_policy,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
-        w.write("prefer", &self.prefer);
-    }
-}
-/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-///
-/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoHppLogicalUnitPolicy {
-    /// The fields `HostMultipathInfoHppLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
-    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
-    /// `bytes`.
-    pub bytes: Option<i64>,
-    /// `iops`.
-    pub iops: Option<i64>,
-    /// `path`.
-    pub path: Option<String>,
-    /// `latencyEvalTime`.
-    pub latency_eval_time: Option<i64>,
-    /// `samplingIosPerPath`.
-    pub sampling_ios_per_path: Option<i64>,
-}
-impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
-impl std::ops::Deref for HostMultipathInfoHppLogicalUnitPolicy {
-    type Target = HostMultipathInfoLogicalUnitPolicy;
-    #[inline]
-    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
-        &self.host_multipath_info_logical_unit_policy
-    }
-}
-impl std::ops::DerefMut for HostMultipathInfoHppLogicalUnitPolicy {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
-        &mut self.host_multipath_info_logical_unit_policy
-    }
-}
-impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bytes" => r.read_opt(&mut self.bytes),
-            "iops" => r.read_opt(&mut self.iops),
-            "path" => r.read_opt(&mut self.path),
-            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time),
-            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_multipath_info_logical_unit_policy,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
-        w.write_opt("bytes", &self.bytes);
-        w.write_opt("iops", &self.iops);
-        w.write_opt("path", &self.path);
-        w.write_opt("latencyEvalTime", &self.latency_eval_time);
-        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
-    }
-}
-/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnit {
-    /// `key`.
-    pub key: String,
-    /// `id`.
-    pub id: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<HostMultipathInfoPath>,
-    /// `policy`.
-    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
-    /// `storageArrayTypePolicy`.
-    pub storage_array_type_policy: Option<
-        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
-    >,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnit {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
-}
-impl x::Structure for HostMultipathInfoLogicalUnit {}
-impl Clone for HostMultipathInfoLogicalUnit {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            id: self.id.clone(),
-            lun: self.lun.clone(),
-            path: x::clone_vec(&self.path),
-            policy: self.policy.clone(),
-            storage_array_type_policy: self.storage_array_type_policy.clone(),
-        }
-    }
-}
-impl x::Fields for HostMultipathInfoLogicalUnit {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "id" => r.read(&mut self.id),
-            "lun" => r.read(&mut self.lun),
-            "path" => r.read_push(&mut self.path),
-            "policy" => r.read(&mut self.policy),
-            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("id", &self.id);
-        w.write("lun", &self.lun);
-        w.write_vec("path", &self.path);
-        w.write("policy", &self.policy);
-        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
-    }
-}
-impl x::ArrayItem for HostMultipathInfoLogicalUnit {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
-    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
-}
-/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnitPolicy {
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-/// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitStorageArrayTypePolicy";
-}
-impl x::Structure for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {}
-impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-/// `HostMultipathInfoPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoPath {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `pathState`.
-    pub path_state: String,
-    /// `state`.
-    pub state: Option<String>,
-    /// `isWorkingPath`.
-    pub is_working_path: Option<bool>,
-    /// `adapter`.
-    pub adapter: String,
-    /// `lun`.
-    pub lun: String,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostMultipathInfoPath {
-    const TYPE_NAME: &'static str = "HostMultipathInfoPath";
-}
-impl x::Structure for HostMultipathInfoPath {}
-impl x::Fields for HostMultipathInfoPath {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "pathState" => r.read(&mut self.path_state),
-            "state" => r.read_opt(&mut self.state),
-            "isWorkingPath" => r.read_opt(&mut self.is_working_path),
-            "adapter" => r.read(&mut self.adapter),
-            "lun" => r.read(&mut self.lun),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("pathState", &self.path_state);
-        w.write_opt("state", &self.state);
-        w.write_opt("isWorkingPath", &self.is_working_path);
-        w.write("adapter", &self.adapter);
-        w.write("lun", &self.lun);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostMultipathInfoPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoPath";
-    const ITEM_TAG: &'static str = "HostMultipathInfoPath";
-}
-/// `HostMultipathStateInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostMultipathStateInfo {
-    /// `path`.
-    pub path: Vec<HostMultipathStateInfoPath>,
-}
-impl x::SchemaType for HostMultipathStateInfo {
-    const TYPE_NAME: &'static str = "HostMultipathStateInfo";
-}
-impl x::Structure for HostMultipathStateInfo {}
-impl Clone for HostMultipathStateInfo {
-    fn clone(&self) -> Self {
-        Self {
-            path: x::clone_vec(&self.path),
-        }
-    }
-}
-impl x::Fields for HostMultipathStateInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("path", &self.path);
-    }
-}
-/// `HostMultipathStateInfoPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathStateInfoPath {
-    /// `name`.
-    pub name: String,
-    /// `pathState`.
-    pub path_state: String,
-}
-impl x::SchemaType for HostMultipathStateInfoPath {
-    const TYPE_NAME: &'static str = "HostMultipathStateInfoPath";
-}
-impl x::Structure for HostMultipathStateInfoPath {}
-impl x::Fields for HostMultipathStateInfoPath {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "pathState" => r.read(&mut self.path_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("pathState", &self.path_state);
-    }
-}
-impl x::ArrayItem for HostMultipathStateInfoPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathStateInfoPath";
-    const ITEM_TAG: &'static str = "HostMultipathStateInfoPath";
-}
-/// `HostNasVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNasVolume {
-    /// The fields `HostNasVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `remoteHost`.
-    pub remote_host: String,
-    /// `remotePath`.
-    pub remote_path: String,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `remoteHostNames`.
-    pub remote_host_names: Vec<String>,
-    /// `securityType`.
-    pub security_type: Option<String>,
-    /// `protocolEndpoint`.
-    pub protocol_endpoint: Option<bool>,
-}
-impl x::SchemaType for HostNasVolume {
-    const TYPE_NAME: &'static str = "HostNasVolume";
-}
-impl x::Structure for HostNasVolume {}
-impl Clone for HostNasVolume {
-    fn clone(&self) -> Self {
-        Self {
-            host_file_system_volume: self.host_file_system_volume.clone(),
-            remote_host: self.remote_host.clone(),
-            remote_path: self.remote_path.clone(),
-            user_name: self.user_name.clone(),
-            remote_host_names: x::clone_vec(&self.remote_host_names),
-            security_type: self.security_type.clone(),
-            protocol_endpoint: self.protocol_endpoint,
-        }
-    }
-}
-impl std::ops::Deref for HostNasVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostNasVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostNasVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "remoteHost" => r.read(&mut self.remote_host),
-            "remotePath" => r.read(&mut self.remote_path),
-            "userName" => r.read_opt(&mut self.user_name),
-            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
-            "securityType" => r.read_opt(&mut self.security_type),
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("remoteHost", &self.remote_host);
-        w.write("remotePath", &self.remote_path);
-        w.write_opt("userName", &self.user_name);
-        w.write_vec("remoteHostNames", &self.remote_host_names);
-        w.write_opt("securityType", &self.security_type);
-        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
-    }
-}
-/// `HostNasVolumeConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolumeConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `spec`.
-    pub spec: Option<HostNasVolumeSpec>,
-}
-impl x::SchemaType for HostNasVolumeConfig {
-    const TYPE_NAME: &'static str = "HostNasVolumeConfig";
-}
-impl x::Structure for HostNasVolumeConfig {}
-impl x::Fields for HostNasVolumeConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostNasVolumeConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNasVolumeConfig";
-    const ITEM_TAG: &'static str = "HostNasVolumeConfig";
-}
-/// `HostNasVolumeSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNasVolumeSpec {
-    /// `remoteHost`.
-    pub remote_host: String,
-    /// `remotePath`.
-    pub remote_path: String,
-    /// `localPath`.
-    pub local_path: String,
-    /// `accessMode`.
-    pub access_mode: String,
-    /// `type`.
-    pub type_: Option<String>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `remoteHostNames`.
-    pub remote_host_names: Vec<String>,
-    /// `securityType`.
-    pub security_type: Option<String>,
-    /// `vmknicToBind`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_to_bind: Option<String>,
-    /// `vmknicBound`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_bound: Option<bool>,
-    /// `connections`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub connections: Option<i32>,
-}
-impl x::SchemaType for HostNasVolumeSpec {
-    const TYPE_NAME: &'static str = "HostNasVolumeSpec";
-}
-impl x::Structure for HostNasVolumeSpec {}
-impl Clone for HostNasVolumeSpec {
-    fn clone(&self) -> Self {
-        Self {
-            remote_host: self.remote_host.clone(),
-            remote_path: self.remote_path.clone(),
-            local_path: self.local_path.clone(),
-            access_mode: self.access_mode.clone(),
-            type_: self.type_.clone(),
-            user_name: self.user_name.clone(),
-            password: self.password.clone(),
-            remote_host_names: x::clone_vec(&self.remote_host_names),
-            security_type: self.security_type.clone(),
-            vmknic_to_bind: self.vmknic_to_bind.clone(),
-            vmknic_bound: self.vmknic_bound,
-            connections: self.connections,
-        }
-    }
-}
-impl x::Fields for HostNasVolumeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "remoteHost" => r.read(&mut self.remote_host),
-            "remotePath" => r.read(&mut self.remote_path),
-            "localPath" => r.read(&mut self.local_path),
-            "accessMode" => r.read(&mut self.access_mode),
-            "type" => r.read_opt(&mut self.type_),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
-            "securityType" => r.read_opt(&mut self.security_type),
-            "vmknicToBind" => r.read_opt(&mut self.vmknic_to_bind),
-            "vmknicBound" => r.read_opt(&mut self.vmknic_bound),
-            "connections" => r.read_opt(&mut self.connections),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("remoteHost", &self.remote_host);
-        w.write("remotePath", &self.remote_path);
-        w.write("localPath", &self.local_path);
-        w.write("accessMode", &self.access_mode);
-        w.write_opt("type", &self.type_);
-        w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
-        w.write_vec("remoteHostNames", &self.remote_host_names);
-        w.write_opt("securityType", &self.security_type);
-        if w
-            .since(
-                0x0800_0100,
-                "HostNasVolumeSpec.vmknicToBind",
-                self.vmknic_to_bind.is_some(),
-            )
-        {
-            w.write_opt("vmknicToBind", &self.vmknic_to_bind);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostNasVolumeSpec.vmknicBound",
-                self.vmknic_bound.is_some(),
-            )
-        {
-            w.write_opt("vmknicBound", &self.vmknic_bound);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostNasVolumeSpec.connections",
-                self.connections.is_some(),
-            )
-        {
-            w.write_opt("connections", &self.connections);
-        }
-    }
-}
-/// `HostNasVolumeUserInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolumeUserInfo {
-    /// `user`.
-    pub user: String,
-}
-impl x::SchemaType for HostNasVolumeUserInfo {
-    const TYPE_NAME: &'static str = "HostNasVolumeUserInfo";
-}
-impl x::Structure for HostNasVolumeUserInfo {}
-impl x::Fields for HostNasVolumeUserInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "user" => r.read(&mut self.user),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("user", &self.user);
-    }
-}
-/// `HostNatService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatService {
-    /// `key`.
-    pub key: String,
-    /// `spec`.
-    pub spec: HostNatServiceSpec,
-}
-impl x::SchemaType for HostNatService {
-    const TYPE_NAME: &'static str = "HostNatService";
-}
-impl x::Structure for HostNatService {}
-impl x::Fields for HostNatService {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostNatService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatService";
-    const ITEM_TAG: &'static str = "HostNatService";
-}
-/// `HostNatServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServiceConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `key`.
-    pub key: String,
-    /// `spec`.
-    pub spec: HostNatServiceSpec,
-}
-impl x::SchemaType for HostNatServiceConfig {
-    const TYPE_NAME: &'static str = "HostNatServiceConfig";
-}
-impl x::Structure for HostNatServiceConfig {}
-impl x::Fields for HostNatServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "key" => r.read(&mut self.key),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("key", &self.key);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostNatServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServiceConfig";
-    const ITEM_TAG: &'static str = "HostNatServiceConfig";
-}
-/// `HostNatServiceNameServiceSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNatServiceNameServiceSpec {
-    /// `dnsAutoDetect`.
-    pub dns_auto_detect: bool,
-    /// `dnsPolicy`.
-    pub dns_policy: String,
-    /// `dnsRetries`.
-    pub dns_retries: i32,
-    /// `dnsTimeout`.
-    pub dns_timeout: i32,
-    /// `dnsNameServer`.
-    pub dns_name_server: Vec<String>,
-    /// `nbdsTimeout`.
-    pub nbds_timeout: i32,
-    /// `nbnsRetries`.
-    pub nbns_retries: i32,
-    /// `nbnsTimeout`.
-    pub nbns_timeout: i32,
-}
-impl x::SchemaType for HostNatServiceNameServiceSpec {
-    const TYPE_NAME: &'static str = "HostNatServiceNameServiceSpec";
-}
-impl x::Structure for HostNatServiceNameServiceSpec {}
-impl Clone for HostNatServiceNameServiceSpec {
-    fn clone(&self) -> Self {
-        Self {
-            dns_auto_detect: self.dns_auto_detect,
-            dns_policy: self.dns_policy.clone(),
-            dns_retries: self.dns_retries,
-            dns_timeout: self.dns_timeout,
-            dns_name_server: x::clone_vec(&self.dns_name_server),
-            nbds_timeout: self.nbds_timeout,
-            nbns_retries: self.nbns_retries,
-            nbns_timeout: self.nbns_timeout,
-        }
-    }
-}
-impl x::Fields for HostNatServiceNameServiceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dnsAutoDetect" => r.read(&mut self.dns_auto_detect),
-            "dnsPolicy" => r.read(&mut self.dns_policy),
-            "dnsRetries" => r.read(&mut self.dns_retries),
-            "dnsTimeout" => r.read(&mut self.dns_timeout),
-            "dnsNameServer" => r.read_push(&mut self.dns_name_server),
-            "nbdsTimeout" => r.read(&mut self.nbds_timeout),
-            "nbnsRetries" => r.read(&mut self.nbns_retries),
-            "nbnsTimeout" => r.read(&mut self.nbns_timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dnsAutoDetect", &self.dns_auto_detect);
-        w.write("dnsPolicy", &self.dns_policy);
-        w.write("dnsRetries", &self.dns_retries);
-        w.write("dnsTimeout", &self.dns_timeout);
-        w.write_vec("dnsNameServer", &self.dns_name_server);
-        w.write("nbdsTimeout", &self.nbds_timeout);
-        w.write("nbnsRetries", &self.nbns_retries);
-        w.write("nbnsTimeout", &self.nbns_timeout);
     }
 }

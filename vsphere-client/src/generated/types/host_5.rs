@@ -5,8 +5,2590 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostListSummary` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostListSummary {
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `hardware`.
+    pub hardware: Option<HostHardwareSummary>,
+    /// `runtime`.
+    pub runtime: Option<HostRuntimeInfo>,
+    /// `config`.
+    pub config: HostConfigSummary,
+    /// `quickStats`.
+    pub quick_stats: HostListSummaryQuickStats,
+    /// `overallStatus`.
+    pub overall_status: ManagedEntityStatus,
+    /// `rebootRequired`.
+    pub reboot_required: bool,
+    /// `rebootRequiredReason`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub reboot_required_reason: Vec<LocalizableMessage>,
+    /// `maintenanceModeRequired`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub maintenance_mode_required: Option<bool>,
+    /// `customValue`.
+    pub custom_value: Vec<AnyCustomFieldValue>,
+    /// `managementServerIp`.
+    pub management_server_ip: Option<String>,
+    /// `maxEVCModeKey`.
+    pub max_evc_mode_key: Option<String>,
+    /// `currentEVCModeKey`.
+    pub current_evc_mode_key: Option<String>,
+    /// `currentEVCGraphicsModeKey`.
+    pub current_evc_graphics_mode_key: Option<String>,
+    /// `gateway`.
+    pub gateway: Option<HostListSummaryGatewaySummary>,
+    /// `tpmAttestation`.
+    pub tpm_attestation: Option<HostTpmAttestationInfo>,
+    /// `trustAuthorityAttestationInfos`.
+    pub trust_authority_attestation_infos: Vec<HostTrustAuthorityAttestationInfo>,
+}
+impl x::SchemaType for HostListSummary {
+    const TYPE_NAME: &'static str = "HostListSummary";
+}
+impl x::Structure for HostListSummary {}
+impl std::fmt::Debug for HostListSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostListSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostListSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostListSummary {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            hardware: self.hardware.clone(),
+            runtime: self.runtime.clone(),
+            config: self.config.clone(),
+            quick_stats: self.quick_stats.clone(),
+            overall_status: self.overall_status.clone(),
+            reboot_required: self.reboot_required,
+            reboot_required_reason: x::clone_vec(&self.reboot_required_reason),
+            maintenance_mode_required: self.maintenance_mode_required,
+            custom_value: x::clone_vec(&self.custom_value),
+            management_server_ip: self.management_server_ip.clone(),
+            max_evc_mode_key: self.max_evc_mode_key.clone(),
+            current_evc_mode_key: self.current_evc_mode_key.clone(),
+            current_evc_graphics_mode_key: self.current_evc_graphics_mode_key.clone(),
+            gateway: self.gateway.clone(),
+            tpm_attestation: self.tpm_attestation.clone(),
+            trust_authority_attestation_infos: x::clone_vec(
+                &self.trust_authority_attestation_infos,
+            ),
+        }
+    }
+}
+impl x::Fields for HostListSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "hardware" => r.read_opt(&mut self.hardware),
+            "runtime" => r.read_opt(&mut self.runtime),
+            "config" => r.read(&mut self.config),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "rebootRequired" => r.read(&mut self.reboot_required),
+            "rebootRequiredReason" => r.read_push(&mut self.reboot_required_reason),
+            "maintenanceModeRequired" => r.read_opt(&mut self.maintenance_mode_required),
+            "customValue" => r.read_push(&mut self.custom_value),
+            "managementServerIp" => r.read_opt(&mut self.management_server_ip),
+            "maxEVCModeKey" => r.read_opt(&mut self.max_evc_mode_key),
+            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
+            "currentEVCGraphicsModeKey" => {
+                r.read_opt(&mut self.current_evc_graphics_mode_key)
+            }
+            "gateway" => r.read_opt(&mut self.gateway),
+            "tpmAttestation" => r.read_opt(&mut self.tpm_attestation),
+            "trustAuthorityAttestationInfos" => {
+                r.read_push(&mut self.trust_authority_attestation_infos)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("host", &self.host);
+        w.write_opt("hardware", &self.hardware);
+        w.write_opt("runtime", &self.runtime);
+        w.write("config", &self.config);
+        w.write("quickStats", &self.quick_stats);
+        w.write("overallStatus", &self.overall_status);
+        w.write("rebootRequired", &self.reboot_required);
+        if w
+            .since(
+                0x0901_0000,
+                "HostListSummary.rebootRequiredReason",
+                !self.reboot_required_reason.is_empty(),
+            )
+        {
+            w.write_vec("rebootRequiredReason", &self.reboot_required_reason);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostListSummary.maintenanceModeRequired",
+                self.maintenance_mode_required.is_some(),
+            )
+        {
+            w.write_opt("maintenanceModeRequired", &self.maintenance_mode_required);
+        }
+        w.write_vec("customValue", &self.custom_value);
+        w.write_opt("managementServerIp", &self.management_server_ip);
+        w.write_opt("maxEVCModeKey", &self.max_evc_mode_key);
+        w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
+        w.write_opt("currentEVCGraphicsModeKey", &self.current_evc_graphics_mode_key);
+        w.write_opt("gateway", &self.gateway);
+        w.write_opt("tpmAttestation", &self.tpm_attestation);
+        w.write_vec(
+            "trustAuthorityAttestationInfos",
+            &self.trust_authority_attestation_infos,
+        );
+    }
+}
+/// `HostListSummaryGatewaySummary` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostListSummaryGatewaySummary {
+    /// `gatewayType`.
+    pub gateway_type: String,
+    /// `gatewayId`.
+    pub gateway_id: String,
+}
+impl x::SchemaType for HostListSummaryGatewaySummary {
+    const TYPE_NAME: &'static str = "HostListSummaryGatewaySummary";
+}
+impl x::Structure for HostListSummaryGatewaySummary {}
+impl std::fmt::Debug for HostListSummaryGatewaySummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostListSummaryGatewaySummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostListSummaryGatewaySummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostListSummaryGatewaySummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gatewayType" => r.read(&mut self.gateway_type),
+            "gatewayId" => r.read(&mut self.gateway_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("gatewayType", &self.gateway_type);
+        w.write("gatewayId", &self.gateway_id);
+    }
+}
+/// `HostListSummaryQuickStats` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostListSummaryQuickStats {
+    /// `overallCpuUsage`.
+    pub overall_cpu_usage: Option<i32>,
+    /// `overallMemoryUsage`.
+    pub overall_memory_usage: Option<i32>,
+    /// `distributedCpuFairness`.
+    pub distributed_cpu_fairness: Option<i32>,
+    /// `distributedMemoryFairness`.
+    pub distributed_memory_fairness: Option<i32>,
+    /// `availablePMemCapacity`.
+    pub available_p_mem_capacity: Option<i32>,
+    /// `uptime`.
+    pub uptime: Option<i32>,
+}
+impl x::SchemaType for HostListSummaryQuickStats {
+    const TYPE_NAME: &'static str = "HostListSummaryQuickStats";
+}
+impl x::Structure for HostListSummaryQuickStats {}
+impl std::fmt::Debug for HostListSummaryQuickStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostListSummaryQuickStats", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostListSummaryQuickStats {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostListSummaryQuickStats {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
+            "overallMemoryUsage" => r.read_opt(&mut self.overall_memory_usage),
+            "distributedCpuFairness" => r.read_opt(&mut self.distributed_cpu_fairness),
+            "distributedMemoryFairness" => {
+                r.read_opt(&mut self.distributed_memory_fairness)
+            }
+            "availablePMemCapacity" => r.read_opt(&mut self.available_p_mem_capacity),
+            "uptime" => r.read_opt(&mut self.uptime),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
+        w.write_opt("overallMemoryUsage", &self.overall_memory_usage);
+        w.write_opt("distributedCpuFairness", &self.distributed_cpu_fairness);
+        w.write_opt("distributedMemoryFairness", &self.distributed_memory_fairness);
+        w.write_opt("availablePMemCapacity", &self.available_p_mem_capacity);
+        w.write_opt("uptime", &self.uptime);
+    }
+}
+/// `HostLocalAuthenticationInfo` (extends `HostAuthenticationStoreInfo`).
+///
+/// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostLocalAuthenticationInfo {
+    /// The fields `HostLocalAuthenticationInfo` inherits from `HostAuthenticationStoreInfo`.
+    pub host_authentication_store_info: HostAuthenticationStoreInfo,
+}
+impl x::SchemaType for HostLocalAuthenticationInfo {
+    const TYPE_NAME: &'static str = "HostLocalAuthenticationInfo";
+}
+impl x::Structure for HostLocalAuthenticationInfo {}
+impl std::fmt::Debug for HostLocalAuthenticationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostLocalAuthenticationInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostLocalAuthenticationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostLocalAuthenticationInfo {
+    type Target = HostAuthenticationStoreInfo;
+    #[inline]
+    fn deref(&self) -> &HostAuthenticationStoreInfo {
+        &self.host_authentication_store_info
+    }
+}
+impl std::ops::DerefMut for HostLocalAuthenticationInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
+        &mut self.host_authentication_store_info
+    }
+}
+impl x::Fields for HostLocalAuthenticationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_authentication_store_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_authentication_store_info, w);
+    }
+}
+/// `HostLocalFileSystemVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostLocalFileSystemVolume {
+    /// The fields `HostLocalFileSystemVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `device`.
+    pub device: String,
+}
+impl x::SchemaType for HostLocalFileSystemVolume {
+    const TYPE_NAME: &'static str = "HostLocalFileSystemVolume";
+}
+impl x::Structure for HostLocalFileSystemVolume {}
+impl std::fmt::Debug for HostLocalFileSystemVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostLocalFileSystemVolume", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostLocalFileSystemVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostLocalFileSystemVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostLocalFileSystemVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostLocalFileSystemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("device", &self.device);
+    }
+}
+/// `HostLocalFileSystemVolumeSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostLocalFileSystemVolumeSpec {
+    /// `device`.
+    pub device: String,
+    /// `localPath`.
+    pub local_path: String,
+}
+impl x::SchemaType for HostLocalFileSystemVolumeSpec {
+    const TYPE_NAME: &'static str = "HostLocalFileSystemVolumeSpec";
+}
+impl x::Structure for HostLocalFileSystemVolumeSpec {}
+impl std::fmt::Debug for HostLocalFileSystemVolumeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostLocalFileSystemVolumeSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostLocalFileSystemVolumeSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostLocalFileSystemVolumeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "localPath" => r.read(&mut self.local_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
+        w.write("localPath", &self.local_path);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostLocalPortCreatedEvent` (extends `DvsEvent`).
+///
+/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostLocalPortCreatedEvent {
+    /// The fields `HostLocalPortCreatedEvent` inherits from `DvsEvent`.
+    pub dvs_event: DvsEvent,
+    /// `hostLocalPort`.
+    pub host_local_port: DVSHostLocalPortInfo,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostLocalPortCreatedEvent {
+    const TYPE_NAME: &'static str = "HostLocalPortCreatedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostLocalPortCreatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostLocalPortCreatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostLocalPortCreatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostLocalPortCreatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostLocalPortCreatedEvent {
+    type Target = DvsEvent;
+    #[inline]
+    fn deref(&self) -> &DvsEvent {
+        &self.dvs_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostLocalPortCreatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsEvent {
+        &mut self.dvs_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostLocalPortCreatedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostLocalPort" => r.read(&mut self.host_local_port),
+            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.dvs_event, w);
+        w.write("hostLocalPort", &self.host_local_port);
+    }
+}
+/// `HostLowLevelProvisioningManagerDiskLayoutSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostLowLevelProvisioningManagerDiskLayoutSpec {
+    /// `controllerType`.
+    pub controller_type: String,
+    /// `busNumber`.
+    pub bus_number: i32,
+    /// `unitNumber`.
+    pub unit_number: i32,
+    /// `srcFilename`.
+    pub src_filename: String,
+    /// `dstFilename`.
+    pub dst_filename: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerDiskLayoutSpec {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostLowLevelProvisioningManagerDiskLayoutSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "controllerType" => r.read(&mut self.controller_type),
+            "busNumber" => r.read(&mut self.bus_number),
+            "unitNumber" => r.read(&mut self.unit_number),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("controllerType", &self.controller_type);
+        w.write("busNumber", &self.bus_number);
+        w.write("unitNumber", &self.unit_number);
+        w.write("srcFilename", &self.src_filename);
+        w.write("dstFilename", &self.dst_filename);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
+}
+/// `HostLowLevelProvisioningManagerFileDeleteResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostLowLevelProvisioningManagerFileDeleteResult {
+    /// `fileName`.
+    pub file_name: String,
+    /// `fault`.
+    pub fault: LocalizedMethodFault,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteResult {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileDeleteResult {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerFileDeleteResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostLowLevelProvisioningManagerFileDeleteResult",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerFileDeleteResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fault" => r.read(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteResult";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
+}
+/// `HostLowLevelProvisioningManagerFileDeleteSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostLowLevelProvisioningManagerFileDeleteSpec {
+    /// `fileName`.
+    pub file_name: String,
+    /// `fileType`.
+    pub file_type: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileDeleteSpec {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerFileDeleteSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostLowLevelProvisioningManagerFileDeleteSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerFileDeleteSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fileType" => r.read(&mut self.file_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write("fileType", &self.file_type);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
+}
+/// `HostLowLevelProvisioningManagerFileReserveResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostLowLevelProvisioningManagerFileReserveResult {
+    /// `baseName`.
+    pub base_name: String,
+    /// `parentDir`.
+    pub parent_dir: String,
+    /// `reservedName`.
+    pub reserved_name: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveResult {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileReserveResult {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerFileReserveResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostLowLevelProvisioningManagerFileReserveResult",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerFileReserveResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "reservedName" => r.read(&mut self.reserved_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("baseName", &self.base_name);
+        w.write("parentDir", &self.parent_dir);
+        w.write("reservedName", &self.reserved_name);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveResult";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
+}
+/// `HostLowLevelProvisioningManagerFileReserveSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostLowLevelProvisioningManagerFileReserveSpec {
+    /// `baseName`.
+    pub base_name: String,
+    /// `parentDir`.
+    pub parent_dir: String,
+    /// `fileType`.
+    pub file_type: String,
+    /// `storageProfile`.
+    pub storage_profile: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileReserveSpec {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerFileReserveSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostLowLevelProvisioningManagerFileReserveSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerFileReserveSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "fileType" => r.read(&mut self.file_type),
+            "storageProfile" => r.read(&mut self.storage_profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("baseName", &self.base_name);
+        w.write("parentDir", &self.parent_dir);
+        w.write("fileType", &self.file_type);
+        w.write("storageProfile", &self.storage_profile);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
+}
+/// `HostLowLevelProvisioningManagerSnapshotLayoutSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    /// `id`.
+    pub id: i32,
+    /// `srcFilename`.
+    pub src_filename: String,
+    /// `dstFilename`.
+    pub dst_filename: String,
+    /// `disk`.
+    pub disk: Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerSnapshotLayoutSpec {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostLowLevelProvisioningManagerSnapshotLayoutSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id,
+            src_filename: self.src_filename.clone(),
+            dst_filename: self.dst_filename.clone(),
+            disk: x::clone_vec(&self.disk),
+        }
+    }
+}
+impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
+            "disk" => r.read_push(&mut self.disk),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("srcFilename", &self.src_filename);
+        w.write("dstFilename", &self.dst_filename);
+        w.write_vec("disk", &self.disk);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
+}
+/// `HostLowLevelProvisioningManagerVmMigrationStatus` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostLowLevelProvisioningManagerVmMigrationStatus {
+    /// `migrationId`.
+    pub migration_id: i64,
+    /// `type`.
+    pub type_: String,
+    /// `source`.
+    pub source: bool,
+    /// `consideredSuccessful`.
+    pub considered_successful: bool,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerVmMigrationStatus {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmMigrationStatus";
+}
+impl x::Structure for HostLowLevelProvisioningManagerVmMigrationStatus {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerVmMigrationStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostLowLevelProvisioningManagerVmMigrationStatus",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerVmMigrationStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "migrationId" => r.read(&mut self.migration_id),
+            "type" => r.read(&mut self.type_),
+            "source" => r.read(&mut self.source),
+            "consideredSuccessful" => r.read(&mut self.considered_successful),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("migrationId", &self.migration_id);
+        w.write("type", &self.type_);
+        w.write("source", &self.source);
+        w.write("consideredSuccessful", &self.considered_successful);
+    }
+}
+/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
+    /// `version`.
+    pub version: String,
+    /// `biosUUID`.
+    pub bios_uuid: String,
+    /// `instanceUUID`.
+    pub instance_uuid: String,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
+}
+impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostLowLevelProvisioningManagerVmRecoveryInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "biosUUID" => r.read(&mut self.bios_uuid),
+            "instanceUUID" => r.read(&mut self.instance_uuid),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write("biosUUID", &self.bios_uuid);
+        w.write("instanceUUID", &self.instance_uuid);
+        w.write_opt("ftInfo", &self.ft_info);
+    }
+}
+/// `HostMaintenanceSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostMaintenanceSpec {
+    /// `vsanMode`.
+    pub vsan_mode: Option<VsanHostDecommissionMode>,
+    /// `purpose`.
+    pub purpose: Option<String>,
+    /// `evacMode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub evac_mode: Option<HostMaintenanceSpecEvacuationMode>,
+}
+impl x::SchemaType for HostMaintenanceSpec {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
+}
+impl x::Structure for HostMaintenanceSpec {}
+impl std::fmt::Debug for HostMaintenanceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMaintenanceSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMaintenanceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostMaintenanceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vsanMode" => r.read_opt(&mut self.vsan_mode),
+            "purpose" => r.read_opt(&mut self.purpose),
+            "evacMode" => r.read_opt(&mut self.evac_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vsanMode", &self.vsan_mode);
+        w.write_opt("purpose", &self.purpose);
+        if w.since(0x0901_0000, "HostMaintenanceSpec.evacMode", self.evac_mode.is_some())
+        {
+            w.write_opt("evacMode", &self.evac_mode);
+        }
+    }
+}
+/// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Clone, Default)]
+pub struct HostMaintenanceSpecEvacuationMode {
+    /// `workloadNonDisruptive`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub workload_non_disruptive: bool,
+}
+impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
+}
+impl x::Structure for HostMaintenanceSpecEvacuationMode {}
+impl std::fmt::Debug for HostMaintenanceSpecEvacuationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMaintenanceSpecEvacuationMode", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMaintenanceSpecEvacuationMode {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostMaintenanceSpecEvacuationMode {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "workloadNonDisruptive" => r.read(&mut self.workload_non_disruptive),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostMaintenanceSpecEvacuationMode", true);
+        w.write("workloadNonDisruptive", &self.workload_non_disruptive);
+    }
+}
+/// `HostMemberHealthCheckResult` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostMemberHealthCheckResult {
+    /// `summary`.
+    pub summary: Option<String>,
+}
+impl x::SchemaType for HostMemberHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
+}
+impl x::Structure for HostMemberHealthCheckResult {}
+impl std::fmt::Debug for HostMemberHealthCheckResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMemberHealthCheckResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMemberHealthCheckResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostMemberHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("summary", &self.summary);
+    }
+}
+/// `HostMemberRuntimeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostMemberRuntimeInfo {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `status`.
+    pub status: Option<String>,
+    /// `statusDetail`.
+    pub status_detail: Option<String>,
+    /// `nsxtStatus`.
+    pub nsxt_status: Option<String>,
+    /// `nsxtStatusDetail`.
+    pub nsxt_status_detail: Option<String>,
+    /// `healthCheckResult`.
+    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
+    /// `hostUplinkState`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
+    /// `hostPerfNicOffloadState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub host_perf_nic_offload_state: Option<
+        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
+    >,
+}
+impl x::SchemaType for HostMemberRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
+}
+impl x::Structure for HostMemberRuntimeInfo {}
+impl std::fmt::Debug for HostMemberRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMemberRuntimeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMemberRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostMemberRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            status: self.status.clone(),
+            status_detail: self.status_detail.clone(),
+            nsxt_status: self.nsxt_status.clone(),
+            nsxt_status_detail: self.nsxt_status_detail.clone(),
+            health_check_result: x::clone_vec(&self.health_check_result),
+            host_uplink_state: x::clone_vec(&self.host_uplink_state),
+            host_perf_nic_offload_state: self.host_perf_nic_offload_state.clone(),
+        }
+    }
+}
+impl x::Fields for HostMemberRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "status" => r.read_opt(&mut self.status),
+            "statusDetail" => r.read_opt(&mut self.status_detail),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "healthCheckResult" => r.read_push(&mut self.health_check_result),
+            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
+            "hostPerfNicOffloadState" => {
+                r.read_opt(&mut self.host_perf_nic_offload_state)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write_opt("status", &self.status);
+        w.write_opt("statusDetail", &self.status_detail);
+        w.write_opt("nsxtStatus", &self.nsxt_status);
+        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
+        w.write_vec("healthCheckResult", &self.health_check_result);
+        if w
+            .since(
+                0x0800_0300,
+                "HostMemberRuntimeInfo.hostUplinkState",
+                !self.host_uplink_state.is_empty(),
+            )
+        {
+            w.write_vec("hostUplinkState", &self.host_uplink_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostMemberRuntimeInfo.hostPerfNicOffloadState",
+                self.host_perf_nic_offload_state.is_some(),
+            )
+        {
+            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
+        }
+    }
+}
+impl x::ArrayItem for HostMemberRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
+}
+/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
+///
+/// The fields of `HostMemberHealthCheckResult` are in `host_member_health_check_result`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostMemberUplinkHealthCheckResult {
+    /// The fields `HostMemberUplinkHealthCheckResult` inherits from `HostMemberHealthCheckResult`.
+    pub host_member_health_check_result: HostMemberHealthCheckResult,
+    /// `uplinkPortKey`.
+    pub uplink_port_key: String,
+}
+impl x::SchemaType for HostMemberUplinkHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
+}
+impl x::Structure for HostMemberUplinkHealthCheckResult {}
+impl std::fmt::Debug for HostMemberUplinkHealthCheckResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMemberUplinkHealthCheckResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMemberUplinkHealthCheckResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostMemberUplinkHealthCheckResult {
+    type Target = HostMemberHealthCheckResult;
+    #[inline]
+    fn deref(&self) -> &HostMemberHealthCheckResult {
+        &self.host_member_health_check_result
+    }
+}
+impl std::ops::DerefMut for HostMemberUplinkHealthCheckResult {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostMemberHealthCheckResult {
+        &mut self.host_member_health_check_result
+    }
+}
+impl x::Fields for HostMemberUplinkHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_member_health_check_result,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_member_health_check_result, w);
+        w.write("uplinkPortKey", &self.uplink_port_key);
+    }
+}
+/// `HostMemoryProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostMemoryProfile {
+    /// The fields `HostMemoryProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+}
+impl x::SchemaType for HostMemoryProfile {
+    const TYPE_NAME: &'static str = "HostMemoryProfile";
+}
+impl x::Structure for HostMemoryProfile {}
+impl std::fmt::Debug for HostMemoryProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMemoryProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMemoryProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostMemoryProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for HostMemoryProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for HostMemoryProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+    }
+}
+/// `HostMemorySpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostMemorySpec {
+    /// `serviceConsoleReservation`.
+    pub service_console_reservation: Option<i64>,
+}
+impl x::SchemaType for HostMemorySpec {
+    const TYPE_NAME: &'static str = "HostMemorySpec";
+}
+impl x::Structure for HostMemorySpec {}
+impl std::fmt::Debug for HostMemorySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMemorySpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMemorySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostMemorySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceConsoleReservation" => {
+                r.read_opt(&mut self.service_console_reservation)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
+    }
+}
+/// `HostMemoryTierInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostMemoryTierInfo {
+    /// `name`.
+    pub name: String,
+    /// `type`.
+    pub type_: String,
+    /// `flags`.
+    pub flags: Vec<String>,
+    /// `internalFlags`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub internal_flags: Vec<String>,
+    /// `size`.
+    pub size: i64,
+}
+impl x::SchemaType for HostMemoryTierInfo {
+    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
+}
+impl x::Structure for HostMemoryTierInfo {}
+impl std::fmt::Debug for HostMemoryTierInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMemoryTierInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMemoryTierInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostMemoryTierInfo {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            type_: self.type_.clone(),
+            flags: x::clone_vec(&self.flags),
+            internal_flags: x::clone_vec(&self.internal_flags),
+            size: self.size,
+        }
+    }
+}
+impl x::Fields for HostMemoryTierInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "flags" => r.read_push(&mut self.flags),
+            "internalFlags" => r.read_push(&mut self.internal_flags),
+            "size" => r.read(&mut self.size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("type", &self.type_);
+        w.write_vec("flags", &self.flags);
+        if w
+            .since(
+                0x0800_0300,
+                "HostMemoryTierInfo.internalFlags",
+                !self.internal_flags.is_empty(),
+            )
+        {
+            w.write_vec("internalFlags", &self.internal_flags);
+        }
+        w.write("size", &self.size);
+    }
+}
+impl x::ArrayItem for HostMemoryTierInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
+    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
+}
+#[cfg(feature = "all-events")]
+/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostMissingNetworksEvent {
+    /// The fields `HostMissingNetworksEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `ips`.
+    pub ips: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostMissingNetworksEvent {
+    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostMissingNetworksEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostMissingNetworksEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMissingNetworksEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostMissingNetworksEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostMissingNetworksEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostMissingNetworksEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostMissingNetworksEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write_opt("ips", &self.ips);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostMonitoringStateChangedEvent {
+    /// The fields `HostMonitoringStateChangedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
+    /// `state`.
+    pub state: String,
+    /// `prevState`.
+    pub prev_state: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostMonitoringStateChangedEvent {
+    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostMonitoringStateChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostMonitoringStateChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMonitoringStateChangedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostMonitoringStateChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostMonitoringStateChangedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostMonitoringStateChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostMonitoringStateChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "prevState" => r.read_opt(&mut self.prev_state),
+            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_event, w);
+        w.write("state", &self.state);
+        w.write_opt("prevState", &self.prev_state);
+    }
+}
+/// `HostMountInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostMountInfo {
+    /// `path`.
+    pub path: Option<String>,
+    /// `accessMode`.
+    pub access_mode: String,
+    /// `mounted`.
+    pub mounted: Option<bool>,
+    /// `accessible`.
+    pub accessible: Option<bool>,
+    /// `inaccessibleReason`.
+    pub inaccessible_reason: Option<String>,
+    /// `vmknicName`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_name: Option<String>,
+    /// `vmknicActive`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_active: Option<bool>,
+    /// `mountFailedReason`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub mount_failed_reason: Option<String>,
+    /// `numTcpConnections`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub num_tcp_connections: Option<i32>,
+}
+impl x::SchemaType for HostMountInfo {
+    const TYPE_NAME: &'static str = "HostMountInfo";
+}
+impl x::Structure for HostMountInfo {}
+impl std::fmt::Debug for HostMountInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMountInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMountInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostMountInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "path" => r.read_opt(&mut self.path),
+            "accessMode" => r.read(&mut self.access_mode),
+            "mounted" => r.read_opt(&mut self.mounted),
+            "accessible" => r.read_opt(&mut self.accessible),
+            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
+            "vmknicName" => r.read_opt(&mut self.vmknic_name),
+            "vmknicActive" => r.read_opt(&mut self.vmknic_active),
+            "mountFailedReason" => r.read_opt(&mut self.mount_failed_reason),
+            "numTcpConnections" => r.read_opt(&mut self.num_tcp_connections),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("path", &self.path);
+        w.write("accessMode", &self.access_mode);
+        w.write_opt("mounted", &self.mounted);
+        w.write_opt("accessible", &self.accessible);
+        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
+        if w.since(0x0800_0100, "HostMountInfo.vmknicName", self.vmknic_name.is_some()) {
+            w.write_opt("vmknicName", &self.vmknic_name);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostMountInfo.vmknicActive",
+                self.vmknic_active.is_some(),
+            )
+        {
+            w.write_opt("vmknicActive", &self.vmknic_active);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "HostMountInfo.mountFailedReason",
+                self.mount_failed_reason.is_some(),
+            )
+        {
+            w.write_opt("mountFailedReason", &self.mount_failed_reason);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostMountInfo.numTcpConnections",
+                self.num_tcp_connections.is_some(),
+            )
+        {
+            w.write_opt("numTcpConnections", &self.num_tcp_connections);
+        }
+    }
+}
+/// `HostMultipathInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostMultipathInfo {
+    /// `lun`.
+    pub lun: Vec<HostMultipathInfoLogicalUnit>,
+}
+impl x::SchemaType for HostMultipathInfo {
+    const TYPE_NAME: &'static str = "HostMultipathInfo";
+}
+impl x::Structure for HostMultipathInfo {}
+impl std::fmt::Debug for HostMultipathInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMultipathInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMultipathInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostMultipathInfo {
+    fn clone(&self) -> Self {
+        Self {
+            lun: x::clone_vec(&self.lun),
+        }
+    }
+}
+impl x::Fields for HostMultipathInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lun" => r.read_push(&mut self.lun),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("lun", &self.lun);
+    }
+}
+/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
+///
+/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostMultipathInfoFixedLogicalUnitPolicy {
+    /// The fields `HostMultipathInfoFixedLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
+    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
+    /// `prefer`.
+    pub prefer: String,
+}
+impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
+impl std::fmt::Debug for HostMultipathInfoFixedLogicalUnitPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostMultipathInfoFixedLogicalUnitPolicy",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostMultipathInfoFixedLogicalUnitPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostMultipathInfoFixedLogicalUnitPolicy {
+    type Target = HostMultipathInfoLogicalUnitPolicy;
+    #[inline]
+    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
+        &self.host_multipath_info_logical_unit_policy
+    }
+}
+impl std::ops::DerefMut for HostMultipathInfoFixedLogicalUnitPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
+        &mut self.host_multipath_info_logical_unit_policy
+    }
+}
+impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "prefer" => r.read(&mut self.prefer),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_multipath_info_logical_unit_policy,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
+        w.write("prefer", &self.prefer);
+    }
+}
+/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
+///
+/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostMultipathInfoHppLogicalUnitPolicy {
+    /// The fields `HostMultipathInfoHppLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
+    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
+    /// `bytes`.
+    pub bytes: Option<i64>,
+    /// `iops`.
+    pub iops: Option<i64>,
+    /// `path`.
+    pub path: Option<String>,
+    /// `latencyEvalTime`.
+    pub latency_eval_time: Option<i64>,
+    /// `samplingIosPerPath`.
+    pub sampling_ios_per_path: Option<i64>,
+}
+impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
+impl std::fmt::Debug for HostMultipathInfoHppLogicalUnitPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMultipathInfoHppLogicalUnitPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMultipathInfoHppLogicalUnitPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostMultipathInfoHppLogicalUnitPolicy {
+    type Target = HostMultipathInfoLogicalUnitPolicy;
+    #[inline]
+    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
+        &self.host_multipath_info_logical_unit_policy
+    }
+}
+impl std::ops::DerefMut for HostMultipathInfoHppLogicalUnitPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
+        &mut self.host_multipath_info_logical_unit_policy
+    }
+}
+impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bytes" => r.read_opt(&mut self.bytes),
+            "iops" => r.read_opt(&mut self.iops),
+            "path" => r.read_opt(&mut self.path),
+            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time),
+            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_multipath_info_logical_unit_policy,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
+        w.write_opt("bytes", &self.bytes);
+        w.write_opt("iops", &self.iops);
+        w.write_opt("path", &self.path);
+        w.write_opt("latencyEvalTime", &self.latency_eval_time);
+        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
+    }
+}
+/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostMultipathInfoLogicalUnit {
+    /// `key`.
+    pub key: String,
+    /// `id`.
+    pub id: String,
+    /// `lun`.
+    pub lun: String,
+    /// `path`.
+    pub path: Vec<HostMultipathInfoPath>,
+    /// `policy`.
+    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
+    /// `storageArrayTypePolicy`.
+    pub storage_array_type_policy: Option<
+        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
+    >,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnit {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
+}
+impl x::Structure for HostMultipathInfoLogicalUnit {}
+impl std::fmt::Debug for HostMultipathInfoLogicalUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMultipathInfoLogicalUnit", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMultipathInfoLogicalUnit {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostMultipathInfoLogicalUnit {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            id: self.id.clone(),
+            lun: self.lun.clone(),
+            path: x::clone_vec(&self.path),
+            policy: self.policy.clone(),
+            storage_array_type_policy: self.storage_array_type_policy.clone(),
+        }
+    }
+}
+impl x::Fields for HostMultipathInfoLogicalUnit {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "id" => r.read(&mut self.id),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
+            "policy" => r.read(&mut self.policy),
+            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("id", &self.id);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
+        w.write("policy", &self.policy);
+        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
+    }
+}
+impl x::ArrayItem for HostMultipathInfoLogicalUnit {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
+    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
+}
+/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostMultipathInfoLogicalUnitPolicy {
+    /// `policy`.
+    pub policy: String,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
+impl std::fmt::Debug for HostMultipathInfoLogicalUnitPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMultipathInfoLogicalUnitPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMultipathInfoLogicalUnitPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+/// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    /// `policy`.
+    pub policy: String,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitStorageArrayTypePolicy";
+}
+impl x::Structure for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {}
+impl std::fmt::Debug for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostMultipathInfoLogicalUnitStorageArrayTypePolicy",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+/// `HostMultipathInfoPath` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostMultipathInfoPath {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `pathState`.
+    pub path_state: String,
+    /// `state`.
+    pub state: Option<String>,
+    /// `isWorkingPath`.
+    pub is_working_path: Option<bool>,
+    /// `adapter`.
+    pub adapter: String,
+    /// `lun`.
+    pub lun: String,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostMultipathInfoPath {
+    const TYPE_NAME: &'static str = "HostMultipathInfoPath";
+}
+impl x::Structure for HostMultipathInfoPath {}
+impl std::fmt::Debug for HostMultipathInfoPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMultipathInfoPath", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMultipathInfoPath {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostMultipathInfoPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
+            "state" => r.read_opt(&mut self.state),
+            "isWorkingPath" => r.read_opt(&mut self.is_working_path),
+            "adapter" => r.read(&mut self.adapter),
+            "lun" => r.read(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("pathState", &self.path_state);
+        w.write_opt("state", &self.state);
+        w.write_opt("isWorkingPath", &self.is_working_path);
+        w.write("adapter", &self.adapter);
+        w.write("lun", &self.lun);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostMultipathInfoPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoPath";
+    const ITEM_TAG: &'static str = "HostMultipathInfoPath";
+}
+/// `HostMultipathStateInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostMultipathStateInfo {
+    /// `path`.
+    pub path: Vec<HostMultipathStateInfoPath>,
+}
+impl x::SchemaType for HostMultipathStateInfo {
+    const TYPE_NAME: &'static str = "HostMultipathStateInfo";
+}
+impl x::Structure for HostMultipathStateInfo {}
+impl std::fmt::Debug for HostMultipathStateInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMultipathStateInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMultipathStateInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostMultipathStateInfo {
+    fn clone(&self) -> Self {
+        Self {
+            path: x::clone_vec(&self.path),
+        }
+    }
+}
+impl x::Fields for HostMultipathStateInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("path", &self.path);
+    }
+}
+/// `HostMultipathStateInfoPath` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostMultipathStateInfoPath {
+    /// `name`.
+    pub name: String,
+    /// `pathState`.
+    pub path_state: String,
+}
+impl x::SchemaType for HostMultipathStateInfoPath {
+    const TYPE_NAME: &'static str = "HostMultipathStateInfoPath";
+}
+impl x::Structure for HostMultipathStateInfoPath {}
+impl std::fmt::Debug for HostMultipathStateInfoPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostMultipathStateInfoPath", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostMultipathStateInfoPath {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostMultipathStateInfoPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("pathState", &self.path_state);
+    }
+}
+impl x::ArrayItem for HostMultipathStateInfoPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathStateInfoPath";
+    const ITEM_TAG: &'static str = "HostMultipathStateInfoPath";
+}
+/// `HostNasVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostNasVolume {
+    /// The fields `HostNasVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `remoteHost`.
+    pub remote_host: String,
+    /// `remotePath`.
+    pub remote_path: String,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `remoteHostNames`.
+    pub remote_host_names: Vec<String>,
+    /// `securityType`.
+    pub security_type: Option<String>,
+    /// `protocolEndpoint`.
+    pub protocol_endpoint: Option<bool>,
+}
+impl x::SchemaType for HostNasVolume {
+    const TYPE_NAME: &'static str = "HostNasVolume";
+}
+impl x::Structure for HostNasVolume {}
+impl std::fmt::Debug for HostNasVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNasVolume", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNasVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNasVolume {
+    fn clone(&self) -> Self {
+        Self {
+            host_file_system_volume: self.host_file_system_volume.clone(),
+            remote_host: self.remote_host.clone(),
+            remote_path: self.remote_path.clone(),
+            user_name: self.user_name.clone(),
+            remote_host_names: x::clone_vec(&self.remote_host_names),
+            security_type: self.security_type.clone(),
+            protocol_endpoint: self.protocol_endpoint,
+        }
+    }
+}
+impl std::ops::Deref for HostNasVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostNasVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostNasVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
+            "userName" => r.read_opt(&mut self.user_name),
+            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
+            "securityType" => r.read_opt(&mut self.security_type),
+            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("remoteHost", &self.remote_host);
+        w.write("remotePath", &self.remote_path);
+        w.write_opt("userName", &self.user_name);
+        w.write_vec("remoteHostNames", &self.remote_host_names);
+        w.write_opt("securityType", &self.security_type);
+        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
+    }
+}
+/// `HostNasVolumeConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNasVolumeConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `spec`.
+    pub spec: Option<HostNasVolumeSpec>,
+}
+impl x::SchemaType for HostNasVolumeConfig {
+    const TYPE_NAME: &'static str = "HostNasVolumeConfig";
+}
+impl x::Structure for HostNasVolumeConfig {}
+impl std::fmt::Debug for HostNasVolumeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNasVolumeConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNasVolumeConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNasVolumeConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "spec" => r.read_opt(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write_opt("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostNasVolumeConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNasVolumeConfig";
+    const ITEM_TAG: &'static str = "HostNasVolumeConfig";
+}
+/// `HostNasVolumeSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNasVolumeSpec {
+    /// `remoteHost`.
+    pub remote_host: String,
+    /// `remotePath`.
+    pub remote_path: String,
+    /// `localPath`.
+    pub local_path: String,
+    /// `accessMode`.
+    pub access_mode: String,
+    /// `type`.
+    pub type_: Option<String>,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+    /// `remoteHostNames`.
+    pub remote_host_names: Vec<String>,
+    /// `securityType`.
+    pub security_type: Option<String>,
+    /// `vmknicToBind`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_to_bind: Option<String>,
+    /// `vmknicBound`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_bound: Option<bool>,
+    /// `connections`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub connections: Option<i32>,
+}
+impl x::SchemaType for HostNasVolumeSpec {
+    const TYPE_NAME: &'static str = "HostNasVolumeSpec";
+}
+impl x::Structure for HostNasVolumeSpec {}
+impl std::fmt::Debug for HostNasVolumeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNasVolumeSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNasVolumeSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNasVolumeSpec {
+    fn clone(&self) -> Self {
+        Self {
+            remote_host: self.remote_host.clone(),
+            remote_path: self.remote_path.clone(),
+            local_path: self.local_path.clone(),
+            access_mode: self.access_mode.clone(),
+            type_: self.type_.clone(),
+            user_name: self.user_name.clone(),
+            password: self.password.clone(),
+            remote_host_names: x::clone_vec(&self.remote_host_names),
+            security_type: self.security_type.clone(),
+            vmknic_to_bind: self.vmknic_to_bind.clone(),
+            vmknic_bound: self.vmknic_bound,
+            connections: self.connections,
+        }
+    }
+}
+impl x::Fields for HostNasVolumeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
+            "localPath" => r.read(&mut self.local_path),
+            "accessMode" => r.read(&mut self.access_mode),
+            "type" => r.read_opt(&mut self.type_),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
+            "securityType" => r.read_opt(&mut self.security_type),
+            "vmknicToBind" => r.read_opt(&mut self.vmknic_to_bind),
+            "vmknicBound" => r.read_opt(&mut self.vmknic_bound),
+            "connections" => r.read_opt(&mut self.connections),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("remoteHost", &self.remote_host);
+        w.write("remotePath", &self.remote_path);
+        w.write("localPath", &self.local_path);
+        w.write("accessMode", &self.access_mode);
+        w.write_opt("type", &self.type_);
+        w.write_opt("userName", &self.user_name);
+        w.write_opt_secret("password", &self.password);
+        w.write_vec("remoteHostNames", &self.remote_host_names);
+        w.write_opt("securityType", &self.security_type);
+        if w
+            .since(
+                0x0800_0100,
+                "HostNasVolumeSpec.vmknicToBind",
+                self.vmknic_to_bind.is_some(),
+            )
+        {
+            w.write_opt("vmknicToBind", &self.vmknic_to_bind);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostNasVolumeSpec.vmknicBound",
+                self.vmknic_bound.is_some(),
+            )
+        {
+            w.write_opt("vmknicBound", &self.vmknic_bound);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostNasVolumeSpec.connections",
+                self.connections.is_some(),
+            )
+        {
+            w.write_opt("connections", &self.connections);
+        }
+    }
+}
+/// `HostNasVolumeUserInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNasVolumeUserInfo {
+    /// `user`.
+    pub user: String,
+}
+impl x::SchemaType for HostNasVolumeUserInfo {
+    const TYPE_NAME: &'static str = "HostNasVolumeUserInfo";
+}
+impl x::Structure for HostNasVolumeUserInfo {}
+impl std::fmt::Debug for HostNasVolumeUserInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNasVolumeUserInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNasVolumeUserInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNasVolumeUserInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "user" => r.read(&mut self.user),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("user", &self.user);
+    }
+}
+/// `HostNatService` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNatService {
+    /// `key`.
+    pub key: String,
+    /// `spec`.
+    pub spec: HostNatServiceSpec,
+}
+impl x::SchemaType for HostNatService {
+    const TYPE_NAME: &'static str = "HostNatService";
+}
+impl x::Structure for HostNatService {}
+impl std::fmt::Debug for HostNatService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNatService", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNatService {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNatService {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostNatService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatService";
+    const ITEM_TAG: &'static str = "HostNatService";
+}
+/// `HostNatServiceConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNatServiceConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `key`.
+    pub key: String,
+    /// `spec`.
+    pub spec: HostNatServiceSpec,
+}
+impl x::SchemaType for HostNatServiceConfig {
+    const TYPE_NAME: &'static str = "HostNatServiceConfig";
+}
+impl x::Structure for HostNatServiceConfig {}
+impl std::fmt::Debug for HostNatServiceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNatServiceConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNatServiceConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNatServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write("key", &self.key);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostNatServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServiceConfig";
+    const ITEM_TAG: &'static str = "HostNatServiceConfig";
+}
+/// `HostNatServiceNameServiceSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNatServiceNameServiceSpec {
+    /// `dnsAutoDetect`.
+    pub dns_auto_detect: bool,
+    /// `dnsPolicy`.
+    pub dns_policy: String,
+    /// `dnsRetries`.
+    pub dns_retries: i32,
+    /// `dnsTimeout`.
+    pub dns_timeout: i32,
+    /// `dnsNameServer`.
+    pub dns_name_server: Vec<String>,
+    /// `nbdsTimeout`.
+    pub nbds_timeout: i32,
+    /// `nbnsRetries`.
+    pub nbns_retries: i32,
+    /// `nbnsTimeout`.
+    pub nbns_timeout: i32,
+}
+impl x::SchemaType for HostNatServiceNameServiceSpec {
+    const TYPE_NAME: &'static str = "HostNatServiceNameServiceSpec";
+}
+impl x::Structure for HostNatServiceNameServiceSpec {}
+impl std::fmt::Debug for HostNatServiceNameServiceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNatServiceNameServiceSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNatServiceNameServiceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNatServiceNameServiceSpec {
+    fn clone(&self) -> Self {
+        Self {
+            dns_auto_detect: self.dns_auto_detect,
+            dns_policy: self.dns_policy.clone(),
+            dns_retries: self.dns_retries,
+            dns_timeout: self.dns_timeout,
+            dns_name_server: x::clone_vec(&self.dns_name_server),
+            nbds_timeout: self.nbds_timeout,
+            nbns_retries: self.nbns_retries,
+            nbns_timeout: self.nbns_timeout,
+        }
+    }
+}
+impl x::Fields for HostNatServiceNameServiceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dnsAutoDetect" => r.read(&mut self.dns_auto_detect),
+            "dnsPolicy" => r.read(&mut self.dns_policy),
+            "dnsRetries" => r.read(&mut self.dns_retries),
+            "dnsTimeout" => r.read(&mut self.dns_timeout),
+            "dnsNameServer" => r.read_push(&mut self.dns_name_server),
+            "nbdsTimeout" => r.read(&mut self.nbds_timeout),
+            "nbnsRetries" => r.read(&mut self.nbns_retries),
+            "nbnsTimeout" => r.read(&mut self.nbns_timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dnsAutoDetect", &self.dns_auto_detect);
+        w.write("dnsPolicy", &self.dns_policy);
+        w.write("dnsRetries", &self.dns_retries);
+        w.write("dnsTimeout", &self.dns_timeout);
+        w.write_vec("dnsNameServer", &self.dns_name_server);
+        w.write("nbdsTimeout", &self.nbds_timeout);
+        w.write("nbnsRetries", &self.nbns_retries);
+        w.write("nbnsTimeout", &self.nbns_timeout);
+    }
+}
 /// `HostNatServicePortForwardSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNatServicePortForwardSpec {
     /// `type`.
     pub type_: String,
@@ -23,6 +2605,16 @@ impl x::SchemaType for HostNatServicePortForwardSpec {
     const TYPE_NAME: &'static str = "HostNatServicePortForwardSpec";
 }
 impl x::Structure for HostNatServicePortForwardSpec {}
+impl std::fmt::Debug for HostNatServicePortForwardSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNatServicePortForwardSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNatServicePortForwardSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostNatServicePortForwardSpec {
     fn decode_field(
         &mut self,
@@ -53,7 +2645,7 @@ impl x::ArrayItem for HostNatServicePortForwardSpec {
     const ITEM_TAG: &'static str = "HostNatServicePortForwardSpec";
 }
 /// `HostNatServiceSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNatServiceSpec {
     /// `virtualSwitch`.
     pub virtual_switch: String,
@@ -76,6 +2668,16 @@ impl x::SchemaType for HostNatServiceSpec {
     const TYPE_NAME: &'static str = "HostNatServiceSpec";
 }
 impl x::Structure for HostNatServiceSpec {}
+impl std::fmt::Debug for HostNatServiceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNatServiceSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNatServiceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostNatServiceSpec {
     fn clone(&self) -> Self {
         Self {
@@ -122,7 +2724,7 @@ impl x::Fields for HostNatServiceSpec {
     }
 }
 /// `HostNetCapabilities` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNetCapabilities {
     /// `canSetPhysicalNicLinkSpeed`.
     pub can_set_physical_nic_link_speed: bool,
@@ -157,6 +2759,16 @@ impl x::SchemaType for HostNetCapabilities {
     const TYPE_NAME: &'static str = "HostNetCapabilities";
 }
 impl x::Structure for HostNetCapabilities {}
+impl std::fmt::Debug for HostNetCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetCapabilities", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostNetCapabilities {
     fn clone(&self) -> Self {
         Self {
@@ -225,7 +2837,7 @@ impl x::Fields for HostNetCapabilities {
     }
 }
 /// `HostNetOffloadCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNetOffloadCapabilities {
     /// `csumOffload`.
     pub csum_offload: Option<bool>,
@@ -238,6 +2850,16 @@ impl x::SchemaType for HostNetOffloadCapabilities {
     const TYPE_NAME: &'static str = "HostNetOffloadCapabilities";
 }
 impl x::Structure for HostNetOffloadCapabilities {}
+impl std::fmt::Debug for HostNetOffloadCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetOffloadCapabilities", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetOffloadCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostNetOffloadCapabilities {
     fn decode_field(
         &mut self,
@@ -260,7 +2882,7 @@ impl x::Fields for HostNetOffloadCapabilities {
     }
 }
 /// `HostNetStackInstance` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNetStackInstance {
     /// `key`.
     pub key: Option<String>,
@@ -287,6 +2909,16 @@ impl x::SchemaType for HostNetStackInstance {
     const TYPE_NAME: &'static str = "HostNetStackInstance";
 }
 impl x::Structure for HostNetStackInstance {}
+impl std::fmt::Debug for HostNetStackInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetStackInstance", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetStackInstance {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostNetStackInstance {
     fn decode_field(
         &mut self,
@@ -334,7 +2966,7 @@ impl x::ArrayItem for HostNetStackInstance {
     const ITEM_TAG: &'static str = "HostNetStackInstance";
 }
 /// `HostNetworkConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNetworkConfig {
     /// `vswitch`.
     pub vswitch: Vec<HostVirtualSwitchConfig>,
@@ -371,6 +3003,16 @@ impl x::SchemaType for HostNetworkConfig {
     const TYPE_NAME: &'static str = "HostNetworkConfig";
 }
 impl x::Structure for HostNetworkConfig {}
+impl std::fmt::Debug for HostNetworkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetworkConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetworkConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostNetworkConfig {
     fn clone(&self) -> Self {
         Self {
@@ -438,7 +3080,7 @@ impl x::Fields for HostNetworkConfig {
     }
 }
 /// `HostNetworkConfigNetStackSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNetworkConfigNetStackSpec {
     /// `netStackInstance`.
     pub net_stack_instance: HostNetStackInstance,
@@ -449,6 +3091,16 @@ impl x::SchemaType for HostNetworkConfigNetStackSpec {
     const TYPE_NAME: &'static str = "HostNetworkConfigNetStackSpec";
 }
 impl x::Structure for HostNetworkConfigNetStackSpec {}
+impl std::fmt::Debug for HostNetworkConfigNetStackSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetworkConfigNetStackSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetworkConfigNetStackSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostNetworkConfigNetStackSpec {
     fn decode_field(
         &mut self,
@@ -473,7 +3125,7 @@ impl x::ArrayItem for HostNetworkConfigNetStackSpec {
     const ITEM_TAG: &'static str = "HostNetworkConfigNetStackSpec";
 }
 /// `HostNetworkConfigResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNetworkConfigResult {
     /// `vnicDevice`.
     pub vnic_device: Vec<String>,
@@ -484,6 +3136,16 @@ impl x::SchemaType for HostNetworkConfigResult {
     const TYPE_NAME: &'static str = "HostNetworkConfigResult";
 }
 impl x::Structure for HostNetworkConfigResult {}
+impl std::fmt::Debug for HostNetworkConfigResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetworkConfigResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetworkConfigResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostNetworkConfigResult {
     fn clone(&self) -> Self {
         Self {
@@ -509,2724 +3171,5 @@ impl x::Fields for HostNetworkConfigResult {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vnicDevice", &self.vnic_device);
         w.write_vec("consoleVnicDevice", &self.console_vnic_device);
-    }
-}
-/// `HostNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNetworkInfo {
-    /// `vswitch`.
-    pub vswitch: Vec<HostVirtualSwitch>,
-    /// `proxySwitch`.
-    pub proxy_switch: Vec<HostProxySwitch>,
-    /// `portgroup`.
-    pub portgroup: Vec<HostPortGroup>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNic>,
-    /// `rdmaDevice`.
-    pub rdma_device: Vec<HostRdmaDevice>,
-    /// `vnic`.
-    pub vnic: Vec<HostVirtualNic>,
-    /// `consoleVnic`.
-    pub console_vnic: Vec<HostVirtualNic>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `consoleIpRouteConfig`.
-    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `routeTableInfo`.
-    pub route_table_info: Option<HostIpRouteTableInfo>,
-    /// `dhcp`.
-    pub dhcp: Vec<HostDhcpService>,
-    /// `nat`.
-    pub nat: Vec<HostNatService>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `atBootIpV6Enabled`.
-    pub at_boot_ip_v6_enabled: Option<bool>,
-    /// `netStackInstance`.
-    pub net_stack_instance: Vec<HostNetStackInstance>,
-    /// `opaqueSwitch`.
-    pub opaque_switch: Vec<HostOpaqueSwitch>,
-    /// `opaqueNetwork`.
-    pub opaque_network: Vec<HostOpaqueNetworkInfo>,
-    /// `nsxTransportNodeId`.
-    pub nsx_transport_node_id: Option<String>,
-    /// `nvdsToVdsMigrationRequired`.
-    pub nvds_to_vds_migration_required: Option<bool>,
-    /// `migrationStatus`.
-    pub migration_status: Option<String>,
-}
-impl x::SchemaType for HostNetworkInfo {
-    const TYPE_NAME: &'static str = "HostNetworkInfo";
-}
-impl x::Structure for HostNetworkInfo {}
-impl Clone for HostNetworkInfo {
-    fn clone(&self) -> Self {
-        Self {
-            vswitch: x::clone_vec(&self.vswitch),
-            proxy_switch: x::clone_vec(&self.proxy_switch),
-            portgroup: x::clone_vec(&self.portgroup),
-            pnic: x::clone_vec(&self.pnic),
-            rdma_device: x::clone_vec(&self.rdma_device),
-            vnic: x::clone_vec(&self.vnic),
-            console_vnic: x::clone_vec(&self.console_vnic),
-            dns_config: self.dns_config.clone(),
-            ip_route_config: self.ip_route_config.clone(),
-            console_ip_route_config: self.console_ip_route_config.clone(),
-            route_table_info: self.route_table_info.clone(),
-            dhcp: x::clone_vec(&self.dhcp),
-            nat: x::clone_vec(&self.nat),
-            ip_v6_enabled: self.ip_v6_enabled,
-            at_boot_ip_v6_enabled: self.at_boot_ip_v6_enabled,
-            net_stack_instance: x::clone_vec(&self.net_stack_instance),
-            opaque_switch: x::clone_vec(&self.opaque_switch),
-            opaque_network: x::clone_vec(&self.opaque_network),
-            nsx_transport_node_id: self.nsx_transport_node_id.clone(),
-            nvds_to_vds_migration_required: self.nvds_to_vds_migration_required,
-            migration_status: self.migration_status.clone(),
-        }
-    }
-}
-impl x::Fields for HostNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vswitch" => r.read_push(&mut self.vswitch),
-            "proxySwitch" => r.read_push(&mut self.proxy_switch),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "rdmaDevice" => r.read_push(&mut self.rdma_device),
-            "vnic" => r.read_push(&mut self.vnic),
-            "consoleVnic" => r.read_push(&mut self.console_vnic),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
-            "routeTableInfo" => r.read_opt(&mut self.route_table_info),
-            "dhcp" => r.read_push(&mut self.dhcp),
-            "nat" => r.read_push(&mut self.nat),
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "atBootIpV6Enabled" => r.read_opt(&mut self.at_boot_ip_v6_enabled),
-            "netStackInstance" => r.read_push(&mut self.net_stack_instance),
-            "opaqueSwitch" => r.read_push(&mut self.opaque_switch),
-            "opaqueNetwork" => r.read_push(&mut self.opaque_network),
-            "nsxTransportNodeId" => r.read_opt(&mut self.nsx_transport_node_id),
-            "nvdsToVdsMigrationRequired" => {
-                r.read_opt(&mut self.nvds_to_vds_migration_required)
-            }
-            "migrationStatus" => r.read_opt(&mut self.migration_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vswitch", &self.vswitch);
-        w.write_vec("proxySwitch", &self.proxy_switch);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("rdmaDevice", &self.rdma_device);
-        w.write_vec("vnic", &self.vnic);
-        w.write_vec("consoleVnic", &self.console_vnic);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
-        w.write_opt("routeTableInfo", &self.route_table_info);
-        w.write_vec("dhcp", &self.dhcp);
-        w.write_vec("nat", &self.nat);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_opt("atBootIpV6Enabled", &self.at_boot_ip_v6_enabled);
-        w.write_vec("netStackInstance", &self.net_stack_instance);
-        w.write_vec("opaqueSwitch", &self.opaque_switch);
-        w.write_vec("opaqueNetwork", &self.opaque_network);
-        w.write_opt("nsxTransportNodeId", &self.nsx_transport_node_id);
-        w.write_opt("nvdsToVdsMigrationRequired", &self.nvds_to_vds_migration_required);
-        w.write_opt("migrationStatus", &self.migration_status);
-    }
-}
-/// `HostNetworkPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkPolicy {
-    /// `security`.
-    pub security: Option<HostNetworkSecurityPolicy>,
-    /// `nicTeaming`.
-    pub nic_teaming: Option<HostNicTeamingPolicy>,
-    /// `offloadPolicy`.
-    pub offload_policy: Option<HostNetOffloadCapabilities>,
-    /// `shapingPolicy`.
-    pub shaping_policy: Option<HostNetworkTrafficShapingPolicy>,
-}
-impl x::SchemaType for HostNetworkPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkPolicy";
-}
-impl x::Structure for HostNetworkPolicy {}
-impl x::Fields for HostNetworkPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "security" => r.read_opt(&mut self.security),
-            "nicTeaming" => r.read_opt(&mut self.nic_teaming),
-            "offloadPolicy" => r.read_opt(&mut self.offload_policy),
-            "shapingPolicy" => r.read_opt(&mut self.shaping_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("security", &self.security);
-        w.write_opt("nicTeaming", &self.nic_teaming);
-        w.write_opt("offloadPolicy", &self.offload_policy);
-        w.write_opt("shapingPolicy", &self.shaping_policy);
-    }
-}
-/// `HostNetworkResourceRuntime` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNetworkResourceRuntime {
-    /// `pnicResourceInfo`.
-    pub pnic_resource_info: Vec<HostPnicNetworkResourceInfo>,
-}
-impl x::SchemaType for HostNetworkResourceRuntime {
-    const TYPE_NAME: &'static str = "HostNetworkResourceRuntime";
-}
-impl x::Structure for HostNetworkResourceRuntime {}
-impl Clone for HostNetworkResourceRuntime {
-    fn clone(&self) -> Self {
-        Self {
-            pnic_resource_info: x::clone_vec(&self.pnic_resource_info),
-        }
-    }
-}
-impl x::Fields for HostNetworkResourceRuntime {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnicResourceInfo" => r.read_push(&mut self.pnic_resource_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("pnicResourceInfo", &self.pnic_resource_info);
-    }
-}
-/// `HostNetworkSecurityPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkSecurityPolicy {
-    /// `allowPromiscuous`.
-    pub allow_promiscuous: Option<bool>,
-    /// `macChanges`.
-    pub mac_changes: Option<bool>,
-    /// `forgedTransmits`.
-    pub forged_transmits: Option<bool>,
-}
-impl x::SchemaType for HostNetworkSecurityPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkSecurityPolicy";
-}
-impl x::Structure for HostNetworkSecurityPolicy {}
-impl x::Fields for HostNetworkSecurityPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous),
-            "macChanges" => r.read_opt(&mut self.mac_changes),
-            "forgedTransmits" => r.read_opt(&mut self.forged_transmits),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("allowPromiscuous", &self.allow_promiscuous);
-        w.write_opt("macChanges", &self.mac_changes);
-        w.write_opt("forgedTransmits", &self.forged_transmits);
-    }
-}
-/// `HostNetworkTrafficShapingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkTrafficShapingPolicy {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `averageBandwidth`.
-    pub average_bandwidth: Option<i64>,
-    /// `peakBandwidth`.
-    pub peak_bandwidth: Option<i64>,
-    /// `burstSize`.
-    pub burst_size: Option<i64>,
-}
-impl x::SchemaType for HostNetworkTrafficShapingPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkTrafficShapingPolicy";
-}
-impl x::Structure for HostNetworkTrafficShapingPolicy {}
-impl x::Fields for HostNetworkTrafficShapingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth),
-            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth),
-            "burstSize" => r.read_opt(&mut self.burst_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("averageBandwidth", &self.average_bandwidth);
-        w.write_opt("peakBandwidth", &self.peak_bandwidth);
-        w.write_opt("burstSize", &self.burst_size);
-    }
-}
-/// `HostNewNetworkConnectInfo` (extends `HostConnectInfoNetworkInfo`).
-///
-/// The fields of `HostConnectInfoNetworkInfo` are in `host_connect_info_network_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNewNetworkConnectInfo {
-    /// The fields `HostNewNetworkConnectInfo` inherits from `HostConnectInfoNetworkInfo`.
-    pub host_connect_info_network_info: HostConnectInfoNetworkInfo,
-}
-impl x::SchemaType for HostNewNetworkConnectInfo {
-    const TYPE_NAME: &'static str = "HostNewNetworkConnectInfo";
-}
-impl x::Structure for HostNewNetworkConnectInfo {}
-impl std::ops::Deref for HostNewNetworkConnectInfo {
-    type Target = HostConnectInfoNetworkInfo;
-    #[inline]
-    fn deref(&self) -> &HostConnectInfoNetworkInfo {
-        &self.host_connect_info_network_info
-    }
-}
-impl std::ops::DerefMut for HostNewNetworkConnectInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostConnectInfoNetworkInfo {
-        &mut self.host_connect_info_network_info
-    }
-}
-impl x::Fields for HostNewNetworkConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_connect_info_network_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_connect_info_network_info, w);
-    }
-}
-/// `HostNfcConnectionInfo` (extends `HostDataTransportConnectionInfo`).
-///
-/// The fields of `HostDataTransportConnectionInfo` are in `host_data_transport_connection_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNfcConnectionInfo {
-    /// The fields `HostNfcConnectionInfo` inherits from `HostDataTransportConnectionInfo`.
-    pub host_data_transport_connection_info: HostDataTransportConnectionInfo,
-    /// `streamingMemoryConsumed`.
-    pub streaming_memory_consumed: Option<i64>,
-}
-impl x::SchemaType for HostNfcConnectionInfo {
-    const TYPE_NAME: &'static str = "HostNfcConnectionInfo";
-}
-impl x::Structure for HostNfcConnectionInfo {}
-impl std::ops::Deref for HostNfcConnectionInfo {
-    type Target = HostDataTransportConnectionInfo;
-    #[inline]
-    fn deref(&self) -> &HostDataTransportConnectionInfo {
-        &self.host_data_transport_connection_info
-    }
-}
-impl std::ops::DerefMut for HostNfcConnectionInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDataTransportConnectionInfo {
-        &mut self.host_data_transport_connection_info
-    }
-}
-impl x::Fields for HostNfcConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "streamingMemoryConsumed" => r.read_opt(&mut self.streaming_memory_consumed),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_data_transport_connection_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_data_transport_connection_info, w);
-        w.write_opt("streamingMemoryConsumed", &self.streaming_memory_consumed);
-    }
-}
-/// `HostNicFailureCriteria` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicFailureCriteria {
-    /// `checkSpeed`.
-    pub check_speed: Option<String>,
-    /// `speed`.
-    pub speed: Option<i32>,
-    /// `checkDuplex`.
-    pub check_duplex: Option<bool>,
-    /// `fullDuplex`.
-    pub full_duplex: Option<bool>,
-    /// `checkErrorPercent`.
-    pub check_error_percent: Option<bool>,
-    /// `percentage`.
-    pub percentage: Option<i32>,
-    /// `checkBeacon`.
-    pub check_beacon: Option<bool>,
-}
-impl x::SchemaType for HostNicFailureCriteria {
-    const TYPE_NAME: &'static str = "HostNicFailureCriteria";
-}
-impl x::Structure for HostNicFailureCriteria {}
-impl x::Fields for HostNicFailureCriteria {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "checkSpeed" => r.read_opt(&mut self.check_speed),
-            "speed" => r.read_opt(&mut self.speed),
-            "checkDuplex" => r.read_opt(&mut self.check_duplex),
-            "fullDuplex" => r.read_opt(&mut self.full_duplex),
-            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent),
-            "percentage" => r.read_opt(&mut self.percentage),
-            "checkBeacon" => r.read_opt(&mut self.check_beacon),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("checkSpeed", &self.check_speed);
-        w.write_opt("speed", &self.speed);
-        w.write_opt("checkDuplex", &self.check_duplex);
-        w.write_opt("fullDuplex", &self.full_duplex);
-        w.write_opt("checkErrorPercent", &self.check_error_percent);
-        w.write_opt("percentage", &self.percentage);
-        w.write_opt("checkBeacon", &self.check_beacon);
-    }
-}
-/// `HostNicOrderPolicy` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNicOrderPolicy {
-    /// `activeNic`.
-    pub active_nic: Vec<String>,
-    /// `standbyNic`.
-    pub standby_nic: Vec<String>,
-}
-impl x::SchemaType for HostNicOrderPolicy {
-    const TYPE_NAME: &'static str = "HostNicOrderPolicy";
-}
-impl x::Structure for HostNicOrderPolicy {}
-impl Clone for HostNicOrderPolicy {
-    fn clone(&self) -> Self {
-        Self {
-            active_nic: x::clone_vec(&self.active_nic),
-            standby_nic: x::clone_vec(&self.standby_nic),
-        }
-    }
-}
-impl x::Fields for HostNicOrderPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "activeNic" => r.read_push(&mut self.active_nic),
-            "standbyNic" => r.read_push(&mut self.standby_nic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("activeNic", &self.active_nic);
-        w.write_vec("standbyNic", &self.standby_nic);
-    }
-}
-/// `HostNicTeamingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicTeamingPolicy {
-    /// `policy`.
-    pub policy: Option<String>,
-    /// `reversePolicy`.
-    pub reverse_policy: Option<bool>,
-    /// `notifySwitches`.
-    pub notify_switches: Option<bool>,
-    /// `rollingOrder`.
-    pub rolling_order: Option<bool>,
-    /// `failureCriteria`.
-    pub failure_criteria: Option<HostNicFailureCriteria>,
-    /// `nicOrder`.
-    pub nic_order: Option<HostNicOrderPolicy>,
-}
-impl x::SchemaType for HostNicTeamingPolicy {
-    const TYPE_NAME: &'static str = "HostNicTeamingPolicy";
-}
-impl x::Structure for HostNicTeamingPolicy {}
-impl x::Fields for HostNicTeamingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read_opt(&mut self.policy),
-            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
-            "notifySwitches" => r.read_opt(&mut self.notify_switches),
-            "rollingOrder" => r.read_opt(&mut self.rolling_order),
-            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
-            "nicOrder" => r.read_opt(&mut self.nic_order),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("policy", &self.policy);
-        w.write_opt("reversePolicy", &self.reverse_policy);
-        w.write_opt("notifySwitches", &self.notify_switches);
-        w.write_opt("rollingOrder", &self.rolling_order);
-        w.write_opt("failureCriteria", &self.failure_criteria);
-        w.write_opt("nicOrder", &self.nic_order);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostNoAvailableNetworksEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoAvailableNetworksEvent {
-    /// The fields `HostNoAvailableNetworksEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostNoAvailableNetworksEvent {
-    const TYPE_NAME: &'static str = "HostNoAvailableNetworksEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostNoAvailableNetworksEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostNoAvailableNetworksEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostNoAvailableNetworksEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostNoAvailableNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write_opt("ips", &self.ips);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostNoHAEnabledPortGroupsEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoHAEnabledPortGroupsEvent {
-    /// The fields `HostNoHAEnabledPortGroupsEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostNoHAEnabledPortGroupsEvent {
-    const TYPE_NAME: &'static str = "HostNoHAEnabledPortGroupsEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostNoHAEnabledPortGroupsEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostNoHAEnabledPortGroupsEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostNoHAEnabledPortGroupsEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostNoHAEnabledPortGroupsEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_das_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostNoRedundantManagementNetworkEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoRedundantManagementNetworkEvent {
-    /// The fields `HostNoRedundantManagementNetworkEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostNoRedundantManagementNetworkEvent {
-    const TYPE_NAME: &'static str = "HostNoRedundantManagementNetworkEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostNoRedundantManagementNetworkEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostNoRedundantManagementNetworkEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostNoRedundantManagementNetworkEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostNoRedundantManagementNetworkEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_das_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostNonCompliantEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNonCompliantEvent {
-    /// The fields `HostNonCompliantEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostNonCompliantEvent {
-    const TYPE_NAME: &'static str = "HostNonCompliantEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostNonCompliantEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostNonCompliantEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostNonCompliantEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostNonCompliantEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostNotConnected` (extends `HostCommunication`).
-///
-/// The fields of `HostCommunication` are in `host_communication`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotConnected {
-    /// The fields `HostNotConnected` inherits from `HostCommunication`.
-    pub host_communication: HostCommunication,
-}
-impl x::SchemaType for HostNotConnected {
-    const TYPE_NAME: &'static str = "HostNotConnected";
-}
-impl x::Structure for HostNotConnected {}
-impl std::ops::Deref for HostNotConnected {
-    type Target = HostCommunication;
-    #[inline]
-    fn deref(&self) -> &HostCommunication {
-        &self.host_communication
-    }
-}
-impl std::ops::DerefMut for HostNotConnected {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostCommunication {
-        &mut self.host_communication
-    }
-}
-impl x::Fields for HostNotConnected {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_communication, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_communication, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostNotInClusterEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotInClusterEvent {
-    /// The fields `HostNotInClusterEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostNotInClusterEvent {
-    const TYPE_NAME: &'static str = "HostNotInClusterEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostNotInClusterEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostNotInClusterEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostNotInClusterEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostNotInClusterEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_das_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `HostNotReachable` (extends `HostCommunication`).
-///
-/// The fields of `HostCommunication` are in `host_communication`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotReachable {
-    /// The fields `HostNotReachable` inherits from `HostCommunication`.
-    pub host_communication: HostCommunication,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostNotReachable {
-    const TYPE_NAME: &'static str = "HostNotReachable";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostNotReachable {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostNotReachable {
-    type Target = HostCommunication;
-    #[inline]
-    fn deref(&self) -> &HostCommunication {
-        &self.host_communication
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostNotReachable {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostCommunication {
-        &mut self.host_communication
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostNotReachable {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_communication, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_communication, w);
-    }
-}
-/// `HostNtpConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNtpConfig {
-    /// `server`.
-    pub server: Vec<String>,
-    /// `configFile`.
-    pub config_file: Vec<String>,
-}
-impl x::SchemaType for HostNtpConfig {
-    const TYPE_NAME: &'static str = "HostNtpConfig";
-}
-impl x::Structure for HostNtpConfig {}
-impl Clone for HostNtpConfig {
-    fn clone(&self) -> Self {
-        Self {
-            server: x::clone_vec(&self.server),
-            config_file: x::clone_vec(&self.config_file),
-        }
-    }
-}
-impl x::Fields for HostNtpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "server" => r.read_push(&mut self.server),
-            "configFile" => r.read_push(&mut self.config_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("server", &self.server);
-        w.write_vec("configFile", &self.config_file);
-    }
-}
-/// `HostNumaInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNumaInfo {
-    /// `type`.
-    pub type_: String,
-    /// `numNodes`.
-    pub num_nodes: i32,
-    /// `numaNode`.
-    pub numa_node: Vec<HostNumaNode>,
-}
-impl x::SchemaType for HostNumaInfo {
-    const TYPE_NAME: &'static str = "HostNumaInfo";
-}
-impl x::Structure for HostNumaInfo {}
-impl Clone for HostNumaInfo {
-    fn clone(&self) -> Self {
-        Self {
-            type_: self.type_.clone(),
-            num_nodes: self.num_nodes,
-            numa_node: x::clone_vec(&self.numa_node),
-        }
-    }
-}
-impl x::Fields for HostNumaInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "numNodes" => r.read(&mut self.num_nodes),
-            "numaNode" => r.read_push(&mut self.numa_node),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("numNodes", &self.num_nodes);
-        w.write_vec("numaNode", &self.numa_node);
-    }
-}
-/// `HostNumaNode` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNumaNode {
-    /// `typeId`.
-    pub type_id: i8,
-    /// `cpuID`.
-    pub cpu_id: Vec<i16>,
-    /// `memorySize`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub memory_size: Option<i64>,
-    /// `memoryRangeBegin`.
-    pub memory_range_begin: i64,
-    /// `memoryRangeLength`.
-    pub memory_range_length: i64,
-    /// `pciId`.
-    pub pci_id: Vec<String>,
-}
-impl x::SchemaType for HostNumaNode {
-    const TYPE_NAME: &'static str = "HostNumaNode";
-}
-impl x::Structure for HostNumaNode {}
-impl Clone for HostNumaNode {
-    fn clone(&self) -> Self {
-        Self {
-            type_id: self.type_id,
-            cpu_id: x::clone_vec(&self.cpu_id),
-            memory_size: self.memory_size,
-            memory_range_begin: self.memory_range_begin,
-            memory_range_length: self.memory_range_length,
-            pci_id: x::clone_vec(&self.pci_id),
-        }
-    }
-}
-impl x::Fields for HostNumaNode {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "typeId" => r.read(&mut self.type_id),
-            "cpuID" => r.read_push(&mut self.cpu_id),
-            "memorySize" => r.read_opt(&mut self.memory_size),
-            "memoryRangeBegin" => r.read(&mut self.memory_range_begin),
-            "memoryRangeLength" => r.read(&mut self.memory_range_length),
-            "pciId" => r.read_push(&mut self.pci_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("typeId", &self.type_id);
-        w.write_vec("cpuID", &self.cpu_id);
-        if w.since(0x0800_0000, "HostNumaNode.memorySize", self.memory_size.is_some()) {
-            w.write_opt("memorySize", &self.memory_size);
-        }
-        w.write("memoryRangeBegin", &self.memory_range_begin);
-        w.write("memoryRangeLength", &self.memory_range_length);
-        w.write_vec("pciId", &self.pci_id);
-    }
-}
-impl x::ArrayItem for HostNumaNode {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumaNode";
-    const ITEM_TAG: &'static str = "HostNumaNode";
-}
-/// `HostNumericSensorInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumericSensorInfo {
-    /// `name`.
-    pub name: String,
-    /// `healthState`.
-    pub health_state: Option<AnyElementDescription>,
-    /// `currentReading`.
-    pub current_reading: i64,
-    /// `unitModifier`.
-    pub unit_modifier: i32,
-    /// `baseUnits`.
-    pub base_units: String,
-    /// `rateUnits`.
-    pub rate_units: Option<String>,
-    /// `sensorType`.
-    pub sensor_type: String,
-    /// `id`.
-    pub id: Option<String>,
-    /// `sensorNumber`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sensor_number: Option<i64>,
-    /// `timeStamp`.
-    pub time_stamp: Option<String>,
-    /// `fru`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub fru: Option<HostFru>,
-}
-impl x::SchemaType for HostNumericSensorInfo {
-    const TYPE_NAME: &'static str = "HostNumericSensorInfo";
-}
-impl x::Structure for HostNumericSensorInfo {}
-impl x::Fields for HostNumericSensorInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "healthState" => r.read_opt(&mut self.health_state),
-            "currentReading" => r.read(&mut self.current_reading),
-            "unitModifier" => r.read(&mut self.unit_modifier),
-            "baseUnits" => r.read(&mut self.base_units),
-            "rateUnits" => r.read_opt(&mut self.rate_units),
-            "sensorType" => r.read(&mut self.sensor_type),
-            "id" => r.read_opt(&mut self.id),
-            "sensorNumber" => r.read_opt(&mut self.sensor_number),
-            "timeStamp" => r.read_opt(&mut self.time_stamp),
-            "fru" => r.read_opt(&mut self.fru),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_opt("healthState", &self.health_state);
-        w.write("currentReading", &self.current_reading);
-        w.write("unitModifier", &self.unit_modifier);
-        w.write("baseUnits", &self.base_units);
-        w.write_opt("rateUnits", &self.rate_units);
-        w.write("sensorType", &self.sensor_type);
-        w.write_opt("id", &self.id);
-        if w
-            .since(
-                0x0800_0001,
-                "HostNumericSensorInfo.sensorNumber",
-                self.sensor_number.is_some(),
-            )
-        {
-            w.write_opt("sensorNumber", &self.sensor_number);
-        }
-        w.write_opt("timeStamp", &self.time_stamp);
-        if w.since(0x0800_0001, "HostNumericSensorInfo.fru", self.fru.is_some()) {
-            w.write_opt("fru", &self.fru);
-        }
-    }
-}
-impl x::ArrayItem for HostNumericSensorInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumericSensorInfo";
-    const ITEM_TAG: &'static str = "HostNumericSensorInfo";
-}
-/// `HostNvmeConnectSpec` (extends `HostNvmeSpec`).
-///
-/// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeConnectSpec {
-    /// The fields `HostNvmeConnectSpec` inherits from `HostNvmeSpec`.
-    pub host_nvme_spec: HostNvmeSpec,
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `controllerId`.
-    pub controller_id: Option<i32>,
-    /// `adminQueueSize`.
-    pub admin_queue_size: Option<i32>,
-    /// `keepAliveTimeout`.
-    pub keep_alive_timeout: Option<i32>,
-}
-impl x::SchemaType for HostNvmeConnectSpec {
-    const TYPE_NAME: &'static str = "HostNvmeConnectSpec";
-}
-impl x::Structure for HostNvmeConnectSpec {}
-impl std::ops::Deref for HostNvmeConnectSpec {
-    type Target = HostNvmeSpec;
-    #[inline]
-    fn deref(&self) -> &HostNvmeSpec {
-        &self.host_nvme_spec
-    }
-}
-impl std::ops::DerefMut for HostNvmeConnectSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostNvmeSpec {
-        &mut self.host_nvme_spec
-    }
-}
-impl x::Fields for HostNvmeConnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "subnqn" => r.read(&mut self.subnqn),
-            "controllerId" => r.read_opt(&mut self.controller_id),
-            "adminQueueSize" => r.read_opt(&mut self.admin_queue_size),
-            "keepAliveTimeout" => r.read_opt(&mut self.keep_alive_timeout),
-            _ => return x::Fields::decode_field(&mut self.host_nvme_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_nvme_spec, w);
-        w.write("subnqn", &self.subnqn);
-        w.write_opt("controllerId", &self.controller_id);
-        w.write_opt("adminQueueSize", &self.admin_queue_size);
-        w.write_opt("keepAliveTimeout", &self.keep_alive_timeout);
-    }
-}
-impl x::ArrayItem for HostNvmeConnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeConnectSpec";
-    const ITEM_TAG: &'static str = "HostNvmeConnectSpec";
-}
-/// `HostNvmeController` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNvmeController {
-    /// `key`.
-    pub key: String,
-    /// `controllerNumber`.
-    pub controller_number: i32,
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `name`.
-    pub name: String,
-    /// `associatedAdapter`.
-    pub associated_adapter: String,
-    /// `transportType`.
-    pub transport_type: String,
-    /// `fusedOperationSupported`.
-    pub fused_operation_supported: bool,
-    /// `numberOfQueues`.
-    pub number_of_queues: i32,
-    /// `queueSize`.
-    pub queue_size: i32,
-    /// `attachedNamespace`.
-    pub attached_namespace: Vec<HostNvmeNamespace>,
-    /// `vendorId`.
-    pub vendor_id: Option<String>,
-    /// `model`.
-    pub model: Option<String>,
-    /// `serialNumber`.
-    pub serial_number: Option<String>,
-    /// `firmwareVersion`.
-    pub firmware_version: Option<String>,
-}
-impl x::SchemaType for HostNvmeController {
-    const TYPE_NAME: &'static str = "HostNvmeController";
-}
-impl x::Structure for HostNvmeController {}
-impl Clone for HostNvmeController {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            controller_number: self.controller_number,
-            subnqn: self.subnqn.clone(),
-            name: self.name.clone(),
-            associated_adapter: self.associated_adapter.clone(),
-            transport_type: self.transport_type.clone(),
-            fused_operation_supported: self.fused_operation_supported,
-            number_of_queues: self.number_of_queues,
-            queue_size: self.queue_size,
-            attached_namespace: x::clone_vec(&self.attached_namespace),
-            vendor_id: self.vendor_id.clone(),
-            model: self.model.clone(),
-            serial_number: self.serial_number.clone(),
-            firmware_version: self.firmware_version.clone(),
-        }
-    }
-}
-impl x::Fields for HostNvmeController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "controllerNumber" => r.read(&mut self.controller_number),
-            "subnqn" => r.read(&mut self.subnqn),
-            "name" => r.read(&mut self.name),
-            "associatedAdapter" => r.read(&mut self.associated_adapter),
-            "transportType" => r.read(&mut self.transport_type),
-            "fusedOperationSupported" => r.read(&mut self.fused_operation_supported),
-            "numberOfQueues" => r.read(&mut self.number_of_queues),
-            "queueSize" => r.read(&mut self.queue_size),
-            "attachedNamespace" => r.read_push(&mut self.attached_namespace),
-            "vendorId" => r.read_opt(&mut self.vendor_id),
-            "model" => r.read_opt(&mut self.model),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("controllerNumber", &self.controller_number);
-        w.write("subnqn", &self.subnqn);
-        w.write("name", &self.name);
-        w.write("associatedAdapter", &self.associated_adapter);
-        w.write("transportType", &self.transport_type);
-        w.write("fusedOperationSupported", &self.fused_operation_supported);
-        w.write("numberOfQueues", &self.number_of_queues);
-        w.write("queueSize", &self.queue_size);
-        w.write_vec("attachedNamespace", &self.attached_namespace);
-        w.write_opt("vendorId", &self.vendor_id);
-        w.write_opt("model", &self.model);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-    }
-}
-impl x::ArrayItem for HostNvmeController {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeController";
-    const ITEM_TAG: &'static str = "HostNvmeController";
-}
-/// `HostNvmeDisconnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDisconnectSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `subnqn`.
-    pub subnqn: Option<String>,
-    /// `controllerNumber`.
-    pub controller_number: Option<i32>,
-}
-impl x::SchemaType for HostNvmeDisconnectSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
-}
-impl x::Structure for HostNvmeDisconnectSpec {}
-impl x::Fields for HostNvmeDisconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "subnqn" => r.read_opt(&mut self.subnqn),
-            "controllerNumber" => r.read_opt(&mut self.controller_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write_opt("subnqn", &self.subnqn);
-        w.write_opt("controllerNumber", &self.controller_number);
-    }
-}
-impl x::ArrayItem for HostNvmeDisconnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDisconnectSpec";
-    const ITEM_TAG: &'static str = "HostNvmeDisconnectSpec";
-}
-/// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
-///
-/// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoverSpec {
-    /// The fields `HostNvmeDiscoverSpec` inherits from `HostNvmeSpec`.
-    pub host_nvme_spec: HostNvmeSpec,
-    /// `autoConnect`.
-    pub auto_connect: Option<bool>,
-    /// `rootDiscoveryController`.
-    pub root_discovery_controller: Option<bool>,
-}
-impl x::SchemaType for HostNvmeDiscoverSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
-}
-impl x::Structure for HostNvmeDiscoverSpec {}
-impl std::ops::Deref for HostNvmeDiscoverSpec {
-    type Target = HostNvmeSpec;
-    #[inline]
-    fn deref(&self) -> &HostNvmeSpec {
-        &self.host_nvme_spec
-    }
-}
-impl std::ops::DerefMut for HostNvmeDiscoverSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostNvmeSpec {
-        &mut self.host_nvme_spec
-    }
-}
-impl x::Fields for HostNvmeDiscoverSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnect" => r.read_opt(&mut self.auto_connect),
-            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller),
-            _ => return x::Fields::decode_field(&mut self.host_nvme_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_nvme_spec, w);
-        w.write_opt("autoConnect", &self.auto_connect);
-        w.write_opt("rootDiscoveryController", &self.root_discovery_controller);
-    }
-}
-/// `HostNvmeDiscoveryLog` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLog {
-    /// `entry`.
-    pub entry: Vec<HostNvmeDiscoveryLogEntry>,
-    /// `complete`.
-    pub complete: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLog {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
-}
-impl x::Structure for HostNvmeDiscoveryLog {}
-impl Clone for HostNvmeDiscoveryLog {
-    fn clone(&self) -> Self {
-        Self {
-            entry: x::clone_vec(&self.entry),
-            complete: self.complete,
-        }
-    }
-}
-impl x::Fields for HostNvmeDiscoveryLog {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entry" => r.read_push(&mut self.entry),
-            "complete" => r.read(&mut self.complete),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("entry", &self.entry);
-        w.write("complete", &self.complete);
-    }
-}
-/// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLogEntry {
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `subsystemType`.
-    pub subsystem_type: String,
-    /// `subsystemPortId`.
-    pub subsystem_port_id: i32,
-    /// `controllerId`.
-    pub controller_id: i32,
-    /// `adminQueueMaxSize`.
-    pub admin_queue_max_size: i32,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `transportRequirements`.
-    pub transport_requirements: String,
-    /// `connected`.
-    pub connected: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLogEntry {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-impl x::Structure for HostNvmeDiscoveryLogEntry {}
-impl x::Fields for HostNvmeDiscoveryLogEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "subnqn" => r.read(&mut self.subnqn),
-            "subsystemType" => r.read(&mut self.subsystem_type),
-            "subsystemPortId" => r.read(&mut self.subsystem_port_id),
-            "controllerId" => r.read(&mut self.controller_id),
-            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "transportRequirements" => r.read(&mut self.transport_requirements),
-            "connected" => r.read(&mut self.connected),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("subnqn", &self.subnqn);
-        w.write("subsystemType", &self.subsystem_type);
-        w.write("subsystemPortId", &self.subsystem_port_id);
-        w.write("controllerId", &self.controller_id);
-        w.write("adminQueueMaxSize", &self.admin_queue_max_size);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write("transportRequirements", &self.transport_requirements);
-        w.write("connected", &self.connected);
-    }
-}
-impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDiscoveryLogEntry";
-    const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-/// `HostNvmeNamespace` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeNamespace {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `id`.
-    pub id: i32,
-    /// `blockSize`.
-    pub block_size: i32,
-    /// `capacityInBlocks`.
-    pub capacity_in_blocks: i64,
-}
-impl x::SchemaType for HostNvmeNamespace {
-    const TYPE_NAME: &'static str = "HostNvmeNamespace";
-}
-impl x::Structure for HostNvmeNamespace {}
-impl x::Fields for HostNvmeNamespace {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "id" => r.read(&mut self.id),
-            "blockSize" => r.read(&mut self.block_size),
-            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("id", &self.id);
-        w.write("blockSize", &self.block_size);
-        w.write("capacityInBlocks", &self.capacity_in_blocks);
-    }
-}
-impl x::ArrayItem for HostNvmeNamespace {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeNamespace";
-    const ITEM_TAG: &'static str = "HostNvmeNamespace";
-}
-/// `HostNvmeOpaqueTransportParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOpaqueTransportParameters {
-    /// `trtype`.
-    pub trtype: String,
-    /// `traddr`.
-    pub traddr: String,
-    /// `adrfam`.
-    pub adrfam: String,
-    /// `trsvcid`.
-    pub trsvcid: String,
-    /// `tsas`.
-    pub tsas: Vec<u8>,
-}
-impl x::SchemaType for HostNvmeOpaqueTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOpaqueTransportParameters";
-}
-impl x::Structure for HostNvmeOpaqueTransportParameters {}
-impl x::Fields for HostNvmeOpaqueTransportParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "trtype" => r.read(&mut self.trtype),
-            "traddr" => r.read(&mut self.traddr),
-            "adrfam" => r.read(&mut self.adrfam),
-            "trsvcid" => r.read(&mut self.trsvcid),
-            "tsas" => r.read(&mut self.tsas),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("trtype", &self.trtype);
-        w.write("traddr", &self.traddr);
-        w.write("adrfam", &self.adrfam);
-        w.write("trsvcid", &self.trsvcid);
-        w.write("tsas", &self.tsas);
-    }
-}
-/// `HostNvmeOverFibreChannelParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverFibreChannelParameters {
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-}
-impl x::SchemaType for HostNvmeOverFibreChannelParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverFibreChannelParameters";
-}
-impl x::Structure for HostNvmeOverFibreChannelParameters {}
-impl x::Fields for HostNvmeOverFibreChannelParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portWorldWideName", &self.port_world_wide_name);
-    }
-}
-/// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverRdmaParameters {
-    /// `address`.
-    pub address: String,
-    /// `addressFamily`.
-    pub address_family: Option<String>,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-}
-impl x::SchemaType for HostNvmeOverRdmaParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverRdmaParameters";
-}
-impl x::Structure for HostNvmeOverRdmaParameters {}
-impl x::Fields for HostNvmeOverRdmaParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "addressFamily" => r.read_opt(&mut self.address_family),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("addressFamily", &self.address_family);
-        w.write_opt("portNumber", &self.port_number);
-    }
-}
-/// `HostNvmeOverTcpParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverTcpParameters {
-    /// `address`.
-    pub address: String,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-    /// `digestVerification`.
-    pub digest_verification: Option<String>,
-}
-impl x::SchemaType for HostNvmeOverTcpParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverTcpParameters";
-}
-impl x::Structure for HostNvmeOverTcpParameters {}
-impl x::Fields for HostNvmeOverTcpParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            "digestVerification" => r.read_opt(&mut self.digest_verification),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("portNumber", &self.port_number);
-        w.write_opt("digestVerification", &self.digest_verification);
-    }
-}
-/// `HostNvmeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-}
-impl x::SchemaType for HostNvmeSpec {
-    const TYPE_NAME: &'static str = "HostNvmeSpec";
-}
-impl x::Structure for HostNvmeSpec {}
-impl x::Fields for HostNvmeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-    }
-}
-/// `HostNvmeTopology` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNvmeTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostNvmeTopologyInterface>,
-}
-impl x::SchemaType for HostNvmeTopology {
-    const TYPE_NAME: &'static str = "HostNvmeTopology";
-}
-impl x::Structure for HostNvmeTopology {}
-impl Clone for HostNvmeTopology {
-    fn clone(&self) -> Self {
-        Self {
-            adapter: x::clone_vec(&self.adapter),
-        }
-    }
-}
-impl x::Fields for HostNvmeTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-    }
-}
-/// `HostNvmeTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNvmeTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `connectedController`.
-    pub connected_controller: Vec<HostNvmeController>,
-}
-impl x::SchemaType for HostNvmeTopologyInterface {
-    const TYPE_NAME: &'static str = "HostNvmeTopologyInterface";
-}
-impl x::Structure for HostNvmeTopologyInterface {}
-impl Clone for HostNvmeTopologyInterface {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            adapter: self.adapter.clone(),
-            connected_controller: x::clone_vec(&self.connected_controller),
-        }
-    }
-}
-impl x::Fields for HostNvmeTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "connectedController" => r.read_push(&mut self.connected_controller),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("connectedController", &self.connected_controller);
-    }
-}
-impl x::ArrayItem for HostNvmeTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeTopologyInterface";
-    const ITEM_TAG: &'static str = "HostNvmeTopologyInterface";
-}
-/// `HostNvmeTransportParameters` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostNvmeTransportParameters`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTransportParameters {}
-impl x::SchemaType for HostNvmeTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeTransportParameters";
-}
-impl x::Structure for HostNvmeTransportParameters {}
-impl x::Fields for HostNvmeTransportParameters {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostOpaqueNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostOpaqueNetworkInfo {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkName`.
-    pub opaque_network_name: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<String>,
-    /// `capability`.
-    pub capability: Option<OpaqueNetworkCapability>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for HostOpaqueNetworkInfo {
-    const TYPE_NAME: &'static str = "HostOpaqueNetworkInfo";
-}
-impl x::Structure for HostOpaqueNetworkInfo {}
-impl Clone for HostOpaqueNetworkInfo {
-    fn clone(&self) -> Self {
-        Self {
-            opaque_network_id: self.opaque_network_id.clone(),
-            opaque_network_name: self.opaque_network_name.clone(),
-            opaque_network_type: self.opaque_network_type.clone(),
-            pnic_zone: x::clone_vec(&self.pnic_zone),
-            capability: self.capability.clone(),
-            extra_config: x::clone_vec(&self.extra_config),
-        }
-    }
-}
-impl x::Fields for HostOpaqueNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkName" => r.read(&mut self.opaque_network_name),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
-            "capability" => r.read_opt(&mut self.capability),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkName", &self.opaque_network_name);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-        w.write_vec("pnicZone", &self.pnic_zone);
-        w.write_opt("capability", &self.capability);
-        w.write_vec("extraConfig", &self.extra_config);
-    }
-}
-impl x::ArrayItem for HostOpaqueNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueNetworkInfo";
-    const ITEM_TAG: &'static str = "HostOpaqueNetworkInfo";
-}
-/// `HostOpaqueSwitch` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostOpaqueSwitch {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: Option<String>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<HostOpaqueSwitchPhysicalNicZone>,
-    /// `status`.
-    pub status: Option<String>,
-    /// `vtep`.
-    pub vtep: Vec<HostVirtualNic>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `featureCapability`.
-    pub feature_capability: Vec<HostFeatureCapability>,
-}
-impl x::SchemaType for HostOpaqueSwitch {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitch";
-}
-impl x::Structure for HostOpaqueSwitch {}
-impl Clone for HostOpaqueSwitch {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            name: self.name.clone(),
-            pnic: x::clone_vec(&self.pnic),
-            pnic_zone: x::clone_vec(&self.pnic_zone),
-            status: self.status.clone(),
-            vtep: x::clone_vec(&self.vtep),
-            extra_config: x::clone_vec(&self.extra_config),
-            feature_capability: x::clone_vec(&self.feature_capability),
-        }
-    }
-}
-impl x::Fields for HostOpaqueSwitch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "pnic" => r.read_push(&mut self.pnic),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
-            "status" => r.read_opt(&mut self.status),
-            "vtep" => r.read_push(&mut self.vtep),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "featureCapability" => r.read_push(&mut self.feature_capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("pnicZone", &self.pnic_zone);
-        w.write_opt("status", &self.status);
-        w.write_vec("vtep", &self.vtep);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_vec("featureCapability", &self.feature_capability);
-    }
-}
-impl x::ArrayItem for HostOpaqueSwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitch";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitch";
-}
-/// `HostOpaqueSwitchPhysicalNicZone` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostOpaqueSwitchPhysicalNicZone {
-    /// `key`.
-    pub key: String,
-    /// `pnicDevice`.
-    pub pnic_device: Vec<String>,
-}
-impl x::SchemaType for HostOpaqueSwitchPhysicalNicZone {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitchPhysicalNicZone";
-}
-impl x::Structure for HostOpaqueSwitchPhysicalNicZone {}
-impl Clone for HostOpaqueSwitchPhysicalNicZone {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            pnic_device: x::clone_vec(&self.pnic_device),
-        }
-    }
-}
-impl x::Fields for HostOpaqueSwitchPhysicalNicZone {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "pnicDevice" => r.read_push(&mut self.pnic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("pnicDevice", &self.pnic_device);
-    }
-}
-impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitchPhysicalNicZone";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitchPhysicalNicZone";
-}
-#[cfg(feature = "all-events")]
-/// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
-///
-/// The fields of `ClusterOvercommittedEvent` are in `cluster_overcommitted_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOvercommittedEvent {
-    /// The fields `HostOvercommittedEvent` inherits from `ClusterOvercommittedEvent`.
-    pub cluster_overcommitted_event: ClusterOvercommittedEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostOvercommittedEvent {
-    const TYPE_NAME: &'static str = "HostOvercommittedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostOvercommittedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostOvercommittedEvent {
-    type Target = ClusterOvercommittedEvent;
-    #[inline]
-    fn deref(&self) -> &ClusterOvercommittedEvent {
-        &self.cluster_overcommitted_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostOvercommittedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterOvercommittedEvent {
-        &mut self.cluster_overcommitted_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostOvercommittedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.cluster_overcommitted_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_overcommitted_event, w);
-    }
-}
-/// `HostPMemVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPMemVolume {
-    /// The fields `HostPMemVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `uuid`.
-    pub uuid: String,
-    /// `version`.
-    pub version: String,
-}
-impl x::SchemaType for HostPMemVolume {
-    const TYPE_NAME: &'static str = "HostPMemVolume";
-}
-impl x::Structure for HostPMemVolume {}
-impl std::ops::Deref for HostPMemVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostPMemVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostPMemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uuid" => r.read(&mut self.uuid),
-            "version" => r.read(&mut self.version),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("uuid", &self.uuid);
-        w.write("version", &self.version);
-    }
-}
-/// `HostParallelScsiHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiHba {
-    /// The fields `HostParallelScsiHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-}
-impl x::SchemaType for HostParallelScsiHba {
-    const TYPE_NAME: &'static str = "HostParallelScsiHba";
-}
-impl x::Structure for HostParallelScsiHba {}
-impl std::ops::Deref for HostParallelScsiHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostParallelScsiHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostParallelScsiHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-    }
-}
-/// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiTargetTransport {}
-impl x::SchemaType for HostParallelScsiTargetTransport {
-    const TYPE_NAME: &'static str = "HostParallelScsiTargetTransport";
-}
-impl x::Structure for HostParallelScsiTargetTransport {}
-impl x::Fields for HostParallelScsiTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostPartialMaintenanceModeRuntimeInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPartialMaintenanceModeRuntimeInfo {
-    /// `key`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub key: String,
-    /// `hostStatus`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_status: String,
-}
-impl x::SchemaType for HostPartialMaintenanceModeRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
-}
-impl x::Structure for HostPartialMaintenanceModeRuntimeInfo {}
-impl x::Fields for HostPartialMaintenanceModeRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "hostStatus" => r.read(&mut self.host_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type HostPartialMaintenanceModeRuntimeInfo", true);
-        w.write("key", &self.key);
-        w.write("hostStatus", &self.host_status);
-    }
-}
-impl x::ArrayItem for HostPartialMaintenanceModeRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPartialMaintenanceModeRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
-}
-/// `HostPatchManagerLocator` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerLocator {
-    /// `url`.
-    pub url: String,
-    /// `proxy`.
-    pub proxy: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerLocator {
-    const TYPE_NAME: &'static str = "HostPatchManagerLocator";
-}
-impl x::Structure for HostPatchManagerLocator {}
-impl x::Fields for HostPatchManagerLocator {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "url" => r.read(&mut self.url),
-            "proxy" => r.read_opt(&mut self.proxy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("url", &self.url);
-        w.write_opt("proxy", &self.proxy);
-    }
-}
-/// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerPatchManagerOperationSpec {
-    /// `proxy`.
-    pub proxy: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `cmdOption`.
-    pub cmd_option: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
-    const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
-}
-impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
-impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "proxy" => r.read_opt(&mut self.proxy),
-            "port" => r.read_opt(&mut self.port),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "cmdOption" => r.read_opt(&mut self.cmd_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("proxy", &self.proxy);
-        w.write_opt("port", &self.port);
-        w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
-        w.write_opt("cmdOption", &self.cmd_option);
-    }
-}
-/// `HostPatchManagerResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPatchManagerResult {
-    /// `version`.
-    pub version: String,
-    /// `status`.
-    pub status: Vec<HostPatchManagerStatus>,
-    /// `xmlResult`.
-    pub xml_result: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerResult {
-    const TYPE_NAME: &'static str = "HostPatchManagerResult";
-}
-impl x::Structure for HostPatchManagerResult {}
-impl Clone for HostPatchManagerResult {
-    fn clone(&self) -> Self {
-        Self {
-            version: self.version.clone(),
-            status: x::clone_vec(&self.status),
-            xml_result: self.xml_result.clone(),
-        }
-    }
-}
-impl x::Fields for HostPatchManagerResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "status" => r.read_push(&mut self.status),
-            "xmlResult" => r.read_opt(&mut self.xml_result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write_vec("status", &self.status);
-        w.write_opt("xmlResult", &self.xml_result);
-    }
-}
-/// `HostPatchManagerStatus` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPatchManagerStatus {
-    /// `id`.
-    pub id: String,
-    /// `applicable`.
-    pub applicable: bool,
-    /// `reason`.
-    pub reason: Vec<String>,
-    /// `integrity`.
-    pub integrity: Option<String>,
-    /// `installed`.
-    pub installed: bool,
-    /// `installState`.
-    pub install_state: Vec<String>,
-    /// `prerequisitePatch`.
-    pub prerequisite_patch: Vec<HostPatchManagerStatusPrerequisitePatch>,
-    /// `restartRequired`.
-    pub restart_required: bool,
-    /// `reconnectRequired`.
-    pub reconnect_required: bool,
-    /// `vmOffRequired`.
-    pub vm_off_required: bool,
-    /// `supersededPatchIds`.
-    pub superseded_patch_ids: Vec<String>,
-}
-impl x::SchemaType for HostPatchManagerStatus {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatus";
-}
-impl x::Structure for HostPatchManagerStatus {}
-impl Clone for HostPatchManagerStatus {
-    fn clone(&self) -> Self {
-        Self {
-            id: self.id.clone(),
-            applicable: self.applicable,
-            reason: x::clone_vec(&self.reason),
-            integrity: self.integrity.clone(),
-            installed: self.installed,
-            install_state: x::clone_vec(&self.install_state),
-            prerequisite_patch: x::clone_vec(&self.prerequisite_patch),
-            restart_required: self.restart_required,
-            reconnect_required: self.reconnect_required,
-            vm_off_required: self.vm_off_required,
-            superseded_patch_ids: x::clone_vec(&self.superseded_patch_ids),
-        }
-    }
-}
-impl x::Fields for HostPatchManagerStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "applicable" => r.read(&mut self.applicable),
-            "reason" => r.read_push(&mut self.reason),
-            "integrity" => r.read_opt(&mut self.integrity),
-            "installed" => r.read(&mut self.installed),
-            "installState" => r.read_push(&mut self.install_state),
-            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
-            "restartRequired" => r.read(&mut self.restart_required),
-            "reconnectRequired" => r.read(&mut self.reconnect_required),
-            "vmOffRequired" => r.read(&mut self.vm_off_required),
-            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("applicable", &self.applicable);
-        w.write_vec("reason", &self.reason);
-        w.write_opt("integrity", &self.integrity);
-        w.write("installed", &self.installed);
-        w.write_vec("installState", &self.install_state);
-        w.write_vec("prerequisitePatch", &self.prerequisite_patch);
-        w.write("restartRequired", &self.restart_required);
-        w.write("reconnectRequired", &self.reconnect_required);
-        w.write("vmOffRequired", &self.vm_off_required);
-        w.write_vec("supersededPatchIds", &self.superseded_patch_ids);
-    }
-}
-impl x::ArrayItem for HostPatchManagerStatus {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatus";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatus";
-}
-/// `HostPatchManagerStatusPrerequisitePatch` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPatchManagerStatusPrerequisitePatch {
-    /// `id`.
-    pub id: String,
-    /// `installState`.
-    pub install_state: Vec<String>,
-}
-impl x::SchemaType for HostPatchManagerStatusPrerequisitePatch {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatusPrerequisitePatch";
-}
-impl x::Structure for HostPatchManagerStatusPrerequisitePatch {}
-impl Clone for HostPatchManagerStatusPrerequisitePatch {
-    fn clone(&self) -> Self {
-        Self {
-            id: self.id.clone(),
-            install_state: x::clone_vec(&self.install_state),
-        }
-    }
-}
-impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "installState" => r.read_push(&mut self.install_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_vec("installState", &self.install_state);
-    }
-}
-impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
-}
-/// `HostPathSelectionPolicyOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPathSelectionPolicyOption {
-    /// `policy`.
-    pub policy: AnyElementDescription,
-}
-impl x::SchemaType for HostPathSelectionPolicyOption {
-    const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
-}
-impl x::Structure for HostPathSelectionPolicyOption {}
-impl x::Fields for HostPathSelectionPolicyOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-impl x::ArrayItem for HostPathSelectionPolicyOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
-    const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
-}
-/// `HostPciDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDevice {
-    /// `id`.
-    pub id: String,
-    /// `classId`.
-    pub class_id: i16,
-    /// `bus`.
-    pub bus: i8,
-    /// `slot`.
-    pub slot: i8,
-    /// `physicalSlot`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub physical_slot: Option<i32>,
-    /// `slotDescription`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub slot_description: Option<String>,
-    /// `function`.
-    pub function: i8,
-    /// `vendorId`.
-    pub vendor_id: i16,
-    /// `subVendorId`.
-    pub sub_vendor_id: i16,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `deviceId`.
-    pub device_id: i16,
-    /// `subDeviceId`.
-    pub sub_device_id: i16,
-    /// `parentBridge`.
-    pub parent_bridge: Option<String>,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `deviceClassName`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub device_class_name: Option<String>,
-    /// `directPathInfo`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_info: Option<HostPciDeviceDirectPathInfo>,
-}
-impl x::SchemaType for HostPciDevice {
-    const TYPE_NAME: &'static str = "HostPciDevice";
-}
-impl x::Structure for HostPciDevice {}
-impl x::Fields for HostPciDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "classId" => r.read(&mut self.class_id),
-            "bus" => r.read(&mut self.bus),
-            "slot" => r.read(&mut self.slot),
-            "physicalSlot" => r.read_opt(&mut self.physical_slot),
-            "slotDescription" => r.read_opt(&mut self.slot_description),
-            "function" => r.read(&mut self.function),
-            "vendorId" => r.read(&mut self.vendor_id),
-            "subVendorId" => r.read(&mut self.sub_vendor_id),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "deviceId" => r.read(&mut self.device_id),
-            "subDeviceId" => r.read(&mut self.sub_device_id),
-            "parentBridge" => r.read_opt(&mut self.parent_bridge),
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceClassName" => r.read_opt(&mut self.device_class_name),
-            "directPathInfo" => r.read_opt(&mut self.direct_path_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("classId", &self.class_id);
-        w.write("bus", &self.bus);
-        w.write("slot", &self.slot);
-        if w
-            .since(
-                0x0900_0000,
-                "HostPciDevice.physicalSlot",
-                self.physical_slot.is_some(),
-            )
-        {
-            w.write_opt("physicalSlot", &self.physical_slot);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostPciDevice.slotDescription",
-                self.slot_description.is_some(),
-            )
-        {
-            w.write_opt("slotDescription", &self.slot_description);
-        }
-        w.write("function", &self.function);
-        w.write("vendorId", &self.vendor_id);
-        w.write("subVendorId", &self.sub_vendor_id);
-        w.write("vendorName", &self.vendor_name);
-        w.write("deviceId", &self.device_id);
-        w.write("subDeviceId", &self.sub_device_id);
-        w.write_opt("parentBridge", &self.parent_bridge);
-        w.write("deviceName", &self.device_name);
-        if w
-            .since(
-                0x0800_0300,
-                "HostPciDevice.deviceClassName",
-                self.device_class_name.is_some(),
-            )
-        {
-            w.write_opt("deviceClassName", &self.device_class_name);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostPciDevice.directPathInfo",
-                self.direct_path_info.is_some(),
-            )
-        {
-            w.write_opt("directPathInfo", &self.direct_path_info);
-        }
-    }
-}
-impl x::ArrayItem for HostPciDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
-    const ITEM_TAG: &'static str = "HostPciDevice";
-}
-/// `HostPciDeviceDirectPathInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDeviceDirectPathInfo {
-    /// `interconnectType`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub interconnect_type: Option<String>,
-    /// `driverName`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_name: Option<String>,
-    /// `driverVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `availableMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub available_memory: Option<i32>,
-}
-impl x::SchemaType for HostPciDeviceDirectPathInfo {
-    const TYPE_NAME: &'static str = "HostPciDeviceDirectPathInfo";
-}
-impl x::Structure for HostPciDeviceDirectPathInfo {}
-impl x::Fields for HostPciDeviceDirectPathInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "interconnectType" => r.read_opt(&mut self.interconnect_type),
-            "driverName" => r.read_opt(&mut self.driver_name),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "availableMemory" => r.read_opt(&mut self.available_memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostPciDeviceDirectPathInfo", true);
-        w.write_opt("interconnectType", &self.interconnect_type);
-        w.write_opt("driverName", &self.driver_name);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("availableMemory", &self.available_memory);
-    }
-}
-/// `HostPciPassthruConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruConfig {
-    /// `id`.
-    pub id: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `applyNow`.
-    pub apply_now: Option<bool>,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-}
-impl x::SchemaType for HostPciPassthruConfig {
-    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
-}
-impl x::Structure for HostPciPassthruConfig {}
-impl x::Fields for HostPciPassthruConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "applyNow" => r.read_opt(&mut self.apply_now),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write_opt("applyNow", &self.apply_now);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-    }
-}
-/// `HostPciPassthruInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruInfo {
-    /// `id`.
-    pub id: String,
-    /// `dependentDevice`.
-    pub dependent_device: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `passthruCapable`.
-    pub passthru_capable: bool,
-    /// `passthruActive`.
-    pub passthru_active: bool,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-    /// `directPathState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
-}
-impl x::SchemaType for HostPciPassthruInfo {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
-}
-impl x::Structure for HostPciPassthruInfo {}
-impl x::Fields for HostPciPassthruInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "dependentDevice" => r.read(&mut self.dependent_device),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "passthruCapable" => r.read(&mut self.passthru_capable),
-            "passthruActive" => r.read(&mut self.passthru_active),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            "directPathState" => r.read_opt(&mut self.direct_path_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("dependentDevice", &self.dependent_device);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write("passthruCapable", &self.passthru_capable);
-        w.write("passthruActive", &self.passthru_active);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-        if w
-            .since(
-                0x0901_0000,
-                "HostPciPassthruInfo.directPathState",
-                self.direct_path_state.is_some(),
-            )
-        {
-            w.write_opt("directPathState", &self.direct_path_state);
-        }
-    }
-}
-/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPciPassthruInfoDirectPathState {
-    /// `mode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub mode: String,
-    /// `configurableModes`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub configurable_modes: Vec<String>,
-    /// `usedMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub used_memory: Option<i32>,
-}
-impl x::SchemaType for HostPciPassthruInfoDirectPathState {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
-}
-impl x::Structure for HostPciPassthruInfoDirectPathState {}
-impl Clone for HostPciPassthruInfoDirectPathState {
-    fn clone(&self) -> Self {
-        Self {
-            mode: self.mode.clone(),
-            configurable_modes: x::clone_vec(&self.configurable_modes),
-            used_memory: self.used_memory,
-        }
-    }
-}
-impl x::Fields for HostPciPassthruInfoDirectPathState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mode" => r.read(&mut self.mode),
-            "configurableModes" => r.read_push(&mut self.configurable_modes),
-            "usedMemory" => r.read_opt(&mut self.used_memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostPciPassthruInfoDirectPathState", true);
-        w.write("mode", &self.mode);
-        w.write_vec("configurableModes", &self.configurable_modes);
-        w.write_opt("usedMemory", &self.used_memory);
     }
 }

@@ -5,32 +5,2470 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostPcieHba` (extends `HostHostBusAdapter`).
+/// `HostNetworkInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNetworkInfo {
+    /// `vswitch`.
+    pub vswitch: Vec<HostVirtualSwitch>,
+    /// `proxySwitch`.
+    pub proxy_switch: Vec<HostProxySwitch>,
+    /// `portgroup`.
+    pub portgroup: Vec<HostPortGroup>,
+    /// `pnic`.
+    pub pnic: Vec<PhysicalNic>,
+    /// `rdmaDevice`.
+    pub rdma_device: Vec<HostRdmaDevice>,
+    /// `vnic`.
+    pub vnic: Vec<HostVirtualNic>,
+    /// `consoleVnic`.
+    pub console_vnic: Vec<HostVirtualNic>,
+    /// `dnsConfig`.
+    pub dns_config: Option<AnyHostDnsConfig>,
+    /// `ipRouteConfig`.
+    pub ip_route_config: Option<AnyHostIpRouteConfig>,
+    /// `consoleIpRouteConfig`.
+    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
+    /// `routeTableInfo`.
+    pub route_table_info: Option<HostIpRouteTableInfo>,
+    /// `dhcp`.
+    pub dhcp: Vec<HostDhcpService>,
+    /// `nat`.
+    pub nat: Vec<HostNatService>,
+    /// `ipV6Enabled`.
+    pub ip_v6_enabled: Option<bool>,
+    /// `atBootIpV6Enabled`.
+    pub at_boot_ip_v6_enabled: Option<bool>,
+    /// `netStackInstance`.
+    pub net_stack_instance: Vec<HostNetStackInstance>,
+    /// `opaqueSwitch`.
+    pub opaque_switch: Vec<HostOpaqueSwitch>,
+    /// `opaqueNetwork`.
+    pub opaque_network: Vec<HostOpaqueNetworkInfo>,
+    /// `nsxTransportNodeId`.
+    pub nsx_transport_node_id: Option<String>,
+    /// `nvdsToVdsMigrationRequired`.
+    pub nvds_to_vds_migration_required: Option<bool>,
+    /// `migrationStatus`.
+    pub migration_status: Option<String>,
+}
+impl x::SchemaType for HostNetworkInfo {
+    const TYPE_NAME: &'static str = "HostNetworkInfo";
+}
+impl x::Structure for HostNetworkInfo {}
+impl std::fmt::Debug for HostNetworkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetworkInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetworkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNetworkInfo {
+    fn clone(&self) -> Self {
+        Self {
+            vswitch: x::clone_vec(&self.vswitch),
+            proxy_switch: x::clone_vec(&self.proxy_switch),
+            portgroup: x::clone_vec(&self.portgroup),
+            pnic: x::clone_vec(&self.pnic),
+            rdma_device: x::clone_vec(&self.rdma_device),
+            vnic: x::clone_vec(&self.vnic),
+            console_vnic: x::clone_vec(&self.console_vnic),
+            dns_config: self.dns_config.clone(),
+            ip_route_config: self.ip_route_config.clone(),
+            console_ip_route_config: self.console_ip_route_config.clone(),
+            route_table_info: self.route_table_info.clone(),
+            dhcp: x::clone_vec(&self.dhcp),
+            nat: x::clone_vec(&self.nat),
+            ip_v6_enabled: self.ip_v6_enabled,
+            at_boot_ip_v6_enabled: self.at_boot_ip_v6_enabled,
+            net_stack_instance: x::clone_vec(&self.net_stack_instance),
+            opaque_switch: x::clone_vec(&self.opaque_switch),
+            opaque_network: x::clone_vec(&self.opaque_network),
+            nsx_transport_node_id: self.nsx_transport_node_id.clone(),
+            nvds_to_vds_migration_required: self.nvds_to_vds_migration_required,
+            migration_status: self.migration_status.clone(),
+        }
+    }
+}
+impl x::Fields for HostNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vswitch" => r.read_push(&mut self.vswitch),
+            "proxySwitch" => r.read_push(&mut self.proxy_switch),
+            "portgroup" => r.read_push(&mut self.portgroup),
+            "pnic" => r.read_push(&mut self.pnic),
+            "rdmaDevice" => r.read_push(&mut self.rdma_device),
+            "vnic" => r.read_push(&mut self.vnic),
+            "consoleVnic" => r.read_push(&mut self.console_vnic),
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
+            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
+            "routeTableInfo" => r.read_opt(&mut self.route_table_info),
+            "dhcp" => r.read_push(&mut self.dhcp),
+            "nat" => r.read_push(&mut self.nat),
+            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
+            "atBootIpV6Enabled" => r.read_opt(&mut self.at_boot_ip_v6_enabled),
+            "netStackInstance" => r.read_push(&mut self.net_stack_instance),
+            "opaqueSwitch" => r.read_push(&mut self.opaque_switch),
+            "opaqueNetwork" => r.read_push(&mut self.opaque_network),
+            "nsxTransportNodeId" => r.read_opt(&mut self.nsx_transport_node_id),
+            "nvdsToVdsMigrationRequired" => {
+                r.read_opt(&mut self.nvds_to_vds_migration_required)
+            }
+            "migrationStatus" => r.read_opt(&mut self.migration_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("vswitch", &self.vswitch);
+        w.write_vec("proxySwitch", &self.proxy_switch);
+        w.write_vec("portgroup", &self.portgroup);
+        w.write_vec("pnic", &self.pnic);
+        w.write_vec("rdmaDevice", &self.rdma_device);
+        w.write_vec("vnic", &self.vnic);
+        w.write_vec("consoleVnic", &self.console_vnic);
+        w.write_opt("dnsConfig", &self.dns_config);
+        w.write_opt("ipRouteConfig", &self.ip_route_config);
+        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
+        w.write_opt("routeTableInfo", &self.route_table_info);
+        w.write_vec("dhcp", &self.dhcp);
+        w.write_vec("nat", &self.nat);
+        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
+        w.write_opt("atBootIpV6Enabled", &self.at_boot_ip_v6_enabled);
+        w.write_vec("netStackInstance", &self.net_stack_instance);
+        w.write_vec("opaqueSwitch", &self.opaque_switch);
+        w.write_vec("opaqueNetwork", &self.opaque_network);
+        w.write_opt("nsxTransportNodeId", &self.nsx_transport_node_id);
+        w.write_opt("nvdsToVdsMigrationRequired", &self.nvds_to_vds_migration_required);
+        w.write_opt("migrationStatus", &self.migration_status);
+    }
+}
+/// `HostNetworkPolicy` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNetworkPolicy {
+    /// `security`.
+    pub security: Option<HostNetworkSecurityPolicy>,
+    /// `nicTeaming`.
+    pub nic_teaming: Option<HostNicTeamingPolicy>,
+    /// `offloadPolicy`.
+    pub offload_policy: Option<HostNetOffloadCapabilities>,
+    /// `shapingPolicy`.
+    pub shaping_policy: Option<HostNetworkTrafficShapingPolicy>,
+}
+impl x::SchemaType for HostNetworkPolicy {
+    const TYPE_NAME: &'static str = "HostNetworkPolicy";
+}
+impl x::Structure for HostNetworkPolicy {}
+impl std::fmt::Debug for HostNetworkPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetworkPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetworkPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNetworkPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "security" => r.read_opt(&mut self.security),
+            "nicTeaming" => r.read_opt(&mut self.nic_teaming),
+            "offloadPolicy" => r.read_opt(&mut self.offload_policy),
+            "shapingPolicy" => r.read_opt(&mut self.shaping_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("security", &self.security);
+        w.write_opt("nicTeaming", &self.nic_teaming);
+        w.write_opt("offloadPolicy", &self.offload_policy);
+        w.write_opt("shapingPolicy", &self.shaping_policy);
+    }
+}
+/// `HostNetworkResourceRuntime` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNetworkResourceRuntime {
+    /// `pnicResourceInfo`.
+    pub pnic_resource_info: Vec<HostPnicNetworkResourceInfo>,
+}
+impl x::SchemaType for HostNetworkResourceRuntime {
+    const TYPE_NAME: &'static str = "HostNetworkResourceRuntime";
+}
+impl x::Structure for HostNetworkResourceRuntime {}
+impl std::fmt::Debug for HostNetworkResourceRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetworkResourceRuntime", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetworkResourceRuntime {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNetworkResourceRuntime {
+    fn clone(&self) -> Self {
+        Self {
+            pnic_resource_info: x::clone_vec(&self.pnic_resource_info),
+        }
+    }
+}
+impl x::Fields for HostNetworkResourceRuntime {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pnicResourceInfo" => r.read_push(&mut self.pnic_resource_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("pnicResourceInfo", &self.pnic_resource_info);
+    }
+}
+/// `HostNetworkSecurityPolicy` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNetworkSecurityPolicy {
+    /// `allowPromiscuous`.
+    pub allow_promiscuous: Option<bool>,
+    /// `macChanges`.
+    pub mac_changes: Option<bool>,
+    /// `forgedTransmits`.
+    pub forged_transmits: Option<bool>,
+}
+impl x::SchemaType for HostNetworkSecurityPolicy {
+    const TYPE_NAME: &'static str = "HostNetworkSecurityPolicy";
+}
+impl x::Structure for HostNetworkSecurityPolicy {}
+impl std::fmt::Debug for HostNetworkSecurityPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetworkSecurityPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetworkSecurityPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNetworkSecurityPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous),
+            "macChanges" => r.read_opt(&mut self.mac_changes),
+            "forgedTransmits" => r.read_opt(&mut self.forged_transmits),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("allowPromiscuous", &self.allow_promiscuous);
+        w.write_opt("macChanges", &self.mac_changes);
+        w.write_opt("forgedTransmits", &self.forged_transmits);
+    }
+}
+/// `HostNetworkTrafficShapingPolicy` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNetworkTrafficShapingPolicy {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `averageBandwidth`.
+    pub average_bandwidth: Option<i64>,
+    /// `peakBandwidth`.
+    pub peak_bandwidth: Option<i64>,
+    /// `burstSize`.
+    pub burst_size: Option<i64>,
+}
+impl x::SchemaType for HostNetworkTrafficShapingPolicy {
+    const TYPE_NAME: &'static str = "HostNetworkTrafficShapingPolicy";
+}
+impl x::Structure for HostNetworkTrafficShapingPolicy {}
+impl std::fmt::Debug for HostNetworkTrafficShapingPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNetworkTrafficShapingPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNetworkTrafficShapingPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNetworkTrafficShapingPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth),
+            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth),
+            "burstSize" => r.read_opt(&mut self.burst_size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("averageBandwidth", &self.average_bandwidth);
+        w.write_opt("peakBandwidth", &self.peak_bandwidth);
+        w.write_opt("burstSize", &self.burst_size);
+    }
+}
+/// `HostNewNetworkConnectInfo` (extends `HostConnectInfoNetworkInfo`).
+///
+/// The fields of `HostConnectInfoNetworkInfo` are in `host_connect_info_network_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNewNetworkConnectInfo {
+    /// The fields `HostNewNetworkConnectInfo` inherits from `HostConnectInfoNetworkInfo`.
+    pub host_connect_info_network_info: HostConnectInfoNetworkInfo,
+}
+impl x::SchemaType for HostNewNetworkConnectInfo {
+    const TYPE_NAME: &'static str = "HostNewNetworkConnectInfo";
+}
+impl x::Structure for HostNewNetworkConnectInfo {}
+impl std::fmt::Debug for HostNewNetworkConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNewNetworkConnectInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNewNetworkConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostNewNetworkConnectInfo {
+    type Target = HostConnectInfoNetworkInfo;
+    #[inline]
+    fn deref(&self) -> &HostConnectInfoNetworkInfo {
+        &self.host_connect_info_network_info
+    }
+}
+impl std::ops::DerefMut for HostNewNetworkConnectInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConnectInfoNetworkInfo {
+        &mut self.host_connect_info_network_info
+    }
+}
+impl x::Fields for HostNewNetworkConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_connect_info_network_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_connect_info_network_info, w);
+    }
+}
+/// `HostNfcConnectionInfo` (extends `HostDataTransportConnectionInfo`).
+///
+/// The fields of `HostDataTransportConnectionInfo` are in `host_data_transport_connection_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNfcConnectionInfo {
+    /// The fields `HostNfcConnectionInfo` inherits from `HostDataTransportConnectionInfo`.
+    pub host_data_transport_connection_info: HostDataTransportConnectionInfo,
+    /// `streamingMemoryConsumed`.
+    pub streaming_memory_consumed: Option<i64>,
+}
+impl x::SchemaType for HostNfcConnectionInfo {
+    const TYPE_NAME: &'static str = "HostNfcConnectionInfo";
+}
+impl x::Structure for HostNfcConnectionInfo {}
+impl std::fmt::Debug for HostNfcConnectionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNfcConnectionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNfcConnectionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostNfcConnectionInfo {
+    type Target = HostDataTransportConnectionInfo;
+    #[inline]
+    fn deref(&self) -> &HostDataTransportConnectionInfo {
+        &self.host_data_transport_connection_info
+    }
+}
+impl std::ops::DerefMut for HostNfcConnectionInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDataTransportConnectionInfo {
+        &mut self.host_data_transport_connection_info
+    }
+}
+impl x::Fields for HostNfcConnectionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "streamingMemoryConsumed" => r.read_opt(&mut self.streaming_memory_consumed),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_data_transport_connection_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_data_transport_connection_info, w);
+        w.write_opt("streamingMemoryConsumed", &self.streaming_memory_consumed);
+    }
+}
+/// `HostNicFailureCriteria` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNicFailureCriteria {
+    /// `checkSpeed`.
+    pub check_speed: Option<String>,
+    /// `speed`.
+    pub speed: Option<i32>,
+    /// `checkDuplex`.
+    pub check_duplex: Option<bool>,
+    /// `fullDuplex`.
+    pub full_duplex: Option<bool>,
+    /// `checkErrorPercent`.
+    pub check_error_percent: Option<bool>,
+    /// `percentage`.
+    pub percentage: Option<i32>,
+    /// `checkBeacon`.
+    pub check_beacon: Option<bool>,
+}
+impl x::SchemaType for HostNicFailureCriteria {
+    const TYPE_NAME: &'static str = "HostNicFailureCriteria";
+}
+impl x::Structure for HostNicFailureCriteria {}
+impl std::fmt::Debug for HostNicFailureCriteria {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNicFailureCriteria", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNicFailureCriteria {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNicFailureCriteria {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "checkSpeed" => r.read_opt(&mut self.check_speed),
+            "speed" => r.read_opt(&mut self.speed),
+            "checkDuplex" => r.read_opt(&mut self.check_duplex),
+            "fullDuplex" => r.read_opt(&mut self.full_duplex),
+            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent),
+            "percentage" => r.read_opt(&mut self.percentage),
+            "checkBeacon" => r.read_opt(&mut self.check_beacon),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("checkSpeed", &self.check_speed);
+        w.write_opt("speed", &self.speed);
+        w.write_opt("checkDuplex", &self.check_duplex);
+        w.write_opt("fullDuplex", &self.full_duplex);
+        w.write_opt("checkErrorPercent", &self.check_error_percent);
+        w.write_opt("percentage", &self.percentage);
+        w.write_opt("checkBeacon", &self.check_beacon);
+    }
+}
+/// `HostNicOrderPolicy` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNicOrderPolicy {
+    /// `activeNic`.
+    pub active_nic: Vec<String>,
+    /// `standbyNic`.
+    pub standby_nic: Vec<String>,
+}
+impl x::SchemaType for HostNicOrderPolicy {
+    const TYPE_NAME: &'static str = "HostNicOrderPolicy";
+}
+impl x::Structure for HostNicOrderPolicy {}
+impl std::fmt::Debug for HostNicOrderPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNicOrderPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNicOrderPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNicOrderPolicy {
+    fn clone(&self) -> Self {
+        Self {
+            active_nic: x::clone_vec(&self.active_nic),
+            standby_nic: x::clone_vec(&self.standby_nic),
+        }
+    }
+}
+impl x::Fields for HostNicOrderPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "activeNic" => r.read_push(&mut self.active_nic),
+            "standbyNic" => r.read_push(&mut self.standby_nic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("activeNic", &self.active_nic);
+        w.write_vec("standbyNic", &self.standby_nic);
+    }
+}
+/// `HostNicTeamingPolicy` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNicTeamingPolicy {
+    /// `policy`.
+    pub policy: Option<String>,
+    /// `reversePolicy`.
+    pub reverse_policy: Option<bool>,
+    /// `notifySwitches`.
+    pub notify_switches: Option<bool>,
+    /// `rollingOrder`.
+    pub rolling_order: Option<bool>,
+    /// `failureCriteria`.
+    pub failure_criteria: Option<HostNicFailureCriteria>,
+    /// `nicOrder`.
+    pub nic_order: Option<HostNicOrderPolicy>,
+}
+impl x::SchemaType for HostNicTeamingPolicy {
+    const TYPE_NAME: &'static str = "HostNicTeamingPolicy";
+}
+impl x::Structure for HostNicTeamingPolicy {}
+impl std::fmt::Debug for HostNicTeamingPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNicTeamingPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNicTeamingPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNicTeamingPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read_opt(&mut self.policy),
+            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
+            "notifySwitches" => r.read_opt(&mut self.notify_switches),
+            "rollingOrder" => r.read_opt(&mut self.rolling_order),
+            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
+            "nicOrder" => r.read_opt(&mut self.nic_order),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("policy", &self.policy);
+        w.write_opt("reversePolicy", &self.reverse_policy);
+        w.write_opt("notifySwitches", &self.notify_switches);
+        w.write_opt("rollingOrder", &self.rolling_order);
+        w.write_opt("failureCriteria", &self.failure_criteria);
+        w.write_opt("nicOrder", &self.nic_order);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostNoAvailableNetworksEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNoAvailableNetworksEvent {
+    /// The fields `HostNoAvailableNetworksEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `ips`.
+    pub ips: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostNoAvailableNetworksEvent {
+    const TYPE_NAME: &'static str = "HostNoAvailableNetworksEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostNoAvailableNetworksEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNoAvailableNetworksEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNoAvailableNetworksEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNoAvailableNetworksEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostNoAvailableNetworksEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostNoAvailableNetworksEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostNoAvailableNetworksEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write_opt("ips", &self.ips);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostNoHAEnabledPortGroupsEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNoHAEnabledPortGroupsEvent {
+    /// The fields `HostNoHAEnabledPortGroupsEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostNoHAEnabledPortGroupsEvent {
+    const TYPE_NAME: &'static str = "HostNoHAEnabledPortGroupsEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostNoHAEnabledPortGroupsEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNoHAEnabledPortGroupsEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNoHAEnabledPortGroupsEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNoHAEnabledPortGroupsEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostNoHAEnabledPortGroupsEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostNoHAEnabledPortGroupsEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostNoHAEnabledPortGroupsEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_das_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostNoRedundantManagementNetworkEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNoRedundantManagementNetworkEvent {
+    /// The fields `HostNoRedundantManagementNetworkEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostNoRedundantManagementNetworkEvent {
+    const TYPE_NAME: &'static str = "HostNoRedundantManagementNetworkEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostNoRedundantManagementNetworkEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNoRedundantManagementNetworkEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNoRedundantManagementNetworkEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNoRedundantManagementNetworkEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostNoRedundantManagementNetworkEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostNoRedundantManagementNetworkEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostNoRedundantManagementNetworkEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_das_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostNonCompliantEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNonCompliantEvent {
+    /// The fields `HostNonCompliantEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostNonCompliantEvent {
+    const TYPE_NAME: &'static str = "HostNonCompliantEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostNonCompliantEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNonCompliantEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNonCompliantEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNonCompliantEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostNonCompliantEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostNonCompliantEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostNonCompliantEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostNotConnected` (extends `HostCommunication`).
+///
+/// The fields of `HostCommunication` are in `host_communication`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNotConnected {
+    /// The fields `HostNotConnected` inherits from `HostCommunication`.
+    pub host_communication: HostCommunication,
+}
+impl x::SchemaType for HostNotConnected {
+    const TYPE_NAME: &'static str = "HostNotConnected";
+}
+impl x::Structure for HostNotConnected {}
+impl std::fmt::Debug for HostNotConnected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNotConnected", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNotConnected {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostNotConnected {
+    type Target = HostCommunication;
+    #[inline]
+    fn deref(&self) -> &HostCommunication {
+        &self.host_communication
+    }
+}
+impl std::ops::DerefMut for HostNotConnected {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostCommunication {
+        &mut self.host_communication
+    }
+}
+impl x::Fields for HostNotConnected {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_communication, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_communication, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostNotInClusterEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNotInClusterEvent {
+    /// The fields `HostNotInClusterEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostNotInClusterEvent {
+    const TYPE_NAME: &'static str = "HostNotInClusterEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostNotInClusterEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNotInClusterEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNotInClusterEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNotInClusterEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostNotInClusterEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostNotInClusterEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostNotInClusterEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_das_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `HostNotReachable` (extends `HostCommunication`).
+///
+/// The fields of `HostCommunication` are in `host_communication`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNotReachable {
+    /// The fields `HostNotReachable` inherits from `HostCommunication`.
+    pub host_communication: HostCommunication,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for HostNotReachable {
+    const TYPE_NAME: &'static str = "HostNotReachable";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for HostNotReachable {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostNotReachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNotReachable", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostNotReachable {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for HostNotReachable {
+    type Target = HostCommunication;
+    #[inline]
+    fn deref(&self) -> &HostCommunication {
+        &self.host_communication
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for HostNotReachable {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostCommunication {
+        &mut self.host_communication
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for HostNotReachable {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_communication, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_communication, w);
+    }
+}
+/// `HostNtpConfig` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNtpConfig {
+    /// `server`.
+    pub server: Vec<String>,
+    /// `configFile`.
+    pub config_file: Vec<String>,
+}
+impl x::SchemaType for HostNtpConfig {
+    const TYPE_NAME: &'static str = "HostNtpConfig";
+}
+impl x::Structure for HostNtpConfig {}
+impl std::fmt::Debug for HostNtpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNtpConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNtpConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNtpConfig {
+    fn clone(&self) -> Self {
+        Self {
+            server: x::clone_vec(&self.server),
+            config_file: x::clone_vec(&self.config_file),
+        }
+    }
+}
+impl x::Fields for HostNtpConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "server" => r.read_push(&mut self.server),
+            "configFile" => r.read_push(&mut self.config_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("server", &self.server);
+        w.write_vec("configFile", &self.config_file);
+    }
+}
+/// `HostNumaInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNumaInfo {
+    /// `type`.
+    pub type_: String,
+    /// `numNodes`.
+    pub num_nodes: i32,
+    /// `numaNode`.
+    pub numa_node: Vec<HostNumaNode>,
+}
+impl x::SchemaType for HostNumaInfo {
+    const TYPE_NAME: &'static str = "HostNumaInfo";
+}
+impl x::Structure for HostNumaInfo {}
+impl std::fmt::Debug for HostNumaInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNumaInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNumaInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNumaInfo {
+    fn clone(&self) -> Self {
+        Self {
+            type_: self.type_.clone(),
+            num_nodes: self.num_nodes,
+            numa_node: x::clone_vec(&self.numa_node),
+        }
+    }
+}
+impl x::Fields for HostNumaInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "numNodes" => r.read(&mut self.num_nodes),
+            "numaNode" => r.read_push(&mut self.numa_node),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("numNodes", &self.num_nodes);
+        w.write_vec("numaNode", &self.numa_node);
+    }
+}
+/// `HostNumaNode` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNumaNode {
+    /// `typeId`.
+    pub type_id: i8,
+    /// `cpuID`.
+    pub cpu_id: Vec<i16>,
+    /// `memorySize`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub memory_size: Option<i64>,
+    /// `memoryRangeBegin`.
+    pub memory_range_begin: i64,
+    /// `memoryRangeLength`.
+    pub memory_range_length: i64,
+    /// `pciId`.
+    pub pci_id: Vec<String>,
+}
+impl x::SchemaType for HostNumaNode {
+    const TYPE_NAME: &'static str = "HostNumaNode";
+}
+impl x::Structure for HostNumaNode {}
+impl std::fmt::Debug for HostNumaNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNumaNode", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNumaNode {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNumaNode {
+    fn clone(&self) -> Self {
+        Self {
+            type_id: self.type_id,
+            cpu_id: x::clone_vec(&self.cpu_id),
+            memory_size: self.memory_size,
+            memory_range_begin: self.memory_range_begin,
+            memory_range_length: self.memory_range_length,
+            pci_id: x::clone_vec(&self.pci_id),
+        }
+    }
+}
+impl x::Fields for HostNumaNode {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "typeId" => r.read(&mut self.type_id),
+            "cpuID" => r.read_push(&mut self.cpu_id),
+            "memorySize" => r.read_opt(&mut self.memory_size),
+            "memoryRangeBegin" => r.read(&mut self.memory_range_begin),
+            "memoryRangeLength" => r.read(&mut self.memory_range_length),
+            "pciId" => r.read_push(&mut self.pci_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("typeId", &self.type_id);
+        w.write_vec("cpuID", &self.cpu_id);
+        if w.since(0x0800_0000, "HostNumaNode.memorySize", self.memory_size.is_some()) {
+            w.write_opt("memorySize", &self.memory_size);
+        }
+        w.write("memoryRangeBegin", &self.memory_range_begin);
+        w.write("memoryRangeLength", &self.memory_range_length);
+        w.write_vec("pciId", &self.pci_id);
+    }
+}
+impl x::ArrayItem for HostNumaNode {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumaNode";
+    const ITEM_TAG: &'static str = "HostNumaNode";
+}
+/// `HostNumericSensorInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNumericSensorInfo {
+    /// `name`.
+    pub name: String,
+    /// `healthState`.
+    pub health_state: Option<AnyElementDescription>,
+    /// `currentReading`.
+    pub current_reading: i64,
+    /// `unitModifier`.
+    pub unit_modifier: i32,
+    /// `baseUnits`.
+    pub base_units: String,
+    /// `rateUnits`.
+    pub rate_units: Option<String>,
+    /// `sensorType`.
+    pub sensor_type: String,
+    /// `id`.
+    pub id: Option<String>,
+    /// `sensorNumber`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sensor_number: Option<i64>,
+    /// `timeStamp`.
+    pub time_stamp: Option<String>,
+    /// `fru`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub fru: Option<HostFru>,
+}
+impl x::SchemaType for HostNumericSensorInfo {
+    const TYPE_NAME: &'static str = "HostNumericSensorInfo";
+}
+impl x::Structure for HostNumericSensorInfo {}
+impl std::fmt::Debug for HostNumericSensorInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNumericSensorInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNumericSensorInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNumericSensorInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "healthState" => r.read_opt(&mut self.health_state),
+            "currentReading" => r.read(&mut self.current_reading),
+            "unitModifier" => r.read(&mut self.unit_modifier),
+            "baseUnits" => r.read(&mut self.base_units),
+            "rateUnits" => r.read_opt(&mut self.rate_units),
+            "sensorType" => r.read(&mut self.sensor_type),
+            "id" => r.read_opt(&mut self.id),
+            "sensorNumber" => r.read_opt(&mut self.sensor_number),
+            "timeStamp" => r.read_opt(&mut self.time_stamp),
+            "fru" => r.read_opt(&mut self.fru),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_opt("healthState", &self.health_state);
+        w.write("currentReading", &self.current_reading);
+        w.write("unitModifier", &self.unit_modifier);
+        w.write("baseUnits", &self.base_units);
+        w.write_opt("rateUnits", &self.rate_units);
+        w.write("sensorType", &self.sensor_type);
+        w.write_opt("id", &self.id);
+        if w
+            .since(
+                0x0800_0001,
+                "HostNumericSensorInfo.sensorNumber",
+                self.sensor_number.is_some(),
+            )
+        {
+            w.write_opt("sensorNumber", &self.sensor_number);
+        }
+        w.write_opt("timeStamp", &self.time_stamp);
+        if w.since(0x0800_0001, "HostNumericSensorInfo.fru", self.fru.is_some()) {
+            w.write_opt("fru", &self.fru);
+        }
+    }
+}
+impl x::ArrayItem for HostNumericSensorInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumericSensorInfo";
+    const ITEM_TAG: &'static str = "HostNumericSensorInfo";
+}
+/// `HostNvmeConnectSpec` (extends `HostNvmeSpec`).
+///
+/// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNvmeConnectSpec {
+    /// The fields `HostNvmeConnectSpec` inherits from `HostNvmeSpec`.
+    pub host_nvme_spec: HostNvmeSpec,
+    /// `subnqn`.
+    pub subnqn: String,
+    /// `controllerId`.
+    pub controller_id: Option<i32>,
+    /// `adminQueueSize`.
+    pub admin_queue_size: Option<i32>,
+    /// `keepAliveTimeout`.
+    pub keep_alive_timeout: Option<i32>,
+}
+impl x::SchemaType for HostNvmeConnectSpec {
+    const TYPE_NAME: &'static str = "HostNvmeConnectSpec";
+}
+impl x::Structure for HostNvmeConnectSpec {}
+impl std::fmt::Debug for HostNvmeConnectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeConnectSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeConnectSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostNvmeConnectSpec {
+    type Target = HostNvmeSpec;
+    #[inline]
+    fn deref(&self) -> &HostNvmeSpec {
+        &self.host_nvme_spec
+    }
+}
+impl std::ops::DerefMut for HostNvmeConnectSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostNvmeSpec {
+        &mut self.host_nvme_spec
+    }
+}
+impl x::Fields for HostNvmeConnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "subnqn" => r.read(&mut self.subnqn),
+            "controllerId" => r.read_opt(&mut self.controller_id),
+            "adminQueueSize" => r.read_opt(&mut self.admin_queue_size),
+            "keepAliveTimeout" => r.read_opt(&mut self.keep_alive_timeout),
+            _ => return x::Fields::decode_field(&mut self.host_nvme_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_nvme_spec, w);
+        w.write("subnqn", &self.subnqn);
+        w.write_opt("controllerId", &self.controller_id);
+        w.write_opt("adminQueueSize", &self.admin_queue_size);
+        w.write_opt("keepAliveTimeout", &self.keep_alive_timeout);
+    }
+}
+impl x::ArrayItem for HostNvmeConnectSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeConnectSpec";
+    const ITEM_TAG: &'static str = "HostNvmeConnectSpec";
+}
+/// `HostNvmeController` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNvmeController {
+    /// `key`.
+    pub key: String,
+    /// `controllerNumber`.
+    pub controller_number: i32,
+    /// `subnqn`.
+    pub subnqn: String,
+    /// `name`.
+    pub name: String,
+    /// `associatedAdapter`.
+    pub associated_adapter: String,
+    /// `transportType`.
+    pub transport_type: String,
+    /// `fusedOperationSupported`.
+    pub fused_operation_supported: bool,
+    /// `numberOfQueues`.
+    pub number_of_queues: i32,
+    /// `queueSize`.
+    pub queue_size: i32,
+    /// `attachedNamespace`.
+    pub attached_namespace: Vec<HostNvmeNamespace>,
+    /// `vendorId`.
+    pub vendor_id: Option<String>,
+    /// `model`.
+    pub model: Option<String>,
+    /// `serialNumber`.
+    pub serial_number: Option<String>,
+    /// `firmwareVersion`.
+    pub firmware_version: Option<String>,
+}
+impl x::SchemaType for HostNvmeController {
+    const TYPE_NAME: &'static str = "HostNvmeController";
+}
+impl x::Structure for HostNvmeController {}
+impl std::fmt::Debug for HostNvmeController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeController", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNvmeController {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            controller_number: self.controller_number,
+            subnqn: self.subnqn.clone(),
+            name: self.name.clone(),
+            associated_adapter: self.associated_adapter.clone(),
+            transport_type: self.transport_type.clone(),
+            fused_operation_supported: self.fused_operation_supported,
+            number_of_queues: self.number_of_queues,
+            queue_size: self.queue_size,
+            attached_namespace: x::clone_vec(&self.attached_namespace),
+            vendor_id: self.vendor_id.clone(),
+            model: self.model.clone(),
+            serial_number: self.serial_number.clone(),
+            firmware_version: self.firmware_version.clone(),
+        }
+    }
+}
+impl x::Fields for HostNvmeController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "controllerNumber" => r.read(&mut self.controller_number),
+            "subnqn" => r.read(&mut self.subnqn),
+            "name" => r.read(&mut self.name),
+            "associatedAdapter" => r.read(&mut self.associated_adapter),
+            "transportType" => r.read(&mut self.transport_type),
+            "fusedOperationSupported" => r.read(&mut self.fused_operation_supported),
+            "numberOfQueues" => r.read(&mut self.number_of_queues),
+            "queueSize" => r.read(&mut self.queue_size),
+            "attachedNamespace" => r.read_push(&mut self.attached_namespace),
+            "vendorId" => r.read_opt(&mut self.vendor_id),
+            "model" => r.read_opt(&mut self.model),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("controllerNumber", &self.controller_number);
+        w.write("subnqn", &self.subnqn);
+        w.write("name", &self.name);
+        w.write("associatedAdapter", &self.associated_adapter);
+        w.write("transportType", &self.transport_type);
+        w.write("fusedOperationSupported", &self.fused_operation_supported);
+        w.write("numberOfQueues", &self.number_of_queues);
+        w.write("queueSize", &self.queue_size);
+        w.write_vec("attachedNamespace", &self.attached_namespace);
+        w.write_opt("vendorId", &self.vendor_id);
+        w.write_opt("model", &self.model);
+        w.write_opt("serialNumber", &self.serial_number);
+        w.write_opt("firmwareVersion", &self.firmware_version);
+    }
+}
+impl x::ArrayItem for HostNvmeController {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeController";
+    const ITEM_TAG: &'static str = "HostNvmeController";
+}
+/// `HostNvmeDisconnectSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNvmeDisconnectSpec {
+    /// `hbaName`.
+    pub hba_name: String,
+    /// `subnqn`.
+    pub subnqn: Option<String>,
+    /// `controllerNumber`.
+    pub controller_number: Option<i32>,
+}
+impl x::SchemaType for HostNvmeDisconnectSpec {
+    const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
+}
+impl x::Structure for HostNvmeDisconnectSpec {}
+impl std::fmt::Debug for HostNvmeDisconnectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeDisconnectSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeDisconnectSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNvmeDisconnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "subnqn" => r.read_opt(&mut self.subnqn),
+            "controllerNumber" => r.read_opt(&mut self.controller_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hbaName", &self.hba_name);
+        w.write_opt("subnqn", &self.subnqn);
+        w.write_opt("controllerNumber", &self.controller_number);
+    }
+}
+impl x::ArrayItem for HostNvmeDisconnectSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDisconnectSpec";
+    const ITEM_TAG: &'static str = "HostNvmeDisconnectSpec";
+}
+/// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
+///
+/// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostNvmeDiscoverSpec {
+    /// The fields `HostNvmeDiscoverSpec` inherits from `HostNvmeSpec`.
+    pub host_nvme_spec: HostNvmeSpec,
+    /// `autoConnect`.
+    pub auto_connect: Option<bool>,
+    /// `rootDiscoveryController`.
+    pub root_discovery_controller: Option<bool>,
+}
+impl x::SchemaType for HostNvmeDiscoverSpec {
+    const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
+}
+impl x::Structure for HostNvmeDiscoverSpec {}
+impl std::fmt::Debug for HostNvmeDiscoverSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeDiscoverSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeDiscoverSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostNvmeDiscoverSpec {
+    type Target = HostNvmeSpec;
+    #[inline]
+    fn deref(&self) -> &HostNvmeSpec {
+        &self.host_nvme_spec
+    }
+}
+impl std::ops::DerefMut for HostNvmeDiscoverSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostNvmeSpec {
+        &mut self.host_nvme_spec
+    }
+}
+impl x::Fields for HostNvmeDiscoverSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "autoConnect" => r.read_opt(&mut self.auto_connect),
+            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller),
+            _ => return x::Fields::decode_field(&mut self.host_nvme_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_nvme_spec, w);
+        w.write_opt("autoConnect", &self.auto_connect);
+        w.write_opt("rootDiscoveryController", &self.root_discovery_controller);
+    }
+}
+/// `HostNvmeDiscoveryLog` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNvmeDiscoveryLog {
+    /// `entry`.
+    pub entry: Vec<HostNvmeDiscoveryLogEntry>,
+    /// `complete`.
+    pub complete: bool,
+}
+impl x::SchemaType for HostNvmeDiscoveryLog {
+    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
+}
+impl x::Structure for HostNvmeDiscoveryLog {}
+impl std::fmt::Debug for HostNvmeDiscoveryLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeDiscoveryLog", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeDiscoveryLog {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNvmeDiscoveryLog {
+    fn clone(&self) -> Self {
+        Self {
+            entry: x::clone_vec(&self.entry),
+            complete: self.complete,
+        }
+    }
+}
+impl x::Fields for HostNvmeDiscoveryLog {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "entry" => r.read_push(&mut self.entry),
+            "complete" => r.read(&mut self.complete),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("entry", &self.entry);
+        w.write("complete", &self.complete);
+    }
+}
+/// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNvmeDiscoveryLogEntry {
+    /// `subnqn`.
+    pub subnqn: String,
+    /// `subsystemType`.
+    pub subsystem_type: String,
+    /// `subsystemPortId`.
+    pub subsystem_port_id: i32,
+    /// `controllerId`.
+    pub controller_id: i32,
+    /// `adminQueueMaxSize`.
+    pub admin_queue_max_size: i32,
+    /// `transportParameters`.
+    pub transport_parameters: AnyHostNvmeTransportParameters,
+    /// `transportRequirements`.
+    pub transport_requirements: String,
+    /// `connected`.
+    pub connected: bool,
+}
+impl x::SchemaType for HostNvmeDiscoveryLogEntry {
+    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
+}
+impl x::Structure for HostNvmeDiscoveryLogEntry {}
+impl std::fmt::Debug for HostNvmeDiscoveryLogEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeDiscoveryLogEntry", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeDiscoveryLogEntry {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNvmeDiscoveryLogEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "subnqn" => r.read(&mut self.subnqn),
+            "subsystemType" => r.read(&mut self.subsystem_type),
+            "subsystemPortId" => r.read(&mut self.subsystem_port_id),
+            "controllerId" => r.read(&mut self.controller_id),
+            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            "transportRequirements" => r.read(&mut self.transport_requirements),
+            "connected" => r.read(&mut self.connected),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("subnqn", &self.subnqn);
+        w.write("subsystemType", &self.subsystem_type);
+        w.write("subsystemPortId", &self.subsystem_port_id);
+        w.write("controllerId", &self.controller_id);
+        w.write("adminQueueMaxSize", &self.admin_queue_max_size);
+        w.write("transportParameters", &self.transport_parameters);
+        w.write("transportRequirements", &self.transport_requirements);
+        w.write("connected", &self.connected);
+    }
+}
+impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDiscoveryLogEntry";
+    const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
+}
+/// `HostNvmeNamespace` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNvmeNamespace {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `id`.
+    pub id: i32,
+    /// `blockSize`.
+    pub block_size: i32,
+    /// `capacityInBlocks`.
+    pub capacity_in_blocks: i64,
+}
+impl x::SchemaType for HostNvmeNamespace {
+    const TYPE_NAME: &'static str = "HostNvmeNamespace";
+}
+impl x::Structure for HostNvmeNamespace {}
+impl std::fmt::Debug for HostNvmeNamespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeNamespace", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeNamespace {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNvmeNamespace {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "id" => r.read(&mut self.id),
+            "blockSize" => r.read(&mut self.block_size),
+            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("id", &self.id);
+        w.write("blockSize", &self.block_size);
+        w.write("capacityInBlocks", &self.capacity_in_blocks);
+    }
+}
+impl x::ArrayItem for HostNvmeNamespace {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeNamespace";
+    const ITEM_TAG: &'static str = "HostNvmeNamespace";
+}
+/// `HostNvmeOpaqueTransportParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Clone, Default)]
+pub struct HostNvmeOpaqueTransportParameters {
+    /// `trtype`.
+    pub trtype: String,
+    /// `traddr`.
+    pub traddr: String,
+    /// `adrfam`.
+    pub adrfam: String,
+    /// `trsvcid`.
+    pub trsvcid: String,
+    /// `tsas`.
+    pub tsas: Vec<u8>,
+}
+impl x::SchemaType for HostNvmeOpaqueTransportParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOpaqueTransportParameters";
+}
+impl x::Structure for HostNvmeOpaqueTransportParameters {}
+impl std::fmt::Debug for HostNvmeOpaqueTransportParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeOpaqueTransportParameters", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeOpaqueTransportParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNvmeOpaqueTransportParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "trtype" => r.read(&mut self.trtype),
+            "traddr" => r.read(&mut self.traddr),
+            "adrfam" => r.read(&mut self.adrfam),
+            "trsvcid" => r.read(&mut self.trsvcid),
+            "tsas" => r.read(&mut self.tsas),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("trtype", &self.trtype);
+        w.write("traddr", &self.traddr);
+        w.write("adrfam", &self.adrfam);
+        w.write("trsvcid", &self.trsvcid);
+        w.write("tsas", &self.tsas);
+    }
+}
+/// `HostNvmeOverFibreChannelParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Clone, Default)]
+pub struct HostNvmeOverFibreChannelParameters {
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: i64,
+    /// `portWorldWideName`.
+    pub port_world_wide_name: i64,
+}
+impl x::SchemaType for HostNvmeOverFibreChannelParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOverFibreChannelParameters";
+}
+impl x::Structure for HostNvmeOverFibreChannelParameters {}
+impl std::fmt::Debug for HostNvmeOverFibreChannelParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeOverFibreChannelParameters", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeOverFibreChannelParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNvmeOverFibreChannelParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+        w.write("portWorldWideName", &self.port_world_wide_name);
+    }
+}
+/// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Clone, Default)]
+pub struct HostNvmeOverRdmaParameters {
+    /// `address`.
+    pub address: String,
+    /// `addressFamily`.
+    pub address_family: Option<String>,
+    /// `portNumber`.
+    pub port_number: Option<i32>,
+}
+impl x::SchemaType for HostNvmeOverRdmaParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOverRdmaParameters";
+}
+impl x::Structure for HostNvmeOverRdmaParameters {}
+impl std::fmt::Debug for HostNvmeOverRdmaParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeOverRdmaParameters", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeOverRdmaParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNvmeOverRdmaParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "addressFamily" => r.read_opt(&mut self.address_family),
+            "portNumber" => r.read_opt(&mut self.port_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("addressFamily", &self.address_family);
+        w.write_opt("portNumber", &self.port_number);
+    }
+}
+/// `HostNvmeOverTcpParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Clone, Default)]
+pub struct HostNvmeOverTcpParameters {
+    /// `address`.
+    pub address: String,
+    /// `portNumber`.
+    pub port_number: Option<i32>,
+    /// `digestVerification`.
+    pub digest_verification: Option<String>,
+}
+impl x::SchemaType for HostNvmeOverTcpParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOverTcpParameters";
+}
+impl x::Structure for HostNvmeOverTcpParameters {}
+impl std::fmt::Debug for HostNvmeOverTcpParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeOverTcpParameters", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeOverTcpParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNvmeOverTcpParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "portNumber" => r.read_opt(&mut self.port_number),
+            "digestVerification" => r.read_opt(&mut self.digest_verification),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("portNumber", &self.port_number);
+        w.write_opt("digestVerification", &self.digest_verification);
+    }
+}
+/// `HostNvmeSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNvmeSpec {
+    /// `hbaName`.
+    pub hba_name: String,
+    /// `transportParameters`.
+    pub transport_parameters: AnyHostNvmeTransportParameters,
+}
+impl x::SchemaType for HostNvmeSpec {
+    const TYPE_NAME: &'static str = "HostNvmeSpec";
+}
+impl x::Structure for HostNvmeSpec {}
+impl std::fmt::Debug for HostNvmeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNvmeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hbaName", &self.hba_name);
+        w.write("transportParameters", &self.transport_parameters);
+    }
+}
+/// `HostNvmeTopology` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNvmeTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostNvmeTopologyInterface>,
+}
+impl x::SchemaType for HostNvmeTopology {
+    const TYPE_NAME: &'static str = "HostNvmeTopology";
+}
+impl x::Structure for HostNvmeTopology {}
+impl std::fmt::Debug for HostNvmeTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeTopology", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeTopology {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNvmeTopology {
+    fn clone(&self) -> Self {
+        Self {
+            adapter: x::clone_vec(&self.adapter),
+        }
+    }
+}
+impl x::Fields for HostNvmeTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+    }
+}
+/// `HostNvmeTopologyInterface` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNvmeTopologyInterface {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `connectedController`.
+    pub connected_controller: Vec<HostNvmeController>,
+}
+impl x::SchemaType for HostNvmeTopologyInterface {
+    const TYPE_NAME: &'static str = "HostNvmeTopologyInterface";
+}
+impl x::Structure for HostNvmeTopologyInterface {}
+impl std::fmt::Debug for HostNvmeTopologyInterface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeTopologyInterface", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeTopologyInterface {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostNvmeTopologyInterface {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            adapter: self.adapter.clone(),
+            connected_controller: x::clone_vec(&self.connected_controller),
+        }
+    }
+}
+impl x::Fields for HostNvmeTopologyInterface {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "connectedController" => r.read_push(&mut self.connected_controller),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("connectedController", &self.connected_controller);
+    }
+}
+impl x::ArrayItem for HostNvmeTopologyInterface {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeTopologyInterface";
+    const ITEM_TAG: &'static str = "HostNvmeTopologyInterface";
+}
+/// `HostNvmeTransportParameters` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostNvmeTransportParameters`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostNvmeTransportParameters {}
+impl x::SchemaType for HostNvmeTransportParameters {
+    const TYPE_NAME: &'static str = "HostNvmeTransportParameters";
+}
+impl x::Structure for HostNvmeTransportParameters {}
+impl std::fmt::Debug for HostNvmeTransportParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostNvmeTransportParameters", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostNvmeTransportParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostNvmeTransportParameters {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostOpaqueNetworkInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostOpaqueNetworkInfo {
+    /// `opaqueNetworkId`.
+    pub opaque_network_id: String,
+    /// `opaqueNetworkName`.
+    pub opaque_network_name: String,
+    /// `opaqueNetworkType`.
+    pub opaque_network_type: String,
+    /// `pnicZone`.
+    pub pnic_zone: Vec<String>,
+    /// `capability`.
+    pub capability: Option<OpaqueNetworkCapability>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for HostOpaqueNetworkInfo {
+    const TYPE_NAME: &'static str = "HostOpaqueNetworkInfo";
+}
+impl x::Structure for HostOpaqueNetworkInfo {}
+impl std::fmt::Debug for HostOpaqueNetworkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostOpaqueNetworkInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostOpaqueNetworkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostOpaqueNetworkInfo {
+    fn clone(&self) -> Self {
+        Self {
+            opaque_network_id: self.opaque_network_id.clone(),
+            opaque_network_name: self.opaque_network_name.clone(),
+            opaque_network_type: self.opaque_network_type.clone(),
+            pnic_zone: x::clone_vec(&self.pnic_zone),
+            capability: self.capability.clone(),
+            extra_config: x::clone_vec(&self.extra_config),
+        }
+    }
+}
+impl x::Fields for HostOpaqueNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkName" => r.read(&mut self.opaque_network_name),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
+            "pnicZone" => r.read_push(&mut self.pnic_zone),
+            "capability" => r.read_opt(&mut self.capability),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("opaqueNetworkId", &self.opaque_network_id);
+        w.write("opaqueNetworkName", &self.opaque_network_name);
+        w.write("opaqueNetworkType", &self.opaque_network_type);
+        w.write_vec("pnicZone", &self.pnic_zone);
+        w.write_opt("capability", &self.capability);
+        w.write_vec("extraConfig", &self.extra_config);
+    }
+}
+impl x::ArrayItem for HostOpaqueNetworkInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueNetworkInfo";
+    const ITEM_TAG: &'static str = "HostOpaqueNetworkInfo";
+}
+/// `HostOpaqueSwitch` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostOpaqueSwitch {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: Option<String>,
+    /// `pnic`.
+    pub pnic: Vec<String>,
+    /// `pnicZone`.
+    pub pnic_zone: Vec<HostOpaqueSwitchPhysicalNicZone>,
+    /// `status`.
+    pub status: Option<String>,
+    /// `vtep`.
+    pub vtep: Vec<HostVirtualNic>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+    /// `featureCapability`.
+    pub feature_capability: Vec<HostFeatureCapability>,
+}
+impl x::SchemaType for HostOpaqueSwitch {
+    const TYPE_NAME: &'static str = "HostOpaqueSwitch";
+}
+impl x::Structure for HostOpaqueSwitch {}
+impl std::fmt::Debug for HostOpaqueSwitch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostOpaqueSwitch", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostOpaqueSwitch {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostOpaqueSwitch {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            name: self.name.clone(),
+            pnic: x::clone_vec(&self.pnic),
+            pnic_zone: x::clone_vec(&self.pnic_zone),
+            status: self.status.clone(),
+            vtep: x::clone_vec(&self.vtep),
+            extra_config: x::clone_vec(&self.extra_config),
+            feature_capability: x::clone_vec(&self.feature_capability),
+        }
+    }
+}
+impl x::Fields for HostOpaqueSwitch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "pnic" => r.read_push(&mut self.pnic),
+            "pnicZone" => r.read_push(&mut self.pnic_zone),
+            "status" => r.read_opt(&mut self.status),
+            "vtep" => r.read_push(&mut self.vtep),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "featureCapability" => r.read_push(&mut self.feature_capability),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("name", &self.name);
+        w.write_vec("pnic", &self.pnic);
+        w.write_vec("pnicZone", &self.pnic_zone);
+        w.write_opt("status", &self.status);
+        w.write_vec("vtep", &self.vtep);
+        w.write_vec("extraConfig", &self.extra_config);
+        w.write_vec("featureCapability", &self.feature_capability);
+    }
+}
+impl x::ArrayItem for HostOpaqueSwitch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitch";
+    const ITEM_TAG: &'static str = "HostOpaqueSwitch";
+}
+/// `HostOpaqueSwitchPhysicalNicZone` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostOpaqueSwitchPhysicalNicZone {
+    /// `key`.
+    pub key: String,
+    /// `pnicDevice`.
+    pub pnic_device: Vec<String>,
+}
+impl x::SchemaType for HostOpaqueSwitchPhysicalNicZone {
+    const TYPE_NAME: &'static str = "HostOpaqueSwitchPhysicalNicZone";
+}
+impl x::Structure for HostOpaqueSwitchPhysicalNicZone {}
+impl std::fmt::Debug for HostOpaqueSwitchPhysicalNicZone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostOpaqueSwitchPhysicalNicZone", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostOpaqueSwitchPhysicalNicZone {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostOpaqueSwitchPhysicalNicZone {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            pnic_device: x::clone_vec(&self.pnic_device),
+        }
+    }
+}
+impl x::Fields for HostOpaqueSwitchPhysicalNicZone {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "pnicDevice" => r.read_push(&mut self.pnic_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("pnicDevice", &self.pnic_device);
+    }
+}
+impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitchPhysicalNicZone";
+    const ITEM_TAG: &'static str = "HostOpaqueSwitchPhysicalNicZone";
+}
+#[cfg(feature = "all-events")]
+/// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
+///
+/// The fields of `ClusterOvercommittedEvent` are in `cluster_overcommitted_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostOvercommittedEvent {
+    /// The fields `HostOvercommittedEvent` inherits from `ClusterOvercommittedEvent`.
+    pub cluster_overcommitted_event: ClusterOvercommittedEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostOvercommittedEvent {
+    const TYPE_NAME: &'static str = "HostOvercommittedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostOvercommittedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostOvercommittedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostOvercommittedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostOvercommittedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostOvercommittedEvent {
+    type Target = ClusterOvercommittedEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterOvercommittedEvent {
+        &self.cluster_overcommitted_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostOvercommittedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterOvercommittedEvent {
+        &mut self.cluster_overcommitted_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostOvercommittedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.cluster_overcommitted_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_overcommitted_event, w);
+    }
+}
+/// `HostPMemVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostPMemVolume {
+    /// The fields `HostPMemVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `uuid`.
+    pub uuid: String,
+    /// `version`.
+    pub version: String,
+}
+impl x::SchemaType for HostPMemVolume {
+    const TYPE_NAME: &'static str = "HostPMemVolume";
+}
+impl x::Structure for HostPMemVolume {}
+impl std::fmt::Debug for HostPMemVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPMemVolume", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPMemVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostPMemVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostPMemVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostPMemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "version" => r.read(&mut self.version),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("uuid", &self.uuid);
+        w.write("version", &self.version);
+    }
+}
+/// `HostParallelScsiHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPcieHba {
-    /// The fields `HostPcieHba` inherits from `HostHostBusAdapter`.
+#[derive(Clone, Default)]
+pub struct HostParallelScsiHba {
+    /// The fields `HostParallelScsiHba` inherits from `HostHostBusAdapter`.
     pub host_host_bus_adapter: HostHostBusAdapter,
 }
-impl x::SchemaType for HostPcieHba {
-    const TYPE_NAME: &'static str = "HostPcieHba";
+impl x::SchemaType for HostParallelScsiHba {
+    const TYPE_NAME: &'static str = "HostParallelScsiHba";
 }
-impl x::Structure for HostPcieHba {}
-impl std::ops::Deref for HostPcieHba {
+impl x::Structure for HostParallelScsiHba {}
+impl std::fmt::Debug for HostParallelScsiHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostParallelScsiHba", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostParallelScsiHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostParallelScsiHba {
     type Target = HostHostBusAdapter;
     #[inline]
     fn deref(&self) -> &HostHostBusAdapter {
         &self.host_host_bus_adapter
     }
 }
-impl std::ops::DerefMut for HostPcieHba {
+impl std::ops::DerefMut for HostParallelScsiHba {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
         &mut self.host_host_bus_adapter
     }
 }
-impl x::Fields for HostPcieHba {
+impl x::Fields for HostParallelScsiHba {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -43,14 +2481,24 @@ impl x::Fields for HostPcieHba {
         x::Fields::encode_fields(&self.host_host_bus_adapter, w);
     }
 }
-/// `HostPcieTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPcieTargetTransport {}
-impl x::SchemaType for HostPcieTargetTransport {
-    const TYPE_NAME: &'static str = "HostPcieTargetTransport";
+/// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
+#[derive(Clone, Default)]
+pub struct HostParallelScsiTargetTransport {}
+impl x::SchemaType for HostParallelScsiTargetTransport {
+    const TYPE_NAME: &'static str = "HostParallelScsiTargetTransport";
 }
-impl x::Structure for HostPcieTargetTransport {}
-impl x::Fields for HostPcieTargetTransport {
+impl x::Structure for HostParallelScsiTargetTransport {}
+impl std::fmt::Debug for HostParallelScsiTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostParallelScsiTargetTransport", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostParallelScsiTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostParallelScsiTargetTransport {
     fn decode_field(
         &mut self,
         _r: &mut x::XmlReader<'_>,
@@ -60,652 +2508,392 @@ impl x::Fields for HostPcieTargetTransport {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
-/// `HostPersistentMemoryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPersistentMemoryInfo {
-    /// `capacityInMB`.
-    pub capacity_in_mb: Option<i64>,
-    /// `volumeUUID`.
-    pub volume_uuid: Option<String>,
-}
-impl x::SchemaType for HostPersistentMemoryInfo {
-    const TYPE_NAME: &'static str = "HostPersistentMemoryInfo";
-}
-impl x::Structure for HostPersistentMemoryInfo {}
-impl x::Fields for HostPersistentMemoryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb),
-            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("capacityInMB", &self.capacity_in_mb);
-        w.write_opt("volumeUUID", &self.volume_uuid);
-    }
-}
-/// `HostPlacedVirtualNicIdentifier` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlacedVirtualNicIdentifier {
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `vnicKey`.
-    pub vnic_key: String,
-    /// `reservation`.
-    pub reservation: Option<i32>,
-}
-impl x::SchemaType for HostPlacedVirtualNicIdentifier {
-    const TYPE_NAME: &'static str = "HostPlacedVirtualNicIdentifier";
-}
-impl x::Structure for HostPlacedVirtualNicIdentifier {}
-impl x::Fields for HostPlacedVirtualNicIdentifier {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read(&mut self.vm),
-            "vnicKey" => r.read(&mut self.vnic_key),
-            "reservation" => r.read_opt(&mut self.reservation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vm", &self.vm);
-        w.write("vnicKey", &self.vnic_key);
-        w.write_opt("reservation", &self.reservation);
-    }
-}
-impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlacedVirtualNicIdentifier";
-    const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
-}
-/// `HostPlugStoreTopology` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
-    /// `path`.
-    pub path: Vec<HostPlugStoreTopologyPath>,
-    /// `target`.
-    pub target: Vec<HostPlugStoreTopologyTarget>,
-    /// `device`.
-    pub device: Vec<HostPlugStoreTopologyDevice>,
-    /// `plugin`.
-    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
-}
-impl x::SchemaType for HostPlugStoreTopology {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
-}
-impl x::Structure for HostPlugStoreTopology {}
-impl Clone for HostPlugStoreTopology {
-    fn clone(&self) -> Self {
-        Self {
-            adapter: x::clone_vec(&self.adapter),
-            path: x::clone_vec(&self.path),
-            target: x::clone_vec(&self.target),
-            device: x::clone_vec(&self.device),
-            plugin: x::clone_vec(&self.plugin),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            "target" => r.read_push(&mut self.target),
-            "device" => r.read_push(&mut self.device),
-            "plugin" => r.read_push(&mut self.plugin),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-        w.write_vec("target", &self.target);
-        w.write_vec("device", &self.device);
-        w.write_vec("plugin", &self.plugin);
-    }
-}
-/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopologyAdapter {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyAdapter {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
-}
-impl x::Structure for HostPlugStoreTopologyAdapter {}
-impl Clone for HostPlugStoreTopologyAdapter {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            adapter: self.adapter.clone(),
-            path: x::clone_vec(&self.path),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopologyAdapter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyAdapter {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
-}
-/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopologyDevice {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyDevice {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
-}
-impl x::Structure for HostPlugStoreTopologyDevice {}
-impl Clone for HostPlugStoreTopologyDevice {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            lun: self.lun.clone(),
-            path: x::clone_vec(&self.path),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopologyDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
-}
-/// `HostPlugStoreTopologyPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyPath {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `channelNumber`.
-    pub channel_number: Option<i32>,
-    /// `targetNumber`.
-    pub target_number: Option<i32>,
-    /// `lunNumber`.
-    pub lun_number: Option<i32>,
-    /// `adapter`.
-    pub adapter: Option<String>,
-    /// `target`.
-    pub target: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyPath {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPath";
-}
-impl x::Structure for HostPlugStoreTopologyPath {}
-impl x::Fields for HostPlugStoreTopologyPath {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "channelNumber" => r.read_opt(&mut self.channel_number),
-            "targetNumber" => r.read_opt(&mut self.target_number),
-            "lunNumber" => r.read_opt(&mut self.lun_number),
-            "adapter" => r.read_opt(&mut self.adapter),
-            "target" => r.read_opt(&mut self.target),
-            "device" => r.read_opt(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write_opt("channelNumber", &self.channel_number);
-        w.write_opt("targetNumber", &self.target_number);
-        w.write_opt("lunNumber", &self.lun_number);
-        w.write_opt("adapter", &self.adapter);
-        w.write_opt("target", &self.target);
-        w.write_opt("device", &self.device);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPath";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPath";
-}
-/// `HostPlugStoreTopologyPlugin` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopologyPlugin {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `device`.
-    pub device: Vec<String>,
-    /// `claimedPath`.
-    pub claimed_path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyPlugin {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPlugin";
-}
-impl x::Structure for HostPlugStoreTopologyPlugin {}
-impl Clone for HostPlugStoreTopologyPlugin {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            name: self.name.clone(),
-            device: x::clone_vec(&self.device),
-            claimed_path: x::clone_vec(&self.claimed_path),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopologyPlugin {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "device" => r.read_push(&mut self.device),
-            "claimedPath" => r.read_push(&mut self.claimed_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write_vec("device", &self.device);
-        w.write_vec("claimedPath", &self.claimed_path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyPlugin {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPlugin";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPlugin";
-}
-/// `HostPlugStoreTopologyTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPlugStoreTopologyTarget {
-    /// `key`.
-    pub key: String,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostPlugStoreTopologyTarget {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyTarget";
-}
-impl x::Structure for HostPlugStoreTopologyTarget {}
-impl x::Fields for HostPlugStoreTopologyTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyTarget";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyTarget";
-}
-/// `HostPnicNetworkResourceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPnicNetworkResourceInfo {
-    /// `pnicDevice`.
-    pub pnic_device: String,
-    /// `availableBandwidthForVMTraffic`.
-    pub available_bandwidth_for_vm_traffic: Option<i64>,
-    /// `unusedBandwidthForVMTraffic`.
-    pub unused_bandwidth_for_vm_traffic: Option<i64>,
-    /// `placedVirtualNics`.
-    pub placed_virtual_nics: Vec<HostPlacedVirtualNicIdentifier>,
-}
-impl x::SchemaType for HostPnicNetworkResourceInfo {
-    const TYPE_NAME: &'static str = "HostPnicNetworkResourceInfo";
-}
-impl x::Structure for HostPnicNetworkResourceInfo {}
-impl Clone for HostPnicNetworkResourceInfo {
-    fn clone(&self) -> Self {
-        Self {
-            pnic_device: self.pnic_device.clone(),
-            available_bandwidth_for_vm_traffic: self.available_bandwidth_for_vm_traffic,
-            unused_bandwidth_for_vm_traffic: self.unused_bandwidth_for_vm_traffic,
-            placed_virtual_nics: x::clone_vec(&self.placed_virtual_nics),
-        }
-    }
-}
-impl x::Fields for HostPnicNetworkResourceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnicDevice" => r.read(&mut self.pnic_device),
-            "availableBandwidthForVMTraffic" => {
-                r.read_opt(&mut self.available_bandwidth_for_vm_traffic)
-            }
-            "unusedBandwidthForVMTraffic" => {
-                r.read_opt(&mut self.unused_bandwidth_for_vm_traffic)
-            }
-            "placedVirtualNics" => r.read_push(&mut self.placed_virtual_nics),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pnicDevice", &self.pnic_device);
-        w.write_opt(
-            "availableBandwidthForVMTraffic",
-            &self.available_bandwidth_for_vm_traffic,
-        );
-        w.write_opt(
-            "unusedBandwidthForVMTraffic",
-            &self.unused_bandwidth_for_vm_traffic,
-        );
-        w.write_vec("placedVirtualNics", &self.placed_virtual_nics);
-    }
-}
-impl x::ArrayItem for HostPnicNetworkResourceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPnicNetworkResourceInfo";
-    const ITEM_TAG: &'static str = "HostPnicNetworkResourceInfo";
-}
-/// `HostPortGroup` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPortGroup {
-    /// `key`.
-    pub key: Option<String>,
-    /// `port`.
-    pub port: Vec<HostPortGroupPort>,
-    /// `vswitch`.
-    pub vswitch: Option<String>,
-    /// `computedPolicy`.
-    pub computed_policy: HostNetworkPolicy,
-    /// `spec`.
-    pub spec: HostPortGroupSpec,
-}
-impl x::SchemaType for HostPortGroup {
-    const TYPE_NAME: &'static str = "HostPortGroup";
-}
-impl x::Structure for HostPortGroup {}
-impl Clone for HostPortGroup {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            port: x::clone_vec(&self.port),
-            vswitch: self.vswitch.clone(),
-            computed_policy: self.computed_policy.clone(),
-            spec: self.spec.clone(),
-        }
-    }
-}
-impl x::Fields for HostPortGroup {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "port" => r.read_push(&mut self.port),
-            "vswitch" => r.read_opt(&mut self.vswitch),
-            "computedPolicy" => r.read(&mut self.computed_policy),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_vec("port", &self.port);
-        w.write_opt("vswitch", &self.vswitch);
-        w.write("computedPolicy", &self.computed_policy);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostPortGroup {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroup";
-    const ITEM_TAG: &'static str = "HostPortGroup";
-}
-/// `HostPortGroupConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `spec`.
-    pub spec: Option<HostPortGroupSpec>,
-}
-impl x::SchemaType for HostPortGroupConfig {
-    const TYPE_NAME: &'static str = "HostPortGroupConfig";
-}
-impl x::Structure for HostPortGroupConfig {}
-impl x::Fields for HostPortGroupConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostPortGroupConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupConfig";
-    const ITEM_TAG: &'static str = "HostPortGroupConfig";
-}
-/// `HostPortGroupPort` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPortGroupPort {
-    /// `key`.
-    pub key: Option<String>,
-    /// `mac`.
-    pub mac: Vec<String>,
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for HostPortGroupPort {
-    const TYPE_NAME: &'static str = "HostPortGroupPort";
-}
-impl x::Structure for HostPortGroupPort {}
-impl Clone for HostPortGroupPort {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            mac: x::clone_vec(&self.mac),
-            type_: self.type_.clone(),
-        }
-    }
-}
-impl x::Fields for HostPortGroupPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "mac" => r.read_push(&mut self.mac),
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_vec("mac", &self.mac);
-        w.write("type", &self.type_);
-    }
-}
-impl x::ArrayItem for HostPortGroupPort {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupPort";
-    const ITEM_TAG: &'static str = "HostPortGroupPort";
-}
-/// `HostPortGroupProfile` (extends `PortGroupProfile`).
+/// `HostPartialMaintenanceModeRuntimeInfo` (extends `DynamicData`).
 ///
-/// The fields of `PortGroupProfile` are in `port_group_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupProfile {
-    /// The fields `HostPortGroupProfile` inherits from `PortGroupProfile`.
-    pub port_group_profile: PortGroupProfile,
-    /// `ipConfig`.
-    pub ip_config: IpAddressProfile,
+/// Since vSphere API 8.0.3.0.
+#[derive(Clone, Default)]
+pub struct HostPartialMaintenanceModeRuntimeInfo {
+    /// `key`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub key: String,
+    /// `hostStatus`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_status: String,
 }
-impl x::SchemaType for HostPortGroupProfile {
-    const TYPE_NAME: &'static str = "HostPortGroupProfile";
+impl x::SchemaType for HostPartialMaintenanceModeRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
 }
-impl x::Structure for HostPortGroupProfile {}
-impl std::ops::Deref for HostPortGroupProfile {
-    type Target = PortGroupProfile;
-    #[inline]
-    fn deref(&self) -> &PortGroupProfile {
-        &self.port_group_profile
+impl x::Structure for HostPartialMaintenanceModeRuntimeInfo {}
+impl std::fmt::Debug for HostPartialMaintenanceModeRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPartialMaintenanceModeRuntimeInfo", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for HostPortGroupProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut PortGroupProfile {
-        &mut self.port_group_profile
+impl PartialEq for HostPartialMaintenanceModeRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostPortGroupProfile {
+impl x::Fields for HostPartialMaintenanceModeRuntimeInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "ipConfig" => r.read(&mut self.ip_config),
-            _ => return x::Fields::decode_field(&mut self.port_group_profile, r, name),
+            "key" => r.read(&mut self.key),
+            "hostStatus" => r.read(&mut self.host_status),
+            _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.port_group_profile, w);
-        w.write("ipConfig", &self.ip_config);
+        w.since(0x0800_0300, "type HostPartialMaintenanceModeRuntimeInfo", true);
+        w.write("key", &self.key);
+        w.write("hostStatus", &self.host_status);
     }
 }
-impl x::ArrayItem for HostPortGroupProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupProfile";
-    const ITEM_TAG: &'static str = "HostPortGroupProfile";
+impl x::ArrayItem for HostPartialMaintenanceModeRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPartialMaintenanceModeRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
 }
-/// `HostPortGroupSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPortGroupSpec {
-    /// `name`.
-    pub name: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-    /// `vswitchName`.
-    pub vswitch_name: String,
-    /// `policy`.
-    pub policy: HostNetworkPolicy,
+/// `HostPatchManagerLocator` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPatchManagerLocator {
+    /// `url`.
+    pub url: String,
+    /// `proxy`.
+    pub proxy: Option<String>,
 }
-impl x::SchemaType for HostPortGroupSpec {
-    const TYPE_NAME: &'static str = "HostPortGroupSpec";
+impl x::SchemaType for HostPatchManagerLocator {
+    const TYPE_NAME: &'static str = "HostPatchManagerLocator";
 }
-impl x::Structure for HostPortGroupSpec {}
-impl x::Fields for HostPortGroupSpec {
+impl x::Structure for HostPatchManagerLocator {}
+impl std::fmt::Debug for HostPatchManagerLocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPatchManagerLocator", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPatchManagerLocator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPatchManagerLocator {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "vlanId" => r.read(&mut self.vlan_id),
-            "vswitchName" => r.read(&mut self.vswitch_name),
+            "url" => r.read(&mut self.url),
+            "proxy" => r.read_opt(&mut self.proxy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("url", &self.url);
+        w.write_opt("proxy", &self.proxy);
+    }
+}
+/// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPatchManagerPatchManagerOperationSpec {
+    /// `proxy`.
+    pub proxy: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+    /// `cmdOption`.
+    pub cmd_option: Option<String>,
+}
+impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
+    const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
+}
+impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
+impl std::fmt::Debug for HostPatchManagerPatchManagerOperationSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostPatchManagerPatchManagerOperationSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostPatchManagerPatchManagerOperationSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "proxy" => r.read_opt(&mut self.proxy),
+            "port" => r.read_opt(&mut self.port),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "cmdOption" => r.read_opt(&mut self.cmd_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("proxy", &self.proxy);
+        w.write_opt("port", &self.port);
+        w.write_opt("userName", &self.user_name);
+        w.write_opt_secret("password", &self.password);
+        w.write_opt("cmdOption", &self.cmd_option);
+    }
+}
+/// `HostPatchManagerResult` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPatchManagerResult {
+    /// `version`.
+    pub version: String,
+    /// `status`.
+    pub status: Vec<HostPatchManagerStatus>,
+    /// `xmlResult`.
+    pub xml_result: Option<String>,
+}
+impl x::SchemaType for HostPatchManagerResult {
+    const TYPE_NAME: &'static str = "HostPatchManagerResult";
+}
+impl x::Structure for HostPatchManagerResult {}
+impl std::fmt::Debug for HostPatchManagerResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPatchManagerResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPatchManagerResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPatchManagerResult {
+    fn clone(&self) -> Self {
+        Self {
+            version: self.version.clone(),
+            status: x::clone_vec(&self.status),
+            xml_result: self.xml_result.clone(),
+        }
+    }
+}
+impl x::Fields for HostPatchManagerResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "status" => r.read_push(&mut self.status),
+            "xmlResult" => r.read_opt(&mut self.xml_result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write_vec("status", &self.status);
+        w.write_opt("xmlResult", &self.xml_result);
+    }
+}
+/// `HostPatchManagerStatus` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPatchManagerStatus {
+    /// `id`.
+    pub id: String,
+    /// `applicable`.
+    pub applicable: bool,
+    /// `reason`.
+    pub reason: Vec<String>,
+    /// `integrity`.
+    pub integrity: Option<String>,
+    /// `installed`.
+    pub installed: bool,
+    /// `installState`.
+    pub install_state: Vec<String>,
+    /// `prerequisitePatch`.
+    pub prerequisite_patch: Vec<HostPatchManagerStatusPrerequisitePatch>,
+    /// `restartRequired`.
+    pub restart_required: bool,
+    /// `reconnectRequired`.
+    pub reconnect_required: bool,
+    /// `vmOffRequired`.
+    pub vm_off_required: bool,
+    /// `supersededPatchIds`.
+    pub superseded_patch_ids: Vec<String>,
+}
+impl x::SchemaType for HostPatchManagerStatus {
+    const TYPE_NAME: &'static str = "HostPatchManagerStatus";
+}
+impl x::Structure for HostPatchManagerStatus {}
+impl std::fmt::Debug for HostPatchManagerStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPatchManagerStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPatchManagerStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPatchManagerStatus {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            applicable: self.applicable,
+            reason: x::clone_vec(&self.reason),
+            integrity: self.integrity.clone(),
+            installed: self.installed,
+            install_state: x::clone_vec(&self.install_state),
+            prerequisite_patch: x::clone_vec(&self.prerequisite_patch),
+            restart_required: self.restart_required,
+            reconnect_required: self.reconnect_required,
+            vm_off_required: self.vm_off_required,
+            superseded_patch_ids: x::clone_vec(&self.superseded_patch_ids),
+        }
+    }
+}
+impl x::Fields for HostPatchManagerStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "applicable" => r.read(&mut self.applicable),
+            "reason" => r.read_push(&mut self.reason),
+            "integrity" => r.read_opt(&mut self.integrity),
+            "installed" => r.read(&mut self.installed),
+            "installState" => r.read_push(&mut self.install_state),
+            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
+            "restartRequired" => r.read(&mut self.restart_required),
+            "reconnectRequired" => r.read(&mut self.reconnect_required),
+            "vmOffRequired" => r.read(&mut self.vm_off_required),
+            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("applicable", &self.applicable);
+        w.write_vec("reason", &self.reason);
+        w.write_opt("integrity", &self.integrity);
+        w.write("installed", &self.installed);
+        w.write_vec("installState", &self.install_state);
+        w.write_vec("prerequisitePatch", &self.prerequisite_patch);
+        w.write("restartRequired", &self.restart_required);
+        w.write("reconnectRequired", &self.reconnect_required);
+        w.write("vmOffRequired", &self.vm_off_required);
+        w.write_vec("supersededPatchIds", &self.superseded_patch_ids);
+    }
+}
+impl x::ArrayItem for HostPatchManagerStatus {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatus";
+    const ITEM_TAG: &'static str = "HostPatchManagerStatus";
+}
+/// `HostPatchManagerStatusPrerequisitePatch` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPatchManagerStatusPrerequisitePatch {
+    /// `id`.
+    pub id: String,
+    /// `installState`.
+    pub install_state: Vec<String>,
+}
+impl x::SchemaType for HostPatchManagerStatusPrerequisitePatch {
+    const TYPE_NAME: &'static str = "HostPatchManagerStatusPrerequisitePatch";
+}
+impl x::Structure for HostPatchManagerStatusPrerequisitePatch {}
+impl std::fmt::Debug for HostPatchManagerStatusPrerequisitePatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostPatchManagerStatusPrerequisitePatch",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostPatchManagerStatusPrerequisitePatch {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPatchManagerStatusPrerequisitePatch {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            install_state: x::clone_vec(&self.install_state),
+        }
+    }
+}
+impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "installState" => r.read_push(&mut self.install_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write_vec("installState", &self.install_state);
+    }
+}
+impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
+    const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
+}
+/// `HostPathSelectionPolicyOption` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPathSelectionPolicyOption {
+    /// `policy`.
+    pub policy: AnyElementDescription,
+}
+impl x::SchemaType for HostPathSelectionPolicyOption {
+    const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
+}
+impl x::Structure for HostPathSelectionPolicyOption {}
+impl std::fmt::Debug for HostPathSelectionPolicyOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPathSelectionPolicyOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPathSelectionPolicyOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPathSelectionPolicyOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
             "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
         };
@@ -713,2543 +2901,398 @@ impl x::Fields for HostPortGroupSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("vlanId", &self.vlan_id);
-        w.write("vswitchName", &self.vswitch_name);
         w.write("policy", &self.policy);
     }
 }
-/// `HostPosixAccountSpec` (extends `HostAccountSpec`).
-///
-/// The fields of `HostAccountSpec` are in `host_account_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPosixAccountSpec {
-    /// The fields `HostPosixAccountSpec` inherits from `HostAccountSpec`.
-    pub host_account_spec: HostAccountSpec,
-    /// `posixId`.
-    pub posix_id: Option<i32>,
-    /// `shellAccess`.
-    pub shell_access: Option<bool>,
-}
-impl x::SchemaType for HostPosixAccountSpec {
-    const TYPE_NAME: &'static str = "HostPosixAccountSpec";
-}
-impl x::Structure for HostPosixAccountSpec {}
-impl std::ops::Deref for HostPosixAccountSpec {
-    type Target = HostAccountSpec;
-    #[inline]
-    fn deref(&self) -> &HostAccountSpec {
-        &self.host_account_spec
-    }
-}
-impl std::ops::DerefMut for HostPosixAccountSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostAccountSpec {
-        &mut self.host_account_spec
-    }
-}
-impl x::Fields for HostPosixAccountSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "posixId" => r.read_opt(&mut self.posix_id),
-            "shellAccess" => r.read_opt(&mut self.shell_access),
-            _ => return x::Fields::decode_field(&mut self.host_account_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_account_spec, w);
-        w.write_opt("posixId", &self.posix_id);
-        w.write_opt("shellAccess", &self.shell_access);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `HostPowerOpFailed` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPowerOpFailed {
-    /// The fields `HostPowerOpFailed` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostPowerOpFailed {
-    const TYPE_NAME: &'static str = "HostPowerOpFailed";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostPowerOpFailed {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostPowerOpFailed {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostPowerOpFailed {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostPowerOpFailed {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vim_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-    }
-}
-/// `HostPowerPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPowerPolicy {
-    /// `key`.
-    pub key: i32,
-    /// `name`.
-    pub name: String,
-    /// `shortName`.
-    pub short_name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostPowerPolicy {
-    const TYPE_NAME: &'static str = "HostPowerPolicy";
-}
-impl x::Structure for HostPowerPolicy {}
-impl x::Fields for HostPowerPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "shortName" => r.read(&mut self.short_name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("shortName", &self.short_name);
-        w.write("description", &self.description);
-    }
-}
-impl x::ArrayItem for HostPowerPolicy {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPowerPolicy";
-    const ITEM_TAG: &'static str = "HostPowerPolicy";
-}
-#[cfg(feature = "all-events")]
-/// `HostPrimaryAgentNotShortNameEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPrimaryAgentNotShortNameEvent {
-    /// The fields `HostPrimaryAgentNotShortNameEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `primaryAgent`.
-    pub primary_agent: String,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostPrimaryAgentNotShortNameEvent {
-    const TYPE_NAME: &'static str = "HostPrimaryAgentNotShortNameEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostPrimaryAgentNotShortNameEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostPrimaryAgentNotShortNameEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostPrimaryAgentNotShortNameEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostPrimaryAgentNotShortNameEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "primaryAgent" => r.read(&mut self.primary_agent),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write("primaryAgent", &self.primary_agent);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostProfileAppliedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileAppliedEvent {
-    /// The fields `HostProfileAppliedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `profile`.
-    pub profile: ProfileEventArgument,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostProfileAppliedEvent {
-    const TYPE_NAME: &'static str = "HostProfileAppliedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostProfileAppliedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostProfileAppliedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostProfileAppliedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostProfileAppliedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "profile" => r.read(&mut self.profile),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("profile", &self.profile);
-    }
-}
-/// `HostProfileCompleteConfigSpec` (extends `HostProfileConfigSpec`).
-///
-/// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProfileCompleteConfigSpec {
-    /// The fields `HostProfileCompleteConfigSpec` inherits from `HostProfileConfigSpec`.
-    pub host_profile_config_spec: HostProfileConfigSpec,
-    /// `applyProfile`.
-    pub apply_profile: Option<HostApplyProfile>,
-    /// `customComplyProfile`.
-    pub custom_comply_profile: Option<ComplianceProfile>,
-    /// `disabledExpressionListChanged`.
-    pub disabled_expression_list_changed: bool,
-    /// `disabledExpressionList`.
-    pub disabled_expression_list: Vec<String>,
-    /// `validatorHost`.
-    pub validator_host: Option<x::ManagedObjectReference>,
-    /// `validating`.
-    pub validating: Option<bool>,
-    /// `hostConfig`.
-    pub host_config: Option<HostProfileConfigInfo>,
-}
-impl x::SchemaType for HostProfileCompleteConfigSpec {
-    const TYPE_NAME: &'static str = "HostProfileCompleteConfigSpec";
-}
-impl x::Structure for HostProfileCompleteConfigSpec {}
-impl Clone for HostProfileCompleteConfigSpec {
-    fn clone(&self) -> Self {
-        Self {
-            host_profile_config_spec: self.host_profile_config_spec.clone(),
-            apply_profile: self.apply_profile.clone(),
-            custom_comply_profile: self.custom_comply_profile.clone(),
-            disabled_expression_list_changed: self.disabled_expression_list_changed,
-            disabled_expression_list: x::clone_vec(&self.disabled_expression_list),
-            validator_host: self.validator_host.clone(),
-            validating: self.validating,
-            host_config: self.host_config.clone(),
-        }
-    }
-}
-impl std::ops::Deref for HostProfileCompleteConfigSpec {
-    type Target = HostProfileConfigSpec;
-    #[inline]
-    fn deref(&self) -> &HostProfileConfigSpec {
-        &self.host_profile_config_spec
-    }
-}
-impl std::ops::DerefMut for HostProfileCompleteConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostProfileConfigSpec {
-        &mut self.host_profile_config_spec
-    }
-}
-impl x::Fields for HostProfileCompleteConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "applyProfile" => r.read_opt(&mut self.apply_profile),
-            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
-            "disabledExpressionListChanged" => {
-                r.read(&mut self.disabled_expression_list_changed)
-            }
-            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
-            "validatorHost" => r.read_opt(&mut self.validator_host),
-            "validating" => r.read_opt(&mut self.validating),
-            "hostConfig" => r.read_opt(&mut self.host_config),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_profile_config_spec,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_profile_config_spec, w);
-        w.write_opt("applyProfile", &self.apply_profile);
-        w.write_opt("customComplyProfile", &self.custom_comply_profile);
-        w.write("disabledExpressionListChanged", &self.disabled_expression_list_changed);
-        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
-        w.write_opt("validatorHost", &self.validator_host);
-        w.write_opt("validating", &self.validating);
-        w.write_opt("hostConfig", &self.host_config);
-    }
-}
-/// `HostProfileConfigInfo` (extends `ProfileConfigInfo`).
-///
-/// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProfileConfigInfo {
-    /// The fields `HostProfileConfigInfo` inherits from `ProfileConfigInfo`.
-    pub profile_config_info: ProfileConfigInfo,
-    /// `applyProfile`.
-    pub apply_profile: Option<HostApplyProfile>,
-    /// `defaultComplyProfile`.
-    pub default_comply_profile: Option<ComplianceProfile>,
-    /// `defaultComplyLocator`.
-    pub default_comply_locator: Vec<ComplianceLocator>,
-    /// `customComplyProfile`.
-    pub custom_comply_profile: Option<ComplianceProfile>,
-    /// `disabledExpressionList`.
-    pub disabled_expression_list: Vec<String>,
-    /// `description`.
-    pub description: Option<ProfileDescription>,
-}
-impl x::SchemaType for HostProfileConfigInfo {
-    const TYPE_NAME: &'static str = "HostProfileConfigInfo";
-}
-impl x::Structure for HostProfileConfigInfo {}
-impl Clone for HostProfileConfigInfo {
-    fn clone(&self) -> Self {
-        Self {
-            profile_config_info: self.profile_config_info.clone(),
-            apply_profile: self.apply_profile.clone(),
-            default_comply_profile: self.default_comply_profile.clone(),
-            default_comply_locator: x::clone_vec(&self.default_comply_locator),
-            custom_comply_profile: self.custom_comply_profile.clone(),
-            disabled_expression_list: x::clone_vec(&self.disabled_expression_list),
-            description: self.description.clone(),
-        }
-    }
-}
-impl std::ops::Deref for HostProfileConfigInfo {
-    type Target = ProfileConfigInfo;
-    #[inline]
-    fn deref(&self) -> &ProfileConfigInfo {
-        &self.profile_config_info
-    }
-}
-impl std::ops::DerefMut for HostProfileConfigInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
-        &mut self.profile_config_info
-    }
-}
-impl x::Fields for HostProfileConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "applyProfile" => r.read_opt(&mut self.apply_profile),
-            "defaultComplyProfile" => r.read_opt(&mut self.default_comply_profile),
-            "defaultComplyLocator" => r.read_push(&mut self.default_comply_locator),
-            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
-            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
-            "description" => r.read_opt(&mut self.description),
-            _ => return x::Fields::decode_field(&mut self.profile_config_info, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.profile_config_info, w);
-        w.write_opt("applyProfile", &self.apply_profile);
-        w.write_opt("defaultComplyProfile", &self.default_comply_profile);
-        w.write_vec("defaultComplyLocator", &self.default_comply_locator);
-        w.write_opt("customComplyProfile", &self.custom_comply_profile);
-        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
-        w.write_opt("description", &self.description);
-    }
-}
-/// `HostProfileConfigSpec` (extends `ProfileCreateSpec`).
-///
-/// Fields of this type hold [`AnyHostProfileConfigSpec`], which also carries its subtypes.
-///
-/// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileConfigSpec {
-    /// The fields `HostProfileConfigSpec` inherits from `ProfileCreateSpec`.
-    pub profile_create_spec: ProfileCreateSpec,
-}
-impl x::SchemaType for HostProfileConfigSpec {
-    const TYPE_NAME: &'static str = "HostProfileConfigSpec";
-}
-impl x::Structure for HostProfileConfigSpec {}
-impl std::ops::Deref for HostProfileConfigSpec {
-    type Target = ProfileCreateSpec;
-    #[inline]
-    fn deref(&self) -> &ProfileCreateSpec {
-        &self.profile_create_spec
-    }
-}
-impl std::ops::DerefMut for HostProfileConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
-        &mut self.profile_create_spec
-    }
-}
-impl x::Fields for HostProfileConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.profile_create_spec, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.profile_create_spec, w);
-    }
-}
-/// `HostProfileHostBasedConfigSpec` (extends `HostProfileConfigSpec`).
-///
-/// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileHostBasedConfigSpec {
-    /// The fields `HostProfileHostBasedConfigSpec` inherits from `HostProfileConfigSpec`.
-    pub host_profile_config_spec: HostProfileConfigSpec,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `useHostProfileEngine`.
-    pub use_host_profile_engine: Option<bool>,
-}
-impl x::SchemaType for HostProfileHostBasedConfigSpec {
-    const TYPE_NAME: &'static str = "HostProfileHostBasedConfigSpec";
-}
-impl x::Structure for HostProfileHostBasedConfigSpec {}
-impl std::ops::Deref for HostProfileHostBasedConfigSpec {
-    type Target = HostProfileConfigSpec;
-    #[inline]
-    fn deref(&self) -> &HostProfileConfigSpec {
-        &self.host_profile_config_spec
-    }
-}
-impl std::ops::DerefMut for HostProfileHostBasedConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostProfileConfigSpec {
-        &mut self.host_profile_config_spec
-    }
-}
-impl x::Fields for HostProfileHostBasedConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "useHostProfileEngine" => r.read_opt(&mut self.use_host_profile_engine),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_profile_config_spec,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_profile_config_spec, w);
-        w.write("host", &self.host);
-        w.write_opt("useHostProfileEngine", &self.use_host_profile_engine);
-    }
-}
-/// `HostProfileManagerCompositionResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProfileManagerCompositionResult {
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-    /// `results`.
-    pub results: Vec<HostProfileManagerCompositionResultResultElement>,
-}
-impl x::SchemaType for HostProfileManagerCompositionResult {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResult";
-}
-impl x::Structure for HostProfileManagerCompositionResult {}
-impl Clone for HostProfileManagerCompositionResult {
-    fn clone(&self) -> Self {
-        Self {
-            errors: x::clone_vec(&self.errors),
-            results: x::clone_vec(&self.results),
-        }
-    }
-}
-impl x::Fields for HostProfileManagerCompositionResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "errors" => r.read_push(&mut self.errors),
-            "results" => r.read_push(&mut self.results),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("errors", &self.errors);
-        w.write_vec("results", &self.results);
-    }
-}
-/// `HostProfileManagerCompositionResultResultElement` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProfileManagerCompositionResultResultElement {
-    /// `target`.
-    pub target: x::ManagedObjectReference,
-    /// `status`.
-    pub status: String,
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostProfileManagerCompositionResultResultElement {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResultResultElement";
-}
-impl x::Structure for HostProfileManagerCompositionResultResultElement {}
-impl Clone for HostProfileManagerCompositionResultResultElement {
-    fn clone(&self) -> Self {
-        Self {
-            target: self.target.clone(),
-            status: self.status.clone(),
-            errors: x::clone_vec(&self.errors),
-        }
-    }
-}
-impl x::Fields for HostProfileManagerCompositionResultResultElement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "target" => r.read(&mut self.target),
-            "status" => r.read(&mut self.status),
-            "errors" => r.read_push(&mut self.errors),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("target", &self.target);
-        w.write("status", &self.status);
-        w.write_vec("errors", &self.errors);
-    }
-}
-impl x::ArrayItem for HostProfileManagerCompositionResultResultElement {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionResultResultElement";
-    const ITEM_TAG: &'static str = "HostProfileManagerCompositionResultResultElement";
-}
-/// `HostProfileManagerCompositionValidationResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProfileManagerCompositionValidationResult {
-    /// `results`.
-    pub results: Vec<HostProfileManagerCompositionValidationResultResultElement>,
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostProfileManagerCompositionValidationResult {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResult";
-}
-impl x::Structure for HostProfileManagerCompositionValidationResult {}
-impl Clone for HostProfileManagerCompositionValidationResult {
-    fn clone(&self) -> Self {
-        Self {
-            results: x::clone_vec(&self.results),
-            errors: x::clone_vec(&self.errors),
-        }
-    }
-}
-impl x::Fields for HostProfileManagerCompositionValidationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "results" => r.read_push(&mut self.results),
-            "errors" => r.read_push(&mut self.errors),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("results", &self.results);
-        w.write_vec("errors", &self.errors);
-    }
-}
-/// `HostProfileManagerCompositionValidationResultResultElement` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProfileManagerCompositionValidationResultResultElement {
-    /// `target`.
-    pub target: x::ManagedObjectReference,
-    /// `status`.
-    pub status: String,
-    /// `errors`.
-    pub errors: Vec<LocalizableMessage>,
-    /// `sourceDiffForToBeMerged`.
-    pub source_diff_for_to_be_merged: Option<HostApplyProfile>,
-    /// `targetDiffForToBeMerged`.
-    pub target_diff_for_to_be_merged: Option<HostApplyProfile>,
-    /// `toBeAdded`.
-    pub to_be_added: Option<HostApplyProfile>,
-    /// `toBeDeleted`.
-    pub to_be_deleted: Option<HostApplyProfile>,
-    /// `toBeDisabled`.
-    pub to_be_disabled: Option<HostApplyProfile>,
-    /// `toBeEnabled`.
-    pub to_be_enabled: Option<HostApplyProfile>,
-    /// `toBeReenableCC`.
-    pub to_be_reenable_cc: Option<HostApplyProfile>,
-}
-impl x::SchemaType for HostProfileManagerCompositionValidationResultResultElement {
-    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
-}
-impl x::Structure for HostProfileManagerCompositionValidationResultResultElement {}
-impl Clone for HostProfileManagerCompositionValidationResultResultElement {
-    fn clone(&self) -> Self {
-        Self {
-            target: self.target.clone(),
-            status: self.status.clone(),
-            errors: x::clone_vec(&self.errors),
-            source_diff_for_to_be_merged: self.source_diff_for_to_be_merged.clone(),
-            target_diff_for_to_be_merged: self.target_diff_for_to_be_merged.clone(),
-            to_be_added: self.to_be_added.clone(),
-            to_be_deleted: self.to_be_deleted.clone(),
-            to_be_disabled: self.to_be_disabled.clone(),
-            to_be_enabled: self.to_be_enabled.clone(),
-            to_be_reenable_cc: self.to_be_reenable_cc.clone(),
-        }
-    }
-}
-impl x::Fields for HostProfileManagerCompositionValidationResultResultElement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "target" => r.read(&mut self.target),
-            "status" => r.read(&mut self.status),
-            "errors" => r.read_push(&mut self.errors),
-            "sourceDiffForToBeMerged" => {
-                r.read_opt(&mut self.source_diff_for_to_be_merged)
-            }
-            "targetDiffForToBeMerged" => {
-                r.read_opt(&mut self.target_diff_for_to_be_merged)
-            }
-            "toBeAdded" => r.read_opt(&mut self.to_be_added),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "toBeDisabled" => r.read_opt(&mut self.to_be_disabled),
-            "toBeEnabled" => r.read_opt(&mut self.to_be_enabled),
-            "toBeReenableCC" => r.read_opt(&mut self.to_be_reenable_cc),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("target", &self.target);
-        w.write("status", &self.status);
-        w.write_vec("errors", &self.errors);
-        w.write_opt("sourceDiffForToBeMerged", &self.source_diff_for_to_be_merged);
-        w.write_opt("targetDiffForToBeMerged", &self.target_diff_for_to_be_merged);
-        w.write_opt("toBeAdded", &self.to_be_added);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("toBeDisabled", &self.to_be_disabled);
-        w.write_opt("toBeEnabled", &self.to_be_enabled);
-        w.write_opt("toBeReenableCC", &self.to_be_reenable_cc);
-    }
-}
-impl x::ArrayItem for HostProfileManagerCompositionValidationResultResultElement {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionValidationResultResultElement";
-    const ITEM_TAG: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
-}
-/// `HostProfileManagerConfigTaskList` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProfileManagerConfigTaskList {
-    /// `configSpec`.
-    pub config_spec: Option<HostConfigSpec>,
-    /// `taskDescription`.
-    pub task_description: Vec<LocalizableMessage>,
-    /// `taskListRequirement`.
-    pub task_list_requirement: Vec<String>,
-}
-impl x::SchemaType for HostProfileManagerConfigTaskList {
-    const TYPE_NAME: &'static str = "HostProfileManagerConfigTaskList";
-}
-impl x::Structure for HostProfileManagerConfigTaskList {}
-impl Clone for HostProfileManagerConfigTaskList {
-    fn clone(&self) -> Self {
-        Self {
-            config_spec: self.config_spec.clone(),
-            task_description: x::clone_vec(&self.task_description),
-            task_list_requirement: x::clone_vec(&self.task_list_requirement),
-        }
-    }
-}
-impl x::Fields for HostProfileManagerConfigTaskList {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "configSpec" => r.read_opt(&mut self.config_spec),
-            "taskDescription" => r.read_push(&mut self.task_description),
-            "taskListRequirement" => r.read_push(&mut self.task_list_requirement),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("configSpec", &self.config_spec);
-        w.write_vec("taskDescription", &self.task_description);
-        w.write_vec("taskListRequirement", &self.task_list_requirement);
-    }
-}
-/// `HostProfileManagerHostToConfigSpecMap` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileManagerHostToConfigSpecMap {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `configSpec`.
-    pub config_spec: AnyAnswerFileCreateSpec,
-}
-impl x::SchemaType for HostProfileManagerHostToConfigSpecMap {
-    const TYPE_NAME: &'static str = "HostProfileManagerHostToConfigSpecMap";
-}
-impl x::Structure for HostProfileManagerHostToConfigSpecMap {}
-impl x::Fields for HostProfileManagerHostToConfigSpecMap {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "configSpec" => r.read(&mut self.config_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write("configSpec", &self.config_spec);
-    }
-}
-/// `HostProfileSerializedHostProfileSpec` (extends `ProfileSerializedCreateSpec`).
-///
-/// The fields of `ProfileSerializedCreateSpec` are in `profile_serialized_create_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfileSerializedHostProfileSpec {
-    /// The fields `HostProfileSerializedHostProfileSpec` inherits from `ProfileSerializedCreateSpec`.
-    pub profile_serialized_create_spec: ProfileSerializedCreateSpec,
-    /// `validatorHost`.
-    pub validator_host: Option<x::ManagedObjectReference>,
-    /// `validating`.
-    pub validating: Option<bool>,
-}
-impl x::SchemaType for HostProfileSerializedHostProfileSpec {
-    const TYPE_NAME: &'static str = "HostProfileSerializedHostProfileSpec";
-}
-impl x::Structure for HostProfileSerializedHostProfileSpec {}
-impl std::ops::Deref for HostProfileSerializedHostProfileSpec {
-    type Target = ProfileSerializedCreateSpec;
-    #[inline]
-    fn deref(&self) -> &ProfileSerializedCreateSpec {
-        &self.profile_serialized_create_spec
-    }
-}
-impl std::ops::DerefMut for HostProfileSerializedHostProfileSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ProfileSerializedCreateSpec {
-        &mut self.profile_serialized_create_spec
-    }
-}
-impl x::Fields for HostProfileSerializedHostProfileSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "validatorHost" => r.read_opt(&mut self.validator_host),
-            "validating" => r.read_opt(&mut self.validating),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.profile_serialized_create_spec,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.profile_serialized_create_spec, w);
-        w.write_opt("validatorHost", &self.validator_host);
-        w.write_opt("validating", &self.validating);
-    }
-}
-/// `HostProfileValidationFailureInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProfileValidationFailureInfo {
-    /// `name`.
-    pub name: String,
-    /// `annotation`.
-    pub annotation: String,
-    /// `updateType`.
-    pub update_type: String,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `applyProfile`.
-    pub apply_profile: Option<HostApplyProfile>,
-    /// `failures`.
-    pub failures: Vec<ProfileUpdateFailedUpdateFailure>,
-    /// `faults`.
-    pub faults: Vec<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostProfileValidationFailureInfo {
-    const TYPE_NAME: &'static str = "HostProfileValidationFailureInfo";
-}
-impl x::Structure for HostProfileValidationFailureInfo {}
-impl Clone for HostProfileValidationFailureInfo {
-    fn clone(&self) -> Self {
-        Self {
-            name: self.name.clone(),
-            annotation: self.annotation.clone(),
-            update_type: self.update_type.clone(),
-            host: self.host.clone(),
-            apply_profile: self.apply_profile.clone(),
-            failures: x::clone_vec(&self.failures),
-            faults: x::clone_vec(&self.faults),
-        }
-    }
-}
-impl x::Fields for HostProfileValidationFailureInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "annotation" => r.read(&mut self.annotation),
-            "updateType" => r.read(&mut self.update_type),
-            "host" => r.read_opt(&mut self.host),
-            "applyProfile" => r.read_opt(&mut self.apply_profile),
-            "failures" => r.read_push(&mut self.failures),
-            "faults" => r.read_push(&mut self.faults),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("annotation", &self.annotation);
-        w.write("updateType", &self.update_type);
-        w.write_opt("host", &self.host);
-        w.write_opt("applyProfile", &self.apply_profile);
-        w.write_vec("failures", &self.failures);
-        w.write_vec("faults", &self.faults);
-    }
-}
-/// `HostProfilesEntityCustomizations` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostProfilesEntityCustomizations`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProfilesEntityCustomizations {}
-impl x::SchemaType for HostProfilesEntityCustomizations {
-    const TYPE_NAME: &'static str = "HostProfilesEntityCustomizations";
-}
-impl x::Structure for HostProfilesEntityCustomizations {}
-impl x::Fields for HostProfilesEntityCustomizations {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostProtocolEndpoint` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProtocolEndpoint {
-    /// `peType`.
-    pub pe_type: String,
-    /// `type`.
-    pub type_: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `hostKey`.
-    pub host_key: Vec<x::ManagedObjectReference>,
-    /// `storageArray`.
-    pub storage_array: Option<String>,
-    /// `nfsServer`.
-    pub nfs_server: Option<String>,
-    /// `nfsDir`.
-    pub nfs_dir: Option<String>,
-    /// `nfsServerScope`.
-    pub nfs_server_scope: Option<String>,
-    /// `nfsServerMajor`.
-    pub nfs_server_major: Option<String>,
-    /// `nfsServerAuthType`.
-    pub nfs_server_auth_type: Option<String>,
-    /// `nfsServerUser`.
-    pub nfs_server_user: Option<String>,
+impl x::ArrayItem for HostPathSelectionPolicyOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
+    const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
+}
+/// `HostPciDevice` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPciDevice {
+    /// `id`.
+    pub id: String,
+    /// `classId`.
+    pub class_id: i16,
+    /// `bus`.
+    pub bus: i8,
+    /// `slot`.
+    pub slot: i8,
+    /// `physicalSlot`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub physical_slot: Option<i32>,
+    /// `slotDescription`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub slot_description: Option<String>,
+    /// `function`.
+    pub function: i8,
+    /// `vendorId`.
+    pub vendor_id: i16,
+    /// `subVendorId`.
+    pub sub_vendor_id: i16,
+    /// `vendorName`.
+    pub vendor_name: String,
     /// `deviceId`.
-    pub device_id: Option<String>,
-    /// `usedByStretchedContainer`.
+    pub device_id: i16,
+    /// `subDeviceId`.
+    pub sub_device_id: i16,
+    /// `parentBridge`.
+    pub parent_bridge: Option<String>,
+    /// `deviceName`.
+    pub device_name: String,
+    /// `deviceClassName`.
     ///
     /// Since vSphere API 8.0.3.0.
-    pub used_by_stretched_container: Option<bool>,
+    pub device_class_name: Option<String>,
+    /// `directPathInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_info: Option<HostPciDeviceDirectPathInfo>,
 }
-impl x::SchemaType for HostProtocolEndpoint {
-    const TYPE_NAME: &'static str = "HostProtocolEndpoint";
+impl x::SchemaType for HostPciDevice {
+    const TYPE_NAME: &'static str = "HostPciDevice";
 }
-impl x::Structure for HostProtocolEndpoint {}
-impl Clone for HostProtocolEndpoint {
-    fn clone(&self) -> Self {
-        Self {
-            pe_type: self.pe_type.clone(),
-            type_: self.type_.clone(),
-            uuid: self.uuid.clone(),
-            host_key: x::clone_vec(&self.host_key),
-            storage_array: self.storage_array.clone(),
-            nfs_server: self.nfs_server.clone(),
-            nfs_dir: self.nfs_dir.clone(),
-            nfs_server_scope: self.nfs_server_scope.clone(),
-            nfs_server_major: self.nfs_server_major.clone(),
-            nfs_server_auth_type: self.nfs_server_auth_type.clone(),
-            nfs_server_user: self.nfs_server_user.clone(),
-            device_id: self.device_id.clone(),
-            used_by_stretched_container: self.used_by_stretched_container,
-        }
+impl x::Structure for HostPciDevice {}
+impl std::fmt::Debug for HostPciDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPciDevice", x::fields_ref(self))
     }
 }
-impl x::Fields for HostProtocolEndpoint {
+impl PartialEq for HostPciDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPciDevice {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "peType" => r.read(&mut self.pe_type),
-            "type" => r.read_opt(&mut self.type_),
-            "uuid" => r.read(&mut self.uuid),
-            "hostKey" => r.read_push(&mut self.host_key),
-            "storageArray" => r.read_opt(&mut self.storage_array),
-            "nfsServer" => r.read_opt(&mut self.nfs_server),
-            "nfsDir" => r.read_opt(&mut self.nfs_dir),
-            "nfsServerScope" => r.read_opt(&mut self.nfs_server_scope),
-            "nfsServerMajor" => r.read_opt(&mut self.nfs_server_major),
-            "nfsServerAuthType" => r.read_opt(&mut self.nfs_server_auth_type),
-            "nfsServerUser" => r.read_opt(&mut self.nfs_server_user),
-            "deviceId" => r.read_opt(&mut self.device_id),
-            "usedByStretchedContainer" => {
-                r.read_opt(&mut self.used_by_stretched_container)
-            }
+            "id" => r.read(&mut self.id),
+            "classId" => r.read(&mut self.class_id),
+            "bus" => r.read(&mut self.bus),
+            "slot" => r.read(&mut self.slot),
+            "physicalSlot" => r.read_opt(&mut self.physical_slot),
+            "slotDescription" => r.read_opt(&mut self.slot_description),
+            "function" => r.read(&mut self.function),
+            "vendorId" => r.read(&mut self.vendor_id),
+            "subVendorId" => r.read(&mut self.sub_vendor_id),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceId" => r.read(&mut self.device_id),
+            "subDeviceId" => r.read(&mut self.sub_device_id),
+            "parentBridge" => r.read_opt(&mut self.parent_bridge),
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceClassName" => r.read_opt(&mut self.device_class_name),
+            "directPathInfo" => r.read_opt(&mut self.direct_path_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("peType", &self.pe_type);
-        w.write_opt("type", &self.type_);
-        w.write("uuid", &self.uuid);
-        w.write_vec("hostKey", &self.host_key);
-        w.write_opt("storageArray", &self.storage_array);
-        w.write_opt("nfsServer", &self.nfs_server);
-        w.write_opt("nfsDir", &self.nfs_dir);
-        w.write_opt("nfsServerScope", &self.nfs_server_scope);
-        w.write_opt("nfsServerMajor", &self.nfs_server_major);
-        w.write_opt("nfsServerAuthType", &self.nfs_server_auth_type);
-        w.write_opt("nfsServerUser", &self.nfs_server_user);
-        w.write_opt("deviceId", &self.device_id);
+        w.write("id", &self.id);
+        w.write("classId", &self.class_id);
+        w.write("bus", &self.bus);
+        w.write("slot", &self.slot);
+        if w
+            .since(
+                0x0900_0000,
+                "HostPciDevice.physicalSlot",
+                self.physical_slot.is_some(),
+            )
+        {
+            w.write_opt("physicalSlot", &self.physical_slot);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostPciDevice.slotDescription",
+                self.slot_description.is_some(),
+            )
+        {
+            w.write_opt("slotDescription", &self.slot_description);
+        }
+        w.write("function", &self.function);
+        w.write("vendorId", &self.vendor_id);
+        w.write("subVendorId", &self.sub_vendor_id);
+        w.write("vendorName", &self.vendor_name);
+        w.write("deviceId", &self.device_id);
+        w.write("subDeviceId", &self.sub_device_id);
+        w.write_opt("parentBridge", &self.parent_bridge);
+        w.write("deviceName", &self.device_name);
         if w
             .since(
                 0x0800_0300,
-                "HostProtocolEndpoint.usedByStretchedContainer",
-                self.used_by_stretched_container.is_some(),
+                "HostPciDevice.deviceClassName",
+                self.device_class_name.is_some(),
             )
         {
-            w.write_opt("usedByStretchedContainer", &self.used_by_stretched_container);
-        }
-    }
-}
-impl x::ArrayItem for HostProtocolEndpoint {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProtocolEndpoint";
-    const ITEM_TAG: &'static str = "HostProtocolEndpoint";
-}
-/// `HostProxySwitch` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProxySwitch {
-    /// `dvsUuid`.
-    pub dvs_uuid: String,
-    /// `dvsName`.
-    pub dvs_name: String,
-    /// `key`.
-    pub key: String,
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `configNumPorts`.
-    pub config_num_ports: Option<i32>,
-    /// `numPortsAvailable`.
-    pub num_ports_available: i32,
-    /// `uplinkPort`.
-    pub uplink_port: Vec<KeyValue>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `spec`.
-    pub spec: HostProxySwitchSpec,
-    /// `hostLag`.
-    pub host_lag: Vec<HostProxySwitchHostLagConfig>,
-    /// `networkReservationSupported`.
-    pub network_reservation_supported: Option<bool>,
-    /// `nsxtEnabled`.
-    pub nsxt_enabled: Option<bool>,
-    /// `ensEnabled`.
-    pub ens_enabled: Option<bool>,
-    /// `ensInterruptEnabled`.
-    pub ens_interrupt_enabled: Option<bool>,
-    /// `transportZones`.
-    pub transport_zones: Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>,
-    /// `nsxUsedUplinkPort`.
-    pub nsx_used_uplink_port: Vec<String>,
-    /// `nsxtStatus`.
-    pub nsxt_status: Option<String>,
-    /// `nsxtStatusDetail`.
-    pub nsxt_status_detail: Option<String>,
-    /// `ensInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub ens_info: Option<HostProxySwitchEnsInfo>,
-    /// `networkOffloadingEnabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub network_offloading_enabled: Option<bool>,
-    /// `hostUplinkState`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
-    /// `autoDeployOwned`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub auto_deploy_owned: Option<bool>,
-    /// `hostPerfNicOffloadState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub host_perf_nic_offload_state: Option<
-        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
-    >,
-    /// `teplessMode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tepless_mode: Option<bool>,
-}
-impl x::SchemaType for HostProxySwitch {
-    const TYPE_NAME: &'static str = "HostProxySwitch";
-}
-impl x::Structure for HostProxySwitch {}
-impl Clone for HostProxySwitch {
-    fn clone(&self) -> Self {
-        Self {
-            dvs_uuid: self.dvs_uuid.clone(),
-            dvs_name: self.dvs_name.clone(),
-            key: self.key.clone(),
-            num_ports: self.num_ports,
-            config_num_ports: self.config_num_ports,
-            num_ports_available: self.num_ports_available,
-            uplink_port: x::clone_vec(&self.uplink_port),
-            mtu: self.mtu,
-            pnic: x::clone_vec(&self.pnic),
-            spec: self.spec.clone(),
-            host_lag: x::clone_vec(&self.host_lag),
-            network_reservation_supported: self.network_reservation_supported,
-            nsxt_enabled: self.nsxt_enabled,
-            ens_enabled: self.ens_enabled,
-            ens_interrupt_enabled: self.ens_interrupt_enabled,
-            transport_zones: x::clone_vec(&self.transport_zones),
-            nsx_used_uplink_port: x::clone_vec(&self.nsx_used_uplink_port),
-            nsxt_status: self.nsxt_status.clone(),
-            nsxt_status_detail: self.nsxt_status_detail.clone(),
-            ens_info: self.ens_info.clone(),
-            network_offloading_enabled: self.network_offloading_enabled,
-            host_uplink_state: x::clone_vec(&self.host_uplink_state),
-            auto_deploy_owned: self.auto_deploy_owned,
-            host_perf_nic_offload_state: self.host_perf_nic_offload_state.clone(),
-            tepless_mode: self.tepless_mode,
-        }
-    }
-}
-impl x::Fields for HostProxySwitch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dvsUuid" => r.read(&mut self.dvs_uuid),
-            "dvsName" => r.read(&mut self.dvs_name),
-            "key" => r.read(&mut self.key),
-            "numPorts" => r.read(&mut self.num_ports),
-            "configNumPorts" => r.read_opt(&mut self.config_num_ports),
-            "numPortsAvailable" => r.read(&mut self.num_ports_available),
-            "uplinkPort" => r.read_push(&mut self.uplink_port),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "pnic" => r.read_push(&mut self.pnic),
-            "spec" => r.read(&mut self.spec),
-            "hostLag" => r.read_push(&mut self.host_lag),
-            "networkReservationSupported" => {
-                r.read_opt(&mut self.network_reservation_supported)
-            }
-            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled),
-            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
-            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
-            "transportZones" => r.read_push(&mut self.transport_zones),
-            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port),
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
-            "ensInfo" => r.read_opt(&mut self.ens_info),
-            "networkOffloadingEnabled" => {
-                r.read_opt(&mut self.network_offloading_enabled)
-            }
-            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
-            "autoDeployOwned" => r.read_opt(&mut self.auto_deploy_owned),
-            "hostPerfNicOffloadState" => {
-                r.read_opt(&mut self.host_perf_nic_offload_state)
-            }
-            "teplessMode" => r.read_opt(&mut self.tepless_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dvsUuid", &self.dvs_uuid);
-        w.write("dvsName", &self.dvs_name);
-        w.write("key", &self.key);
-        w.write("numPorts", &self.num_ports);
-        w.write_opt("configNumPorts", &self.config_num_ports);
-        w.write("numPortsAvailable", &self.num_ports_available);
-        w.write_vec("uplinkPort", &self.uplink_port);
-        w.write_opt("mtu", &self.mtu);
-        w.write_vec("pnic", &self.pnic);
-        w.write("spec", &self.spec);
-        w.write_vec("hostLag", &self.host_lag);
-        w.write_opt("networkReservationSupported", &self.network_reservation_supported);
-        w.write_opt("nsxtEnabled", &self.nsxt_enabled);
-        w.write_opt("ensEnabled", &self.ens_enabled);
-        w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
-        w.write_vec("transportZones", &self.transport_zones);
-        w.write_vec("nsxUsedUplinkPort", &self.nsx_used_uplink_port);
-        w.write_opt("nsxtStatus", &self.nsxt_status);
-        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
-        if w.since(0x0800_0001, "HostProxySwitch.ensInfo", self.ens_info.is_some()) {
-            w.write_opt("ensInfo", &self.ens_info);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "HostProxySwitch.networkOffloadingEnabled",
-                self.network_offloading_enabled.is_some(),
-            )
-        {
-            w.write_opt("networkOffloadingEnabled", &self.network_offloading_enabled);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostProxySwitch.hostUplinkState",
-                !self.host_uplink_state.is_empty(),
-            )
-        {
-            w.write_vec("hostUplinkState", &self.host_uplink_state);
+            w.write_opt("deviceClassName", &self.device_class_name);
         }
         if w
             .since(
                 0x0901_0000,
-                "HostProxySwitch.autoDeployOwned",
-                self.auto_deploy_owned.is_some(),
+                "HostPciDevice.directPathInfo",
+                self.direct_path_info.is_some(),
             )
         {
-            w.write_opt("autoDeployOwned", &self.auto_deploy_owned);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostProxySwitch.hostPerfNicOffloadState",
-                self.host_perf_nic_offload_state.is_some(),
-            )
-        {
-            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostProxySwitch.teplessMode",
-                self.tepless_mode.is_some(),
-            )
-        {
-            w.write_opt("teplessMode", &self.tepless_mode);
+            w.write_opt("directPathInfo", &self.direct_path_info);
         }
     }
 }
-impl x::ArrayItem for HostProxySwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitch";
-    const ITEM_TAG: &'static str = "HostProxySwitch";
+impl x::ArrayItem for HostPciDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
+    const ITEM_TAG: &'static str = "HostPciDevice";
 }
-/// `HostProxySwitchConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `spec`.
-    pub spec: Option<HostProxySwitchSpec>,
-}
-impl x::SchemaType for HostProxySwitchConfig {
-    const TYPE_NAME: &'static str = "HostProxySwitchConfig";
-}
-impl x::Structure for HostProxySwitchConfig {}
-impl x::Fields for HostProxySwitchConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "uuid" => r.read(&mut self.uuid),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("uuid", &self.uuid);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostProxySwitchConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchConfig";
-    const ITEM_TAG: &'static str = "HostProxySwitchConfig";
-}
-/// `HostProxySwitchEnsInfo` (extends `DynamicData`).
+/// `HostPciDeviceDirectPathInfo` (extends `DynamicData`).
 ///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchEnsInfo {
-    /// `opsVersion`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub ops_version: i64,
-    /// `numPSOps`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_ps_ops: i64,
-    /// `numLcoreOps`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_lcore_ops: i64,
-    /// `errorStatus`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub error_status: i64,
-    /// `lcoreStatus`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub lcore_status: i64,
-}
-impl x::SchemaType for HostProxySwitchEnsInfo {
-    const TYPE_NAME: &'static str = "HostProxySwitchEnsInfo";
-}
-impl x::Structure for HostProxySwitchEnsInfo {}
-impl x::Fields for HostProxySwitchEnsInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opsVersion" => r.read(&mut self.ops_version),
-            "numPSOps" => r.read(&mut self.num_ps_ops),
-            "numLcoreOps" => r.read(&mut self.num_lcore_ops),
-            "errorStatus" => r.read(&mut self.error_status),
-            "lcoreStatus" => r.read(&mut self.lcore_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostProxySwitchEnsInfo", true);
-        w.write("opsVersion", &self.ops_version);
-        w.write("numPSOps", &self.num_ps_ops);
-        w.write("numLcoreOps", &self.num_lcore_ops);
-        w.write("errorStatus", &self.error_status);
-        w.write("lcoreStatus", &self.lcore_status);
-    }
-}
-/// `HostProxySwitchHostLagConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostProxySwitchHostLagConfig {
-    /// `lagKey`.
-    pub lag_key: String,
-    /// `lagName`.
-    pub lag_name: Option<String>,
-    /// `uplinkPort`.
-    pub uplink_port: Vec<KeyValue>,
-}
-impl x::SchemaType for HostProxySwitchHostLagConfig {
-    const TYPE_NAME: &'static str = "HostProxySwitchHostLagConfig";
-}
-impl x::Structure for HostProxySwitchHostLagConfig {}
-impl Clone for HostProxySwitchHostLagConfig {
-    fn clone(&self) -> Self {
-        Self {
-            lag_key: self.lag_key.clone(),
-            lag_name: self.lag_name.clone(),
-            uplink_port: x::clone_vec(&self.uplink_port),
-        }
-    }
-}
-impl x::Fields for HostProxySwitchHostLagConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lagKey" => r.read(&mut self.lag_key),
-            "lagName" => r.read_opt(&mut self.lag_name),
-            "uplinkPort" => r.read_push(&mut self.uplink_port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("lagKey", &self.lag_key);
-        w.write_opt("lagName", &self.lag_name);
-        w.write_vec("uplinkPort", &self.uplink_port);
-    }
-}
-impl x::ArrayItem for HostProxySwitchHostLagConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchHostLagConfig";
-    const ITEM_TAG: &'static str = "HostProxySwitchHostLagConfig";
-}
-/// `HostProxySwitchSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostProxySwitchSpec {
-    /// `backing`.
-    pub backing: Option<AnyDistributedVirtualSwitchHostMemberBacking>,
-}
-impl x::SchemaType for HostProxySwitchSpec {
-    const TYPE_NAME: &'static str = "HostProxySwitchSpec";
-}
-impl x::Structure for HostProxySwitchSpec {}
-impl x::Fields for HostProxySwitchSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "backing" => r.read_opt(&mut self.backing),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("backing", &self.backing);
-    }
-}
-/// `HostPtpConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPtpConfig {
-    /// `domain`.
-    pub domain: Option<i32>,
-    /// `port`.
-    pub port: Vec<HostPtpConfigPtpPort>,
-}
-impl x::SchemaType for HostPtpConfig {
-    const TYPE_NAME: &'static str = "HostPtpConfig";
-}
-impl x::Structure for HostPtpConfig {}
-impl Clone for HostPtpConfig {
-    fn clone(&self) -> Self {
-        Self {
-            domain: self.domain,
-            port: x::clone_vec(&self.port),
-        }
-    }
-}
-impl x::Fields for HostPtpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "domain" => r.read_opt(&mut self.domain),
-            "port" => r.read_push(&mut self.port),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("domain", &self.domain);
-        w.write_vec("port", &self.port);
-    }
-}
-/// `HostPtpConfigPtpPort` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPtpConfigPtpPort {
-    /// `index`.
-    pub index: i32,
-    /// `deviceType`.
-    pub device_type: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-    /// `ipConfig`.
-    pub ip_config: Option<HostIpConfig>,
-}
-impl x::SchemaType for HostPtpConfigPtpPort {
-    const TYPE_NAME: &'static str = "HostPtpConfigPtpPort";
-}
-impl x::Structure for HostPtpConfigPtpPort {}
-impl x::Fields for HostPtpConfigPtpPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "index" => r.read(&mut self.index),
-            "deviceType" => r.read_opt(&mut self.device_type),
-            "device" => r.read_opt(&mut self.device),
-            "ipConfig" => r.read_opt(&mut self.ip_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("index", &self.index);
-        w.write_opt("deviceType", &self.device_type);
-        w.write_opt("device", &self.device);
-        w.write_opt("ipConfig", &self.ip_config);
-    }
-}
-impl x::ArrayItem for HostPtpConfigPtpPort {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPtpConfigPtpPort";
-    const ITEM_TAG: &'static str = "HostPtpConfigPtpPort";
-}
-/// `HostQualifiedName` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostQualifiedName {
-    /// `value`.
-    pub value: String,
-    /// `type`.
-    pub type_: String,
-}
-impl x::SchemaType for HostQualifiedName {
-    const TYPE_NAME: &'static str = "HostQualifiedName";
-}
-impl x::Structure for HostQualifiedName {}
-impl x::Fields for HostQualifiedName {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "value" => r.read(&mut self.value),
-            "type" => r.read(&mut self.type_),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("value", &self.value);
-        w.write("type", &self.type_);
-    }
-}
-impl x::ArrayItem for HostQualifiedName {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostQualifiedName";
-    const ITEM_TAG: &'static str = "HostQualifiedName";
-}
-/// `HostRdmaDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDevice {
-    /// `key`.
-    pub key: String,
-    /// `device`.
-    pub device: String,
-    /// `driver`.
-    pub driver: Option<String>,
-    /// `description`.
-    pub description: Option<String>,
-    /// `backing`.
-    pub backing: Option<AnyHostRdmaDeviceBacking>,
-    /// `connectionInfo`.
-    pub connection_info: HostRdmaDeviceConnectionInfo,
-    /// `capability`.
-    pub capability: HostRdmaDeviceCapability,
-}
-impl x::SchemaType for HostRdmaDevice {
-    const TYPE_NAME: &'static str = "HostRdmaDevice";
-}
-impl x::Structure for HostRdmaDevice {}
-impl x::Fields for HostRdmaDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "driver" => r.read_opt(&mut self.driver),
-            "description" => r.read_opt(&mut self.description),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectionInfo" => r.read(&mut self.connection_info),
-            "capability" => r.read(&mut self.capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("device", &self.device);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("description", &self.description);
-        w.write_opt("backing", &self.backing);
-        w.write("connectionInfo", &self.connection_info);
-        w.write("capability", &self.capability);
-    }
-}
-impl x::ArrayItem for HostRdmaDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRdmaDevice";
-    const ITEM_TAG: &'static str = "HostRdmaDevice";
-}
-/// `HostRdmaDeviceBacking` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostRdmaDeviceBacking`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceBacking {}
-impl x::SchemaType for HostRdmaDeviceBacking {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceBacking";
-}
-impl x::Structure for HostRdmaDeviceBacking {}
-impl x::Fields for HostRdmaDeviceBacking {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostRdmaDeviceCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceCapability {
-    /// `roceV1Capable`.
-    pub roce_v1_capable: bool,
-    /// `roceV2Capable`.
-    pub roce_v2_capable: bool,
-    /// `iWarpCapable`.
-    pub i_warp_capable: bool,
-}
-impl x::SchemaType for HostRdmaDeviceCapability {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceCapability";
-}
-impl x::Structure for HostRdmaDeviceCapability {}
-impl x::Fields for HostRdmaDeviceCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "roceV1Capable" => r.read(&mut self.roce_v1_capable),
-            "roceV2Capable" => r.read(&mut self.roce_v2_capable),
-            "iWarpCapable" => r.read(&mut self.i_warp_capable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("roceV1Capable", &self.roce_v1_capable);
-        w.write("roceV2Capable", &self.roce_v2_capable);
-        w.write("iWarpCapable", &self.i_warp_capable);
-    }
-}
-/// `HostRdmaDeviceConnectionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDeviceConnectionInfo {
-    /// `state`.
-    pub state: String,
-    /// `mtu`.
-    pub mtu: i32,
-    /// `speedInMbps`.
-    pub speed_in_mbps: i32,
-}
-impl x::SchemaType for HostRdmaDeviceConnectionInfo {
-    const TYPE_NAME: &'static str = "HostRdmaDeviceConnectionInfo";
-}
-impl x::Structure for HostRdmaDeviceConnectionInfo {}
-impl x::Fields for HostRdmaDeviceConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "mtu" => r.read(&mut self.mtu),
-            "speedInMbps" => r.read(&mut self.speed_in_mbps),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("mtu", &self.mtu);
-        w.write("speedInMbps", &self.speed_in_mbps);
-    }
-}
-/// `HostRdmaDevicePnicBacking` (extends `HostRdmaDeviceBacking`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaDevicePnicBacking {
-    /// `pairedUplink`.
-    pub paired_uplink: String,
-}
-impl x::SchemaType for HostRdmaDevicePnicBacking {
-    const TYPE_NAME: &'static str = "HostRdmaDevicePnicBacking";
-}
-impl x::Structure for HostRdmaDevicePnicBacking {}
-impl x::Fields for HostRdmaDevicePnicBacking {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pairedUplink" => r.read(&mut self.paired_uplink),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pairedUplink", &self.paired_uplink);
-    }
-}
-/// `HostRdmaHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaHba {
-    /// The fields `HostRdmaHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `associatedRdmaDevice`.
-    pub associated_rdma_device: Option<String>,
-}
-impl x::SchemaType for HostRdmaHba {
-    const TYPE_NAME: &'static str = "HostRdmaHba";
-}
-impl x::Structure for HostRdmaHba {}
-impl std::ops::Deref for HostRdmaHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostRdmaHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostRdmaHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device),
-            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write_opt("associatedRdmaDevice", &self.associated_rdma_device);
-    }
-}
-/// `HostRdmaTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRdmaTargetTransport {}
-impl x::SchemaType for HostRdmaTargetTransport {
-    const TYPE_NAME: &'static str = "HostRdmaTargetTransport";
-}
-impl x::Structure for HostRdmaTargetTransport {}
-impl x::Fields for HostRdmaTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-#[cfg(feature = "all-events")]
-/// `HostReconnectionFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReconnectionFailedEvent {
-    /// The fields `HostReconnectionFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostReconnectionFailedEvent {
-    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostReconnectionFailedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostReconnectionFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostReconnectionFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostReconnectionFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostReliableMemoryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReliableMemoryInfo {
-    /// `memorySize`.
-    pub memory_size: i64,
-}
-impl x::SchemaType for HostReliableMemoryInfo {
-    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
-}
-impl x::Structure for HostReliableMemoryInfo {}
-impl x::Fields for HostReliableMemoryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "memorySize" => r.read(&mut self.memory_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("memorySize", &self.memory_size);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostRemovedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRemovedEvent {
-    /// The fields `HostRemovedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostRemovedEvent {
-    const TYPE_NAME: &'static str = "HostRemovedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostRemovedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostRemovedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostRemovedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostRemovedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostResignatureRescanResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostResignatureRescanResult {
-    /// `rescan`.
-    pub rescan: Vec<HostVmfsRescanResult>,
-    /// `result`.
-    pub result: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostResignatureRescanResult {
-    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
-}
-impl x::Structure for HostResignatureRescanResult {}
-impl Clone for HostResignatureRescanResult {
-    fn clone(&self) -> Self {
-        Self {
-            rescan: x::clone_vec(&self.rescan),
-            result: self.result.clone(),
-        }
-    }
-}
-impl x::Fields for HostResignatureRescanResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rescan" => r.read_push(&mut self.rescan),
-            "result" => r.read(&mut self.result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rescan", &self.rescan);
-        w.write("result", &self.result);
-    }
-}
-/// `HostRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostRuntimeInfo {
-    /// `connectionState`.
-    pub connection_state: HostSystemConnectionState,
-    /// `powerState`.
-    pub power_state: HostSystemPowerState,
-    /// `standbyMode`.
-    pub standby_mode: Option<String>,
-    /// `inMaintenanceMode`.
-    pub in_maintenance_mode: bool,
-    /// `inQuarantineMode`.
-    pub in_quarantine_mode: Option<bool>,
-    /// `bootTime`.
-    pub boot_time: Option<x::DateTime>,
-    /// `healthSystemRuntime`.
-    pub health_system_runtime: Option<HealthSystemRuntime>,
-    /// `dasHostState`.
-    pub das_host_state: Option<ClusterDasFdmHostState>,
-    /// `tpmPcrValues`.
-    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
-    /// `vsanRuntimeInfo`.
-    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
-    /// `networkRuntimeInfo`.
-    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
-    /// `vFlashResourceRuntimeInfo`.
-    pub vflash_resource_runtime_info: Option<HostVFlashManagerVFlashResourceRunTimeInfo>,
-    /// `hostMaxVirtualDiskCapacity`.
-    pub host_max_virtual_disk_capacity: Option<i64>,
-    /// `cryptoState`.
-    pub crypto_state: Option<String>,
-    /// `cryptoKeyId`.
-    pub crypto_key_id: Option<CryptoKeyId>,
-    /// `statelessNvdsMigrationReady`.
-    pub stateless_nvds_migration_ready: Option<String>,
-    /// `partialMaintenanceMode`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub partial_maintenance_mode: Vec<HostPartialMaintenanceModeRuntimeInfo>,
-    /// `stateEncryption`.
-    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
-    /// `podVMInfo`.
+/// Since vSphere API 9.1.0.0.
+#[derive(Clone, Default)]
+pub struct HostPciDeviceDirectPathInfo {
+    /// `interconnectType`.
     ///
     /// Since vSphere API 9.1.0.0.
-    pub pod_vm_info: Option<PodVMInfo>,
-}
-impl x::SchemaType for HostRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfo {}
-impl Clone for HostRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            connection_state: self.connection_state.clone(),
-            power_state: self.power_state.clone(),
-            standby_mode: self.standby_mode.clone(),
-            in_maintenance_mode: self.in_maintenance_mode,
-            in_quarantine_mode: self.in_quarantine_mode,
-            boot_time: self.boot_time.clone(),
-            health_system_runtime: self.health_system_runtime.clone(),
-            das_host_state: self.das_host_state.clone(),
-            tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
-            vsan_runtime_info: self.vsan_runtime_info.clone(),
-            network_runtime_info: self.network_runtime_info.clone(),
-            vflash_resource_runtime_info: self.vflash_resource_runtime_info.clone(),
-            host_max_virtual_disk_capacity: self.host_max_virtual_disk_capacity,
-            crypto_state: self.crypto_state.clone(),
-            crypto_key_id: self.crypto_key_id.clone(),
-            stateless_nvds_migration_ready: self.stateless_nvds_migration_ready.clone(),
-            partial_maintenance_mode: x::clone_vec(&self.partial_maintenance_mode),
-            state_encryption: self.state_encryption.clone(),
-            pod_vm_info: self.pod_vm_info.clone(),
-        }
-    }
-}
-impl x::Fields for HostRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "connectionState" => r.read(&mut self.connection_state),
-            "powerState" => r.read(&mut self.power_state),
-            "standbyMode" => r.read_opt(&mut self.standby_mode),
-            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
-            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
-            "bootTime" => r.read_opt(&mut self.boot_time),
-            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
-            "dasHostState" => r.read_opt(&mut self.das_host_state),
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
-            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
-            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
-            "vFlashResourceRuntimeInfo" => {
-                r.read_opt(&mut self.vflash_resource_runtime_info)
-            }
-            "hostMaxVirtualDiskCapacity" => {
-                r.read_opt(&mut self.host_max_virtual_disk_capacity)
-            }
-            "cryptoState" => r.read_opt(&mut self.crypto_state),
-            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
-            "statelessNvdsMigrationReady" => {
-                r.read_opt(&mut self.stateless_nvds_migration_ready)
-            }
-            "partialMaintenanceMode" => r.read_push(&mut self.partial_maintenance_mode),
-            "stateEncryption" => r.read_opt(&mut self.state_encryption),
-            "podVMInfo" => r.read_opt(&mut self.pod_vm_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("connectionState", &self.connection_state);
-        w.write("powerState", &self.power_state);
-        w.write_opt("standbyMode", &self.standby_mode);
-        w.write("inMaintenanceMode", &self.in_maintenance_mode);
-        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
-        w.write_opt("bootTime", &self.boot_time);
-        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
-        w.write_opt("dasHostState", &self.das_host_state);
-        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
-        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
-        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
-        w.write_opt("vFlashResourceRuntimeInfo", &self.vflash_resource_runtime_info);
-        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
-        w.write_opt("cryptoState", &self.crypto_state);
-        w.write_opt("cryptoKeyId", &self.crypto_key_id);
-        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
-        if w
-            .since(
-                0x0800_0300,
-                "HostRuntimeInfo.partialMaintenanceMode",
-                !self.partial_maintenance_mode.is_empty(),
-            )
-        {
-            w.write_vec("partialMaintenanceMode", &self.partial_maintenance_mode);
-        }
-        w.write_opt("stateEncryption", &self.state_encryption);
-        if w.since(0x0901_0000, "HostRuntimeInfo.podVMInfo", self.pod_vm_info.is_some())
-        {
-            w.write_opt("podVMInfo", &self.pod_vm_info);
-        }
-    }
-}
-/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    /// `netStackInstanceKey`.
-    pub net_stack_instance_key: String,
-    /// `state`.
-    pub state: Option<String>,
-    /// `vmknicKeys`.
-    pub vmknic_keys: Vec<String>,
-    /// `maxNumberOfConnections`.
-    pub max_number_of_connections: Option<i32>,
-    /// `currentIpV6Enabled`.
-    pub current_ip_v6_enabled: Option<bool>,
-}
-impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
-impl Clone for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            net_stack_instance_key: self.net_stack_instance_key.clone(),
-            state: self.state.clone(),
-            vmknic_keys: x::clone_vec(&self.vmknic_keys),
-            max_number_of_connections: self.max_number_of_connections,
-            current_ip_v6_enabled: self.current_ip_v6_enabled,
-        }
-    }
-}
-impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
-            "state" => r.read_opt(&mut self.state),
-            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
-            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
-            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("netStackInstanceKey", &self.net_stack_instance_key);
-        w.write_opt("state", &self.state);
-        w.write_vec("vmknicKeys", &self.vmknic_keys);
-        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
-        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
-    }
-}
-impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
-}
-/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostRuntimeInfoNetworkRuntimeInfo {
-    /// `netStackInstanceRuntimeInfo`.
-    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
-    /// `networkResourceRuntime`.
-    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
-}
-impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
-impl Clone for HostRuntimeInfoNetworkRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            net_stack_instance_runtime_info: x::clone_vec(
-                &self.net_stack_instance_runtime_info,
-            ),
-            network_resource_runtime: self.network_resource_runtime.clone(),
-        }
-    }
-}
-impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstanceRuntimeInfo" => {
-                r.read_push(&mut self.net_stack_instance_runtime_info)
-            }
-            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec(
-            "netStackInstanceRuntimeInfo",
-            &self.net_stack_instance_runtime_info,
-        );
-        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
-    }
-}
-/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoStateEncryptionInfo {
-    /// `protectionMode`.
-    pub protection_mode: String,
-    /// `requireSecureBoot`.
-    pub require_secure_boot: Option<bool>,
-    /// `requireExecInstalledOnly`.
-    pub require_exec_installed_only: Option<bool>,
-}
-impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
-}
-impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
-impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "protectionMode" => r.read(&mut self.protection_mode),
-            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
-            "requireExecInstalledOnly" => {
-                r.read_opt(&mut self.require_exec_installed_only)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("protectionMode", &self.protection_mode);
-        w.write_opt("requireSecureBoot", &self.require_secure_boot);
-        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
-    }
-}
-/// `HostScsiDisk` (extends `ScsiLun`).
-///
-/// The fields of `ScsiLun` are in `scsi_lun`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostScsiDisk {
-    /// The fields `HostScsiDisk` inherits from `ScsiLun`.
-    pub scsi_lun: ScsiLun,
-    /// `capacity`.
-    pub capacity: HostDiskDimensionsLba,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `ssd`.
-    pub ssd: Option<bool>,
-    /// `localDisk`.
-    pub local_disk: Option<bool>,
-    /// `physicalLocation`.
-    pub physical_location: Vec<String>,
-    /// `emulatedDIXDIFEnabled`.
-    pub emulated_dixdif_enabled: Option<bool>,
-    /// `vsanDiskInfo`.
-    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
-    /// `scsiDiskType`.
-    pub scsi_disk_type: Option<String>,
-    /// `usedByMemoryTiering`.
+    pub interconnect_type: Option<String>,
+    /// `driverName`.
     ///
-    /// Since vSphere API 8.0.3.0.
-    pub used_by_memory_tiering: Option<bool>,
+    /// Since vSphere API 9.1.0.0.
+    pub driver_name: Option<String>,
+    /// `driverVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `availableMemory`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub available_memory: Option<i32>,
 }
-impl x::SchemaType for HostScsiDisk {
-    const TYPE_NAME: &'static str = "HostScsiDisk";
+impl x::SchemaType for HostPciDeviceDirectPathInfo {
+    const TYPE_NAME: &'static str = "HostPciDeviceDirectPathInfo";
 }
-impl x::Structure for HostScsiDisk {}
-impl Clone for HostScsiDisk {
-    fn clone(&self) -> Self {
-        Self {
-            scsi_lun: self.scsi_lun.clone(),
-            capacity: self.capacity.clone(),
-            device_path: self.device_path.clone(),
-            ssd: self.ssd,
-            local_disk: self.local_disk,
-            physical_location: x::clone_vec(&self.physical_location),
-            emulated_dixdif_enabled: self.emulated_dixdif_enabled,
-            vsan_disk_info: self.vsan_disk_info.clone(),
-            scsi_disk_type: self.scsi_disk_type.clone(),
-            used_by_memory_tiering: self.used_by_memory_tiering,
-        }
+impl x::Structure for HostPciDeviceDirectPathInfo {}
+impl std::fmt::Debug for HostPciDeviceDirectPathInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPciDeviceDirectPathInfo", x::fields_ref(self))
     }
 }
-impl std::ops::Deref for HostScsiDisk {
-    type Target = ScsiLun;
-    #[inline]
-    fn deref(&self) -> &ScsiLun {
-        &self.scsi_lun
+impl PartialEq for HostPciDeviceDirectPathInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl std::ops::DerefMut for HostScsiDisk {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ScsiLun {
-        &mut self.scsi_lun
-    }
-}
-impl x::Fields for HostScsiDisk {
+impl x::Fields for HostPciDeviceDirectPathInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "capacity" => r.read(&mut self.capacity),
-            "devicePath" => r.read(&mut self.device_path),
-            "ssd" => r.read_opt(&mut self.ssd),
-            "localDisk" => r.read_opt(&mut self.local_disk),
-            "physicalLocation" => r.read_push(&mut self.physical_location),
-            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
-            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
-            "usedByMemoryTiering" => r.read_opt(&mut self.used_by_memory_tiering),
-            _ => return x::Fields::decode_field(&mut self.scsi_lun, r, name),
+            "interconnectType" => r.read_opt(&mut self.interconnect_type),
+            "driverName" => r.read_opt(&mut self.driver_name),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "availableMemory" => r.read_opt(&mut self.available_memory),
+            _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.scsi_lun, w);
-        w.write("capacity", &self.capacity);
-        w.write("devicePath", &self.device_path);
-        w.write_opt("ssd", &self.ssd);
-        w.write_opt("localDisk", &self.local_disk);
-        w.write_vec("physicalLocation", &self.physical_location);
-        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
-        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
-        w.write_opt("scsiDiskType", &self.scsi_disk_type);
+        w.since(0x0901_0000, "type HostPciDeviceDirectPathInfo", true);
+        w.write_opt("interconnectType", &self.interconnect_type);
+        w.write_opt("driverName", &self.driver_name);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("availableMemory", &self.available_memory);
+    }
+}
+/// `HostPciPassthruConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostPciPassthruConfig {
+    /// `id`.
+    pub id: String,
+    /// `passthruEnabled`.
+    pub passthru_enabled: bool,
+    /// `applyNow`.
+    pub apply_now: Option<bool>,
+    /// `hardwareLabel`.
+    pub hardware_label: Option<String>,
+}
+impl x::SchemaType for HostPciPassthruConfig {
+    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
+}
+impl x::Structure for HostPciPassthruConfig {}
+impl std::fmt::Debug for HostPciPassthruConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPciPassthruConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPciPassthruConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPciPassthruConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "applyNow" => r.read_opt(&mut self.apply_now),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("passthruEnabled", &self.passthru_enabled);
+        w.write_opt("applyNow", &self.apply_now);
+        w.write_opt("hardwareLabel", &self.hardware_label);
+    }
+}
+/// `HostPciPassthruInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostPciPassthruInfo {
+    /// `id`.
+    pub id: String,
+    /// `dependentDevice`.
+    pub dependent_device: String,
+    /// `passthruEnabled`.
+    pub passthru_enabled: bool,
+    /// `passthruCapable`.
+    pub passthru_capable: bool,
+    /// `passthruActive`.
+    pub passthru_active: bool,
+    /// `hardwareLabel`.
+    pub hardware_label: Option<String>,
+    /// `directPathState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
+}
+impl x::SchemaType for HostPciPassthruInfo {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
+}
+impl x::Structure for HostPciPassthruInfo {}
+impl std::fmt::Debug for HostPciPassthruInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPciPassthruInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPciPassthruInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPciPassthruInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "dependentDevice" => r.read(&mut self.dependent_device),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "passthruCapable" => r.read(&mut self.passthru_capable),
+            "passthruActive" => r.read(&mut self.passthru_active),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            "directPathState" => r.read_opt(&mut self.direct_path_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("dependentDevice", &self.dependent_device);
+        w.write("passthruEnabled", &self.passthru_enabled);
+        w.write("passthruCapable", &self.passthru_capable);
+        w.write("passthruActive", &self.passthru_active);
+        w.write_opt("hardwareLabel", &self.hardware_label);
         if w
             .since(
-                0x0800_0300,
-                "HostScsiDisk.usedByMemoryTiering",
-                self.used_by_memory_tiering.is_some(),
+                0x0901_0000,
+                "HostPciPassthruInfo.directPathState",
+                self.direct_path_state.is_some(),
             )
         {
-            w.write_opt("usedByMemoryTiering", &self.used_by_memory_tiering);
+            w.write_opt("directPathState", &self.direct_path_state);
         }
     }
 }
-impl x::ArrayItem for HostScsiDisk {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
-    const ITEM_TAG: &'static str = "HostScsiDisk";
+/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Default)]
+pub struct HostPciPassthruInfoDirectPathState {
+    /// `mode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub mode: String,
+    /// `configurableModes`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub configurable_modes: Vec<String>,
+    /// `usedMemory`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub used_memory: Option<i32>,
 }
-/// `HostScsiDiskPartition` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiDiskPartition {
-    /// `diskName`.
-    pub disk_name: String,
-    /// `partition`.
-    pub partition: i32,
+impl x::SchemaType for HostPciPassthruInfoDirectPathState {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
 }
-impl x::SchemaType for HostScsiDiskPartition {
-    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
-}
-impl x::Structure for HostScsiDiskPartition {}
-impl x::Fields for HostScsiDiskPartition {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskName" => r.read(&mut self.disk_name),
-            "partition" => r.read(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskName", &self.disk_name);
-        w.write("partition", &self.partition);
+impl x::Structure for HostPciPassthruInfoDirectPathState {}
+impl std::fmt::Debug for HostPciPassthruInfoDirectPathState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPciPassthruInfoDirectPathState", x::fields_ref(self))
     }
 }
-impl x::ArrayItem for HostScsiDiskPartition {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
-    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
+impl PartialEq for HostPciPassthruInfoDirectPathState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
 }
-/// `HostScsiTopology` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostScsiTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostScsiTopologyInterface>,
-}
-impl x::SchemaType for HostScsiTopology {
-    const TYPE_NAME: &'static str = "HostScsiTopology";
-}
-impl x::Structure for HostScsiTopology {}
-impl Clone for HostScsiTopology {
+impl Clone for HostPciPassthruInfoDirectPathState {
     fn clone(&self) -> Self {
         Self {
-            adapter: x::clone_vec(&self.adapter),
+            mode: self.mode.clone(),
+            configurable_modes: x::clone_vec(&self.configurable_modes),
+            used_memory: self.used_memory,
         }
     }
 }
-impl x::Fields for HostScsiTopology {
+impl x::Fields for HostPciPassthruInfoDirectPathState {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
+            "mode" => r.read(&mut self.mode),
+            "configurableModes" => r.read_push(&mut self.configurable_modes),
+            "usedMemory" => r.read_opt(&mut self.used_memory),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
+        w.since(0x0901_0000, "type HostPciPassthruInfoDirectPathState", true);
+        w.write("mode", &self.mode);
+        w.write_vec("configurableModes", &self.configurable_modes);
+        w.write_opt("usedMemory", &self.used_memory);
     }
-}
-/// `HostScsiTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostScsiTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `target`.
-    pub target: Vec<HostScsiTopologyTarget>,
-}
-impl x::SchemaType for HostScsiTopologyInterface {
-    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
-}
-impl x::Structure for HostScsiTopologyInterface {}
-impl Clone for HostScsiTopologyInterface {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            adapter: self.adapter.clone(),
-            target: x::clone_vec(&self.target),
-        }
-    }
-}
-impl x::Fields for HostScsiTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "target" => r.read_push(&mut self.target),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("target", &self.target);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
-    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
-}
-/// `HostScsiTopologyLun` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyLun {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: i32,
-    /// `scsiLun`.
-    pub scsi_lun: String,
-}
-impl x::SchemaType for HostScsiTopologyLun {
-    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
-}
-impl x::Structure for HostScsiTopologyLun {}
-impl x::Fields for HostScsiTopologyLun {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "scsiLun" => r.read(&mut self.scsi_lun),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write("scsiLun", &self.scsi_lun);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyLun {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
-    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
-}
-/// `HostScsiTopologyTarget` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostScsiTopologyTarget {
-    /// `key`.
-    pub key: String,
-    /// `target`.
-    pub target: i32,
-    /// `lun`.
-    pub lun: Vec<HostScsiTopologyLun>,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostScsiTopologyTarget {
-    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
-}
-impl x::Structure for HostScsiTopologyTarget {}
-impl Clone for HostScsiTopologyTarget {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            target: self.target,
-            lun: x::clone_vec(&self.lun),
-            transport: self.transport.clone(),
-        }
-    }
-}
-impl x::Fields for HostScsiTopologyTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "target" => r.read(&mut self.target),
-            "lun" => r.read_push(&mut self.lun),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("target", &self.target);
-        w.write_vec("lun", &self.lun);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
-    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
 }

@@ -5,103 +5,72 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostSecuritySpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSecuritySpec {
-    /// `adminPassword`.
-    pub admin_password: Option<String>,
-    /// `removePermission`.
-    pub remove_permission: Vec<Permission>,
-    /// `addPermission`.
-    pub add_permission: Vec<Permission>,
-}
-impl x::SchemaType for HostSecuritySpec {
-    const TYPE_NAME: &'static str = "HostSecuritySpec";
-}
-impl x::Structure for HostSecuritySpec {}
-impl Clone for HostSecuritySpec {
-    fn clone(&self) -> Self {
-        Self {
-            admin_password: self.admin_password.clone(),
-            remove_permission: x::clone_vec(&self.remove_permission),
-            add_permission: x::clone_vec(&self.add_permission),
-        }
-    }
-}
-impl x::Fields for HostSecuritySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adminPassword" => r.read_opt(&mut self.admin_password),
-            "removePermission" => r.read_push(&mut self.remove_permission),
-            "addPermission" => r.read_push(&mut self.add_permission),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("adminPassword", &self.admin_password);
-        w.write_vec("removePermission", &self.remove_permission);
-        w.write_vec("addPermission", &self.add_permission);
-    }
-}
-/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
+/// `HostPcieHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedHba {
-    /// The fields `HostSerialAttachedHba` inherits from `HostHostBusAdapter`.
+#[derive(Clone, Default)]
+pub struct HostPcieHba {
+    /// The fields `HostPcieHba` inherits from `HostHostBusAdapter`.
     pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: String,
 }
-impl x::SchemaType for HostSerialAttachedHba {
-    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
+impl x::SchemaType for HostPcieHba {
+    const TYPE_NAME: &'static str = "HostPcieHba";
 }
-impl x::Structure for HostSerialAttachedHba {}
-impl std::ops::Deref for HostSerialAttachedHba {
+impl x::Structure for HostPcieHba {}
+impl std::fmt::Debug for HostPcieHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPcieHba", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPcieHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostPcieHba {
     type Target = HostHostBusAdapter;
     #[inline]
     fn deref(&self) -> &HostHostBusAdapter {
         &self.host_host_bus_adapter
     }
 }
-impl std::ops::DerefMut for HostSerialAttachedHba {
+impl std::ops::DerefMut for HostPcieHba {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
         &mut self.host_host_bus_adapter
     }
 }
-impl x::Fields for HostSerialAttachedHba {
+impl x::Fields for HostPcieHba {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
     }
 }
-/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedTargetTransport {}
-impl x::SchemaType for HostSerialAttachedTargetTransport {
-    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
+/// `HostPcieTargetTransport` (extends `HostTargetTransport`).
+#[derive(Clone, Default)]
+pub struct HostPcieTargetTransport {}
+impl x::SchemaType for HostPcieTargetTransport {
+    const TYPE_NAME: &'static str = "HostPcieTargetTransport";
 }
-impl x::Structure for HostSerialAttachedTargetTransport {}
-impl x::Fields for HostSerialAttachedTargetTransport {
+impl x::Structure for HostPcieTargetTransport {}
+impl std::fmt::Debug for HostPcieTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPcieTargetTransport", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPcieTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPcieTargetTransport {
     fn decode_field(
         &mut self,
         _r: &mut x::XmlReader<'_>,
@@ -111,45 +80,194 @@ impl x::Fields for HostSerialAttachedTargetTransport {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
-/// `HostService` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostService {
+/// `HostPersistentMemoryInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPersistentMemoryInfo {
+    /// `capacityInMB`.
+    pub capacity_in_mb: Option<i64>,
+    /// `volumeUUID`.
+    pub volume_uuid: Option<String>,
+}
+impl x::SchemaType for HostPersistentMemoryInfo {
+    const TYPE_NAME: &'static str = "HostPersistentMemoryInfo";
+}
+impl x::Structure for HostPersistentMemoryInfo {}
+impl std::fmt::Debug for HostPersistentMemoryInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPersistentMemoryInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPersistentMemoryInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPersistentMemoryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb),
+            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("capacityInMB", &self.capacity_in_mb);
+        w.write_opt("volumeUUID", &self.volume_uuid);
+    }
+}
+/// `HostPlacedVirtualNicIdentifier` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPlacedVirtualNicIdentifier {
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `vnicKey`.
+    pub vnic_key: String,
+    /// `reservation`.
+    pub reservation: Option<i32>,
+}
+impl x::SchemaType for HostPlacedVirtualNicIdentifier {
+    const TYPE_NAME: &'static str = "HostPlacedVirtualNicIdentifier";
+}
+impl x::Structure for HostPlacedVirtualNicIdentifier {}
+impl std::fmt::Debug for HostPlacedVirtualNicIdentifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPlacedVirtualNicIdentifier", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPlacedVirtualNicIdentifier {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPlacedVirtualNicIdentifier {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "vnicKey" => r.read(&mut self.vnic_key),
+            "reservation" => r.read_opt(&mut self.reservation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vm", &self.vm);
+        w.write("vnicKey", &self.vnic_key);
+        w.write_opt("reservation", &self.reservation);
+    }
+}
+impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlacedVirtualNicIdentifier";
+    const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
+}
+/// `HostPlugStoreTopology` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPlugStoreTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
+    /// `path`.
+    pub path: Vec<HostPlugStoreTopologyPath>,
+    /// `target`.
+    pub target: Vec<HostPlugStoreTopologyTarget>,
+    /// `device`.
+    pub device: Vec<HostPlugStoreTopologyDevice>,
+    /// `plugin`.
+    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
+}
+impl x::SchemaType for HostPlugStoreTopology {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
+}
+impl x::Structure for HostPlugStoreTopology {}
+impl std::fmt::Debug for HostPlugStoreTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPlugStoreTopology", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPlugStoreTopology {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPlugStoreTopology {
+    fn clone(&self) -> Self {
+        Self {
+            adapter: x::clone_vec(&self.adapter),
+            path: x::clone_vec(&self.path),
+            target: x::clone_vec(&self.target),
+            device: x::clone_vec(&self.device),
+            plugin: x::clone_vec(&self.plugin),
+        }
+    }
+}
+impl x::Fields for HostPlugStoreTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
+            "target" => r.read_push(&mut self.target),
+            "device" => r.read_push(&mut self.device),
+            "plugin" => r.read_push(&mut self.plugin),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+        w.write_vec("path", &self.path);
+        w.write_vec("target", &self.target);
+        w.write_vec("device", &self.device);
+        w.write_vec("plugin", &self.plugin);
+    }
+}
+/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPlugStoreTopologyAdapter {
     /// `key`.
     pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `uninstallable`.
-    pub uninstallable: bool,
-    /// `running`.
-    pub running: bool,
-    /// `ruleset`.
-    pub ruleset: Vec<String>,
-    /// `policy`.
-    pub policy: String,
-    /// `sourcePackage`.
-    pub source_package: Option<HostServiceSourcePackage>,
+    /// `adapter`.
+    pub adapter: String,
+    /// `path`.
+    pub path: Vec<String>,
 }
-impl x::SchemaType for HostService {
-    const TYPE_NAME: &'static str = "HostService";
+impl x::SchemaType for HostPlugStoreTopologyAdapter {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
 }
-impl x::Structure for HostService {}
-impl Clone for HostService {
+impl x::Structure for HostPlugStoreTopologyAdapter {}
+impl std::fmt::Debug for HostPlugStoreTopologyAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPlugStoreTopologyAdapter", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPlugStoreTopologyAdapter {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPlugStoreTopologyAdapter {
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
-            label: self.label.clone(),
-            required: self.required,
-            uninstallable: self.uninstallable,
-            running: self.running,
-            ruleset: x::clone_vec(&self.ruleset),
-            policy: self.policy.clone(),
-            source_package: self.source_package.clone(),
+            adapter: self.adapter.clone(),
+            path: x::clone_vec(&self.path),
         }
     }
 }
-impl x::Fields for HostService {
+impl x::Fields for HostPlugStoreTopologyAdapter {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -157,13 +275,8 @@ impl x::Fields for HostService {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "uninstallable" => r.read(&mut self.uninstallable),
-            "running" => r.read(&mut self.running),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            "policy" => r.read(&mut self.policy),
-            "sourcePackage" => r.read_opt(&mut self.source_package),
+            "adapter" => r.read(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -171,995 +284,48 @@ impl x::Fields for HostService {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write("uninstallable", &self.uninstallable);
-        w.write("running", &self.running);
-        w.write_vec("ruleset", &self.ruleset);
-        w.write("policy", &self.policy);
-        w.write_opt("sourcePackage", &self.source_package);
+        w.write("adapter", &self.adapter);
+        w.write_vec("path", &self.path);
     }
 }
-impl x::ArrayItem for HostService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
-    const ITEM_TAG: &'static str = "HostService";
-}
-/// `HostServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceConfig {
-    /// `serviceId`.
-    pub service_id: String,
-    /// `startupPolicy`.
-    pub startup_policy: String,
-}
-impl x::SchemaType for HostServiceConfig {
-    const TYPE_NAME: &'static str = "HostServiceConfig";
-}
-impl x::Structure for HostServiceConfig {}
-impl x::Fields for HostServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceId" => r.read(&mut self.service_id),
-            "startupPolicy" => r.read(&mut self.startup_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("serviceId", &self.service_id);
-        w.write("startupPolicy", &self.startup_policy);
-    }
-}
-impl x::ArrayItem for HostServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
-    const ITEM_TAG: &'static str = "HostServiceConfig";
-}
-/// `HostServiceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostServiceInfo {
-    /// `service`.
-    pub service: Vec<HostService>,
-}
-impl x::SchemaType for HostServiceInfo {
-    const TYPE_NAME: &'static str = "HostServiceInfo";
-}
-impl x::Structure for HostServiceInfo {}
-impl Clone for HostServiceInfo {
-    fn clone(&self) -> Self {
-        Self {
-            service: x::clone_vec(&self.service),
-        }
-    }
-}
-impl x::Fields for HostServiceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "service" => r.read_push(&mut self.service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("service", &self.service);
-    }
-}
-/// `HostServiceSourcePackage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceSourcePackage {
-    /// `sourcePackageName`.
-    pub source_package_name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostServiceSourcePackage {
-    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
-}
-impl x::Structure for HostServiceSourcePackage {}
-impl x::Fields for HostServiceSourcePackage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sourcePackageName" => r.read(&mut self.source_package_name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sourcePackageName", &self.source_package_name);
-        w.write("description", &self.description);
-    }
-}
-/// `HostServiceTicket` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceTicket {
-    /// `host`.
-    pub host: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-    /// `sslCertificate`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub ssl_certificate: Option<String>,
-    /// `service`.
-    pub service: String,
-    /// `serviceVersion`.
-    pub service_version: String,
-    /// `sessionId`.
-    pub session_id: String,
-}
-impl x::SchemaType for HostServiceTicket {
-    const TYPE_NAME: &'static str = "HostServiceTicket";
-}
-impl x::Structure for HostServiceTicket {}
-impl x::Fields for HostServiceTicket {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read_opt(&mut self.host),
-            "port" => r.read_opt(&mut self.port),
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
-            "service" => r.read(&mut self.service),
-            "serviceVersion" => r.read(&mut self.service_version),
-            "sessionId" => r.read(&mut self.session_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("host", &self.host);
-        w.write_opt("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        if w
-            .since(
-                0x0900_0000,
-                "HostServiceTicket.sslCertificate",
-                self.ssl_certificate.is_some(),
-            )
-        {
-            w.write_opt("sslCertificate", &self.ssl_certificate);
-        }
-        w.write("service", &self.service);
-        w.write("serviceVersion", &self.service_version);
-        w.write("sessionId", &self.session_id);
-    }
-}
-/// `HostSevInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSevInfo {
-    /// `sevState`.
-    pub sev_state: String,
-    /// `maxSevEsGuests`.
-    pub max_sev_es_guests: i64,
-    /// `snpState`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub snp_state: Option<String>,
-    /// `snpSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub snp_supported: Option<bool>,
-}
-impl x::SchemaType for HostSevInfo {
-    const TYPE_NAME: &'static str = "HostSevInfo";
-}
-impl x::Structure for HostSevInfo {}
-impl x::Fields for HostSevInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sevState" => r.read(&mut self.sev_state),
-            "maxSevEsGuests" => r.read(&mut self.max_sev_es_guests),
-            "snpState" => r.read_opt(&mut self.snp_state),
-            "snpSupported" => r.read_opt(&mut self.snp_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sevState", &self.sev_state);
-        w.write("maxSevEsGuests", &self.max_sev_es_guests);
-        if w.since(0x0900_0000, "HostSevInfo.snpState", self.snp_state.is_some()) {
-            w.write_opt("snpState", &self.snp_state);
-        }
-        if w.since(0x0900_0000, "HostSevInfo.snpSupported", self.snp_supported.is_some())
-        {
-            w.write_opt("snpSupported", &self.snp_supported);
-        }
-    }
-}
-/// `HostSgxInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSgxInfo {
-    /// `sgxState`.
-    pub sgx_state: String,
-    /// `totalEpcMemory`.
-    pub total_epc_memory: i64,
-    /// `flcMode`.
-    pub flc_mode: String,
-    /// `lePubKeyHash`.
-    pub le_pub_key_hash: Option<String>,
-    /// `registrationInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub registration_info: Option<HostSgxRegistrationInfo>,
-}
-impl x::SchemaType for HostSgxInfo {
-    const TYPE_NAME: &'static str = "HostSgxInfo";
-}
-impl x::Structure for HostSgxInfo {}
-impl x::Fields for HostSgxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sgxState" => r.read(&mut self.sgx_state),
-            "totalEpcMemory" => r.read(&mut self.total_epc_memory),
-            "flcMode" => r.read(&mut self.flc_mode),
-            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
-            "registrationInfo" => r.read_opt(&mut self.registration_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sgxState", &self.sgx_state);
-        w.write("totalEpcMemory", &self.total_epc_memory);
-        w.write("flcMode", &self.flc_mode);
-        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
-        if w
-            .since(
-                0x0800_0001,
-                "HostSgxInfo.registrationInfo",
-                self.registration_info.is_some(),
-            )
-        {
-            w.write_opt("registrationInfo", &self.registration_info);
-        }
-    }
-}
-/// `HostSgxRegistrationInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSgxRegistrationInfo {
-    /// `status`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub status: Option<String>,
-    /// `biosError`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub bios_error: Option<i32>,
-    /// `registrationUrl`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub registration_url: Option<String>,
-    /// `type`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub type_: Option<String>,
-    /// `ppid`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub ppid: Option<String>,
-    /// `lastRegisteredTime`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub last_registered_time: Option<x::DateTime>,
-}
-impl x::SchemaType for HostSgxRegistrationInfo {
-    const TYPE_NAME: &'static str = "HostSgxRegistrationInfo";
-}
-impl x::Structure for HostSgxRegistrationInfo {}
-impl x::Fields for HostSgxRegistrationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "status" => r.read_opt(&mut self.status),
-            "biosError" => r.read_opt(&mut self.bios_error),
-            "registrationUrl" => r.read_opt(&mut self.registration_url),
-            "type" => r.read_opt(&mut self.type_),
-            "ppid" => r.read_opt(&mut self.ppid),
-            "lastRegisteredTime" => r.read_opt(&mut self.last_registered_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostSgxRegistrationInfo", true);
-        w.write_opt("status", &self.status);
-        w.write_opt("biosError", &self.bios_error);
-        w.write_opt("registrationUrl", &self.registration_url);
-        w.write_opt("type", &self.type_);
-        w.write_opt("ppid", &self.ppid);
-        w.write_opt("lastRegisteredTime", &self.last_registered_time);
-    }
-}
-/// `HostSharedGpuCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSharedGpuCapabilities {
-    /// `vgpu`.
-    pub vgpu: String,
-    /// `diskSnapshotSupported`.
-    pub disk_snapshot_supported: bool,
-    /// `memorySnapshotSupported`.
-    pub memory_snapshot_supported: bool,
-    /// `suspendSupported`.
-    pub suspend_supported: bool,
-    /// `migrateSupported`.
-    pub migrate_supported: bool,
-}
-impl x::SchemaType for HostSharedGpuCapabilities {
-    const TYPE_NAME: &'static str = "HostSharedGpuCapabilities";
-}
-impl x::Structure for HostSharedGpuCapabilities {}
-impl x::Fields for HostSharedGpuCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read(&mut self.vgpu),
-            "diskSnapshotSupported" => r.read(&mut self.disk_snapshot_supported),
-            "memorySnapshotSupported" => r.read(&mut self.memory_snapshot_supported),
-            "suspendSupported" => r.read(&mut self.suspend_supported),
-            "migrateSupported" => r.read(&mut self.migrate_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vgpu", &self.vgpu);
-        w.write("diskSnapshotSupported", &self.disk_snapshot_supported);
-        w.write("memorySnapshotSupported", &self.memory_snapshot_supported);
-        w.write("suspendSupported", &self.suspend_supported);
-        w.write("migrateSupported", &self.migrate_supported);
-    }
-}
-impl x::ArrayItem for HostSharedGpuCapabilities {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSharedGpuCapabilities";
-    const ITEM_TAG: &'static str = "HostSharedGpuCapabilities";
-}
-#[cfg(feature = "all-events")]
-/// `HostShortNameInconsistentEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostShortNameInconsistentEvent {
-    /// The fields `HostShortNameInconsistentEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `shortName`.
-    pub short_name: String,
-    /// `shortName2`.
-    pub short_name2: String,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostShortNameInconsistentEvent {
-    const TYPE_NAME: &'static str = "HostShortNameInconsistentEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostShortNameInconsistentEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostShortNameInconsistentEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostShortNameInconsistentEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostShortNameInconsistentEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "shortName" => r.read(&mut self.short_name),
-            "shortName2" => r.read(&mut self.short_name2),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write("shortName", &self.short_name);
-        w.write("shortName2", &self.short_name2);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostShortNameToIpFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostShortNameToIpFailedEvent {
-    /// The fields `HostShortNameToIpFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `shortName`.
-    pub short_name: String,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostShortNameToIpFailedEvent {
-    const TYPE_NAME: &'static str = "HostShortNameToIpFailedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostShortNameToIpFailedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostShortNameToIpFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostShortNameToIpFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostShortNameToIpFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "shortName" => r.read(&mut self.short_name),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("shortName", &self.short_name);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostShutdownEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostShutdownEvent {
-    /// The fields `HostShutdownEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `reason`.
-    pub reason: String,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostShutdownEvent {
-    const TYPE_NAME: &'static str = "HostShutdownEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostShutdownEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostShutdownEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostShutdownEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostShutdownEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("reason", &self.reason);
-    }
-}
-/// `HostSnmpConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSnmpConfigSpec {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `readOnlyCommunities`.
-    pub read_only_communities: Vec<String>,
-    /// `trapTargets`.
-    pub trap_targets: Vec<HostSnmpDestination>,
-    /// `option`.
-    pub option: Vec<KeyValue>,
-}
-impl x::SchemaType for HostSnmpConfigSpec {
-    const TYPE_NAME: &'static str = "HostSnmpConfigSpec";
-}
-impl x::Structure for HostSnmpConfigSpec {}
-impl Clone for HostSnmpConfigSpec {
-    fn clone(&self) -> Self {
-        Self {
-            enabled: self.enabled,
-            port: self.port,
-            read_only_communities: x::clone_vec(&self.read_only_communities),
-            trap_targets: x::clone_vec(&self.trap_targets),
-            option: x::clone_vec(&self.option),
-        }
-    }
-}
-impl x::Fields for HostSnmpConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "port" => r.read_opt(&mut self.port),
-            "readOnlyCommunities" => r.read_push(&mut self.read_only_communities),
-            "trapTargets" => r.read_push(&mut self.trap_targets),
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("port", &self.port);
-        w.write_vec("readOnlyCommunities", &self.read_only_communities);
-        w.write_vec("trapTargets", &self.trap_targets);
-        w.write_vec("option", &self.option);
-    }
-}
-/// `HostSnmpDestination` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSnmpDestination {
-    /// `hostName`.
-    pub host_name: String,
-    /// `port`.
-    pub port: i32,
-    /// `community`.
-    pub community: String,
-}
-impl x::SchemaType for HostSnmpDestination {
-    const TYPE_NAME: &'static str = "HostSnmpDestination";
-}
-impl x::Structure for HostSnmpDestination {}
-impl x::Fields for HostSnmpDestination {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read(&mut self.host_name),
-            "port" => r.read(&mut self.port),
-            "community" => r.read(&mut self.community),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hostName", &self.host_name);
-        w.write("port", &self.port);
-        w.write("community", &self.community);
-    }
-}
-impl x::ArrayItem for HostSnmpDestination {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSnmpDestination";
-    const ITEM_TAG: &'static str = "HostSnmpDestination";
-}
-/// `HostSnmpSystemAgentLimits` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSnmpSystemAgentLimits {
-    /// `maxReadOnlyCommunities`.
-    pub max_read_only_communities: i32,
-    /// `maxTrapDestinations`.
-    pub max_trap_destinations: i32,
-    /// `maxCommunityLength`.
-    pub max_community_length: i32,
-    /// `maxBufferSize`.
-    pub max_buffer_size: i32,
-    /// `capability`.
-    pub capability: Option<HostSnmpAgentCapability>,
-}
-impl x::SchemaType for HostSnmpSystemAgentLimits {
-    const TYPE_NAME: &'static str = "HostSnmpSystemAgentLimits";
-}
-impl x::Structure for HostSnmpSystemAgentLimits {}
-impl x::Fields for HostSnmpSystemAgentLimits {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "maxReadOnlyCommunities" => r.read(&mut self.max_read_only_communities),
-            "maxTrapDestinations" => r.read(&mut self.max_trap_destinations),
-            "maxCommunityLength" => r.read(&mut self.max_community_length),
-            "maxBufferSize" => r.read(&mut self.max_buffer_size),
-            "capability" => r.read_opt(&mut self.capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("maxReadOnlyCommunities", &self.max_read_only_communities);
-        w.write("maxTrapDestinations", &self.max_trap_destinations);
-        w.write("maxCommunityLength", &self.max_community_length);
-        w.write("maxBufferSize", &self.max_buffer_size);
-        w.write_opt("capability", &self.capability);
-    }
-}
-/// `HostSpecification` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSpecification {
-    /// `createdTime`.
-    pub created_time: x::DateTime,
-    /// `lastModified`.
-    pub last_modified: Option<x::DateTime>,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `subSpecs`.
-    pub sub_specs: Vec<HostSubSpecification>,
-    /// `changeID`.
-    pub change_id: Option<String>,
-}
-impl x::SchemaType for HostSpecification {
-    const TYPE_NAME: &'static str = "HostSpecification";
-}
-impl x::Structure for HostSpecification {}
-impl Clone for HostSpecification {
-    fn clone(&self) -> Self {
-        Self {
-            created_time: self.created_time.clone(),
-            last_modified: self.last_modified.clone(),
-            host: self.host.clone(),
-            sub_specs: x::clone_vec(&self.sub_specs),
-            change_id: self.change_id.clone(),
-        }
-    }
-}
-impl x::Fields for HostSpecification {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "createdTime" => r.read(&mut self.created_time),
-            "lastModified" => r.read_opt(&mut self.last_modified),
-            "host" => r.read(&mut self.host),
-            "subSpecs" => r.read_push(&mut self.sub_specs),
-            "changeID" => r.read_opt(&mut self.change_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("createdTime", &self.created_time);
-        w.write_opt("lastModified", &self.last_modified);
-        w.write("host", &self.host);
-        w.write_vec("subSpecs", &self.sub_specs);
-        w.write_opt("changeID", &self.change_id);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostSpecificationChangedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationChangedEvent {
-    /// The fields `HostSpecificationChangedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostSpecificationChangedEvent {
-    const TYPE_NAME: &'static str = "HostSpecificationChangedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostSpecificationChangedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostSpecificationChangedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostSpecificationChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostSpecificationChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `HostSpecificationOperationFailed` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationOperationFailed {
-    /// The fields `HostSpecificationOperationFailed` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostSpecificationOperationFailed {
-    const TYPE_NAME: &'static str = "HostSpecificationOperationFailed";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostSpecificationOperationFailed {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostSpecificationOperationFailed {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostSpecificationOperationFailed {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostSpecificationOperationFailed {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write("host", &self.host);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostSpecificationRequireEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationRequireEvent {
-    /// The fields `HostSpecificationRequireEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostSpecificationRequireEvent {
-    const TYPE_NAME: &'static str = "HostSpecificationRequireEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostSpecificationRequireEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostSpecificationRequireEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostSpecificationRequireEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostSpecificationRequireEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostSpecificationUpdateEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSpecificationUpdateEvent {
-    /// The fields `HostSpecificationUpdateEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `hostSpec`.
-    pub host_spec: HostSpecification,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostSpecificationUpdateEvent {
-    const TYPE_NAME: &'static str = "HostSpecificationUpdateEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostSpecificationUpdateEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostSpecificationUpdateEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostSpecificationUpdateEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostSpecificationUpdateEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostSpec" => r.read(&mut self.host_spec),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("hostSpec", &self.host_spec);
-    }
-}
-/// `HostSriovConfig` (extends `HostPciPassthruConfig`).
-///
-/// The fields of `HostPciPassthruConfig` are in `host_pci_passthru_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovConfig {
-    /// The fields `HostSriovConfig` inherits from `HostPciPassthruConfig`.
-    pub host_pci_passthru_config: HostPciPassthruConfig,
-    /// `sriovEnabled`.
-    pub sriov_enabled: bool,
-    /// `numVirtualFunction`.
-    pub num_virtual_function: i32,
-}
-impl x::SchemaType for HostSriovConfig {
-    const TYPE_NAME: &'static str = "HostSriovConfig";
-}
-impl x::Structure for HostSriovConfig {}
-impl std::ops::Deref for HostSriovConfig {
-    type Target = HostPciPassthruConfig;
-    #[inline]
-    fn deref(&self) -> &HostPciPassthruConfig {
-        &self.host_pci_passthru_config
-    }
-}
-impl std::ops::DerefMut for HostSriovConfig {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostPciPassthruConfig {
-        &mut self.host_pci_passthru_config
-    }
-}
-impl x::Fields for HostSriovConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sriovEnabled" => r.read(&mut self.sriov_enabled),
-            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_pci_passthru_config,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_pci_passthru_config, w);
-        w.write("sriovEnabled", &self.sriov_enabled);
-        w.write("numVirtualFunction", &self.num_virtual_function);
-    }
-}
-/// `HostSriovDevicePoolInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostSriovDevicePoolInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovDevicePoolInfo {
+impl x::ArrayItem for HostPlugStoreTopologyAdapter {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
+}
+/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPlugStoreTopologyDevice {
     /// `key`.
     pub key: String,
+    /// `lun`.
+    pub lun: String,
+    /// `path`.
+    pub path: Vec<String>,
 }
-impl x::SchemaType for HostSriovDevicePoolInfo {
-    const TYPE_NAME: &'static str = "HostSriovDevicePoolInfo";
+impl x::SchemaType for HostPlugStoreTopologyDevice {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
 }
-impl x::Structure for HostSriovDevicePoolInfo {}
-impl x::Fields for HostSriovDevicePoolInfo {
+impl x::Structure for HostPlugStoreTopologyDevice {}
+impl std::fmt::Debug for HostPlugStoreTopologyDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPlugStoreTopologyDevice", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPlugStoreTopologyDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPlugStoreTopologyDevice {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            lun: self.lun.clone(),
+            path: x::clone_vec(&self.path),
+        }
+    }
+}
+impl x::Fields for HostPlugStoreTopologyDevice {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1167,6 +333,8 @@ impl x::Fields for HostSriovDevicePoolInfo {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1174,567 +342,521 @@ impl x::Fields for HostSriovDevicePoolInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
     }
 }
-/// `HostSriovInfo` (extends `HostPciPassthruInfo`).
-///
-/// The fields of `HostPciPassthruInfo` are in `host_pci_passthru_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSriovInfo {
-    /// The fields `HostSriovInfo` inherits from `HostPciPassthruInfo`.
-    pub host_pci_passthru_info: HostPciPassthruInfo,
-    /// `sriovEnabled`.
-    pub sriov_enabled: bool,
-    /// `sriovCapable`.
-    pub sriov_capable: bool,
-    /// `sriovActive`.
-    pub sriov_active: bool,
-    /// `numVirtualFunctionRequested`.
-    pub num_virtual_function_requested: i32,
-    /// `numVirtualFunction`.
-    pub num_virtual_function: i32,
-    /// `maxVirtualFunctionSupported`.
-    pub max_virtual_function_supported: i32,
+impl x::ArrayItem for HostPlugStoreTopologyDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
 }
-impl x::SchemaType for HostSriovInfo {
-    const TYPE_NAME: &'static str = "HostSriovInfo";
-}
-impl x::Structure for HostSriovInfo {}
-impl std::ops::Deref for HostSriovInfo {
-    type Target = HostPciPassthruInfo;
-    #[inline]
-    fn deref(&self) -> &HostPciPassthruInfo {
-        &self.host_pci_passthru_info
-    }
-}
-impl std::ops::DerefMut for HostSriovInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostPciPassthruInfo {
-        &mut self.host_pci_passthru_info
-    }
-}
-impl x::Fields for HostSriovInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sriovEnabled" => r.read(&mut self.sriov_enabled),
-            "sriovCapable" => r.read(&mut self.sriov_capable),
-            "sriovActive" => r.read(&mut self.sriov_active),
-            "numVirtualFunctionRequested" => {
-                r.read(&mut self.num_virtual_function_requested)
-            }
-            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
-            "maxVirtualFunctionSupported" => {
-                r.read(&mut self.max_virtual_function_supported)
-            }
-            _ => {
-                return x::Fields::decode_field(&mut self.host_pci_passthru_info, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_pci_passthru_info, w);
-        w.write("sriovEnabled", &self.sriov_enabled);
-        w.write("sriovCapable", &self.sriov_capable);
-        w.write("sriovActive", &self.sriov_active);
-        w.write("numVirtualFunctionRequested", &self.num_virtual_function_requested);
-        w.write("numVirtualFunction", &self.num_virtual_function);
-        w.write("maxVirtualFunctionSupported", &self.max_virtual_function_supported);
-    }
-}
-/// `HostSriovNetworkDevicePoolInfo` (extends `HostSriovDevicePoolInfo`).
-///
-/// The fields of `HostSriovDevicePoolInfo` are in `host_sriov_device_pool_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSriovNetworkDevicePoolInfo {
-    /// The fields `HostSriovNetworkDevicePoolInfo` inherits from `HostSriovDevicePoolInfo`.
-    pub host_sriov_device_pool_info: HostSriovDevicePoolInfo,
-    /// `switchKey`.
-    pub switch_key: Option<String>,
-    /// `switchUuid`.
-    pub switch_uuid: Option<String>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNic>,
-}
-impl x::SchemaType for HostSriovNetworkDevicePoolInfo {
-    const TYPE_NAME: &'static str = "HostSriovNetworkDevicePoolInfo";
-}
-impl x::Structure for HostSriovNetworkDevicePoolInfo {}
-impl Clone for HostSriovNetworkDevicePoolInfo {
-    fn clone(&self) -> Self {
-        Self {
-            host_sriov_device_pool_info: self.host_sriov_device_pool_info.clone(),
-            switch_key: self.switch_key.clone(),
-            switch_uuid: self.switch_uuid.clone(),
-            pnic: x::clone_vec(&self.pnic),
-        }
-    }
-}
-impl std::ops::Deref for HostSriovNetworkDevicePoolInfo {
-    type Target = HostSriovDevicePoolInfo;
-    #[inline]
-    fn deref(&self) -> &HostSriovDevicePoolInfo {
-        &self.host_sriov_device_pool_info
-    }
-}
-impl std::ops::DerefMut for HostSriovNetworkDevicePoolInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostSriovDevicePoolInfo {
-        &mut self.host_sriov_device_pool_info
-    }
-}
-impl x::Fields for HostSriovNetworkDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "switchKey" => r.read_opt(&mut self.switch_key),
-            "switchUuid" => r.read_opt(&mut self.switch_uuid),
-            "pnic" => r.read_push(&mut self.pnic),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_sriov_device_pool_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_sriov_device_pool_info, w);
-        w.write_opt("switchKey", &self.switch_key);
-        w.write_opt("switchUuid", &self.switch_uuid);
-        w.write_vec("pnic", &self.pnic);
-    }
-}
-/// `HostSslThumbprintInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSslThumbprintInfo {
-    /// `principal`.
-    pub principal: String,
-    /// `ownerTag`.
-    pub owner_tag: Option<String>,
-    /// `sslThumbprints`.
-    pub ssl_thumbprints: Vec<String>,
-}
-impl x::SchemaType for HostSslThumbprintInfo {
-    const TYPE_NAME: &'static str = "HostSslThumbprintInfo";
-}
-impl x::Structure for HostSslThumbprintInfo {}
-impl Clone for HostSslThumbprintInfo {
-    fn clone(&self) -> Self {
-        Self {
-            principal: self.principal.clone(),
-            owner_tag: self.owner_tag.clone(),
-            ssl_thumbprints: x::clone_vec(&self.ssl_thumbprints),
-        }
-    }
-}
-impl x::Fields for HostSslThumbprintInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "principal" => r.read(&mut self.principal),
-            "ownerTag" => r.read_opt(&mut self.owner_tag),
-            "sslThumbprints" => r.read_push(&mut self.ssl_thumbprints),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("principal", &self.principal);
-        w.write_opt("ownerTag", &self.owner_tag);
-        w.write_vec("sslThumbprints", &self.ssl_thumbprints);
-    }
-}
-impl x::ArrayItem for HostSslThumbprintInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSslThumbprintInfo";
-    const ITEM_TAG: &'static str = "HostSslThumbprintInfo";
-}
-#[cfg(feature = "all-events")]
-/// `HostStatusChangedEvent` (extends `ClusterStatusChangedEvent`).
-///
-/// The fields of `ClusterStatusChangedEvent` are in `cluster_status_changed_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStatusChangedEvent {
-    /// The fields `HostStatusChangedEvent` inherits from `ClusterStatusChangedEvent`.
-    pub cluster_status_changed_event: ClusterStatusChangedEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostStatusChangedEvent {
-    const TYPE_NAME: &'static str = "HostStatusChangedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostStatusChangedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostStatusChangedEvent {
-    type Target = ClusterStatusChangedEvent;
-    #[inline]
-    fn deref(&self) -> &ClusterStatusChangedEvent {
-        &self.cluster_status_changed_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostStatusChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterStatusChangedEvent {
-        &mut self.cluster_status_changed_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostStatusChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.cluster_status_changed_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_status_changed_event, w);
-    }
-}
-/// `HostStorageArrayTypePolicyOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageArrayTypePolicyOption {
-    /// `policy`.
-    pub policy: AnyElementDescription,
-}
-impl x::SchemaType for HostStorageArrayTypePolicyOption {
-    const TYPE_NAME: &'static str = "HostStorageArrayTypePolicyOption";
-}
-impl x::Structure for HostStorageArrayTypePolicyOption {}
-impl x::Fields for HostStorageArrayTypePolicyOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-impl x::ArrayItem for HostStorageArrayTypePolicyOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageArrayTypePolicyOption";
-    const ITEM_TAG: &'static str = "HostStorageArrayTypePolicyOption";
-}
-/// `HostStorageDeviceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostStorageDeviceInfo {
-    /// `hostBusAdapter`.
-    pub host_bus_adapter: Vec<AnyHostHostBusAdapter>,
-    /// `scsiLun`.
-    pub scsi_lun: Vec<AnyScsiLun>,
-    /// `scsiTopology`.
-    pub scsi_topology: Option<HostScsiTopology>,
-    /// `nvmeTopology`.
-    pub nvme_topology: Option<HostNvmeTopology>,
-    /// `multipathInfo`.
-    pub multipath_info: Option<HostMultipathInfo>,
-    /// `plugStoreTopology`.
-    pub plug_store_topology: Option<HostPlugStoreTopology>,
-    /// `softwareInternetScsiEnabled`.
-    pub software_internet_scsi_enabled: bool,
-}
-impl x::SchemaType for HostStorageDeviceInfo {
-    const TYPE_NAME: &'static str = "HostStorageDeviceInfo";
-}
-impl x::Structure for HostStorageDeviceInfo {}
-impl Clone for HostStorageDeviceInfo {
-    fn clone(&self) -> Self {
-        Self {
-            host_bus_adapter: x::clone_vec(&self.host_bus_adapter),
-            scsi_lun: x::clone_vec(&self.scsi_lun),
-            scsi_topology: self.scsi_topology.clone(),
-            nvme_topology: self.nvme_topology.clone(),
-            multipath_info: self.multipath_info.clone(),
-            plug_store_topology: self.plug_store_topology.clone(),
-            software_internet_scsi_enabled: self.software_internet_scsi_enabled,
-        }
-    }
-}
-impl x::Fields for HostStorageDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostBusAdapter" => r.read_push(&mut self.host_bus_adapter),
-            "scsiLun" => r.read_push(&mut self.scsi_lun),
-            "scsiTopology" => r.read_opt(&mut self.scsi_topology),
-            "nvmeTopology" => r.read_opt(&mut self.nvme_topology),
-            "multipathInfo" => r.read_opt(&mut self.multipath_info),
-            "plugStoreTopology" => r.read_opt(&mut self.plug_store_topology),
-            "softwareInternetScsiEnabled" => {
-                r.read(&mut self.software_internet_scsi_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("hostBusAdapter", &self.host_bus_adapter);
-        w.write_vec("scsiLun", &self.scsi_lun);
-        w.write_opt("scsiTopology", &self.scsi_topology);
-        w.write_opt("nvmeTopology", &self.nvme_topology);
-        w.write_opt("multipathInfo", &self.multipath_info);
-        w.write_opt("plugStoreTopology", &self.plug_store_topology);
-        w.write("softwareInternetScsiEnabled", &self.software_internet_scsi_enabled);
-    }
-}
-/// `HostStorageElementInfo` (extends `HostHardwareElementInfo`).
-///
-/// The fields of `HostHardwareElementInfo` are in `host_hardware_element_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostStorageElementInfo {
-    /// The fields `HostStorageElementInfo` inherits from `HostHardwareElementInfo`.
-    pub host_hardware_element_info: HostHardwareElementInfo,
-    /// `operationalInfo`.
-    pub operational_info: Vec<HostStorageOperationalInfo>,
-}
-impl x::SchemaType for HostStorageElementInfo {
-    const TYPE_NAME: &'static str = "HostStorageElementInfo";
-}
-impl x::Structure for HostStorageElementInfo {}
-impl Clone for HostStorageElementInfo {
-    fn clone(&self) -> Self {
-        Self {
-            host_hardware_element_info: self.host_hardware_element_info.clone(),
-            operational_info: x::clone_vec(&self.operational_info),
-        }
-    }
-}
-impl std::ops::Deref for HostStorageElementInfo {
-    type Target = HostHardwareElementInfo;
-    #[inline]
-    fn deref(&self) -> &HostHardwareElementInfo {
-        &self.host_hardware_element_info
-    }
-}
-impl std::ops::DerefMut for HostStorageElementInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHardwareElementInfo {
-        &mut self.host_hardware_element_info
-    }
-}
-impl x::Fields for HostStorageElementInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operationalInfo" => r.read_push(&mut self.operational_info),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_hardware_element_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_hardware_element_info, w);
-        w.write_vec("operationalInfo", &self.operational_info);
-    }
-}
-impl x::ArrayItem for HostStorageElementInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageElementInfo";
-    const ITEM_TAG: &'static str = "HostStorageElementInfo";
-}
-/// `HostStorageOperationalInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageOperationalInfo {
-    /// `property`.
-    pub property: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostStorageOperationalInfo {
-    const TYPE_NAME: &'static str = "HostStorageOperationalInfo";
-}
-impl x::Structure for HostStorageOperationalInfo {}
-impl x::Fields for HostStorageOperationalInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "property" => r.read(&mut self.property),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("property", &self.property);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostStorageOperationalInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageOperationalInfo";
-    const ITEM_TAG: &'static str = "HostStorageOperationalInfo";
-}
-/// `HostStorageSystemDiskLocatorLedResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageSystemDiskLocatorLedResult {
+/// `HostPlugStoreTopologyPath` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPlugStoreTopologyPath {
     /// `key`.
     pub key: String,
-    /// `fault`.
-    pub fault: LocalizedMethodFault,
-}
-impl x::SchemaType for HostStorageSystemDiskLocatorLedResult {
-    const TYPE_NAME: &'static str = "HostStorageSystemDiskLocatorLedResult";
-}
-impl x::Structure for HostStorageSystemDiskLocatorLedResult {}
-impl x::Fields for HostStorageSystemDiskLocatorLedResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostStorageSystemDiskLocatorLedResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemDiskLocatorLedResult";
-    const ITEM_TAG: &'static str = "HostStorageSystemDiskLocatorLedResult";
-}
-/// `HostStorageSystemScsiLunResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageSystemScsiLunResult {
-    /// `key`.
-    pub key: String,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostStorageSystemScsiLunResult {
-    const TYPE_NAME: &'static str = "HostStorageSystemScsiLunResult";
-}
-impl x::Structure for HostStorageSystemScsiLunResult {}
-impl x::Fields for HostStorageSystemScsiLunResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostStorageSystemScsiLunResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemScsiLunResult";
-    const ITEM_TAG: &'static str = "HostStorageSystemScsiLunResult";
-}
-/// `HostStorageSystemVmfsVolumeResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostStorageSystemVmfsVolumeResult {
-    /// `key`.
-    pub key: String,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostStorageSystemVmfsVolumeResult {
-    const TYPE_NAME: &'static str = "HostStorageSystemVmfsVolumeResult";
-}
-impl x::Structure for HostStorageSystemVmfsVolumeResult {}
-impl x::Fields for HostStorageSystemVmfsVolumeResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostStorageSystemVmfsVolumeResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemVmfsVolumeResult";
-    const ITEM_TAG: &'static str = "HostStorageSystemVmfsVolumeResult";
-}
-/// `HostSubSpecification` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSubSpecification {
     /// `name`.
     pub name: String,
-    /// `createdTime`.
-    pub created_time: x::DateTime,
-    /// `data`.
-    pub data: Vec<i8>,
-    /// `binaryData`.
-    pub binary_data: Option<Vec<u8>>,
+    /// `channelNumber`.
+    pub channel_number: Option<i32>,
+    /// `targetNumber`.
+    pub target_number: Option<i32>,
+    /// `lunNumber`.
+    pub lun_number: Option<i32>,
+    /// `adapter`.
+    pub adapter: Option<String>,
+    /// `target`.
+    pub target: Option<String>,
+    /// `device`.
+    pub device: Option<String>,
 }
-impl x::SchemaType for HostSubSpecification {
-    const TYPE_NAME: &'static str = "HostSubSpecification";
+impl x::SchemaType for HostPlugStoreTopologyPath {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPath";
 }
-impl x::Structure for HostSubSpecification {}
-impl Clone for HostSubSpecification {
+impl x::Structure for HostPlugStoreTopologyPath {}
+impl std::fmt::Debug for HostPlugStoreTopologyPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPlugStoreTopologyPath", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPlugStoreTopologyPath {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPlugStoreTopologyPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "channelNumber" => r.read_opt(&mut self.channel_number),
+            "targetNumber" => r.read_opt(&mut self.target_number),
+            "lunNumber" => r.read_opt(&mut self.lun_number),
+            "adapter" => r.read_opt(&mut self.adapter),
+            "target" => r.read_opt(&mut self.target),
+            "device" => r.read_opt(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write_opt("channelNumber", &self.channel_number);
+        w.write_opt("targetNumber", &self.target_number);
+        w.write_opt("lunNumber", &self.lun_number);
+        w.write_opt("adapter", &self.adapter);
+        w.write_opt("target", &self.target);
+        w.write_opt("device", &self.device);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPath";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPath";
+}
+/// `HostPlugStoreTopologyPlugin` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPlugStoreTopologyPlugin {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `device`.
+    pub device: Vec<String>,
+    /// `claimedPath`.
+    pub claimed_path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyPlugin {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyPlugin";
+}
+impl x::Structure for HostPlugStoreTopologyPlugin {}
+impl std::fmt::Debug for HostPlugStoreTopologyPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPlugStoreTopologyPlugin", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPlugStoreTopologyPlugin {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPlugStoreTopologyPlugin {
     fn clone(&self) -> Self {
         Self {
+            key: self.key.clone(),
             name: self.name.clone(),
-            created_time: self.created_time.clone(),
-            data: x::clone_vec(&self.data),
-            binary_data: self.binary_data.clone(),
+            device: x::clone_vec(&self.device),
+            claimed_path: x::clone_vec(&self.claimed_path),
         }
     }
 }
-impl x::Fields for HostSubSpecification {
+impl x::Fields for HostPlugStoreTopologyPlugin {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "device" => r.read_push(&mut self.device),
+            "claimedPath" => r.read_push(&mut self.claimed_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write_vec("device", &self.device);
+        w.write_vec("claimedPath", &self.claimed_path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyPlugin {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyPlugin";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyPlugin";
+}
+/// `HostPlugStoreTopologyTarget` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPlugStoreTopologyTarget {
+    /// `key`.
+    pub key: String,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostPlugStoreTopologyTarget {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyTarget";
+}
+impl x::Structure for HostPlugStoreTopologyTarget {}
+impl std::fmt::Debug for HostPlugStoreTopologyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPlugStoreTopologyTarget", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPlugStoreTopologyTarget {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPlugStoreTopologyTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyTarget";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyTarget";
+}
+/// `HostPnicNetworkResourceInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPnicNetworkResourceInfo {
+    /// `pnicDevice`.
+    pub pnic_device: String,
+    /// `availableBandwidthForVMTraffic`.
+    pub available_bandwidth_for_vm_traffic: Option<i64>,
+    /// `unusedBandwidthForVMTraffic`.
+    pub unused_bandwidth_for_vm_traffic: Option<i64>,
+    /// `placedVirtualNics`.
+    pub placed_virtual_nics: Vec<HostPlacedVirtualNicIdentifier>,
+}
+impl x::SchemaType for HostPnicNetworkResourceInfo {
+    const TYPE_NAME: &'static str = "HostPnicNetworkResourceInfo";
+}
+impl x::Structure for HostPnicNetworkResourceInfo {}
+impl std::fmt::Debug for HostPnicNetworkResourceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPnicNetworkResourceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPnicNetworkResourceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPnicNetworkResourceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            pnic_device: self.pnic_device.clone(),
+            available_bandwidth_for_vm_traffic: self.available_bandwidth_for_vm_traffic,
+            unused_bandwidth_for_vm_traffic: self.unused_bandwidth_for_vm_traffic,
+            placed_virtual_nics: x::clone_vec(&self.placed_virtual_nics),
+        }
+    }
+}
+impl x::Fields for HostPnicNetworkResourceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pnicDevice" => r.read(&mut self.pnic_device),
+            "availableBandwidthForVMTraffic" => {
+                r.read_opt(&mut self.available_bandwidth_for_vm_traffic)
+            }
+            "unusedBandwidthForVMTraffic" => {
+                r.read_opt(&mut self.unused_bandwidth_for_vm_traffic)
+            }
+            "placedVirtualNics" => r.read_push(&mut self.placed_virtual_nics),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pnicDevice", &self.pnic_device);
+        w.write_opt(
+            "availableBandwidthForVMTraffic",
+            &self.available_bandwidth_for_vm_traffic,
+        );
+        w.write_opt(
+            "unusedBandwidthForVMTraffic",
+            &self.unused_bandwidth_for_vm_traffic,
+        );
+        w.write_vec("placedVirtualNics", &self.placed_virtual_nics);
+    }
+}
+impl x::ArrayItem for HostPnicNetworkResourceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPnicNetworkResourceInfo";
+    const ITEM_TAG: &'static str = "HostPnicNetworkResourceInfo";
+}
+/// `HostPortGroup` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPortGroup {
+    /// `key`.
+    pub key: Option<String>,
+    /// `port`.
+    pub port: Vec<HostPortGroupPort>,
+    /// `vswitch`.
+    pub vswitch: Option<String>,
+    /// `computedPolicy`.
+    pub computed_policy: HostNetworkPolicy,
+    /// `spec`.
+    pub spec: HostPortGroupSpec,
+}
+impl x::SchemaType for HostPortGroup {
+    const TYPE_NAME: &'static str = "HostPortGroup";
+}
+impl x::Structure for HostPortGroup {}
+impl std::fmt::Debug for HostPortGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPortGroup", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPortGroup {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPortGroup {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            port: x::clone_vec(&self.port),
+            vswitch: self.vswitch.clone(),
+            computed_policy: self.computed_policy.clone(),
+            spec: self.spec.clone(),
+        }
+    }
+}
+impl x::Fields for HostPortGroup {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "port" => r.read_push(&mut self.port),
+            "vswitch" => r.read_opt(&mut self.vswitch),
+            "computedPolicy" => r.read(&mut self.computed_policy),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write_vec("port", &self.port);
+        w.write_opt("vswitch", &self.vswitch);
+        w.write("computedPolicy", &self.computed_policy);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostPortGroup {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroup";
+    const ITEM_TAG: &'static str = "HostPortGroup";
+}
+/// `HostPortGroupConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPortGroupConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `spec`.
+    pub spec: Option<HostPortGroupSpec>,
+}
+impl x::SchemaType for HostPortGroupConfig {
+    const TYPE_NAME: &'static str = "HostPortGroupConfig";
+}
+impl x::Structure for HostPortGroupConfig {}
+impl std::fmt::Debug for HostPortGroupConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPortGroupConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPortGroupConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPortGroupConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "spec" => r.read_opt(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write_opt("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostPortGroupConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupConfig";
+    const ITEM_TAG: &'static str = "HostPortGroupConfig";
+}
+/// `HostPortGroupPort` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPortGroupPort {
+    /// `key`.
+    pub key: Option<String>,
+    /// `mac`.
+    pub mac: Vec<String>,
+    /// `type`.
+    pub type_: String,
+}
+impl x::SchemaType for HostPortGroupPort {
+    const TYPE_NAME: &'static str = "HostPortGroupPort";
+}
+impl x::Structure for HostPortGroupPort {}
+impl std::fmt::Debug for HostPortGroupPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPortGroupPort", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPortGroupPort {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPortGroupPort {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            mac: x::clone_vec(&self.mac),
+            type_: self.type_.clone(),
+        }
+    }
+}
+impl x::Fields for HostPortGroupPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "mac" => r.read_push(&mut self.mac),
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write_vec("mac", &self.mac);
+        w.write("type", &self.type_);
+    }
+}
+impl x::ArrayItem for HostPortGroupPort {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupPort";
+    const ITEM_TAG: &'static str = "HostPortGroupPort";
+}
+/// `HostPortGroupProfile` (extends `PortGroupProfile`).
+///
+/// The fields of `PortGroupProfile` are in `port_group_profile`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostPortGroupProfile {
+    /// The fields `HostPortGroupProfile` inherits from `PortGroupProfile`.
+    pub port_group_profile: PortGroupProfile,
+    /// `ipConfig`.
+    pub ip_config: IpAddressProfile,
+}
+impl x::SchemaType for HostPortGroupProfile {
+    const TYPE_NAME: &'static str = "HostPortGroupProfile";
+}
+impl x::Structure for HostPortGroupProfile {}
+impl std::fmt::Debug for HostPortGroupProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPortGroupProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPortGroupProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostPortGroupProfile {
+    type Target = PortGroupProfile;
+    #[inline]
+    fn deref(&self) -> &PortGroupProfile {
+        &self.port_group_profile
+    }
+}
+impl std::ops::DerefMut for HostPortGroupProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut PortGroupProfile {
+        &mut self.port_group_profile
+    }
+}
+impl x::Fields for HostPortGroupProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipConfig" => r.read(&mut self.ip_config),
+            _ => return x::Fields::decode_field(&mut self.port_group_profile, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.port_group_profile, w);
+        w.write("ipConfig", &self.ip_config);
+    }
+}
+impl x::ArrayItem for HostPortGroupProfile {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPortGroupProfile";
+    const ITEM_TAG: &'static str = "HostPortGroupProfile";
+}
+/// `HostPortGroupSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPortGroupSpec {
+    /// `name`.
+    pub name: String,
+    /// `vlanId`.
+    pub vlan_id: i32,
+    /// `vswitchName`.
+    pub vswitch_name: String,
+    /// `policy`.
+    pub policy: HostNetworkPolicy,
+}
+impl x::SchemaType for HostPortGroupSpec {
+    const TYPE_NAME: &'static str = "HostPortGroupSpec";
+}
+impl x::Structure for HostPortGroupSpec {}
+impl std::fmt::Debug for HostPortGroupSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPortGroupSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPortGroupSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPortGroupSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1742,9 +864,9 @@ impl x::Fields for HostSubSpecification {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "name" => r.read(&mut self.name),
-            "createdTime" => r.read(&mut self.created_time),
-            "data" => r.read_push(&mut self.data),
-            "binaryData" => r.read_opt(&mut self.binary_data),
+            "vlanId" => r.read(&mut self.vlan_id),
+            "vswitchName" => r.read(&mut self.vswitch_name),
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1752,458 +874,153 @@ impl x::Fields for HostSubSpecification {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
-        w.write("createdTime", &self.created_time);
-        w.write_vec("data", &self.data);
-        w.write_opt("binaryData", &self.binary_data);
+        w.write("vlanId", &self.vlan_id);
+        w.write("vswitchName", &self.vswitch_name);
+        w.write("policy", &self.policy);
     }
 }
-impl x::ArrayItem for HostSubSpecification {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSubSpecification";
-    const ITEM_TAG: &'static str = "HostSubSpecification";
-}
-#[cfg(feature = "all-events")]
-/// `HostSubSpecificationDeleteEvent` (extends `HostEvent`).
+/// `HostPosixAccountSpec` (extends `HostAccountSpec`).
 ///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSubSpecificationDeleteEvent {
-    /// The fields `HostSubSpecificationDeleteEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `subSpecName`.
-    pub sub_spec_name: String,
+/// The fields of `HostAccountSpec` are in `host_account_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostPosixAccountSpec {
+    /// The fields `HostPosixAccountSpec` inherits from `HostAccountSpec`.
+    pub host_account_spec: HostAccountSpec,
+    /// `posixId`.
+    pub posix_id: Option<i32>,
+    /// `shellAccess`.
+    pub shell_access: Option<bool>,
 }
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostSubSpecificationDeleteEvent {
-    const TYPE_NAME: &'static str = "HostSubSpecificationDeleteEvent";
+impl x::SchemaType for HostPosixAccountSpec {
+    const TYPE_NAME: &'static str = "HostPosixAccountSpec";
 }
-#[cfg(feature = "all-events")]
-impl x::Structure for HostSubSpecificationDeleteEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostSubSpecificationDeleteEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
+impl x::Structure for HostPosixAccountSpec {}
+impl std::fmt::Debug for HostPosixAccountSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPosixAccountSpec", x::fields_ref(self))
     }
 }
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostSubSpecificationDeleteEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
+impl PartialEq for HostPosixAccountSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-#[cfg(feature = "all-events")]
-impl x::Fields for HostSubSpecificationDeleteEvent {
+impl std::ops::Deref for HostPosixAccountSpec {
+    type Target = HostAccountSpec;
+    #[inline]
+    fn deref(&self) -> &HostAccountSpec {
+        &self.host_account_spec
+    }
+}
+impl std::ops::DerefMut for HostPosixAccountSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostAccountSpec {
+        &mut self.host_account_spec
+    }
+}
+impl x::Fields for HostPosixAccountSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "subSpecName" => r.read(&mut self.sub_spec_name),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+            "posixId" => r.read_opt(&mut self.posix_id),
+            "shellAccess" => r.read_opt(&mut self.shell_access),
+            _ => return x::Fields::decode_field(&mut self.host_account_spec, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("subSpecName", &self.sub_spec_name);
+        x::Fields::encode_fields(&self.host_account_spec, w);
+        w.write_opt("posixId", &self.posix_id);
+        w.write_opt("shellAccess", &self.shell_access);
     }
 }
-#[cfg(feature = "all-events")]
-/// `HostSubSpecificationUpdateEvent` (extends `HostEvent`).
+#[cfg(feature = "all-faults")]
+/// `HostPowerOpFailed` (extends `VimFault`).
 ///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSubSpecificationUpdateEvent {
-    /// The fields `HostSubSpecificationUpdateEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `hostSubSpec`.
-    pub host_sub_spec: HostSubSpecification,
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostPowerOpFailed {
+    /// The fields `HostPowerOpFailed` inherits from `VimFault`.
+    pub vim_fault: VimFault,
 }
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostSubSpecificationUpdateEvent {
-    const TYPE_NAME: &'static str = "HostSubSpecificationUpdateEvent";
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for HostPowerOpFailed {
+    const TYPE_NAME: &'static str = "HostPowerOpFailed";
 }
-#[cfg(feature = "all-events")]
-impl x::Structure for HostSubSpecificationUpdateEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostSubSpecificationUpdateEvent {
-    type Target = HostEvent;
+#[cfg(feature = "all-faults")]
+impl x::Structure for HostPowerOpFailed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostPowerOpFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPowerOpFailed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostPowerOpFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for HostPowerOpFailed {
+    type Target = VimFault;
     #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
     }
 }
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostSubSpecificationUpdateEvent {
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for HostPowerOpFailed {
     #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
     }
 }
-#[cfg(feature = "all-events")]
-impl x::Fields for HostSubSpecificationUpdateEvent {
+#[cfg(feature = "all-faults")]
+impl x::Fields for HostPowerOpFailed {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostSubSpec" => r.read(&mut self.host_sub_spec),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("hostSubSpec", &self.host_sub_spec);
+        x::Fields::encode_fields(&self.vim_fault, w);
     }
 }
-#[cfg(feature = "all-events")]
-/// `HostSyncFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSyncFailedEvent {
-    /// The fields `HostSyncFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `reason`.
-    pub reason: LocalizedMethodFault,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostSyncFailedEvent {
-    const TYPE_NAME: &'static str = "HostSyncFailedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostSyncFailedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostSyncFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostSyncFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostSyncFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("reason", &self.reason);
-    }
-}
-/// `HostSystemComplianceCheckState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemComplianceCheckState {
-    /// `state`.
-    pub state: String,
-    /// `checkTime`.
-    pub check_time: x::DateTime,
-}
-impl x::SchemaType for HostSystemComplianceCheckState {
-    const TYPE_NAME: &'static str = "HostSystemComplianceCheckState";
-}
-impl x::Structure for HostSystemComplianceCheckState {}
-impl x::Fields for HostSystemComplianceCheckState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "checkTime" => r.read(&mut self.check_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("checkTime", &self.check_time);
-    }
-}
-/// `HostSystemHealthInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSystemHealthInfo {
-    /// `numericSensorInfo`.
-    pub numeric_sensor_info: Vec<HostNumericSensorInfo>,
-}
-impl x::SchemaType for HostSystemHealthInfo {
-    const TYPE_NAME: &'static str = "HostSystemHealthInfo";
-}
-impl x::Structure for HostSystemHealthInfo {}
-impl Clone for HostSystemHealthInfo {
-    fn clone(&self) -> Self {
-        Self {
-            numeric_sensor_info: x::clone_vec(&self.numeric_sensor_info),
-        }
-    }
-}
-impl x::Fields for HostSystemHealthInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numericSensorInfo" => r.read_push(&mut self.numeric_sensor_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("numericSensorInfo", &self.numeric_sensor_info);
-    }
-}
-/// `HostSystemIdentificationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemIdentificationInfo {
-    /// `identifierValue`.
-    pub identifier_value: String,
-    /// `identifierType`.
-    pub identifier_type: AnyElementDescription,
-}
-impl x::SchemaType for HostSystemIdentificationInfo {
-    const TYPE_NAME: &'static str = "HostSystemIdentificationInfo";
-}
-impl x::Structure for HostSystemIdentificationInfo {}
-impl x::Fields for HostSystemIdentificationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "identifierValue" => r.read(&mut self.identifier_value),
-            "identifierType" => r.read(&mut self.identifier_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("identifierValue", &self.identifier_value);
-        w.write("identifierType", &self.identifier_type);
-    }
-}
-impl x::ArrayItem for HostSystemIdentificationInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemIdentificationInfo";
-    const ITEM_TAG: &'static str = "HostSystemIdentificationInfo";
-}
-/// `HostSystemInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSystemInfo {
-    /// `vendor`.
-    pub vendor: String,
-    /// `model`.
-    pub model: String,
-    /// `family`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub family: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `otherIdentifyingInfo`.
-    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
-    /// `serialNumber`.
-    pub serial_number: Option<String>,
-    /// `qualifiedName`.
-    pub qualified_name: Vec<HostQualifiedName>,
-    /// `vvolHostNQN`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub vvol_host_nqn: Option<HostQualifiedName>,
-    /// `vvolHostId`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub vvol_host_id: Option<String>,
-    /// `bootCommandLine`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub boot_command_line: Option<String>,
-}
-impl x::SchemaType for HostSystemInfo {
-    const TYPE_NAME: &'static str = "HostSystemInfo";
-}
-impl x::Structure for HostSystemInfo {}
-impl Clone for HostSystemInfo {
-    fn clone(&self) -> Self {
-        Self {
-            vendor: self.vendor.clone(),
-            model: self.model.clone(),
-            family: self.family.clone(),
-            uuid: self.uuid.clone(),
-            other_identifying_info: x::clone_vec(&self.other_identifying_info),
-            serial_number: self.serial_number.clone(),
-            qualified_name: x::clone_vec(&self.qualified_name),
-            vvol_host_nqn: self.vvol_host_nqn.clone(),
-            vvol_host_id: self.vvol_host_id.clone(),
-            boot_command_line: self.boot_command_line.clone(),
-        }
-    }
-}
-impl x::Fields for HostSystemInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendor" => r.read(&mut self.vendor),
-            "model" => r.read(&mut self.model),
-            "family" => r.read_opt(&mut self.family),
-            "uuid" => r.read(&mut self.uuid),
-            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "qualifiedName" => r.read_push(&mut self.qualified_name),
-            "vvolHostNQN" => r.read_opt(&mut self.vvol_host_nqn),
-            "vvolHostId" => r.read_opt(&mut self.vvol_host_id),
-            "bootCommandLine" => r.read_opt(&mut self.boot_command_line),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendor", &self.vendor);
-        w.write("model", &self.model);
-        if w.since(0x0900_0000, "HostSystemInfo.family", self.family.is_some()) {
-            w.write_opt("family", &self.family);
-        }
-        w.write("uuid", &self.uuid);
-        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_vec("qualifiedName", &self.qualified_name);
-        if w
-            .since(
-                0x0800_0000,
-                "HostSystemInfo.vvolHostNQN",
-                self.vvol_host_nqn.is_some(),
-            )
-        {
-            w.write_opt("vvolHostNQN", &self.vvol_host_nqn);
-        }
-        if w.since(0x0800_0000, "HostSystemInfo.vvolHostId", self.vvol_host_id.is_some())
-        {
-            w.write_opt("vvolHostId", &self.vvol_host_id);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostSystemInfo.bootCommandLine",
-                self.boot_command_line.is_some(),
-            )
-        {
-            w.write_opt("bootCommandLine", &self.boot_command_line);
-        }
-    }
-}
-/// `HostSystemReconnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemReconnectSpec {
-    /// `syncState`.
-    pub sync_state: Option<bool>,
-}
-impl x::SchemaType for HostSystemReconnectSpec {
-    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
-}
-impl x::Structure for HostSystemReconnectSpec {}
-impl x::Fields for HostSystemReconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "syncState" => r.read_opt(&mut self.sync_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("syncState", &self.sync_state);
-    }
-}
-/// `HostSystemRemediationState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemRemediationState {
-    /// `state`.
-    pub state: String,
-    /// `operationTime`.
-    pub operation_time: x::DateTime,
-}
-impl x::SchemaType for HostSystemRemediationState {
-    const TYPE_NAME: &'static str = "HostSystemRemediationState";
-}
-impl x::Structure for HostSystemRemediationState {}
-impl x::Fields for HostSystemRemediationState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "operationTime" => r.read(&mut self.operation_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("operationTime", &self.operation_time);
-    }
-}
-/// `HostSystemResourceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSystemResourceInfo {
+/// `HostPowerPolicy` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPowerPolicy {
     /// `key`.
-    pub key: String,
-    /// `config`.
-    pub config: Option<ResourceConfigSpec>,
-    /// `child`.
-    pub child: Vec<HostSystemResourceInfo>,
+    pub key: i32,
+    /// `name`.
+    pub name: String,
+    /// `shortName`.
+    pub short_name: String,
+    /// `description`.
+    pub description: String,
 }
-impl x::SchemaType for HostSystemResourceInfo {
-    const TYPE_NAME: &'static str = "HostSystemResourceInfo";
+impl x::SchemaType for HostPowerPolicy {
+    const TYPE_NAME: &'static str = "HostPowerPolicy";
 }
-impl x::Structure for HostSystemResourceInfo {}
-impl Clone for HostSystemResourceInfo {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            config: self.config.clone(),
-            child: x::clone_vec(&self.child),
-        }
+impl x::Structure for HostPowerPolicy {}
+impl std::fmt::Debug for HostPowerPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPowerPolicy", x::fields_ref(self))
     }
 }
-impl x::Fields for HostSystemResourceInfo {
+impl PartialEq for HostPowerPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPowerPolicy {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2211,8 +1028,9 @@ impl x::Fields for HostSystemResourceInfo {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read(&mut self.key),
-            "config" => r.read_opt(&mut self.config),
-            "child" => r.read_push(&mut self.child),
+            "name" => r.read(&mut self.name),
+            "shortName" => r.read(&mut self.short_name),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2220,86 +1038,223 @@ impl x::Fields for HostSystemResourceInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
-        w.write_opt("config", &self.config);
-        w.write_vec("child", &self.child);
+        w.write("name", &self.name);
+        w.write("shortName", &self.short_name);
+        w.write("description", &self.description);
     }
 }
-impl x::ArrayItem for HostSystemResourceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemResourceInfo";
-    const ITEM_TAG: &'static str = "HostSystemResourceInfo";
+impl x::ArrayItem for HostPowerPolicy {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPowerPolicy";
+    const ITEM_TAG: &'static str = "HostPowerPolicy";
 }
-/// `HostSystemSwapConfiguration` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSystemSwapConfiguration {
-    /// `option`.
-    pub option: Vec<AnyHostSystemSwapConfigurationSystemSwapOption>,
+#[cfg(feature = "all-events")]
+/// `HostPrimaryAgentNotShortNameEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostPrimaryAgentNotShortNameEvent {
+    /// The fields `HostPrimaryAgentNotShortNameEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `primaryAgent`.
+    pub primary_agent: String,
 }
-impl x::SchemaType for HostSystemSwapConfiguration {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfiguration";
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostPrimaryAgentNotShortNameEvent {
+    const TYPE_NAME: &'static str = "HostPrimaryAgentNotShortNameEvent";
 }
-impl x::Structure for HostSystemSwapConfiguration {}
-impl Clone for HostSystemSwapConfiguration {
-    fn clone(&self) -> Self {
-        Self {
-            option: x::clone_vec(&self.option),
-        }
+#[cfg(feature = "all-events")]
+impl x::Structure for HostPrimaryAgentNotShortNameEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostPrimaryAgentNotShortNameEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPrimaryAgentNotShortNameEvent", x::fields_ref(self))
     }
 }
-impl x::Fields for HostSystemSwapConfiguration {
+#[cfg(feature = "all-events")]
+impl PartialEq for HostPrimaryAgentNotShortNameEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostPrimaryAgentNotShortNameEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostPrimaryAgentNotShortNameEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostPrimaryAgentNotShortNameEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
+            "primaryAgent" => r.read(&mut self.primary_agent),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("option", &self.option);
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write("primaryAgent", &self.primary_agent);
     }
 }
-/// `HostSystemSwapConfigurationDatastoreOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+#[cfg(feature = "all-events")]
+/// `HostProfileAppliedEvent` (extends `HostEvent`).
 ///
-/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationDatastoreOption {
-    /// The fields `HostSystemSwapConfigurationDatastoreOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
-    /// `datastore`.
-    pub datastore: String,
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostProfileAppliedEvent {
+    /// The fields `HostProfileAppliedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `profile`.
+    pub profile: ProfileEventArgument,
 }
-impl x::SchemaType for HostSystemSwapConfigurationDatastoreOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDatastoreOption";
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostProfileAppliedEvent {
+    const TYPE_NAME: &'static str = "HostProfileAppliedEvent";
 }
-impl x::Structure for HostSystemSwapConfigurationDatastoreOption {}
-impl std::ops::Deref for HostSystemSwapConfigurationDatastoreOption {
-    type Target = HostSystemSwapConfigurationSystemSwapOption;
-    #[inline]
-    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
-        &self.host_system_swap_configuration_system_swap_option
+#[cfg(feature = "all-events")]
+impl x::Structure for HostProfileAppliedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostProfileAppliedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileAppliedEvent", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for HostSystemSwapConfigurationDatastoreOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
-        &mut self.host_system_swap_configuration_system_swap_option
+#[cfg(feature = "all-events")]
+impl PartialEq for HostProfileAppliedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostProfileAppliedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostProfileAppliedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostProfileAppliedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "datastore" => r.read(&mut self.datastore),
+            "profile" => r.read(&mut self.profile),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("profile", &self.profile);
+    }
+}
+/// `HostProfileCompleteConfigSpec` (extends `HostProfileConfigSpec`).
+///
+/// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostProfileCompleteConfigSpec {
+    /// The fields `HostProfileCompleteConfigSpec` inherits from `HostProfileConfigSpec`.
+    pub host_profile_config_spec: HostProfileConfigSpec,
+    /// `applyProfile`.
+    pub apply_profile: Option<HostApplyProfile>,
+    /// `customComplyProfile`.
+    pub custom_comply_profile: Option<ComplianceProfile>,
+    /// `disabledExpressionListChanged`.
+    pub disabled_expression_list_changed: bool,
+    /// `disabledExpressionList`.
+    pub disabled_expression_list: Vec<String>,
+    /// `validatorHost`.
+    pub validator_host: Option<x::ManagedObjectReference>,
+    /// `validating`.
+    pub validating: Option<bool>,
+    /// `hostConfig`.
+    pub host_config: Option<HostProfileConfigInfo>,
+}
+impl x::SchemaType for HostProfileCompleteConfigSpec {
+    const TYPE_NAME: &'static str = "HostProfileCompleteConfigSpec";
+}
+impl x::Structure for HostProfileCompleteConfigSpec {}
+impl std::fmt::Debug for HostProfileCompleteConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileCompleteConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProfileCompleteConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProfileCompleteConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            host_profile_config_spec: self.host_profile_config_spec.clone(),
+            apply_profile: self.apply_profile.clone(),
+            custom_comply_profile: self.custom_comply_profile.clone(),
+            disabled_expression_list_changed: self.disabled_expression_list_changed,
+            disabled_expression_list: x::clone_vec(&self.disabled_expression_list),
+            validator_host: self.validator_host.clone(),
+            validating: self.validating,
+            host_config: self.host_config.clone(),
+        }
+    }
+}
+impl std::ops::Deref for HostProfileCompleteConfigSpec {
+    type Target = HostProfileConfigSpec;
+    #[inline]
+    fn deref(&self) -> &HostProfileConfigSpec {
+        &self.host_profile_config_spec
+    }
+}
+impl std::ops::DerefMut for HostProfileCompleteConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostProfileConfigSpec {
+        &mut self.host_profile_config_spec
+    }
+}
+impl x::Fields for HostProfileCompleteConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
+            "disabledExpressionListChanged" => {
+                r.read(&mut self.disabled_expression_list_changed)
+            }
+            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
+            "validatorHost" => r.read_opt(&mut self.validator_host),
+            "validating" => r.read_opt(&mut self.validating),
+            "hostConfig" => r.read_opt(&mut self.host_config),
             _ => {
                 return x::Fields::decode_field(
-                    &mut self.host_system_swap_configuration_system_swap_option,
+                    &mut self.host_profile_config_spec,
                     r,
                     name,
                 );
@@ -2309,161 +1264,1487 @@ impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(
-            &self.host_system_swap_configuration_system_swap_option,
-            w,
-        );
-        w.write("datastore", &self.datastore);
+        x::Fields::encode_fields(&self.host_profile_config_spec, w);
+        w.write_opt("applyProfile", &self.apply_profile);
+        w.write_opt("customComplyProfile", &self.custom_comply_profile);
+        w.write("disabledExpressionListChanged", &self.disabled_expression_list_changed);
+        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
+        w.write_opt("validatorHost", &self.validator_host);
+        w.write_opt("validating", &self.validating);
+        w.write_opt("hostConfig", &self.host_config);
     }
 }
-/// `HostSystemSwapConfigurationDisabledOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+/// `HostProfileConfigInfo` (extends `ProfileConfigInfo`).
 ///
-/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationDisabledOption {
-    /// The fields `HostSystemSwapConfigurationDisabledOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+/// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostProfileConfigInfo {
+    /// The fields `HostProfileConfigInfo` inherits from `ProfileConfigInfo`.
+    pub profile_config_info: ProfileConfigInfo,
+    /// `applyProfile`.
+    pub apply_profile: Option<HostApplyProfile>,
+    /// `defaultComplyProfile`.
+    pub default_comply_profile: Option<ComplianceProfile>,
+    /// `defaultComplyLocator`.
+    pub default_comply_locator: Vec<ComplianceLocator>,
+    /// `customComplyProfile`.
+    pub custom_comply_profile: Option<ComplianceProfile>,
+    /// `disabledExpressionList`.
+    pub disabled_expression_list: Vec<String>,
+    /// `description`.
+    pub description: Option<ProfileDescription>,
 }
-impl x::SchemaType for HostSystemSwapConfigurationDisabledOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDisabledOption";
+impl x::SchemaType for HostProfileConfigInfo {
+    const TYPE_NAME: &'static str = "HostProfileConfigInfo";
 }
-impl x::Structure for HostSystemSwapConfigurationDisabledOption {}
-impl std::ops::Deref for HostSystemSwapConfigurationDisabledOption {
-    type Target = HostSystemSwapConfigurationSystemSwapOption;
-    #[inline]
-    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
-        &self.host_system_swap_configuration_system_swap_option
+impl x::Structure for HostProfileConfigInfo {}
+impl std::fmt::Debug for HostProfileConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileConfigInfo", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for HostSystemSwapConfigurationDisabledOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
-        &mut self.host_system_swap_configuration_system_swap_option
+impl PartialEq for HostProfileConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostSystemSwapConfigurationDisabledOption {
+impl Clone for HostProfileConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            profile_config_info: self.profile_config_info.clone(),
+            apply_profile: self.apply_profile.clone(),
+            default_comply_profile: self.default_comply_profile.clone(),
+            default_comply_locator: x::clone_vec(&self.default_comply_locator),
+            custom_comply_profile: self.custom_comply_profile.clone(),
+            disabled_expression_list: x::clone_vec(&self.disabled_expression_list),
+            description: self.description.clone(),
+        }
+    }
+}
+impl std::ops::Deref for HostProfileConfigInfo {
+    type Target = ProfileConfigInfo;
+    #[inline]
+    fn deref(&self) -> &ProfileConfigInfo {
+        &self.profile_config_info
+    }
+}
+impl std::ops::DerefMut for HostProfileConfigInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
+        &mut self.profile_config_info
+    }
+}
+impl x::Fields for HostProfileConfigInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_system_swap_configuration_system_swap_option,
-            r,
-            name,
-        )
+        let result = match name {
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "defaultComplyProfile" => r.read_opt(&mut self.default_comply_profile),
+            "defaultComplyLocator" => r.read_push(&mut self.default_comply_locator),
+            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
+            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
+            "description" => r.read_opt(&mut self.description),
+            _ => return x::Fields::decode_field(&mut self.profile_config_info, r, name),
+        };
+        x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(
-            &self.host_system_swap_configuration_system_swap_option,
-            w,
-        );
+        x::Fields::encode_fields(&self.profile_config_info, w);
+        w.write_opt("applyProfile", &self.apply_profile);
+        w.write_opt("defaultComplyProfile", &self.default_comply_profile);
+        w.write_vec("defaultComplyLocator", &self.default_comply_locator);
+        w.write_opt("customComplyProfile", &self.custom_comply_profile);
+        w.write_vec("disabledExpressionList", &self.disabled_expression_list);
+        w.write_opt("description", &self.description);
     }
 }
-/// `HostSystemSwapConfigurationHostCacheOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+/// `HostProfileConfigSpec` (extends `ProfileCreateSpec`).
 ///
-/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationHostCacheOption {
-    /// The fields `HostSystemSwapConfigurationHostCacheOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+/// Fields of this type hold [`AnyHostProfileConfigSpec`], which also carries its subtypes.
+///
+/// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostProfileConfigSpec {
+    /// The fields `HostProfileConfigSpec` inherits from `ProfileCreateSpec`.
+    pub profile_create_spec: ProfileCreateSpec,
 }
-impl x::SchemaType for HostSystemSwapConfigurationHostCacheOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostCacheOption";
+impl x::SchemaType for HostProfileConfigSpec {
+    const TYPE_NAME: &'static str = "HostProfileConfigSpec";
 }
-impl x::Structure for HostSystemSwapConfigurationHostCacheOption {}
-impl std::ops::Deref for HostSystemSwapConfigurationHostCacheOption {
-    type Target = HostSystemSwapConfigurationSystemSwapOption;
-    #[inline]
-    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
-        &self.host_system_swap_configuration_system_swap_option
+impl x::Structure for HostProfileConfigSpec {}
+impl std::fmt::Debug for HostProfileConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileConfigSpec", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for HostSystemSwapConfigurationHostCacheOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
-        &mut self.host_system_swap_configuration_system_swap_option
+impl PartialEq for HostProfileConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostSystemSwapConfigurationHostCacheOption {
+impl std::ops::Deref for HostProfileConfigSpec {
+    type Target = ProfileCreateSpec;
+    #[inline]
+    fn deref(&self) -> &ProfileCreateSpec {
+        &self.profile_create_spec
+    }
+}
+impl std::ops::DerefMut for HostProfileConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
+        &mut self.profile_create_spec
+    }
+}
+impl x::Fields for HostProfileConfigSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_system_swap_configuration_system_swap_option,
-            r,
-            name,
-        )
+        x::Fields::decode_field(&mut self.profile_create_spec, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(
-            &self.host_system_swap_configuration_system_swap_option,
-            w,
-        );
+        x::Fields::encode_fields(&self.profile_create_spec, w);
     }
 }
-/// `HostSystemSwapConfigurationHostLocalSwapOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+/// `HostProfileHostBasedConfigSpec` (extends `HostProfileConfigSpec`).
 ///
-/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationHostLocalSwapOption {
-    /// The fields `HostSystemSwapConfigurationHostLocalSwapOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+/// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostProfileHostBasedConfigSpec {
+    /// The fields `HostProfileHostBasedConfigSpec` inherits from `HostProfileConfigSpec`.
+    pub host_profile_config_spec: HostProfileConfigSpec,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `useHostProfileEngine`.
+    pub use_host_profile_engine: Option<bool>,
 }
-impl x::SchemaType for HostSystemSwapConfigurationHostLocalSwapOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostLocalSwapOption";
+impl x::SchemaType for HostProfileHostBasedConfigSpec {
+    const TYPE_NAME: &'static str = "HostProfileHostBasedConfigSpec";
 }
-impl x::Structure for HostSystemSwapConfigurationHostLocalSwapOption {}
-impl std::ops::Deref for HostSystemSwapConfigurationHostLocalSwapOption {
-    type Target = HostSystemSwapConfigurationSystemSwapOption;
-    #[inline]
-    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
-        &self.host_system_swap_configuration_system_swap_option
+impl x::Structure for HostProfileHostBasedConfigSpec {}
+impl std::fmt::Debug for HostProfileHostBasedConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileHostBasedConfigSpec", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for HostSystemSwapConfigurationHostLocalSwapOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
-        &mut self.host_system_swap_configuration_system_swap_option
+impl PartialEq for HostProfileHostBasedConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostSystemSwapConfigurationHostLocalSwapOption {
+impl std::ops::Deref for HostProfileHostBasedConfigSpec {
+    type Target = HostProfileConfigSpec;
+    #[inline]
+    fn deref(&self) -> &HostProfileConfigSpec {
+        &self.host_profile_config_spec
+    }
+}
+impl std::ops::DerefMut for HostProfileHostBasedConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostProfileConfigSpec {
+        &mut self.host_profile_config_spec
+    }
+}
+impl x::Fields for HostProfileHostBasedConfigSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_system_swap_configuration_system_swap_option,
-            r,
-            name,
-        )
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "useHostProfileEngine" => r.read_opt(&mut self.use_host_profile_engine),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_profile_config_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(
-            &self.host_system_swap_configuration_system_swap_option,
-            w,
-        );
+        x::Fields::encode_fields(&self.host_profile_config_spec, w);
+        w.write("host", &self.host);
+        w.write_opt("useHostProfileEngine", &self.use_host_profile_engine);
     }
 }
-/// `HostSystemSwapConfigurationSystemSwapOption` (extends `DynamicData`).
+/// `HostProfileManagerCompositionResult` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostProfileManagerCompositionResult {
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+    /// `results`.
+    pub results: Vec<HostProfileManagerCompositionResultResultElement>,
+}
+impl x::SchemaType for HostProfileManagerCompositionResult {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResult";
+}
+impl x::Structure for HostProfileManagerCompositionResult {}
+impl std::fmt::Debug for HostProfileManagerCompositionResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileManagerCompositionResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProfileManagerCompositionResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProfileManagerCompositionResult {
+    fn clone(&self) -> Self {
+        Self {
+            errors: x::clone_vec(&self.errors),
+            results: x::clone_vec(&self.results),
+        }
+    }
+}
+impl x::Fields for HostProfileManagerCompositionResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "errors" => r.read_push(&mut self.errors),
+            "results" => r.read_push(&mut self.results),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("errors", &self.errors);
+        w.write_vec("results", &self.results);
+    }
+}
+/// `HostProfileManagerCompositionResultResultElement` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostProfileManagerCompositionResultResultElement {
+    /// `target`.
+    pub target: x::ManagedObjectReference,
+    /// `status`.
+    pub status: String,
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostProfileManagerCompositionResultResultElement {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionResultResultElement";
+}
+impl x::Structure for HostProfileManagerCompositionResultResultElement {}
+impl std::fmt::Debug for HostProfileManagerCompositionResultResultElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostProfileManagerCompositionResultResultElement",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostProfileManagerCompositionResultResultElement {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProfileManagerCompositionResultResultElement {
+    fn clone(&self) -> Self {
+        Self {
+            target: self.target.clone(),
+            status: self.status.clone(),
+            errors: x::clone_vec(&self.errors),
+        }
+    }
+}
+impl x::Fields for HostProfileManagerCompositionResultResultElement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "target" => r.read(&mut self.target),
+            "status" => r.read(&mut self.status),
+            "errors" => r.read_push(&mut self.errors),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("target", &self.target);
+        w.write("status", &self.status);
+        w.write_vec("errors", &self.errors);
+    }
+}
+impl x::ArrayItem for HostProfileManagerCompositionResultResultElement {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionResultResultElement";
+    const ITEM_TAG: &'static str = "HostProfileManagerCompositionResultResultElement";
+}
+/// `HostProfileManagerCompositionValidationResult` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostProfileManagerCompositionValidationResult {
+    /// `results`.
+    pub results: Vec<HostProfileManagerCompositionValidationResultResultElement>,
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostProfileManagerCompositionValidationResult {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResult";
+}
+impl x::Structure for HostProfileManagerCompositionValidationResult {}
+impl std::fmt::Debug for HostProfileManagerCompositionValidationResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostProfileManagerCompositionValidationResult",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostProfileManagerCompositionValidationResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProfileManagerCompositionValidationResult {
+    fn clone(&self) -> Self {
+        Self {
+            results: x::clone_vec(&self.results),
+            errors: x::clone_vec(&self.errors),
+        }
+    }
+}
+impl x::Fields for HostProfileManagerCompositionValidationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "results" => r.read_push(&mut self.results),
+            "errors" => r.read_push(&mut self.errors),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("results", &self.results);
+        w.write_vec("errors", &self.errors);
+    }
+}
+/// `HostProfileManagerCompositionValidationResultResultElement` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostProfileManagerCompositionValidationResultResultElement {
+    /// `target`.
+    pub target: x::ManagedObjectReference,
+    /// `status`.
+    pub status: String,
+    /// `errors`.
+    pub errors: Vec<LocalizableMessage>,
+    /// `sourceDiffForToBeMerged`.
+    pub source_diff_for_to_be_merged: Option<HostApplyProfile>,
+    /// `targetDiffForToBeMerged`.
+    pub target_diff_for_to_be_merged: Option<HostApplyProfile>,
+    /// `toBeAdded`.
+    pub to_be_added: Option<HostApplyProfile>,
+    /// `toBeDeleted`.
+    pub to_be_deleted: Option<HostApplyProfile>,
+    /// `toBeDisabled`.
+    pub to_be_disabled: Option<HostApplyProfile>,
+    /// `toBeEnabled`.
+    pub to_be_enabled: Option<HostApplyProfile>,
+    /// `toBeReenableCC`.
+    pub to_be_reenable_cc: Option<HostApplyProfile>,
+}
+impl x::SchemaType for HostProfileManagerCompositionValidationResultResultElement {
+    const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
+}
+impl x::Structure for HostProfileManagerCompositionValidationResultResultElement {}
+impl std::fmt::Debug for HostProfileManagerCompositionValidationResultResultElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostProfileManagerCompositionValidationResultResultElement",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostProfileManagerCompositionValidationResultResultElement {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProfileManagerCompositionValidationResultResultElement {
+    fn clone(&self) -> Self {
+        Self {
+            target: self.target.clone(),
+            status: self.status.clone(),
+            errors: x::clone_vec(&self.errors),
+            source_diff_for_to_be_merged: self.source_diff_for_to_be_merged.clone(),
+            target_diff_for_to_be_merged: self.target_diff_for_to_be_merged.clone(),
+            to_be_added: self.to_be_added.clone(),
+            to_be_deleted: self.to_be_deleted.clone(),
+            to_be_disabled: self.to_be_disabled.clone(),
+            to_be_enabled: self.to_be_enabled.clone(),
+            to_be_reenable_cc: self.to_be_reenable_cc.clone(),
+        }
+    }
+}
+impl x::Fields for HostProfileManagerCompositionValidationResultResultElement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "target" => r.read(&mut self.target),
+            "status" => r.read(&mut self.status),
+            "errors" => r.read_push(&mut self.errors),
+            "sourceDiffForToBeMerged" => {
+                r.read_opt(&mut self.source_diff_for_to_be_merged)
+            }
+            "targetDiffForToBeMerged" => {
+                r.read_opt(&mut self.target_diff_for_to_be_merged)
+            }
+            "toBeAdded" => r.read_opt(&mut self.to_be_added),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "toBeDisabled" => r.read_opt(&mut self.to_be_disabled),
+            "toBeEnabled" => r.read_opt(&mut self.to_be_enabled),
+            "toBeReenableCC" => r.read_opt(&mut self.to_be_reenable_cc),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("target", &self.target);
+        w.write("status", &self.status);
+        w.write_vec("errors", &self.errors);
+        w.write_opt("sourceDiffForToBeMerged", &self.source_diff_for_to_be_merged);
+        w.write_opt("targetDiffForToBeMerged", &self.target_diff_for_to_be_merged);
+        w.write_opt("toBeAdded", &self.to_be_added);
+        w.write_opt("toBeDeleted", &self.to_be_deleted);
+        w.write_opt("toBeDisabled", &self.to_be_disabled);
+        w.write_opt("toBeEnabled", &self.to_be_enabled);
+        w.write_opt("toBeReenableCC", &self.to_be_reenable_cc);
+    }
+}
+impl x::ArrayItem for HostProfileManagerCompositionValidationResultResultElement {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProfileManagerCompositionValidationResultResultElement";
+    const ITEM_TAG: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
+}
+/// `HostProfileManagerConfigTaskList` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostProfileManagerConfigTaskList {
+    /// `configSpec`.
+    pub config_spec: Option<HostConfigSpec>,
+    /// `taskDescription`.
+    pub task_description: Vec<LocalizableMessage>,
+    /// `taskListRequirement`.
+    pub task_list_requirement: Vec<String>,
+}
+impl x::SchemaType for HostProfileManagerConfigTaskList {
+    const TYPE_NAME: &'static str = "HostProfileManagerConfigTaskList";
+}
+impl x::Structure for HostProfileManagerConfigTaskList {}
+impl std::fmt::Debug for HostProfileManagerConfigTaskList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileManagerConfigTaskList", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProfileManagerConfigTaskList {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProfileManagerConfigTaskList {
+    fn clone(&self) -> Self {
+        Self {
+            config_spec: self.config_spec.clone(),
+            task_description: x::clone_vec(&self.task_description),
+            task_list_requirement: x::clone_vec(&self.task_list_requirement),
+        }
+    }
+}
+impl x::Fields for HostProfileManagerConfigTaskList {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "configSpec" => r.read_opt(&mut self.config_spec),
+            "taskDescription" => r.read_push(&mut self.task_description),
+            "taskListRequirement" => r.read_push(&mut self.task_list_requirement),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("configSpec", &self.config_spec);
+        w.write_vec("taskDescription", &self.task_description);
+        w.write_vec("taskListRequirement", &self.task_list_requirement);
+    }
+}
+/// `HostProfileManagerHostToConfigSpecMap` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostProfileManagerHostToConfigSpecMap {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `configSpec`.
+    pub config_spec: AnyAnswerFileCreateSpec,
+}
+impl x::SchemaType for HostProfileManagerHostToConfigSpecMap {
+    const TYPE_NAME: &'static str = "HostProfileManagerHostToConfigSpecMap";
+}
+impl x::Structure for HostProfileManagerHostToConfigSpecMap {}
+impl std::fmt::Debug for HostProfileManagerHostToConfigSpecMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileManagerHostToConfigSpecMap", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProfileManagerHostToConfigSpecMap {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostProfileManagerHostToConfigSpecMap {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "configSpec" => r.read(&mut self.config_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write("configSpec", &self.config_spec);
+    }
+}
+/// `HostProfileSerializedHostProfileSpec` (extends `ProfileSerializedCreateSpec`).
 ///
-/// Fields of this type hold [`AnyHostSystemSwapConfigurationSystemSwapOption`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationSystemSwapOption {
+/// The fields of `ProfileSerializedCreateSpec` are in `profile_serialized_create_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostProfileSerializedHostProfileSpec {
+    /// The fields `HostProfileSerializedHostProfileSpec` inherits from `ProfileSerializedCreateSpec`.
+    pub profile_serialized_create_spec: ProfileSerializedCreateSpec,
+    /// `validatorHost`.
+    pub validator_host: Option<x::ManagedObjectReference>,
+    /// `validating`.
+    pub validating: Option<bool>,
+}
+impl x::SchemaType for HostProfileSerializedHostProfileSpec {
+    const TYPE_NAME: &'static str = "HostProfileSerializedHostProfileSpec";
+}
+impl x::Structure for HostProfileSerializedHostProfileSpec {}
+impl std::fmt::Debug for HostProfileSerializedHostProfileSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileSerializedHostProfileSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProfileSerializedHostProfileSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostProfileSerializedHostProfileSpec {
+    type Target = ProfileSerializedCreateSpec;
+    #[inline]
+    fn deref(&self) -> &ProfileSerializedCreateSpec {
+        &self.profile_serialized_create_spec
+    }
+}
+impl std::ops::DerefMut for HostProfileSerializedHostProfileSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileSerializedCreateSpec {
+        &mut self.profile_serialized_create_spec
+    }
+}
+impl x::Fields for HostProfileSerializedHostProfileSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "validatorHost" => r.read_opt(&mut self.validator_host),
+            "validating" => r.read_opt(&mut self.validating),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.profile_serialized_create_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.profile_serialized_create_spec, w);
+        w.write_opt("validatorHost", &self.validator_host);
+        w.write_opt("validating", &self.validating);
+    }
+}
+/// `HostProfileValidationFailureInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostProfileValidationFailureInfo {
+    /// `name`.
+    pub name: String,
+    /// `annotation`.
+    pub annotation: String,
+    /// `updateType`.
+    pub update_type: String,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `applyProfile`.
+    pub apply_profile: Option<HostApplyProfile>,
+    /// `failures`.
+    pub failures: Vec<ProfileUpdateFailedUpdateFailure>,
+    /// `faults`.
+    pub faults: Vec<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostProfileValidationFailureInfo {
+    const TYPE_NAME: &'static str = "HostProfileValidationFailureInfo";
+}
+impl x::Structure for HostProfileValidationFailureInfo {}
+impl std::fmt::Debug for HostProfileValidationFailureInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfileValidationFailureInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProfileValidationFailureInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProfileValidationFailureInfo {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            annotation: self.annotation.clone(),
+            update_type: self.update_type.clone(),
+            host: self.host.clone(),
+            apply_profile: self.apply_profile.clone(),
+            failures: x::clone_vec(&self.failures),
+            faults: x::clone_vec(&self.faults),
+        }
+    }
+}
+impl x::Fields for HostProfileValidationFailureInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "annotation" => r.read(&mut self.annotation),
+            "updateType" => r.read(&mut self.update_type),
+            "host" => r.read_opt(&mut self.host),
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "failures" => r.read_push(&mut self.failures),
+            "faults" => r.read_push(&mut self.faults),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("annotation", &self.annotation);
+        w.write("updateType", &self.update_type);
+        w.write_opt("host", &self.host);
+        w.write_opt("applyProfile", &self.apply_profile);
+        w.write_vec("failures", &self.failures);
+        w.write_vec("faults", &self.faults);
+    }
+}
+/// `HostProfilesEntityCustomizations` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostProfilesEntityCustomizations`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostProfilesEntityCustomizations {}
+impl x::SchemaType for HostProfilesEntityCustomizations {
+    const TYPE_NAME: &'static str = "HostProfilesEntityCustomizations";
+}
+impl x::Structure for HostProfilesEntityCustomizations {}
+impl std::fmt::Debug for HostProfilesEntityCustomizations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProfilesEntityCustomizations", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProfilesEntityCustomizations {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostProfilesEntityCustomizations {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostProtocolEndpoint` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostProtocolEndpoint {
+    /// `peType`.
+    pub pe_type: String,
+    /// `type`.
+    pub type_: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `hostKey`.
+    pub host_key: Vec<x::ManagedObjectReference>,
+    /// `storageArray`.
+    pub storage_array: Option<String>,
+    /// `nfsServer`.
+    pub nfs_server: Option<String>,
+    /// `nfsDir`.
+    pub nfs_dir: Option<String>,
+    /// `nfsServerScope`.
+    pub nfs_server_scope: Option<String>,
+    /// `nfsServerMajor`.
+    pub nfs_server_major: Option<String>,
+    /// `nfsServerAuthType`.
+    pub nfs_server_auth_type: Option<String>,
+    /// `nfsServerUser`.
+    pub nfs_server_user: Option<String>,
+    /// `deviceId`.
+    pub device_id: Option<String>,
+    /// `usedByStretchedContainer`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub used_by_stretched_container: Option<bool>,
+}
+impl x::SchemaType for HostProtocolEndpoint {
+    const TYPE_NAME: &'static str = "HostProtocolEndpoint";
+}
+impl x::Structure for HostProtocolEndpoint {}
+impl std::fmt::Debug for HostProtocolEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProtocolEndpoint", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProtocolEndpoint {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProtocolEndpoint {
+    fn clone(&self) -> Self {
+        Self {
+            pe_type: self.pe_type.clone(),
+            type_: self.type_.clone(),
+            uuid: self.uuid.clone(),
+            host_key: x::clone_vec(&self.host_key),
+            storage_array: self.storage_array.clone(),
+            nfs_server: self.nfs_server.clone(),
+            nfs_dir: self.nfs_dir.clone(),
+            nfs_server_scope: self.nfs_server_scope.clone(),
+            nfs_server_major: self.nfs_server_major.clone(),
+            nfs_server_auth_type: self.nfs_server_auth_type.clone(),
+            nfs_server_user: self.nfs_server_user.clone(),
+            device_id: self.device_id.clone(),
+            used_by_stretched_container: self.used_by_stretched_container,
+        }
+    }
+}
+impl x::Fields for HostProtocolEndpoint {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "peType" => r.read(&mut self.pe_type),
+            "type" => r.read_opt(&mut self.type_),
+            "uuid" => r.read(&mut self.uuid),
+            "hostKey" => r.read_push(&mut self.host_key),
+            "storageArray" => r.read_opt(&mut self.storage_array),
+            "nfsServer" => r.read_opt(&mut self.nfs_server),
+            "nfsDir" => r.read_opt(&mut self.nfs_dir),
+            "nfsServerScope" => r.read_opt(&mut self.nfs_server_scope),
+            "nfsServerMajor" => r.read_opt(&mut self.nfs_server_major),
+            "nfsServerAuthType" => r.read_opt(&mut self.nfs_server_auth_type),
+            "nfsServerUser" => r.read_opt(&mut self.nfs_server_user),
+            "deviceId" => r.read_opt(&mut self.device_id),
+            "usedByStretchedContainer" => {
+                r.read_opt(&mut self.used_by_stretched_container)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("peType", &self.pe_type);
+        w.write_opt("type", &self.type_);
+        w.write("uuid", &self.uuid);
+        w.write_vec("hostKey", &self.host_key);
+        w.write_opt("storageArray", &self.storage_array);
+        w.write_opt("nfsServer", &self.nfs_server);
+        w.write_opt("nfsDir", &self.nfs_dir);
+        w.write_opt("nfsServerScope", &self.nfs_server_scope);
+        w.write_opt("nfsServerMajor", &self.nfs_server_major);
+        w.write_opt("nfsServerAuthType", &self.nfs_server_auth_type);
+        w.write_opt("nfsServerUser", &self.nfs_server_user);
+        w.write_opt("deviceId", &self.device_id);
+        if w
+            .since(
+                0x0800_0300,
+                "HostProtocolEndpoint.usedByStretchedContainer",
+                self.used_by_stretched_container.is_some(),
+            )
+        {
+            w.write_opt("usedByStretchedContainer", &self.used_by_stretched_container);
+        }
+    }
+}
+impl x::ArrayItem for HostProtocolEndpoint {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProtocolEndpoint";
+    const ITEM_TAG: &'static str = "HostProtocolEndpoint";
+}
+/// `HostProxySwitch` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostProxySwitch {
+    /// `dvsUuid`.
+    pub dvs_uuid: String,
+    /// `dvsName`.
+    pub dvs_name: String,
     /// `key`.
-    pub key: i32,
+    pub key: String,
+    /// `numPorts`.
+    pub num_ports: i32,
+    /// `configNumPorts`.
+    pub config_num_ports: Option<i32>,
+    /// `numPortsAvailable`.
+    pub num_ports_available: i32,
+    /// `uplinkPort`.
+    pub uplink_port: Vec<KeyValue>,
+    /// `mtu`.
+    pub mtu: Option<i32>,
+    /// `pnic`.
+    pub pnic: Vec<String>,
+    /// `spec`.
+    pub spec: HostProxySwitchSpec,
+    /// `hostLag`.
+    pub host_lag: Vec<HostProxySwitchHostLagConfig>,
+    /// `networkReservationSupported`.
+    pub network_reservation_supported: Option<bool>,
+    /// `nsxtEnabled`.
+    pub nsxt_enabled: Option<bool>,
+    /// `ensEnabled`.
+    pub ens_enabled: Option<bool>,
+    /// `ensInterruptEnabled`.
+    pub ens_interrupt_enabled: Option<bool>,
+    /// `transportZones`.
+    pub transport_zones: Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>,
+    /// `nsxUsedUplinkPort`.
+    pub nsx_used_uplink_port: Vec<String>,
+    /// `nsxtStatus`.
+    pub nsxt_status: Option<String>,
+    /// `nsxtStatusDetail`.
+    pub nsxt_status_detail: Option<String>,
+    /// `ensInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ens_info: Option<HostProxySwitchEnsInfo>,
+    /// `networkOffloadingEnabled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub network_offloading_enabled: Option<bool>,
+    /// `hostUplinkState`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
+    /// `autoDeployOwned`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub auto_deploy_owned: Option<bool>,
+    /// `hostPerfNicOffloadState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub host_perf_nic_offload_state: Option<
+        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
+    >,
+    /// `teplessMode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tepless_mode: Option<bool>,
 }
-impl x::SchemaType for HostSystemSwapConfigurationSystemSwapOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationSystemSwapOption";
+impl x::SchemaType for HostProxySwitch {
+    const TYPE_NAME: &'static str = "HostProxySwitch";
 }
-impl x::Structure for HostSystemSwapConfigurationSystemSwapOption {}
-impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
+impl x::Structure for HostProxySwitch {}
+impl std::fmt::Debug for HostProxySwitch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProxySwitch", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProxySwitch {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProxySwitch {
+    fn clone(&self) -> Self {
+        Self {
+            dvs_uuid: self.dvs_uuid.clone(),
+            dvs_name: self.dvs_name.clone(),
+            key: self.key.clone(),
+            num_ports: self.num_ports,
+            config_num_ports: self.config_num_ports,
+            num_ports_available: self.num_ports_available,
+            uplink_port: x::clone_vec(&self.uplink_port),
+            mtu: self.mtu,
+            pnic: x::clone_vec(&self.pnic),
+            spec: self.spec.clone(),
+            host_lag: x::clone_vec(&self.host_lag),
+            network_reservation_supported: self.network_reservation_supported,
+            nsxt_enabled: self.nsxt_enabled,
+            ens_enabled: self.ens_enabled,
+            ens_interrupt_enabled: self.ens_interrupt_enabled,
+            transport_zones: x::clone_vec(&self.transport_zones),
+            nsx_used_uplink_port: x::clone_vec(&self.nsx_used_uplink_port),
+            nsxt_status: self.nsxt_status.clone(),
+            nsxt_status_detail: self.nsxt_status_detail.clone(),
+            ens_info: self.ens_info.clone(),
+            network_offloading_enabled: self.network_offloading_enabled,
+            host_uplink_state: x::clone_vec(&self.host_uplink_state),
+            auto_deploy_owned: self.auto_deploy_owned,
+            host_perf_nic_offload_state: self.host_perf_nic_offload_state.clone(),
+            tepless_mode: self.tepless_mode,
+        }
+    }
+}
+impl x::Fields for HostProxySwitch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dvsUuid" => r.read(&mut self.dvs_uuid),
+            "dvsName" => r.read(&mut self.dvs_name),
+            "key" => r.read(&mut self.key),
+            "numPorts" => r.read(&mut self.num_ports),
+            "configNumPorts" => r.read_opt(&mut self.config_num_ports),
+            "numPortsAvailable" => r.read(&mut self.num_ports_available),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "pnic" => r.read_push(&mut self.pnic),
+            "spec" => r.read(&mut self.spec),
+            "hostLag" => r.read_push(&mut self.host_lag),
+            "networkReservationSupported" => {
+                r.read_opt(&mut self.network_reservation_supported)
+            }
+            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled),
+            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
+            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
+            "transportZones" => r.read_push(&mut self.transport_zones),
+            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "ensInfo" => r.read_opt(&mut self.ens_info),
+            "networkOffloadingEnabled" => {
+                r.read_opt(&mut self.network_offloading_enabled)
+            }
+            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
+            "autoDeployOwned" => r.read_opt(&mut self.auto_deploy_owned),
+            "hostPerfNicOffloadState" => {
+                r.read_opt(&mut self.host_perf_nic_offload_state)
+            }
+            "teplessMode" => r.read_opt(&mut self.tepless_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dvsUuid", &self.dvs_uuid);
+        w.write("dvsName", &self.dvs_name);
+        w.write("key", &self.key);
+        w.write("numPorts", &self.num_ports);
+        w.write_opt("configNumPorts", &self.config_num_ports);
+        w.write("numPortsAvailable", &self.num_ports_available);
+        w.write_vec("uplinkPort", &self.uplink_port);
+        w.write_opt("mtu", &self.mtu);
+        w.write_vec("pnic", &self.pnic);
+        w.write("spec", &self.spec);
+        w.write_vec("hostLag", &self.host_lag);
+        w.write_opt("networkReservationSupported", &self.network_reservation_supported);
+        w.write_opt("nsxtEnabled", &self.nsxt_enabled);
+        w.write_opt("ensEnabled", &self.ens_enabled);
+        w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
+        w.write_vec("transportZones", &self.transport_zones);
+        w.write_vec("nsxUsedUplinkPort", &self.nsx_used_uplink_port);
+        w.write_opt("nsxtStatus", &self.nsxt_status);
+        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
+        if w.since(0x0800_0001, "HostProxySwitch.ensInfo", self.ens_info.is_some()) {
+            w.write_opt("ensInfo", &self.ens_info);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "HostProxySwitch.networkOffloadingEnabled",
+                self.network_offloading_enabled.is_some(),
+            )
+        {
+            w.write_opt("networkOffloadingEnabled", &self.network_offloading_enabled);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostProxySwitch.hostUplinkState",
+                !self.host_uplink_state.is_empty(),
+            )
+        {
+            w.write_vec("hostUplinkState", &self.host_uplink_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostProxySwitch.autoDeployOwned",
+                self.auto_deploy_owned.is_some(),
+            )
+        {
+            w.write_opt("autoDeployOwned", &self.auto_deploy_owned);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostProxySwitch.hostPerfNicOffloadState",
+                self.host_perf_nic_offload_state.is_some(),
+            )
+        {
+            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostProxySwitch.teplessMode",
+                self.tepless_mode.is_some(),
+            )
+        {
+            w.write_opt("teplessMode", &self.tepless_mode);
+        }
+    }
+}
+impl x::ArrayItem for HostProxySwitch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitch";
+    const ITEM_TAG: &'static str = "HostProxySwitch";
+}
+/// `HostProxySwitchConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostProxySwitchConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `spec`.
+    pub spec: Option<HostProxySwitchSpec>,
+}
+impl x::SchemaType for HostProxySwitchConfig {
+    const TYPE_NAME: &'static str = "HostProxySwitchConfig";
+}
+impl x::Structure for HostProxySwitchConfig {}
+impl std::fmt::Debug for HostProxySwitchConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProxySwitchConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProxySwitchConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostProxySwitchConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "uuid" => r.read(&mut self.uuid),
+            "spec" => r.read_opt(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write("uuid", &self.uuid);
+        w.write_opt("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostProxySwitchConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchConfig";
+    const ITEM_TAG: &'static str = "HostProxySwitchConfig";
+}
+/// `HostProxySwitchEnsInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct HostProxySwitchEnsInfo {
+    /// `opsVersion`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ops_version: i64,
+    /// `numPSOps`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_ps_ops: i64,
+    /// `numLcoreOps`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_lcore_ops: i64,
+    /// `errorStatus`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub error_status: i64,
+    /// `lcoreStatus`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub lcore_status: i64,
+}
+impl x::SchemaType for HostProxySwitchEnsInfo {
+    const TYPE_NAME: &'static str = "HostProxySwitchEnsInfo";
+}
+impl x::Structure for HostProxySwitchEnsInfo {}
+impl std::fmt::Debug for HostProxySwitchEnsInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProxySwitchEnsInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProxySwitchEnsInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostProxySwitchEnsInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opsVersion" => r.read(&mut self.ops_version),
+            "numPSOps" => r.read(&mut self.num_ps_ops),
+            "numLcoreOps" => r.read(&mut self.num_lcore_ops),
+            "errorStatus" => r.read(&mut self.error_status),
+            "lcoreStatus" => r.read(&mut self.lcore_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostProxySwitchEnsInfo", true);
+        w.write("opsVersion", &self.ops_version);
+        w.write("numPSOps", &self.num_ps_ops);
+        w.write("numLcoreOps", &self.num_lcore_ops);
+        w.write("errorStatus", &self.error_status);
+        w.write("lcoreStatus", &self.lcore_status);
+    }
+}
+/// `HostProxySwitchHostLagConfig` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostProxySwitchHostLagConfig {
+    /// `lagKey`.
+    pub lag_key: String,
+    /// `lagName`.
+    pub lag_name: Option<String>,
+    /// `uplinkPort`.
+    pub uplink_port: Vec<KeyValue>,
+}
+impl x::SchemaType for HostProxySwitchHostLagConfig {
+    const TYPE_NAME: &'static str = "HostProxySwitchHostLagConfig";
+}
+impl x::Structure for HostProxySwitchHostLagConfig {}
+impl std::fmt::Debug for HostProxySwitchHostLagConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProxySwitchHostLagConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProxySwitchHostLagConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostProxySwitchHostLagConfig {
+    fn clone(&self) -> Self {
+        Self {
+            lag_key: self.lag_key.clone(),
+            lag_name: self.lag_name.clone(),
+            uplink_port: x::clone_vec(&self.uplink_port),
+        }
+    }
+}
+impl x::Fields for HostProxySwitchHostLagConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lagKey" => r.read(&mut self.lag_key),
+            "lagName" => r.read_opt(&mut self.lag_name),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("lagKey", &self.lag_key);
+        w.write_opt("lagName", &self.lag_name);
+        w.write_vec("uplinkPort", &self.uplink_port);
+    }
+}
+impl x::ArrayItem for HostProxySwitchHostLagConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostProxySwitchHostLagConfig";
+    const ITEM_TAG: &'static str = "HostProxySwitchHostLagConfig";
+}
+/// `HostProxySwitchSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostProxySwitchSpec {
+    /// `backing`.
+    pub backing: Option<AnyDistributedVirtualSwitchHostMemberBacking>,
+}
+impl x::SchemaType for HostProxySwitchSpec {
+    const TYPE_NAME: &'static str = "HostProxySwitchSpec";
+}
+impl x::Structure for HostProxySwitchSpec {}
+impl std::fmt::Debug for HostProxySwitchSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostProxySwitchSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostProxySwitchSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostProxySwitchSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "backing" => r.read_opt(&mut self.backing),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("backing", &self.backing);
+    }
+}
+/// `HostPtpConfig` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostPtpConfig {
+    /// `domain`.
+    pub domain: Option<i32>,
+    /// `port`.
+    pub port: Vec<HostPtpConfigPtpPort>,
+}
+impl x::SchemaType for HostPtpConfig {
+    const TYPE_NAME: &'static str = "HostPtpConfig";
+}
+impl x::Structure for HostPtpConfig {}
+impl std::fmt::Debug for HostPtpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPtpConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPtpConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostPtpConfig {
+    fn clone(&self) -> Self {
+        Self {
+            domain: self.domain,
+            port: x::clone_vec(&self.port),
+        }
+    }
+}
+impl x::Fields for HostPtpConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "domain" => r.read_opt(&mut self.domain),
+            "port" => r.read_push(&mut self.port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("domain", &self.domain);
+        w.write_vec("port", &self.port);
+    }
+}
+/// `HostPtpConfigPtpPort` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPtpConfigPtpPort {
+    /// `index`.
+    pub index: i32,
+    /// `deviceType`.
+    pub device_type: Option<String>,
+    /// `device`.
+    pub device: Option<String>,
+    /// `ipConfig`.
+    pub ip_config: Option<HostIpConfig>,
+}
+impl x::SchemaType for HostPtpConfigPtpPort {
+    const TYPE_NAME: &'static str = "HostPtpConfigPtpPort";
+}
+impl x::Structure for HostPtpConfigPtpPort {}
+impl std::fmt::Debug for HostPtpConfigPtpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostPtpConfigPtpPort", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostPtpConfigPtpPort {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostPtpConfigPtpPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "index" => r.read(&mut self.index),
+            "deviceType" => r.read_opt(&mut self.device_type),
+            "device" => r.read_opt(&mut self.device),
+            "ipConfig" => r.read_opt(&mut self.ip_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("index", &self.index);
+        w.write_opt("deviceType", &self.device_type);
+        w.write_opt("device", &self.device);
+        w.write_opt("ipConfig", &self.ip_config);
+    }
+}
+impl x::ArrayItem for HostPtpConfigPtpPort {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPtpConfigPtpPort";
+    const ITEM_TAG: &'static str = "HostPtpConfigPtpPort";
+}
+/// `HostQualifiedName` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostQualifiedName {
+    /// `value`.
+    pub value: String,
+    /// `type`.
+    pub type_: String,
+}
+impl x::SchemaType for HostQualifiedName {
+    const TYPE_NAME: &'static str = "HostQualifiedName";
+}
+impl x::Structure for HostQualifiedName {}
+impl std::fmt::Debug for HostQualifiedName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostQualifiedName", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostQualifiedName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostQualifiedName {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "value" => r.read(&mut self.value),
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("value", &self.value);
+        w.write("type", &self.type_);
+    }
+}
+impl x::ArrayItem for HostQualifiedName {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostQualifiedName";
+    const ITEM_TAG: &'static str = "HostQualifiedName";
+}
+/// `HostRdmaDevice` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostRdmaDevice {
+    /// `key`.
+    pub key: String,
+    /// `device`.
+    pub device: String,
+    /// `driver`.
+    pub driver: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `backing`.
+    pub backing: Option<AnyHostRdmaDeviceBacking>,
+    /// `connectionInfo`.
+    pub connection_info: HostRdmaDeviceConnectionInfo,
+    /// `capability`.
+    pub capability: HostRdmaDeviceCapability,
+}
+impl x::SchemaType for HostRdmaDevice {
+    const TYPE_NAME: &'static str = "HostRdmaDevice";
+}
+impl x::Structure for HostRdmaDevice {}
+impl std::fmt::Debug for HostRdmaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRdmaDevice", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRdmaDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostRdmaDevice {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2471,6 +2752,12 @@ impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "driver" => r.read_opt(&mut self.driver),
+            "description" => r.read_opt(&mut self.description),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectionInfo" => r.read(&mut self.connection_info),
+            "capability" => r.read(&mut self.capability),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2478,18 +2765,38 @@ impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
+        w.write("device", &self.device);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("description", &self.description);
+        w.write_opt("backing", &self.backing);
+        w.write("connectionInfo", &self.connection_info);
+        w.write("capability", &self.capability);
     }
 }
-/// `HostTargetTransport` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostTargetTransport`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTargetTransport {}
-impl x::SchemaType for HostTargetTransport {
-    const TYPE_NAME: &'static str = "HostTargetTransport";
+impl x::ArrayItem for HostRdmaDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRdmaDevice";
+    const ITEM_TAG: &'static str = "HostRdmaDevice";
 }
-impl x::Structure for HostTargetTransport {}
-impl x::Fields for HostTargetTransport {
+/// `HostRdmaDeviceBacking` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostRdmaDeviceBacking`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostRdmaDeviceBacking {}
+impl x::SchemaType for HostRdmaDeviceBacking {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceBacking";
+}
+impl x::Structure for HostRdmaDeviceBacking {}
+impl std::fmt::Debug for HostRdmaDeviceBacking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRdmaDeviceBacking", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRdmaDeviceBacking {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostRdmaDeviceBacking {
     fn decode_field(
         &mut self,
         _r: &mut x::XmlReader<'_>,
@@ -2499,41 +2806,178 @@ impl x::Fields for HostTargetTransport {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
-/// `HostTcpHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpHba {
-    /// The fields `HostTcpHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `associatedPnic`.
-    pub associated_pnic: Option<String>,
+/// `HostRdmaDeviceCapability` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostRdmaDeviceCapability {
+    /// `roceV1Capable`.
+    pub roce_v1_capable: bool,
+    /// `roceV2Capable`.
+    pub roce_v2_capable: bool,
+    /// `iWarpCapable`.
+    pub i_warp_capable: bool,
 }
-impl x::SchemaType for HostTcpHba {
-    const TYPE_NAME: &'static str = "HostTcpHba";
+impl x::SchemaType for HostRdmaDeviceCapability {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceCapability";
 }
-impl x::Structure for HostTcpHba {}
-impl std::ops::Deref for HostTcpHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
+impl x::Structure for HostRdmaDeviceCapability {}
+impl std::fmt::Debug for HostRdmaDeviceCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRdmaDeviceCapability", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for HostTcpHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
+impl PartialEq for HostRdmaDeviceCapability {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostTcpHba {
+impl x::Fields for HostRdmaDeviceCapability {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "associatedPnic" => r.read_opt(&mut self.associated_pnic),
+            "roceV1Capable" => r.read(&mut self.roce_v1_capable),
+            "roceV2Capable" => r.read(&mut self.roce_v2_capable),
+            "iWarpCapable" => r.read(&mut self.i_warp_capable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("roceV1Capable", &self.roce_v1_capable);
+        w.write("roceV2Capable", &self.roce_v2_capable);
+        w.write("iWarpCapable", &self.i_warp_capable);
+    }
+}
+/// `HostRdmaDeviceConnectionInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostRdmaDeviceConnectionInfo {
+    /// `state`.
+    pub state: String,
+    /// `mtu`.
+    pub mtu: i32,
+    /// `speedInMbps`.
+    pub speed_in_mbps: i32,
+}
+impl x::SchemaType for HostRdmaDeviceConnectionInfo {
+    const TYPE_NAME: &'static str = "HostRdmaDeviceConnectionInfo";
+}
+impl x::Structure for HostRdmaDeviceConnectionInfo {}
+impl std::fmt::Debug for HostRdmaDeviceConnectionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRdmaDeviceConnectionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRdmaDeviceConnectionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostRdmaDeviceConnectionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "mtu" => r.read(&mut self.mtu),
+            "speedInMbps" => r.read(&mut self.speed_in_mbps),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("state", &self.state);
+        w.write("mtu", &self.mtu);
+        w.write("speedInMbps", &self.speed_in_mbps);
+    }
+}
+/// `HostRdmaDevicePnicBacking` (extends `HostRdmaDeviceBacking`).
+#[derive(Clone, Default)]
+pub struct HostRdmaDevicePnicBacking {
+    /// `pairedUplink`.
+    pub paired_uplink: String,
+}
+impl x::SchemaType for HostRdmaDevicePnicBacking {
+    const TYPE_NAME: &'static str = "HostRdmaDevicePnicBacking";
+}
+impl x::Structure for HostRdmaDevicePnicBacking {}
+impl std::fmt::Debug for HostRdmaDevicePnicBacking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRdmaDevicePnicBacking", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRdmaDevicePnicBacking {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostRdmaDevicePnicBacking {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pairedUplink" => r.read(&mut self.paired_uplink),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pairedUplink", &self.paired_uplink);
+    }
+}
+/// `HostRdmaHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostRdmaHba {
+    /// The fields `HostRdmaHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `associatedRdmaDevice`.
+    pub associated_rdma_device: Option<String>,
+}
+impl x::SchemaType for HostRdmaHba {
+    const TYPE_NAME: &'static str = "HostRdmaHba";
+}
+impl x::Structure for HostRdmaHba {}
+impl std::fmt::Debug for HostRdmaHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRdmaHba", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRdmaHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostRdmaHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostRdmaHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostRdmaHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device),
             _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
         };
         x::field_decoded(result)
@@ -2541,44 +2985,27 @@ impl x::Fields for HostTcpHba {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write_opt("associatedPnic", &self.associated_pnic);
+        w.write_opt("associatedRdmaDevice", &self.associated_rdma_device);
     }
 }
-/// `HostTcpHbaCreateSpec` (extends `HostHbaCreateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpHbaCreateSpec {
-    /// `pnic`.
-    pub pnic: String,
+/// `HostRdmaTargetTransport` (extends `HostTargetTransport`).
+#[derive(Clone, Default)]
+pub struct HostRdmaTargetTransport {}
+impl x::SchemaType for HostRdmaTargetTransport {
+    const TYPE_NAME: &'static str = "HostRdmaTargetTransport";
 }
-impl x::SchemaType for HostTcpHbaCreateSpec {
-    const TYPE_NAME: &'static str = "HostTcpHbaCreateSpec";
-}
-impl x::Structure for HostTcpHbaCreateSpec {}
-impl x::Fields for HostTcpHbaCreateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnic" => r.read(&mut self.pnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pnic", &self.pnic);
+impl x::Structure for HostRdmaTargetTransport {}
+impl std::fmt::Debug for HostRdmaTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRdmaTargetTransport", x::fields_ref(self))
     }
 }
-/// `HostTcpTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpTargetTransport {}
-impl x::SchemaType for HostTcpTargetTransport {
-    const TYPE_NAME: &'static str = "HostTcpTargetTransport";
+impl PartialEq for HostRdmaTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
 }
-impl x::Structure for HostTcpTargetTransport {}
-impl x::Fields for HostTcpTargetTransport {
+impl x::Fields for HostRdmaTargetTransport {
     fn decode_field(
         &mut self,
         _r: &mut x::XmlReader<'_>,
@@ -2588,690 +3015,201 @@ impl x::Fields for HostTcpTargetTransport {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
-/// `HostTdxInfo` (extends `DynamicData`).
+#[cfg(feature = "all-events")]
+/// `HostReconnectionFailedEvent` (extends `HostEvent`).
 ///
-/// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTdxInfo {
-    /// `tdxState`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub tdx_state: String,
-    /// `numTDXPrivateKeyIDs`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub num_tdx_private_key_ids: i32,
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostReconnectionFailedEvent {
+    /// The fields `HostReconnectionFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
 }
-impl x::SchemaType for HostTdxInfo {
-    const TYPE_NAME: &'static str = "HostTdxInfo";
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostReconnectionFailedEvent {
+    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
 }
-impl x::Structure for HostTdxInfo {}
-impl x::Fields for HostTdxInfo {
+#[cfg(feature = "all-events")]
+impl x::Structure for HostReconnectionFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostReconnectionFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostReconnectionFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostReconnectionFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostReconnectionFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostReconnectionFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostReconnectionFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostReliableMemoryInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostReliableMemoryInfo {
+    /// `memorySize`.
+    pub memory_size: i64,
+}
+impl x::SchemaType for HostReliableMemoryInfo {
+    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
+}
+impl x::Structure for HostReliableMemoryInfo {}
+impl std::fmt::Debug for HostReliableMemoryInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostReliableMemoryInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostReliableMemoryInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostReliableMemoryInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "tdxState" => r.read(&mut self.tdx_state),
-            "numTDXPrivateKeyIDs" => r.read(&mut self.num_tdx_private_key_ids),
+            "memorySize" => r.read(&mut self.memory_size),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type HostTdxInfo", true);
-        w.write("tdxState", &self.tdx_state);
-        w.write("numTDXPrivateKeyIDs", &self.num_tdx_private_key_ids);
+        w.write("memorySize", &self.memory_size);
     }
 }
-/// `HostTpmAttestationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmAttestationInfo {
-    /// `time`.
-    pub time: x::DateTime,
-    /// `status`.
-    pub status: HostTpmAttestationInfoAcceptanceStatus,
-    /// `message`.
-    pub message: Option<LocalizableMessage>,
+#[cfg(feature = "all-events")]
+/// `HostRemovedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostRemovedEvent {
+    /// The fields `HostRemovedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
 }
-impl x::SchemaType for HostTpmAttestationInfo {
-    const TYPE_NAME: &'static str = "HostTpmAttestationInfo";
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostRemovedEvent {
+    const TYPE_NAME: &'static str = "HostRemovedEvent";
 }
-impl x::Structure for HostTpmAttestationInfo {}
-impl x::Fields for HostTpmAttestationInfo {
+#[cfg(feature = "all-events")]
+impl x::Structure for HostRemovedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostRemovedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRemovedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostRemovedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostRemovedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostRemovedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostRemovedEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "time" => r.read(&mut self.time),
-            "status" => r.read(&mut self.status),
-            "message" => r.read_opt(&mut self.message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.host_event, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("time", &self.time);
-        w.write("status", &self.status);
-        w.write_opt("message", &self.message);
+        x::Fields::encode_fields(&self.host_event, w);
     }
 }
-/// `HostTpmAttestationReport` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostTpmAttestationReport {
-    /// `tpmPcrValues`.
-    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
-    /// `tpmEvents`.
-    pub tpm_events: Vec<HostTpmEventLogEntry>,
-    /// `tpmLogReliable`.
-    pub tpm_log_reliable: bool,
+/// `HostResignatureRescanResult` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostResignatureRescanResult {
+    /// `rescan`.
+    pub rescan: Vec<HostVmfsRescanResult>,
+    /// `result`.
+    pub result: x::ManagedObjectReference,
 }
-impl x::SchemaType for HostTpmAttestationReport {
-    const TYPE_NAME: &'static str = "HostTpmAttestationReport";
+impl x::SchemaType for HostResignatureRescanResult {
+    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
 }
-impl x::Structure for HostTpmAttestationReport {}
-impl Clone for HostTpmAttestationReport {
+impl x::Structure for HostResignatureRescanResult {}
+impl std::fmt::Debug for HostResignatureRescanResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostResignatureRescanResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostResignatureRescanResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostResignatureRescanResult {
     fn clone(&self) -> Self {
         Self {
-            tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
-            tpm_events: x::clone_vec(&self.tpm_events),
-            tpm_log_reliable: self.tpm_log_reliable,
+            rescan: x::clone_vec(&self.rescan),
+            result: self.result.clone(),
         }
     }
 }
-impl x::Fields for HostTpmAttestationReport {
+impl x::Fields for HostResignatureRescanResult {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
-            "tpmEvents" => r.read_push(&mut self.tpm_events),
-            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable),
+            "rescan" => r.read_push(&mut self.rescan),
+            "result" => r.read(&mut self.result),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
-        w.write_vec("tpmEvents", &self.tpm_events);
-        w.write("tpmLogReliable", &self.tpm_log_reliable);
-    }
-}
-/// `HostTpmBootCompleteEventDetails` (extends `HostTpmEventDetails`).
-///
-/// Since vSphere API 8.0.1.0.
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmBootCompleteEventDetails {
-    /// The fields `HostTpmBootCompleteEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-}
-impl x::SchemaType for HostTpmBootCompleteEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmBootCompleteEventDetails";
-}
-impl x::Structure for HostTpmBootCompleteEventDetails {}
-impl std::ops::Deref for HostTpmBootCompleteEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmBootCompleteEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmBootCompleteEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_tpm_event_details, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0100, "type HostTpmBootCompleteEventDetails", true);
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-    }
-}
-/// `HostTpmBootSecurityOptionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmBootSecurityOptionEventDetails {
-    /// The fields `HostTpmBootSecurityOptionEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `bootSecurityOption`.
-    pub boot_security_option: String,
-}
-impl x::SchemaType for HostTpmBootSecurityOptionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmBootSecurityOptionEventDetails";
-}
-impl x::Structure for HostTpmBootSecurityOptionEventDetails {}
-impl std::ops::Deref for HostTpmBootSecurityOptionEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmBootSecurityOptionEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmBootSecurityOptionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bootSecurityOption" => r.read(&mut self.boot_security_option),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("bootSecurityOption", &self.boot_security_option);
-    }
-}
-/// `HostTpmCommandEventDetails` (extends `HostTpmEventDetails`).
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmCommandEventDetails {
-    /// The fields `HostTpmCommandEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `commandLine`.
-    pub command_line: String,
-}
-impl x::SchemaType for HostTpmCommandEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmCommandEventDetails";
-}
-impl x::Structure for HostTpmCommandEventDetails {}
-impl std::ops::Deref for HostTpmCommandEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmCommandEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmCommandEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "commandLine" => r.read(&mut self.command_line),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("commandLine", &self.command_line);
-    }
-}
-/// `HostTpmDigestInfo` (extends `HostDigestInfo`).
-///
-/// The fields of `HostDigestInfo` are in `host_digest_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmDigestInfo {
-    /// The fields `HostTpmDigestInfo` inherits from `HostDigestInfo`.
-    pub host_digest_info: HostDigestInfo,
-    /// `pcrNumber`.
-    pub pcr_number: i32,
-}
-impl x::SchemaType for HostTpmDigestInfo {
-    const TYPE_NAME: &'static str = "HostTpmDigestInfo";
-}
-impl x::Structure for HostTpmDigestInfo {}
-impl std::ops::Deref for HostTpmDigestInfo {
-    type Target = HostDigestInfo;
-    #[inline]
-    fn deref(&self) -> &HostDigestInfo {
-        &self.host_digest_info
-    }
-}
-impl std::ops::DerefMut for HostTpmDigestInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDigestInfo {
-        &mut self.host_digest_info
-    }
-}
-impl x::Fields for HostTpmDigestInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pcrNumber" => r.read(&mut self.pcr_number),
-            _ => return x::Fields::decode_field(&mut self.host_digest_info, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_digest_info, w);
-        w.write("pcrNumber", &self.pcr_number);
-    }
-}
-impl x::ArrayItem for HostTpmDigestInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmDigestInfo";
-    const ITEM_TAG: &'static str = "HostTpmDigestInfo";
-}
-/// `HostTpmEventDetails` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostTpmEventDetails`], which also carries its subtypes.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostTpmEventDetails {
-    /// `dataHash`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`.
-    pub data_hash_method: Option<String>,
-}
-impl x::SchemaType for HostTpmEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmEventDetails";
-}
-impl x::Structure for HostTpmEventDetails {}
-impl Clone for HostTpmEventDetails {
-    fn clone(&self) -> Self {
-        Self {
-            data_hash: x::clone_vec(&self.data_hash),
-            data_hash_method: self.data_hash_method.clone(),
-        }
-    }
-}
-impl x::Fields for HostTpmEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-    }
-}
-/// `HostTpmEventLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmEventLogEntry {
-    /// `pcrIndex`.
-    pub pcr_index: i32,
-    /// `eventDetails`.
-    pub event_details: AnyHostTpmEventDetails,
-}
-impl x::SchemaType for HostTpmEventLogEntry {
-    const TYPE_NAME: &'static str = "HostTpmEventLogEntry";
-}
-impl x::Structure for HostTpmEventLogEntry {}
-impl x::Fields for HostTpmEventLogEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pcrIndex" => r.read(&mut self.pcr_index),
-            "eventDetails" => r.read(&mut self.event_details),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pcrIndex", &self.pcr_index);
-        w.write("eventDetails", &self.event_details);
-    }
-}
-impl x::ArrayItem for HostTpmEventLogEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmEventLogEntry";
-    const ITEM_TAG: &'static str = "HostTpmEventLogEntry";
-}
-/// `HostTpmNvTagEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
-///
-/// The fields of `HostTpmBootSecurityOptionEventDetails` are in `host_tpm_boot_security_option_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmNvTagEventDetails {
-    /// The fields `HostTpmNvTagEventDetails` inherits from `HostTpmBootSecurityOptionEventDetails`.
-    pub host_tpm_boot_security_option_event_details: HostTpmBootSecurityOptionEventDetails,
-}
-impl x::SchemaType for HostTpmNvTagEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmNvTagEventDetails";
-}
-impl x::Structure for HostTpmNvTagEventDetails {}
-impl std::ops::Deref for HostTpmNvTagEventDetails {
-    type Target = HostTpmBootSecurityOptionEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmBootSecurityOptionEventDetails {
-        &self.host_tpm_boot_security_option_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmNvTagEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmBootSecurityOptionEventDetails {
-        &mut self.host_tpm_boot_security_option_event_details
-    }
-}
-impl x::Fields for HostTpmNvTagEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_tpm_boot_security_option_event_details,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_boot_security_option_event_details, w);
-    }
-}
-/// `HostTpmOptionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostTpmOptionEventDetails {
-    /// The fields `HostTpmOptionEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `optionsFileName`.
-    pub options_file_name: String,
-    /// `bootOptions`.
-    pub boot_options: Vec<i8>,
-}
-impl x::SchemaType for HostTpmOptionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmOptionEventDetails";
-}
-impl x::Structure for HostTpmOptionEventDetails {}
-impl Clone for HostTpmOptionEventDetails {
-    fn clone(&self) -> Self {
-        Self {
-            host_tpm_event_details: self.host_tpm_event_details.clone(),
-            options_file_name: self.options_file_name.clone(),
-            boot_options: x::clone_vec(&self.boot_options),
-        }
-    }
-}
-impl std::ops::Deref for HostTpmOptionEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmOptionEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmOptionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "optionsFileName" => r.read(&mut self.options_file_name),
-            "bootOptions" => r.read_push(&mut self.boot_options),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("optionsFileName", &self.options_file_name);
-        w.write_vec("bootOptions", &self.boot_options);
-    }
-}
-/// `HostTpmSignerEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// The fields of `HostTpmBootSecurityOptionEventDetails` are in `host_tpm_boot_security_option_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSignerEventDetails {
-    /// The fields `HostTpmSignerEventDetails` inherits from `HostTpmBootSecurityOptionEventDetails`.
-    pub host_tpm_boot_security_option_event_details: HostTpmBootSecurityOptionEventDetails,
-}
-impl x::SchemaType for HostTpmSignerEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSignerEventDetails";
-}
-impl x::Structure for HostTpmSignerEventDetails {}
-impl std::ops::Deref for HostTpmSignerEventDetails {
-    type Target = HostTpmBootSecurityOptionEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmBootSecurityOptionEventDetails {
-        &self.host_tpm_boot_security_option_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmSignerEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmBootSecurityOptionEventDetails {
-        &mut self.host_tpm_boot_security_option_event_details
-    }
-}
-impl x::Fields for HostTpmSignerEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_tpm_boot_security_option_event_details,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostTpmSignerEventDetails", true);
-        x::Fields::encode_fields(&self.host_tpm_boot_security_option_event_details, w);
-    }
-}
-/// `HostTpmSoftwareComponentEventDetails` (extends `HostTpmEventDetails`).
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSoftwareComponentEventDetails {
-    /// The fields `HostTpmSoftwareComponentEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `componentName`.
-    pub component_name: String,
-    /// `vibName`.
-    pub vib_name: String,
-    /// `vibVersion`.
-    pub vib_version: String,
-    /// `vibVendor`.
-    pub vib_vendor: String,
-}
-impl x::SchemaType for HostTpmSoftwareComponentEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSoftwareComponentEventDetails";
-}
-impl x::Structure for HostTpmSoftwareComponentEventDetails {}
-impl std::ops::Deref for HostTpmSoftwareComponentEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmSoftwareComponentEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmSoftwareComponentEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "componentName" => r.read(&mut self.component_name),
-            "vibName" => r.read(&mut self.vib_name),
-            "vibVersion" => r.read(&mut self.vib_version),
-            "vibVendor" => r.read(&mut self.vib_vendor),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("componentName", &self.component_name);
-        w.write("vibName", &self.vib_name);
-        w.write("vibVersion", &self.vib_version);
-        w.write("vibVendor", &self.vib_vendor);
-    }
-}
-/// `HostTpmSystemVersionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// Since vSphere API 9.1.0.0.
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSystemVersionEventDetails {
-    /// The fields `HostTpmSystemVersionEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `systemVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub system_version: String,
-}
-impl x::SchemaType for HostTpmSystemVersionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSystemVersionEventDetails";
-}
-impl x::Structure for HostTpmSystemVersionEventDetails {}
-impl std::ops::Deref for HostTpmSystemVersionEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmSystemVersionEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmSystemVersionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "systemVersion" => r.read(&mut self.system_version),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostTpmSystemVersionEventDetails", true);
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("systemVersion", &self.system_version);
-    }
-}
-/// `HostTpmVersionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmVersionEventDetails {
-    /// The fields `HostTpmVersionEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `version`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub version: Vec<u8>,
-}
-impl x::SchemaType for HostTpmVersionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmVersionEventDetails";
-}
-impl x::Structure for HostTpmVersionEventDetails {}
-impl std::ops::Deref for HostTpmVersionEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmVersionEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmVersionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostTpmVersionEventDetails", true);
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("version", &self.version);
+        w.write_vec("rescan", &self.rescan);
+        w.write("result", &self.result);
     }
 }

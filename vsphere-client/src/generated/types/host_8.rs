@@ -5,1654 +5,324 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostTrustAuthorityAttestationInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostTrustAuthorityAttestationInfo {
-    /// `attestationStatus`.
-    pub attestation_status: String,
-    /// `serviceId`.
-    pub service_id: Option<String>,
-    /// `attestedAt`.
-    pub attested_at: Option<x::DateTime>,
-    /// `attestedUntil`.
-    pub attested_until: Option<x::DateTime>,
-    /// `messages`.
-    pub messages: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostTrustAuthorityAttestationInfo {
-    const TYPE_NAME: &'static str = "HostTrustAuthorityAttestationInfo";
-}
-impl x::Structure for HostTrustAuthorityAttestationInfo {}
-impl Clone for HostTrustAuthorityAttestationInfo {
-    fn clone(&self) -> Self {
-        Self {
-            attestation_status: self.attestation_status.clone(),
-            service_id: self.service_id.clone(),
-            attested_at: self.attested_at.clone(),
-            attested_until: self.attested_until.clone(),
-            messages: x::clone_vec(&self.messages),
-        }
-    }
-}
-impl x::Fields for HostTrustAuthorityAttestationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "attestationStatus" => r.read(&mut self.attestation_status),
-            "serviceId" => r.read_opt(&mut self.service_id),
-            "attestedAt" => r.read_opt(&mut self.attested_at),
-            "attestedUntil" => r.read_opt(&mut self.attested_until),
-            "messages" => r.read_push(&mut self.messages),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("attestationStatus", &self.attestation_status);
-        w.write_opt("serviceId", &self.service_id);
-        w.write_opt("attestedAt", &self.attested_at);
-        w.write_opt("attestedUntil", &self.attested_until);
-        w.write_vec("messages", &self.messages);
-    }
-}
-impl x::ArrayItem for HostTrustAuthorityAttestationInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTrustAuthorityAttestationInfo";
-    const ITEM_TAG: &'static str = "HostTrustAuthorityAttestationInfo";
-}
-/// `HostUnresolvedVmfsExtent` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsExtent {
-    /// `device`.
-    pub device: HostScsiDiskPartition,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `vmfsUuid`.
-    pub vmfs_uuid: String,
-    /// `isHeadExtent`.
-    pub is_head_extent: bool,
-    /// `ordinal`.
-    pub ordinal: i32,
-    /// `startBlock`.
-    pub start_block: i32,
-    /// `endBlock`.
-    pub end_block: i32,
-    /// `reason`.
-    pub reason: String,
-}
-impl x::SchemaType for HostUnresolvedVmfsExtent {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsExtent";
-}
-impl x::Structure for HostUnresolvedVmfsExtent {}
-impl x::Fields for HostUnresolvedVmfsExtent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "devicePath" => r.read(&mut self.device_path),
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
-            "isHeadExtent" => r.read(&mut self.is_head_extent),
-            "ordinal" => r.read(&mut self.ordinal),
-            "startBlock" => r.read(&mut self.start_block),
-            "endBlock" => r.read(&mut self.end_block),
-            "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("device", &self.device);
-        w.write("devicePath", &self.device_path);
-        w.write("vmfsUuid", &self.vmfs_uuid);
-        w.write("isHeadExtent", &self.is_head_extent);
-        w.write("ordinal", &self.ordinal);
-        w.write("startBlock", &self.start_block);
-        w.write("endBlock", &self.end_block);
-        w.write("reason", &self.reason);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsExtent {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsExtent";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsExtent";
-}
-/// `HostUnresolvedVmfsResignatureSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResignatureSpec {
-    /// `extentDevicePath`.
-    pub extent_device_path: Vec<String>,
-}
-impl x::SchemaType for HostUnresolvedVmfsResignatureSpec {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResignatureSpec";
-}
-impl x::Structure for HostUnresolvedVmfsResignatureSpec {}
-impl Clone for HostUnresolvedVmfsResignatureSpec {
-    fn clone(&self) -> Self {
-        Self {
-            extent_device_path: x::clone_vec(&self.extent_device_path),
-        }
-    }
-}
-impl x::Fields for HostUnresolvedVmfsResignatureSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extentDevicePath", &self.extent_device_path);
-    }
-}
-/// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResolutionResult {
-    /// `spec`.
-    pub spec: HostUnresolvedVmfsResolutionSpec,
-    /// `vmfs`.
-    pub vmfs: Option<HostVmfsVolume>,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
-}
-impl x::Structure for HostUnresolvedVmfsResolutionResult {}
-impl x::Fields for HostUnresolvedVmfsResolutionResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "spec" => r.read(&mut self.spec),
-            "vmfs" => r.read_opt(&mut self.vmfs),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("spec", &self.spec);
-        w.write_opt("vmfs", &self.vmfs);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
-}
-/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResolutionSpec {
-    /// `extentDevicePath`.
-    pub extent_device_path: Vec<String>,
-    /// `uuidResolution`.
-    pub uuid_resolution: String,
-}
-impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
-impl Clone for HostUnresolvedVmfsResolutionSpec {
-    fn clone(&self) -> Self {
-        Self {
-            extent_device_path: x::clone_vec(&self.extent_device_path),
-            uuid_resolution: self.uuid_resolution.clone(),
-        }
-    }
-}
-impl x::Fields for HostUnresolvedVmfsResolutionSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
-            "uuidResolution" => r.read(&mut self.uuid_resolution),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extentDevicePath", &self.extent_device_path);
-        w.write("uuidResolution", &self.uuid_resolution);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolume {
-    /// `extent`.
-    pub extent: Vec<HostUnresolvedVmfsExtent>,
-    /// `vmfsLabel`.
-    pub vmfs_label: String,
-    /// `vmfsUuid`.
-    pub vmfs_uuid: String,
-    /// `totalBlocks`.
-    pub total_blocks: i32,
-    /// `resolveStatus`.
-    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolume {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
-}
-impl x::Structure for HostUnresolvedVmfsVolume {}
-impl Clone for HostUnresolvedVmfsVolume {
-    fn clone(&self) -> Self {
-        Self {
-            extent: x::clone_vec(&self.extent),
-            vmfs_label: self.vmfs_label.clone(),
-            vmfs_uuid: self.vmfs_uuid.clone(),
-            total_blocks: self.total_blocks,
-            resolve_status: self.resolve_status.clone(),
-        }
-    }
-}
-impl x::Fields for HostUnresolvedVmfsVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extent" => r.read_push(&mut self.extent),
-            "vmfsLabel" => r.read(&mut self.vmfs_label),
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
-            "totalBlocks" => r.read(&mut self.total_blocks),
-            "resolveStatus" => r.read(&mut self.resolve_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extent", &self.extent);
-        w.write("vmfsLabel", &self.vmfs_label);
-        w.write("vmfsUuid", &self.vmfs_uuid);
-        w.write("totalBlocks", &self.total_blocks);
-        w.write("resolveStatus", &self.resolve_status);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsVolume {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
-}
-/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolumeResolveStatus {
-    /// `resolvable`.
-    pub resolvable: bool,
-    /// `incompleteExtents`.
-    pub incomplete_extents: Option<bool>,
-    /// `multipleCopies`.
-    pub multiple_copies: Option<bool>,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
-}
-impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
-impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "resolvable" => r.read(&mut self.resolvable),
-            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
-            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("resolvable", &self.resolvable);
-        w.write_opt("incompleteExtents", &self.incomplete_extents);
-        w.write_opt("multipleCopies", &self.multiple_copies);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostUpgradeFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUpgradeFailedEvent {
-    /// The fields `HostUpgradeFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostUpgradeFailedEvent {
-    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostUpgradeFailedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostUpgradeFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostUpgradeFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostUpgradeFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostUserWorldSwapNotEnabledEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUserWorldSwapNotEnabledEvent {
-    /// The fields `HostUserWorldSwapNotEnabledEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostUserWorldSwapNotEnabledEvent {
-    const TYPE_NAME: &'static str = "HostUserWorldSwapNotEnabledEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostUserWorldSwapNotEnabledEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostUserWorldSwapNotEnabledEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostUserWorldSwapNotEnabledEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostUserWorldSwapNotEnabledEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostVFlashManagerVFlashCacheConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashCacheConfigInfo {
-    /// `vFlashModuleConfigOption`.
-    pub vflash_module_config_option: Vec<
-        HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
-    >,
-    /// `defaultVFlashModule`.
-    pub default_vflash_module: Option<String>,
-    /// `swapCacheReservationInGB`.
-    pub swap_cache_reservation_in_gb: Option<i64>,
-}
-impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfo {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfo";
-}
-impl x::Structure for HostVFlashManagerVFlashCacheConfigInfo {}
-impl Clone for HostVFlashManagerVFlashCacheConfigInfo {
-    fn clone(&self) -> Self {
-        Self {
-            vflash_module_config_option: x::clone_vec(&self.vflash_module_config_option),
-            default_vflash_module: self.default_vflash_module.clone(),
-            swap_cache_reservation_in_gb: self.swap_cache_reservation_in_gb,
-        }
-    }
-}
-impl x::Fields for HostVFlashManagerVFlashCacheConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vFlashModuleConfigOption" => {
-                r.read_push(&mut self.vflash_module_config_option)
-            }
-            "defaultVFlashModule" => r.read_opt(&mut self.default_vflash_module),
-            "swapCacheReservationInGB" => {
-                r.read_opt(&mut self.swap_cache_reservation_in_gb)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vFlashModuleConfigOption", &self.vflash_module_config_option);
-        w.write_opt("defaultVFlashModule", &self.default_vflash_module);
-        w.write_opt("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
-    }
-}
-/// `HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
-    /// `vFlashModule`.
-    pub vflash_module: String,
-    /// `vFlashModuleVersion`.
-    pub vflash_module_version: String,
-    /// `minSupportedModuleVersion`.
-    pub min_supported_module_version: String,
-    /// `cacheConsistencyType`.
-    pub cache_consistency_type: ChoiceOption,
-    /// `cacheMode`.
-    pub cache_mode: ChoiceOption,
-    /// `blockSizeInKBOption`.
-    pub block_size_in_kb_option: LongOption,
-    /// `reservationInMBOption`.
-    pub reservation_in_mb_option: LongOption,
-    /// `maxDiskSizeInKB`.
-    pub max_disk_size_in_kb: i64,
-}
-impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
-}
-impl x::Structure for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {}
-impl x::Fields for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vFlashModule" => r.read(&mut self.vflash_module),
-            "vFlashModuleVersion" => r.read(&mut self.vflash_module_version),
-            "minSupportedModuleVersion" => r.read(&mut self.min_supported_module_version),
-            "cacheConsistencyType" => r.read(&mut self.cache_consistency_type),
-            "cacheMode" => r.read(&mut self.cache_mode),
-            "blockSizeInKBOption" => r.read(&mut self.block_size_in_kb_option),
-            "reservationInMBOption" => r.read(&mut self.reservation_in_mb_option),
-            "maxDiskSizeInKB" => r.read(&mut self.max_disk_size_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vFlashModule", &self.vflash_module);
-        w.write("vFlashModuleVersion", &self.vflash_module_version);
-        w.write("minSupportedModuleVersion", &self.min_supported_module_version);
-        w.write("cacheConsistencyType", &self.cache_consistency_type);
-        w.write("cacheMode", &self.cache_mode);
-        w.write("blockSizeInKBOption", &self.block_size_in_kb_option);
-        w.write("reservationInMBOption", &self.reservation_in_mb_option);
-        w.write("maxDiskSizeInKB", &self.max_disk_size_in_kb);
-    }
-}
-impl x::ArrayItem for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
-    const ITEM_TAG: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
-}
-/// `HostVFlashManagerVFlashCacheConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashCacheConfigSpec {
-    /// `defaultVFlashModule`.
-    pub default_vflash_module: String,
-    /// `swapCacheReservationInGB`.
-    pub swap_cache_reservation_in_gb: i64,
-}
-impl x::SchemaType for HostVFlashManagerVFlashCacheConfigSpec {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigSpec";
-}
-impl x::Structure for HostVFlashManagerVFlashCacheConfigSpec {}
-impl x::Fields for HostVFlashManagerVFlashCacheConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultVFlashModule" => r.read(&mut self.default_vflash_module),
-            "swapCacheReservationInGB" => r.read(&mut self.swap_cache_reservation_in_gb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("defaultVFlashModule", &self.default_vflash_module);
-        w.write("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
-    }
-}
-/// `HostVFlashManagerVFlashConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashConfigInfo {
-    /// `vFlashResourceConfigInfo`.
-    pub vflash_resource_config_info: Option<HostVFlashManagerVFlashResourceConfigInfo>,
-    /// `vFlashCacheConfigInfo`.
-    pub vflash_cache_config_info: Option<HostVFlashManagerVFlashCacheConfigInfo>,
-}
-impl x::SchemaType for HostVFlashManagerVFlashConfigInfo {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashConfigInfo";
-}
-impl x::Structure for HostVFlashManagerVFlashConfigInfo {}
-impl x::Fields for HostVFlashManagerVFlashConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vFlashResourceConfigInfo" => {
-                r.read_opt(&mut self.vflash_resource_config_info)
-            }
-            "vFlashCacheConfigInfo" => r.read_opt(&mut self.vflash_cache_config_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vFlashResourceConfigInfo", &self.vflash_resource_config_info);
-        w.write_opt("vFlashCacheConfigInfo", &self.vflash_cache_config_info);
-    }
-}
-/// `HostVFlashManagerVFlashResourceConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashResourceConfigInfo {
-    /// `vffs`.
-    pub vffs: Option<HostVffsVolume>,
-    /// `capacity`.
-    pub capacity: i64,
-}
-impl x::SchemaType for HostVFlashManagerVFlashResourceConfigInfo {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigInfo";
-}
-impl x::Structure for HostVFlashManagerVFlashResourceConfigInfo {}
-impl x::Fields for HostVFlashManagerVFlashResourceConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vffs" => r.read_opt(&mut self.vffs),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vffs", &self.vffs);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostVFlashManagerVFlashResourceConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashResourceConfigSpec {
-    /// `vffsUuid`.
-    pub vffs_uuid: String,
-}
-impl x::SchemaType for HostVFlashManagerVFlashResourceConfigSpec {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigSpec";
-}
-impl x::Structure for HostVFlashManagerVFlashResourceConfigSpec {}
-impl x::Fields for HostVFlashManagerVFlashResourceConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vffsUuid" => r.read(&mut self.vffs_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vffsUuid", &self.vffs_uuid);
-    }
-}
-/// `HostVFlashManagerVFlashResourceRunTimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashResourceRunTimeInfo {
-    /// `usage`.
-    pub usage: i64,
-    /// `capacity`.
-    pub capacity: i64,
-    /// `accessible`.
-    pub accessible: bool,
-    /// `capacityForVmCache`.
-    pub capacity_for_vm_cache: i64,
-    /// `freeForVmCache`.
-    pub free_for_vm_cache: i64,
-}
-impl x::SchemaType for HostVFlashManagerVFlashResourceRunTimeInfo {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceRunTimeInfo";
-}
-impl x::Structure for HostVFlashManagerVFlashResourceRunTimeInfo {}
-impl x::Fields for HostVFlashManagerVFlashResourceRunTimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "usage" => r.read(&mut self.usage),
-            "capacity" => r.read(&mut self.capacity),
-            "accessible" => r.read(&mut self.accessible),
-            "capacityForVmCache" => r.read(&mut self.capacity_for_vm_cache),
-            "freeForVmCache" => r.read(&mut self.free_for_vm_cache),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("usage", &self.usage);
-        w.write("capacity", &self.capacity);
-        w.write("accessible", &self.accessible);
-        w.write("capacityForVmCache", &self.capacity_for_vm_cache);
-        w.write("freeForVmCache", &self.free_for_vm_cache);
-    }
-}
-/// `HostVFlashResourceConfigurationResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVFlashResourceConfigurationResult {
-    /// `devicePath`.
-    pub device_path: Vec<String>,
-    /// `vffs`.
-    pub vffs: Option<HostVffsVolume>,
-    /// `diskConfigurationResult`.
-    pub disk_configuration_result: Vec<HostDiskConfigurationResult>,
-}
-impl x::SchemaType for HostVFlashResourceConfigurationResult {
-    const TYPE_NAME: &'static str = "HostVFlashResourceConfigurationResult";
-}
-impl x::Structure for HostVFlashResourceConfigurationResult {}
-impl Clone for HostVFlashResourceConfigurationResult {
-    fn clone(&self) -> Self {
-        Self {
-            device_path: x::clone_vec(&self.device_path),
-            vffs: self.vffs.clone(),
-            disk_configuration_result: x::clone_vec(&self.disk_configuration_result),
-        }
-    }
-}
-impl x::Fields for HostVFlashResourceConfigurationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "devicePath" => r.read_push(&mut self.device_path),
-            "vffs" => r.read_opt(&mut self.vffs),
-            "diskConfigurationResult" => r.read_push(&mut self.disk_configuration_result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("devicePath", &self.device_path);
-        w.write_opt("vffs", &self.vffs);
-        w.write_vec("diskConfigurationResult", &self.disk_configuration_result);
-    }
-}
-/// `HostVMotionCompatibility` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVMotionCompatibility {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `compatibility`.
-    pub compatibility: Vec<String>,
-}
-impl x::SchemaType for HostVMotionCompatibility {
-    const TYPE_NAME: &'static str = "HostVMotionCompatibility";
-}
-impl x::Structure for HostVMotionCompatibility {}
-impl Clone for HostVMotionCompatibility {
-    fn clone(&self) -> Self {
-        Self {
-            host: self.host.clone(),
-            compatibility: x::clone_vec(&self.compatibility),
-        }
-    }
-}
-impl x::Fields for HostVMotionCompatibility {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "compatibility" => r.read_push(&mut self.compatibility),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_vec("compatibility", &self.compatibility);
-    }
-}
-impl x::ArrayItem for HostVMotionCompatibility {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVMotionCompatibility";
-    const ITEM_TAG: &'static str = "HostVMotionCompatibility";
-}
-/// `HostVMotionConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVMotionConfig {
-    /// `vmotionNicKey`.
-    pub vmotion_nic_key: Option<String>,
-    /// `enabled`.
-    pub enabled: bool,
-}
-impl x::SchemaType for HostVMotionConfig {
-    const TYPE_NAME: &'static str = "HostVMotionConfig";
-}
-impl x::Structure for HostVMotionConfig {}
-impl x::Fields for HostVMotionConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmotionNicKey" => r.read_opt(&mut self.vmotion_nic_key),
-            "enabled" => r.read(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vmotionNicKey", &self.vmotion_nic_key);
-        w.write("enabled", &self.enabled);
-    }
-}
-/// `HostVMotionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVMotionInfo {
-    /// `netConfig`.
-    pub net_config: Option<HostVMotionNetConfig>,
-    /// `ipConfig`.
-    pub ip_config: Option<HostIpConfig>,
-}
-impl x::SchemaType for HostVMotionInfo {
-    const TYPE_NAME: &'static str = "HostVMotionInfo";
-}
-impl x::Structure for HostVMotionInfo {}
-impl x::Fields for HostVMotionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netConfig" => r.read_opt(&mut self.net_config),
-            "ipConfig" => r.read_opt(&mut self.ip_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("netConfig", &self.net_config);
-        w.write_opt("ipConfig", &self.ip_config);
-    }
-}
-/// `HostVMotionManagerDstInstantCloneResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVMotionManagerDstInstantCloneResult {
-    /// `dstVmId`.
-    pub dst_vm_id: Option<i32>,
-    /// `startTime`.
-    pub start_time: Option<i64>,
-    /// `cptLoadTime`.
-    pub cpt_load_time: Option<i64>,
-    /// `cptLoadDoneTime`.
-    pub cpt_load_done_time: Option<i64>,
-    /// `replicateMemDoneTime`.
-    pub replicate_mem_done_time: Option<i64>,
-    /// `endTime`.
-    pub end_time: Option<i64>,
-    /// `cptXferTime`.
-    pub cpt_xfer_time: Option<i64>,
-    /// `cptCacheUsed`.
-    pub cpt_cache_used: Option<i64>,
-    /// `devCptStreamSize`.
-    pub dev_cpt_stream_size: Option<i64>,
-    /// `devCptStreamTime`.
-    pub dev_cpt_stream_time: Option<i64>,
-}
-impl x::SchemaType for HostVMotionManagerDstInstantCloneResult {
-    const TYPE_NAME: &'static str = "HostVMotionManagerDstInstantCloneResult";
-}
-impl x::Structure for HostVMotionManagerDstInstantCloneResult {}
-impl x::Fields for HostVMotionManagerDstInstantCloneResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dstVmId" => r.read_opt(&mut self.dst_vm_id),
-            "startTime" => r.read_opt(&mut self.start_time),
-            "cptLoadTime" => r.read_opt(&mut self.cpt_load_time),
-            "cptLoadDoneTime" => r.read_opt(&mut self.cpt_load_done_time),
-            "replicateMemDoneTime" => r.read_opt(&mut self.replicate_mem_done_time),
-            "endTime" => r.read_opt(&mut self.end_time),
-            "cptXferTime" => r.read_opt(&mut self.cpt_xfer_time),
-            "cptCacheUsed" => r.read_opt(&mut self.cpt_cache_used),
-            "devCptStreamSize" => r.read_opt(&mut self.dev_cpt_stream_size),
-            "devCptStreamTime" => r.read_opt(&mut self.dev_cpt_stream_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("dstVmId", &self.dst_vm_id);
-        w.write_opt("startTime", &self.start_time);
-        w.write_opt("cptLoadTime", &self.cpt_load_time);
-        w.write_opt("cptLoadDoneTime", &self.cpt_load_done_time);
-        w.write_opt("replicateMemDoneTime", &self.replicate_mem_done_time);
-        w.write_opt("endTime", &self.end_time);
-        w.write_opt("cptXferTime", &self.cpt_xfer_time);
-        w.write_opt("cptCacheUsed", &self.cpt_cache_used);
-        w.write_opt("devCptStreamSize", &self.dev_cpt_stream_size);
-        w.write_opt("devCptStreamTime", &self.dev_cpt_stream_time);
-    }
-}
-/// `HostVMotionManagerSrcInstantCloneResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVMotionManagerSrcInstantCloneResult {
-    /// `startTime`.
-    pub start_time: Option<i64>,
-    /// `quiesceTime`.
-    pub quiesce_time: Option<i64>,
-    /// `quiesceDoneTime`.
-    pub quiesce_done_time: Option<i64>,
-    /// `resumeDoneTime`.
-    pub resume_done_time: Option<i64>,
-    /// `endTime`.
-    pub end_time: Option<i64>,
-}
-impl x::SchemaType for HostVMotionManagerSrcInstantCloneResult {
-    const TYPE_NAME: &'static str = "HostVMotionManagerSrcInstantCloneResult";
-}
-impl x::Structure for HostVMotionManagerSrcInstantCloneResult {}
-impl x::Fields for HostVMotionManagerSrcInstantCloneResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "startTime" => r.read_opt(&mut self.start_time),
-            "quiesceTime" => r.read_opt(&mut self.quiesce_time),
-            "quiesceDoneTime" => r.read_opt(&mut self.quiesce_done_time),
-            "resumeDoneTime" => r.read_opt(&mut self.resume_done_time),
-            "endTime" => r.read_opt(&mut self.end_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("startTime", &self.start_time);
-        w.write_opt("quiesceTime", &self.quiesce_time);
-        w.write_opt("quiesceDoneTime", &self.quiesce_done_time);
-        w.write_opt("resumeDoneTime", &self.resume_done_time);
-        w.write_opt("endTime", &self.end_time);
-    }
-}
-/// `HostVMotionNetConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVMotionNetConfig {
-    /// `candidateVnic`.
-    pub candidate_vnic: Vec<HostVirtualNic>,
-    /// `selectedVnic`.
-    pub selected_vnic: Option<String>,
-}
-impl x::SchemaType for HostVMotionNetConfig {
-    const TYPE_NAME: &'static str = "HostVMotionNetConfig";
-}
-impl x::Structure for HostVMotionNetConfig {}
-impl Clone for HostVMotionNetConfig {
-    fn clone(&self) -> Self {
-        Self {
-            candidate_vnic: x::clone_vec(&self.candidate_vnic),
-            selected_vnic: self.selected_vnic.clone(),
-        }
-    }
-}
-impl x::Fields for HostVMotionNetConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
-            "selectedVnic" => r.read_opt(&mut self.selected_vnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("candidateVnic", &self.candidate_vnic);
-        w.write_opt("selectedVnic", &self.selected_vnic);
-    }
-}
-/// `HostVfatVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVfatVolume {
-    /// The fields `HostVfatVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-}
-impl x::SchemaType for HostVfatVolume {
-    const TYPE_NAME: &'static str = "HostVfatVolume";
-}
-impl x::Structure for HostVfatVolume {}
-impl std::ops::Deref for HostVfatVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostVfatVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostVfatVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_file_system_volume, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-    }
-}
-/// `HostVffsSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVffsSpec {
-    /// `devicePath`.
-    pub device_path: String,
-    /// `partition`.
-    pub partition: Option<HostDiskPartitionSpec>,
-    /// `majorVersion`.
-    pub major_version: i32,
-    /// `volumeName`.
-    pub volume_name: String,
-}
-impl x::SchemaType for HostVffsSpec {
-    const TYPE_NAME: &'static str = "HostVffsSpec";
-}
-impl x::Structure for HostVffsSpec {}
-impl x::Fields for HostVffsSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "devicePath" => r.read(&mut self.device_path),
-            "partition" => r.read_opt(&mut self.partition),
-            "majorVersion" => r.read(&mut self.major_version),
-            "volumeName" => r.read(&mut self.volume_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("devicePath", &self.device_path);
-        w.write_opt("partition", &self.partition);
-        w.write("majorVersion", &self.major_version);
-        w.write("volumeName", &self.volume_name);
-    }
-}
-/// `HostVffsVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVffsVolume {
-    /// The fields `HostVffsVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `majorVersion`.
-    pub major_version: i32,
-    /// `version`.
-    pub version: String,
-    /// `uuid`.
-    pub uuid: String,
-    /// `extent`.
-    pub extent: Vec<HostScsiDiskPartition>,
-}
-impl x::SchemaType for HostVffsVolume {
-    const TYPE_NAME: &'static str = "HostVffsVolume";
-}
-impl x::Structure for HostVffsVolume {}
-impl Clone for HostVffsVolume {
-    fn clone(&self) -> Self {
-        Self {
-            host_file_system_volume: self.host_file_system_volume.clone(),
-            major_version: self.major_version,
-            version: self.version.clone(),
-            uuid: self.uuid.clone(),
-            extent: x::clone_vec(&self.extent),
-        }
-    }
-}
-impl std::ops::Deref for HostVffsVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostVffsVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostVffsVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "majorVersion" => r.read(&mut self.major_version),
-            "version" => r.read(&mut self.version),
-            "uuid" => r.read(&mut self.uuid),
-            "extent" => r.read_push(&mut self.extent),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("majorVersion", &self.major_version);
-        w.write("version", &self.version);
-        w.write("uuid", &self.uuid);
-        w.write_vec("extent", &self.extent);
-    }
-}
-/// `HostVirtualNic` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNic {
-    /// `device`.
-    pub device: String,
-    /// `key`.
-    pub key: String,
-    /// `portgroup`.
-    pub portgroup: String,
-    /// `spec`.
-    pub spec: HostVirtualNicSpec,
-    /// `port`.
-    pub port: Option<String>,
-    /// `owner`.
+/// `HostRuntimeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostRuntimeInfo {
+    /// `connectionState`.
+    pub connection_state: HostSystemConnectionState,
+    /// `powerState`.
+    pub power_state: HostSystemPowerState,
+    /// `standbyMode`.
+    pub standby_mode: Option<String>,
+    /// `inMaintenanceMode`.
+    pub in_maintenance_mode: bool,
+    /// `inQuarantineMode`.
+    pub in_quarantine_mode: Option<bool>,
+    /// `bootTime`.
+    pub boot_time: Option<x::DateTime>,
+    /// `healthSystemRuntime`.
+    pub health_system_runtime: Option<HealthSystemRuntime>,
+    /// `dasHostState`.
+    pub das_host_state: Option<ClusterDasFdmHostState>,
+    /// `tpmPcrValues`.
+    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
+    /// `vsanRuntimeInfo`.
+    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
+    /// `networkRuntimeInfo`.
+    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
+    /// `vFlashResourceRuntimeInfo`.
+    pub vflash_resource_runtime_info: Option<HostVFlashManagerVFlashResourceRunTimeInfo>,
+    /// `hostMaxVirtualDiskCapacity`.
+    pub host_max_virtual_disk_capacity: Option<i64>,
+    /// `cryptoState`.
+    pub crypto_state: Option<String>,
+    /// `cryptoKeyId`.
+    pub crypto_key_id: Option<CryptoKeyId>,
+    /// `statelessNvdsMigrationReady`.
+    pub stateless_nvds_migration_ready: Option<String>,
+    /// `partialMaintenanceMode`.
     ///
-    /// Since vSphere API 9.0.0.0.
-    pub owner: Option<String>,
+    /// Since vSphere API 8.0.3.0.
+    pub partial_maintenance_mode: Vec<HostPartialMaintenanceModeRuntimeInfo>,
+    /// `stateEncryption`.
+    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
+    /// `podVMInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub pod_vm_info: Option<PodVMInfo>,
 }
-impl x::SchemaType for HostVirtualNic {
-    const TYPE_NAME: &'static str = "HostVirtualNic";
+impl x::SchemaType for HostRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfo";
 }
-impl x::Structure for HostVirtualNic {}
-impl x::Fields for HostVirtualNic {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "key" => r.read(&mut self.key),
-            "portgroup" => r.read(&mut self.portgroup),
-            "spec" => r.read(&mut self.spec),
-            "port" => r.read_opt(&mut self.port),
-            "owner" => r.read_opt(&mut self.owner),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("device", &self.device);
-        w.write("key", &self.key);
-        w.write("portgroup", &self.portgroup);
-        w.write("spec", &self.spec);
-        w.write_opt("port", &self.port);
-        if w.since(0x0900_0000, "HostVirtualNic.owner", self.owner.is_some()) {
-            w.write_opt("owner", &self.owner);
-        }
+impl x::Structure for HostRuntimeInfo {}
+impl std::fmt::Debug for HostRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRuntimeInfo", x::fields_ref(self))
     }
 }
-impl x::ArrayItem for HostVirtualNic {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNic";
-    const ITEM_TAG: &'static str = "HostVirtualNic";
-}
-/// `HostVirtualNicConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `device`.
-    pub device: Option<String>,
-    /// `portgroup`.
-    pub portgroup: String,
-    /// `spec`.
-    pub spec: Option<HostVirtualNicSpec>,
-}
-impl x::SchemaType for HostVirtualNicConfig {
-    const TYPE_NAME: &'static str = "HostVirtualNicConfig";
-}
-impl x::Structure for HostVirtualNicConfig {}
-impl x::Fields for HostVirtualNicConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "device" => r.read_opt(&mut self.device),
-            "portgroup" => r.read(&mut self.portgroup),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write_opt("device", &self.device);
-        w.write("portgroup", &self.portgroup);
-        w.write_opt("spec", &self.spec);
+impl PartialEq for HostRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::ArrayItem for HostVirtualNicConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNicConfig";
-    const ITEM_TAG: &'static str = "HostVirtualNicConfig";
-}
-/// `HostVirtualNicConnection` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicConnection {
-    /// `portgroup`.
-    pub portgroup: Option<String>,
-    /// `dvPort`.
-    pub dv_port: Option<DistributedVirtualSwitchPortConnection>,
-    /// `opNetwork`.
-    pub op_network: Option<HostVirtualNicOpaqueNetworkSpec>,
-}
-impl x::SchemaType for HostVirtualNicConnection {
-    const TYPE_NAME: &'static str = "HostVirtualNicConnection";
-}
-impl x::Structure for HostVirtualNicConnection {}
-impl x::Fields for HostVirtualNicConnection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portgroup" => r.read_opt(&mut self.portgroup),
-            "dvPort" => r.read_opt(&mut self.dv_port),
-            "opNetwork" => r.read_opt(&mut self.op_network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("portgroup", &self.portgroup);
-        w.write_opt("dvPort", &self.dv_port);
-        w.write_opt("opNetwork", &self.op_network);
-    }
-}
-/// `HostVirtualNicIpRouteSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicIpRouteSpec {
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-}
-impl x::SchemaType for HostVirtualNicIpRouteSpec {
-    const TYPE_NAME: &'static str = "HostVirtualNicIpRouteSpec";
-}
-impl x::Structure for HostVirtualNicIpRouteSpec {}
-impl x::Fields for HostVirtualNicIpRouteSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-    }
-}
-/// `HostVirtualNicManagerInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVirtualNicManagerInfo {
-    /// `netConfig`.
-    pub net_config: Vec<VirtualNicManagerNetConfig>,
-}
-impl x::SchemaType for HostVirtualNicManagerInfo {
-    const TYPE_NAME: &'static str = "HostVirtualNicManagerInfo";
-}
-impl x::Structure for HostVirtualNicManagerInfo {}
-impl Clone for HostVirtualNicManagerInfo {
+impl Clone for HostRuntimeInfo {
     fn clone(&self) -> Self {
         Self {
-            net_config: x::clone_vec(&self.net_config),
+            connection_state: self.connection_state.clone(),
+            power_state: self.power_state.clone(),
+            standby_mode: self.standby_mode.clone(),
+            in_maintenance_mode: self.in_maintenance_mode,
+            in_quarantine_mode: self.in_quarantine_mode,
+            boot_time: self.boot_time.clone(),
+            health_system_runtime: self.health_system_runtime.clone(),
+            das_host_state: self.das_host_state.clone(),
+            tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
+            vsan_runtime_info: self.vsan_runtime_info.clone(),
+            network_runtime_info: self.network_runtime_info.clone(),
+            vflash_resource_runtime_info: self.vflash_resource_runtime_info.clone(),
+            host_max_virtual_disk_capacity: self.host_max_virtual_disk_capacity,
+            crypto_state: self.crypto_state.clone(),
+            crypto_key_id: self.crypto_key_id.clone(),
+            stateless_nvds_migration_ready: self.stateless_nvds_migration_ready.clone(),
+            partial_maintenance_mode: x::clone_vec(&self.partial_maintenance_mode),
+            state_encryption: self.state_encryption.clone(),
+            pod_vm_info: self.pod_vm_info.clone(),
         }
     }
 }
-impl x::Fields for HostVirtualNicManagerInfo {
+impl x::Fields for HostRuntimeInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "netConfig" => r.read_push(&mut self.net_config),
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "standbyMode" => r.read_opt(&mut self.standby_mode),
+            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
+            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
+            "dasHostState" => r.read_opt(&mut self.das_host_state),
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
+            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
+            "vFlashResourceRuntimeInfo" => {
+                r.read_opt(&mut self.vflash_resource_runtime_info)
+            }
+            "hostMaxVirtualDiskCapacity" => {
+                r.read_opt(&mut self.host_max_virtual_disk_capacity)
+            }
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
+            "statelessNvdsMigrationReady" => {
+                r.read_opt(&mut self.stateless_nvds_migration_ready)
+            }
+            "partialMaintenanceMode" => r.read_push(&mut self.partial_maintenance_mode),
+            "stateEncryption" => r.read_opt(&mut self.state_encryption),
+            "podVMInfo" => r.read_opt(&mut self.pod_vm_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("netConfig", &self.net_config);
-    }
-}
-/// `HostVirtualNicManagerNicTypeSelection` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVirtualNicManagerNicTypeSelection {
-    /// `vnic`.
-    pub vnic: HostVirtualNicConnection,
-    /// `nicType`.
-    pub nic_type: Vec<String>,
-}
-impl x::SchemaType for HostVirtualNicManagerNicTypeSelection {
-    const TYPE_NAME: &'static str = "HostVirtualNicManagerNicTypeSelection";
-}
-impl x::Structure for HostVirtualNicManagerNicTypeSelection {}
-impl Clone for HostVirtualNicManagerNicTypeSelection {
-    fn clone(&self) -> Self {
-        Self {
-            vnic: self.vnic.clone(),
-            nic_type: x::clone_vec(&self.nic_type),
+        w.write("connectionState", &self.connection_state);
+        w.write("powerState", &self.power_state);
+        w.write_opt("standbyMode", &self.standby_mode);
+        w.write("inMaintenanceMode", &self.in_maintenance_mode);
+        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
+        w.write_opt("bootTime", &self.boot_time);
+        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
+        w.write_opt("dasHostState", &self.das_host_state);
+        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
+        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
+        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
+        w.write_opt("vFlashResourceRuntimeInfo", &self.vflash_resource_runtime_info);
+        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
+        w.write_opt("cryptoState", &self.crypto_state);
+        w.write_opt("cryptoKeyId", &self.crypto_key_id);
+        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
+        if w
+            .since(
+                0x0800_0300,
+                "HostRuntimeInfo.partialMaintenanceMode",
+                !self.partial_maintenance_mode.is_empty(),
+            )
+        {
+            w.write_vec("partialMaintenanceMode", &self.partial_maintenance_mode);
+        }
+        w.write_opt("stateEncryption", &self.state_encryption);
+        if w.since(0x0901_0000, "HostRuntimeInfo.podVMInfo", self.pod_vm_info.is_some())
+        {
+            w.write_opt("podVMInfo", &self.pod_vm_info);
         }
     }
 }
-impl x::Fields for HostVirtualNicManagerNicTypeSelection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnic" => r.read(&mut self.vnic),
-            "nicType" => r.read_push(&mut self.nic_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vnic", &self.vnic);
-        w.write_vec("nicType", &self.nic_type);
-    }
-}
-impl x::ArrayItem for HostVirtualNicManagerNicTypeSelection {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNicManagerNicTypeSelection";
-    const ITEM_TAG: &'static str = "HostVirtualNicManagerNicTypeSelection";
-}
-/// `HostVirtualNicOpaqueNetworkSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicOpaqueNetworkSpec {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-}
-impl x::SchemaType for HostVirtualNicOpaqueNetworkSpec {
-    const TYPE_NAME: &'static str = "HostVirtualNicOpaqueNetworkSpec";
-}
-impl x::Structure for HostVirtualNicOpaqueNetworkSpec {}
-impl x::Fields for HostVirtualNicOpaqueNetworkSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-    }
-}
-/// `HostVirtualNicSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualNicSpec {
-    /// `ip`.
-    pub ip: Option<HostIpConfig>,
-    /// `mac`.
-    pub mac: Option<String>,
-    /// `distributedVirtualPort`.
-    pub distributed_virtual_port: Option<DistributedVirtualSwitchPortConnection>,
-    /// `portgroup`.
-    pub portgroup: Option<String>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `tsoEnabled`.
-    pub tso_enabled: Option<bool>,
+/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
     /// `netStackInstanceKey`.
-    pub net_stack_instance_key: Option<String>,
-    /// `opaqueNetwork`.
-    pub opaque_network: Option<HostVirtualNicOpaqueNetworkSpec>,
-    /// `externalId`.
-    pub external_id: Option<String>,
-    /// `pinnedPnic`.
-    pub pinned_pnic: Option<String>,
-    /// `ipRouteSpec`.
-    pub ip_route_spec: Option<HostVirtualNicIpRouteSpec>,
-    /// `systemOwned`.
-    pub system_owned: Option<bool>,
-    /// `dpuId`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dpu_id: Option<String>,
+    pub net_stack_instance_key: String,
+    /// `state`.
+    pub state: Option<String>,
+    /// `vmknicKeys`.
+    pub vmknic_keys: Vec<String>,
+    /// `maxNumberOfConnections`.
+    pub max_number_of_connections: Option<i32>,
+    /// `currentIpV6Enabled`.
+    pub current_ip_v6_enabled: Option<bool>,
 }
-impl x::SchemaType for HostVirtualNicSpec {
-    const TYPE_NAME: &'static str = "HostVirtualNicSpec";
+impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
 }
-impl x::Structure for HostVirtualNicSpec {}
-impl x::Fields for HostVirtualNicSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ip" => r.read_opt(&mut self.ip),
-            "mac" => r.read_opt(&mut self.mac),
-            "distributedVirtualPort" => r.read_opt(&mut self.distributed_virtual_port),
-            "portgroup" => r.read_opt(&mut self.portgroup),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "tsoEnabled" => r.read_opt(&mut self.tso_enabled),
-            "netStackInstanceKey" => r.read_opt(&mut self.net_stack_instance_key),
-            "opaqueNetwork" => r.read_opt(&mut self.opaque_network),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "pinnedPnic" => r.read_opt(&mut self.pinned_pnic),
-            "ipRouteSpec" => r.read_opt(&mut self.ip_route_spec),
-            "systemOwned" => r.read_opt(&mut self.system_owned),
-            "dpuId" => r.read_opt(&mut self.dpu_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ip", &self.ip);
-        w.write_opt("mac", &self.mac);
-        w.write_opt("distributedVirtualPort", &self.distributed_virtual_port);
-        w.write_opt("portgroup", &self.portgroup);
-        w.write_opt("mtu", &self.mtu);
-        w.write_opt("tsoEnabled", &self.tso_enabled);
-        w.write_opt("netStackInstanceKey", &self.net_stack_instance_key);
-        w.write_opt("opaqueNetwork", &self.opaque_network);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("pinnedPnic", &self.pinned_pnic);
-        w.write_opt("ipRouteSpec", &self.ip_route_spec);
-        w.write_opt("systemOwned", &self.system_owned);
-        if w.since(0x0800_0001, "HostVirtualNicSpec.dpuId", self.dpu_id.is_some()) {
-            w.write_opt("dpuId", &self.dpu_id);
-        }
+impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
+impl std::fmt::Debug for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostRuntimeInfoNetStackInstanceRuntimeInfo",
+            x::fields_ref(self),
+        )
     }
 }
-/// `HostVirtualSwitch` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVirtualSwitch {
-    /// `name`.
-    pub name: String,
-    /// `key`.
-    pub key: String,
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `numPortsAvailable`.
-    pub num_ports_available: i32,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `portgroup`.
-    pub portgroup: Vec<String>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `spec`.
-    pub spec: HostVirtualSwitchSpec,
+impl PartialEq for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
 }
-impl x::SchemaType for HostVirtualSwitch {
-    const TYPE_NAME: &'static str = "HostVirtualSwitch";
-}
-impl x::Structure for HostVirtualSwitch {}
-impl Clone for HostVirtualSwitch {
+impl Clone for HostRuntimeInfoNetStackInstanceRuntimeInfo {
     fn clone(&self) -> Self {
         Self {
-            name: self.name.clone(),
-            key: self.key.clone(),
-            num_ports: self.num_ports,
-            num_ports_available: self.num_ports_available,
-            mtu: self.mtu,
-            portgroup: x::clone_vec(&self.portgroup),
-            pnic: x::clone_vec(&self.pnic),
-            spec: self.spec.clone(),
+            net_stack_instance_key: self.net_stack_instance_key.clone(),
+            state: self.state.clone(),
+            vmknic_keys: x::clone_vec(&self.vmknic_keys),
+            max_number_of_connections: self.max_number_of_connections,
+            current_ip_v6_enabled: self.current_ip_v6_enabled,
         }
     }
 }
-impl x::Fields for HostVirtualSwitch {
+impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
-            "key" => r.read(&mut self.key),
-            "numPorts" => r.read(&mut self.num_ports),
-            "numPortsAvailable" => r.read(&mut self.num_ports_available),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "spec" => r.read(&mut self.spec),
+            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
+            "state" => r.read_opt(&mut self.state),
+            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
+            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
+            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("key", &self.key);
-        w.write("numPorts", &self.num_ports);
-        w.write("numPortsAvailable", &self.num_ports_available);
-        w.write_opt("mtu", &self.mtu);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write("spec", &self.spec);
+        w.write("netStackInstanceKey", &self.net_stack_instance_key);
+        w.write_opt("state", &self.state);
+        w.write_vec("vmknicKeys", &self.vmknic_keys);
+        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
+        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
     }
 }
-impl x::ArrayItem for HostVirtualSwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualSwitch";
-    const ITEM_TAG: &'static str = "HostVirtualSwitch";
+impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
 }
-/// `HostVirtualSwitchAutoBridge` (extends `HostVirtualSwitchBridge`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVirtualSwitchAutoBridge {
-    /// `excludedNicDevice`.
-    pub excluded_nic_device: Vec<String>,
+/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostRuntimeInfoNetworkRuntimeInfo {
+    /// `netStackInstanceRuntimeInfo`.
+    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
+    /// `networkResourceRuntime`.
+    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
 }
-impl x::SchemaType for HostVirtualSwitchAutoBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchAutoBridge";
+impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
 }
-impl x::Structure for HostVirtualSwitchAutoBridge {}
-impl Clone for HostVirtualSwitchAutoBridge {
+impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
+impl std::fmt::Debug for HostRuntimeInfoNetworkRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRuntimeInfoNetworkRuntimeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRuntimeInfoNetworkRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostRuntimeInfoNetworkRuntimeInfo {
     fn clone(&self) -> Self {
         Self {
-            excluded_nic_device: x::clone_vec(&self.excluded_nic_device),
+            net_stack_instance_runtime_info: x::clone_vec(
+                &self.net_stack_instance_runtime_info,
+            ),
+            network_resource_runtime: self.network_resource_runtime.clone(),
         }
     }
 }
-impl x::Fields for HostVirtualSwitchAutoBridge {
+impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "excludedNicDevice" => r.read_push(&mut self.excluded_nic_device),
+            "netStackInstanceRuntimeInfo" => {
+                r.read_push(&mut self.net_stack_instance_runtime_info)
+            }
+            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("excludedNicDevice", &self.excluded_nic_device);
+        w.write_vec(
+            "netStackInstanceRuntimeInfo",
+            &self.net_stack_instance_runtime_info,
+        );
+        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
     }
 }
-/// `HostVirtualSwitchBeaconConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchBeaconConfig {
-    /// `interval`.
-    pub interval: i32,
+/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostRuntimeInfoStateEncryptionInfo {
+    /// `protectionMode`.
+    pub protection_mode: String,
+    /// `requireSecureBoot`.
+    pub require_secure_boot: Option<bool>,
+    /// `requireExecInstalledOnly`.
+    pub require_exec_installed_only: Option<bool>,
 }
-impl x::SchemaType for HostVirtualSwitchBeaconConfig {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchBeaconConfig";
+impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
 }
-impl x::Structure for HostVirtualSwitchBeaconConfig {}
-impl x::Fields for HostVirtualSwitchBeaconConfig {
+impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
+impl std::fmt::Debug for HostRuntimeInfoStateEncryptionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRuntimeInfoStateEncryptionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRuntimeInfoStateEncryptionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "interval" => r.read(&mut self.interval),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("interval", &self.interval);
-    }
-}
-/// `HostVirtualSwitchBondBridge` (extends `HostVirtualSwitchBridge`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVirtualSwitchBondBridge {
-    /// `nicDevice`.
-    pub nic_device: Vec<String>,
-    /// `beacon`.
-    pub beacon: Option<HostVirtualSwitchBeaconConfig>,
-    /// `linkDiscoveryProtocolConfig`.
-    pub link_discovery_protocol_config: Option<LinkDiscoveryProtocolConfig>,
-}
-impl x::SchemaType for HostVirtualSwitchBondBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchBondBridge";
-}
-impl x::Structure for HostVirtualSwitchBondBridge {}
-impl Clone for HostVirtualSwitchBondBridge {
-    fn clone(&self) -> Self {
-        Self {
-            nic_device: x::clone_vec(&self.nic_device),
-            beacon: self.beacon.clone(),
-            link_discovery_protocol_config: self.link_discovery_protocol_config.clone(),
-        }
-    }
-}
-impl x::Fields for HostVirtualSwitchBondBridge {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nicDevice" => r.read_push(&mut self.nic_device),
-            "beacon" => r.read_opt(&mut self.beacon),
-            "linkDiscoveryProtocolConfig" => {
-                r.read_opt(&mut self.link_discovery_protocol_config)
+            "protectionMode" => r.read(&mut self.protection_mode),
+            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
+            "requireExecInstalledOnly" => {
+                r.read_opt(&mut self.require_exec_installed_only)
             }
             _ => return Ok(false),
         };
@@ -1660,21 +330,514 @@ impl x::Fields for HostVirtualSwitchBondBridge {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("nicDevice", &self.nic_device);
-        w.write_opt("beacon", &self.beacon);
-        w.write_opt("linkDiscoveryProtocolConfig", &self.link_discovery_protocol_config);
+        w.write("protectionMode", &self.protection_mode);
+        w.write_opt("requireSecureBoot", &self.require_secure_boot);
+        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
     }
 }
-/// `HostVirtualSwitchBridge` (extends `DynamicData`).
+/// `HostScsiDisk` (extends `ScsiLun`).
 ///
-/// Fields of this type hold [`AnyHostVirtualSwitchBridge`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchBridge {}
-impl x::SchemaType for HostVirtualSwitchBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchBridge";
+/// The fields of `ScsiLun` are in `scsi_lun`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostScsiDisk {
+    /// The fields `HostScsiDisk` inherits from `ScsiLun`.
+    pub scsi_lun: ScsiLun,
+    /// `capacity`.
+    pub capacity: HostDiskDimensionsLba,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `ssd`.
+    pub ssd: Option<bool>,
+    /// `localDisk`.
+    pub local_disk: Option<bool>,
+    /// `physicalLocation`.
+    pub physical_location: Vec<String>,
+    /// `emulatedDIXDIFEnabled`.
+    pub emulated_dixdif_enabled: Option<bool>,
+    /// `vsanDiskInfo`.
+    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
+    /// `scsiDiskType`.
+    pub scsi_disk_type: Option<String>,
+    /// `usedByMemoryTiering`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub used_by_memory_tiering: Option<bool>,
 }
-impl x::Structure for HostVirtualSwitchBridge {}
-impl x::Fields for HostVirtualSwitchBridge {
+impl x::SchemaType for HostScsiDisk {
+    const TYPE_NAME: &'static str = "HostScsiDisk";
+}
+impl x::Structure for HostScsiDisk {}
+impl std::fmt::Debug for HostScsiDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostScsiDisk", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostScsiDisk {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostScsiDisk {
+    fn clone(&self) -> Self {
+        Self {
+            scsi_lun: self.scsi_lun.clone(),
+            capacity: self.capacity.clone(),
+            device_path: self.device_path.clone(),
+            ssd: self.ssd,
+            local_disk: self.local_disk,
+            physical_location: x::clone_vec(&self.physical_location),
+            emulated_dixdif_enabled: self.emulated_dixdif_enabled,
+            vsan_disk_info: self.vsan_disk_info.clone(),
+            scsi_disk_type: self.scsi_disk_type.clone(),
+            used_by_memory_tiering: self.used_by_memory_tiering,
+        }
+    }
+}
+impl std::ops::Deref for HostScsiDisk {
+    type Target = ScsiLun;
+    #[inline]
+    fn deref(&self) -> &ScsiLun {
+        &self.scsi_lun
+    }
+}
+impl std::ops::DerefMut for HostScsiDisk {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ScsiLun {
+        &mut self.scsi_lun
+    }
+}
+impl x::Fields for HostScsiDisk {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read(&mut self.capacity),
+            "devicePath" => r.read(&mut self.device_path),
+            "ssd" => r.read_opt(&mut self.ssd),
+            "localDisk" => r.read_opt(&mut self.local_disk),
+            "physicalLocation" => r.read_push(&mut self.physical_location),
+            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
+            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
+            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
+            "usedByMemoryTiering" => r.read_opt(&mut self.used_by_memory_tiering),
+            _ => return x::Fields::decode_field(&mut self.scsi_lun, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.scsi_lun, w);
+        w.write("capacity", &self.capacity);
+        w.write("devicePath", &self.device_path);
+        w.write_opt("ssd", &self.ssd);
+        w.write_opt("localDisk", &self.local_disk);
+        w.write_vec("physicalLocation", &self.physical_location);
+        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
+        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
+        w.write_opt("scsiDiskType", &self.scsi_disk_type);
+        if w
+            .since(
+                0x0800_0300,
+                "HostScsiDisk.usedByMemoryTiering",
+                self.used_by_memory_tiering.is_some(),
+            )
+        {
+            w.write_opt("usedByMemoryTiering", &self.used_by_memory_tiering);
+        }
+    }
+}
+impl x::ArrayItem for HostScsiDisk {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
+    const ITEM_TAG: &'static str = "HostScsiDisk";
+}
+/// `HostScsiDiskPartition` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostScsiDiskPartition {
+    /// `diskName`.
+    pub disk_name: String,
+    /// `partition`.
+    pub partition: i32,
+}
+impl x::SchemaType for HostScsiDiskPartition {
+    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
+}
+impl x::Structure for HostScsiDiskPartition {}
+impl std::fmt::Debug for HostScsiDiskPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostScsiDiskPartition", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostScsiDiskPartition {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostScsiDiskPartition {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskName" => r.read(&mut self.disk_name),
+            "partition" => r.read(&mut self.partition),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskName", &self.disk_name);
+        w.write("partition", &self.partition);
+    }
+}
+impl x::ArrayItem for HostScsiDiskPartition {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
+    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
+}
+/// `HostScsiTopology` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostScsiTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostScsiTopologyInterface>,
+}
+impl x::SchemaType for HostScsiTopology {
+    const TYPE_NAME: &'static str = "HostScsiTopology";
+}
+impl x::Structure for HostScsiTopology {}
+impl std::fmt::Debug for HostScsiTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostScsiTopology", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostScsiTopology {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostScsiTopology {
+    fn clone(&self) -> Self {
+        Self {
+            adapter: x::clone_vec(&self.adapter),
+        }
+    }
+}
+impl x::Fields for HostScsiTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+    }
+}
+/// `HostScsiTopologyInterface` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostScsiTopologyInterface {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `target`.
+    pub target: Vec<HostScsiTopologyTarget>,
+}
+impl x::SchemaType for HostScsiTopologyInterface {
+    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
+}
+impl x::Structure for HostScsiTopologyInterface {}
+impl std::fmt::Debug for HostScsiTopologyInterface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostScsiTopologyInterface", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostScsiTopologyInterface {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostScsiTopologyInterface {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            adapter: self.adapter.clone(),
+            target: x::clone_vec(&self.target),
+        }
+    }
+}
+impl x::Fields for HostScsiTopologyInterface {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "target" => r.read_push(&mut self.target),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("target", &self.target);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyInterface {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
+    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
+}
+/// `HostScsiTopologyLun` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostScsiTopologyLun {
+    /// `key`.
+    pub key: String,
+    /// `lun`.
+    pub lun: i32,
+    /// `scsiLun`.
+    pub scsi_lun: String,
+}
+impl x::SchemaType for HostScsiTopologyLun {
+    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
+}
+impl x::Structure for HostScsiTopologyLun {}
+impl std::fmt::Debug for HostScsiTopologyLun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostScsiTopologyLun", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostScsiTopologyLun {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostScsiTopologyLun {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "scsiLun" => r.read(&mut self.scsi_lun),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write("scsiLun", &self.scsi_lun);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyLun {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
+    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
+}
+/// `HostScsiTopologyTarget` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostScsiTopologyTarget {
+    /// `key`.
+    pub key: String,
+    /// `target`.
+    pub target: i32,
+    /// `lun`.
+    pub lun: Vec<HostScsiTopologyLun>,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostScsiTopologyTarget {
+    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
+}
+impl x::Structure for HostScsiTopologyTarget {}
+impl std::fmt::Debug for HostScsiTopologyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostScsiTopologyTarget", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostScsiTopologyTarget {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostScsiTopologyTarget {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            target: self.target,
+            lun: x::clone_vec(&self.lun),
+            transport: self.transport.clone(),
+        }
+    }
+}
+impl x::Fields for HostScsiTopologyTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "target" => r.read(&mut self.target),
+            "lun" => r.read_push(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("target", &self.target);
+        w.write_vec("lun", &self.lun);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
+    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
+}
+/// `HostSecuritySpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostSecuritySpec {
+    /// `adminPassword`.
+    pub admin_password: Option<String>,
+    /// `removePermission`.
+    pub remove_permission: Vec<Permission>,
+    /// `addPermission`.
+    pub add_permission: Vec<Permission>,
+}
+impl x::SchemaType for HostSecuritySpec {
+    const TYPE_NAME: &'static str = "HostSecuritySpec";
+}
+impl x::Structure for HostSecuritySpec {}
+impl std::fmt::Debug for HostSecuritySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSecuritySpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSecuritySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostSecuritySpec {
+    fn clone(&self) -> Self {
+        Self {
+            admin_password: self.admin_password.clone(),
+            remove_permission: x::clone_vec(&self.remove_permission),
+            add_permission: x::clone_vec(&self.add_permission),
+        }
+    }
+}
+impl x::Fields for HostSecuritySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adminPassword" => r.read_opt(&mut self.admin_password),
+            "removePermission" => r.read_push(&mut self.remove_permission),
+            "addPermission" => r.read_push(&mut self.add_permission),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt_secret("adminPassword", &self.admin_password);
+        w.write_vec("removePermission", &self.remove_permission);
+        w.write_vec("addPermission", &self.add_permission);
+    }
+}
+/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSerialAttachedHba {
+    /// The fields `HostSerialAttachedHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: String,
+}
+impl x::SchemaType for HostSerialAttachedHba {
+    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
+}
+impl x::Structure for HostSerialAttachedHba {}
+impl std::fmt::Debug for HostSerialAttachedHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSerialAttachedHba", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSerialAttachedHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostSerialAttachedHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostSerialAttachedHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostSerialAttachedHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+    }
+}
+/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
+#[derive(Clone, Default)]
+pub struct HostSerialAttachedTargetTransport {}
+impl x::SchemaType for HostSerialAttachedTargetTransport {
+    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
+}
+impl x::Structure for HostSerialAttachedTargetTransport {}
+impl std::fmt::Debug for HostSerialAttachedTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSerialAttachedTargetTransport", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSerialAttachedTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSerialAttachedTargetTransport {
     fn decode_field(
         &mut self,
         _r: &mut x::XmlReader<'_>,
@@ -1684,805 +847,254 @@ impl x::Fields for HostVirtualSwitchBridge {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
-/// `HostVirtualSwitchConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `name`.
-    pub name: String,
-    /// `spec`.
-    pub spec: Option<HostVirtualSwitchSpec>,
-}
-impl x::SchemaType for HostVirtualSwitchConfig {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchConfig";
-}
-impl x::Structure for HostVirtualSwitchConfig {}
-impl x::Fields for HostVirtualSwitchConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "name" => r.read(&mut self.name),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("name", &self.name);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostVirtualSwitchConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualSwitchConfig";
-    const ITEM_TAG: &'static str = "HostVirtualSwitchConfig";
-}
-/// `HostVirtualSwitchSimpleBridge` (extends `HostVirtualSwitchBridge`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchSimpleBridge {
-    /// `nicDevice`.
-    pub nic_device: String,
-}
-impl x::SchemaType for HostVirtualSwitchSimpleBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchSimpleBridge";
-}
-impl x::Structure for HostVirtualSwitchSimpleBridge {}
-impl x::Fields for HostVirtualSwitchSimpleBridge {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nicDevice" => r.read(&mut self.nic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nicDevice", &self.nic_device);
-    }
-}
-/// `HostVirtualSwitchSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVirtualSwitchSpec {
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `bridge`.
-    pub bridge: Option<AnyHostVirtualSwitchBridge>,
+/// `HostService` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostService {
+    /// `key`.
+    pub key: String,
+    /// `label`.
+    pub label: String,
+    /// `required`.
+    pub required: bool,
+    /// `uninstallable`.
+    pub uninstallable: bool,
+    /// `running`.
+    pub running: bool,
+    /// `ruleset`.
+    pub ruleset: Vec<String>,
     /// `policy`.
-    pub policy: Option<HostNetworkPolicy>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
+    pub policy: String,
+    /// `sourcePackage`.
+    pub source_package: Option<HostServiceSourcePackage>,
 }
-impl x::SchemaType for HostVirtualSwitchSpec {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchSpec";
+impl x::SchemaType for HostService {
+    const TYPE_NAME: &'static str = "HostService";
 }
-impl x::Structure for HostVirtualSwitchSpec {}
-impl x::Fields for HostVirtualSwitchSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numPorts" => r.read(&mut self.num_ports),
-            "bridge" => r.read_opt(&mut self.bridge),
-            "policy" => r.read_opt(&mut self.policy),
-            "mtu" => r.read_opt(&mut self.mtu),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numPorts", &self.num_ports);
-        w.write_opt("bridge", &self.bridge);
-        w.write_opt("policy", &self.policy);
-        w.write_opt("mtu", &self.mtu);
+impl x::Structure for HostService {}
+impl std::fmt::Debug for HostService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostService", x::fields_ref(self))
     }
 }
-/// `HostVmciAccessManagerAccessSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVmciAccessManagerAccessSpec {
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `services`.
-    pub services: Vec<String>,
-    /// `mode`.
-    pub mode: String,
+impl PartialEq for HostService {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
 }
-impl x::SchemaType for HostVmciAccessManagerAccessSpec {
-    const TYPE_NAME: &'static str = "HostVmciAccessManagerAccessSpec";
-}
-impl x::Structure for HostVmciAccessManagerAccessSpec {}
-impl Clone for HostVmciAccessManagerAccessSpec {
+impl Clone for HostService {
     fn clone(&self) -> Self {
         Self {
-            vm: self.vm.clone(),
-            services: x::clone_vec(&self.services),
-            mode: self.mode.clone(),
+            key: self.key.clone(),
+            label: self.label.clone(),
+            required: self.required,
+            uninstallable: self.uninstallable,
+            running: self.running,
+            ruleset: x::clone_vec(&self.ruleset),
+            policy: self.policy.clone(),
+            source_package: self.source_package.clone(),
         }
     }
 }
-impl x::Fields for HostVmciAccessManagerAccessSpec {
+impl x::Fields for HostService {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vm" => r.read(&mut self.vm),
-            "services" => r.read_push(&mut self.services),
-            "mode" => r.read(&mut self.mode),
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "uninstallable" => r.read(&mut self.uninstallable),
+            "running" => r.read(&mut self.running),
+            "ruleset" => r.read_push(&mut self.ruleset),
+            "policy" => r.read(&mut self.policy),
+            "sourcePackage" => r.read_opt(&mut self.source_package),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vm", &self.vm);
-        w.write_vec("services", &self.services);
-        w.write("mode", &self.mode);
+        w.write("key", &self.key);
+        w.write("label", &self.label);
+        w.write("required", &self.required);
+        w.write("uninstallable", &self.uninstallable);
+        w.write("running", &self.running);
+        w.write_vec("ruleset", &self.ruleset);
+        w.write("policy", &self.policy);
+        w.write_opt("sourcePackage", &self.source_package);
     }
 }
-impl x::ArrayItem for HostVmciAccessManagerAccessSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVmciAccessManagerAccessSpec";
-    const ITEM_TAG: &'static str = "HostVmciAccessManagerAccessSpec";
+impl x::ArrayItem for HostService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
+    const ITEM_TAG: &'static str = "HostService";
 }
-/// `HostVmfsRescanResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVmfsRescanResult {
+/// `HostServiceConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostServiceConfig {
+    /// `serviceId`.
+    pub service_id: String,
+    /// `startupPolicy`.
+    pub startup_policy: String,
+}
+impl x::SchemaType for HostServiceConfig {
+    const TYPE_NAME: &'static str = "HostServiceConfig";
+}
+impl x::Structure for HostServiceConfig {}
+impl std::fmt::Debug for HostServiceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostServiceConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostServiceConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceId" => r.read(&mut self.service_id),
+            "startupPolicy" => r.read(&mut self.startup_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("serviceId", &self.service_id);
+        w.write("startupPolicy", &self.startup_policy);
+    }
+}
+impl x::ArrayItem for HostServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
+    const ITEM_TAG: &'static str = "HostServiceConfig";
+}
+/// `HostServiceInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostServiceInfo {
+    /// `service`.
+    pub service: Vec<HostService>,
+}
+impl x::SchemaType for HostServiceInfo {
+    const TYPE_NAME: &'static str = "HostServiceInfo";
+}
+impl x::Structure for HostServiceInfo {}
+impl std::fmt::Debug for HostServiceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostServiceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostServiceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostServiceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            service: x::clone_vec(&self.service),
+        }
+    }
+}
+impl x::Fields for HostServiceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "service" => r.read_push(&mut self.service),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("service", &self.service);
+    }
+}
+/// `HostServiceSourcePackage` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostServiceSourcePackage {
+    /// `sourcePackageName`.
+    pub source_package_name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for HostServiceSourcePackage {
+    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
+}
+impl x::Structure for HostServiceSourcePackage {}
+impl std::fmt::Debug for HostServiceSourcePackage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostServiceSourcePackage", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostServiceSourcePackage {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostServiceSourcePackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sourcePackageName" => r.read(&mut self.source_package_name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sourcePackageName", &self.source_package_name);
+        w.write("description", &self.description);
+    }
+}
+/// `HostServiceTicket` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostServiceTicket {
     /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostVmfsRescanResult {
-    const TYPE_NAME: &'static str = "HostVmfsRescanResult";
-}
-impl x::Structure for HostVmfsRescanResult {}
-impl x::Fields for HostVmfsRescanResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostVmfsRescanResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVmfsRescanResult";
-    const ITEM_TAG: &'static str = "HostVmfsRescanResult";
-}
-/// `HostVmfsSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVmfsSpec {
-    /// `extent`.
-    pub extent: HostScsiDiskPartition,
-    /// `blockSizeMb`.
-    pub block_size_mb: Option<i32>,
-    /// `majorVersion`.
-    pub major_version: i32,
-    /// `volumeName`.
-    pub volume_name: String,
-    /// `blockSize`.
-    pub block_size: Option<i32>,
-    /// `unmapGranularity`.
-    pub unmap_granularity: Option<i32>,
-    /// `unmapPriority`.
-    pub unmap_priority: Option<String>,
-    /// `unmapBandwidthSpec`.
-    pub unmap_bandwidth_spec: Option<VmfsUnmapBandwidthSpec>,
-}
-impl x::SchemaType for HostVmfsSpec {
-    const TYPE_NAME: &'static str = "HostVmfsSpec";
-}
-impl x::Structure for HostVmfsSpec {}
-impl x::Fields for HostVmfsSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extent" => r.read(&mut self.extent),
-            "blockSizeMb" => r.read_opt(&mut self.block_size_mb),
-            "majorVersion" => r.read(&mut self.major_version),
-            "volumeName" => r.read(&mut self.volume_name),
-            "blockSize" => r.read_opt(&mut self.block_size),
-            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
-            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
-            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("extent", &self.extent);
-        w.write_opt("blockSizeMb", &self.block_size_mb);
-        w.write("majorVersion", &self.major_version);
-        w.write("volumeName", &self.volume_name);
-        w.write_opt("blockSize", &self.block_size);
-        w.write_opt("unmapGranularity", &self.unmap_granularity);
-        w.write_opt("unmapPriority", &self.unmap_priority);
-        w.write_opt("unmapBandwidthSpec", &self.unmap_bandwidth_spec);
-    }
-}
-/// `HostVmfsVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVmfsVolume {
-    /// The fields `HostVmfsVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `blockSizeMb`.
-    pub block_size_mb: i32,
-    /// `blockSize`.
-    pub block_size: Option<i32>,
-    /// `unmapGranularity`.
-    pub unmap_granularity: Option<i32>,
-    /// `unmapPriority`.
-    pub unmap_priority: Option<String>,
-    /// `unmapBandwidthSpec`.
-    pub unmap_bandwidth_spec: Option<VmfsUnmapBandwidthSpec>,
-    /// `maxBlocks`.
-    pub max_blocks: i32,
-    /// `majorVersion`.
-    pub major_version: i32,
-    /// `version`.
-    pub version: String,
-    /// `uuid`.
-    pub uuid: String,
-    /// `extent`.
-    pub extent: Vec<HostScsiDiskPartition>,
-    /// `vmfsUpgradable`.
-    pub vmfs_upgradable: bool,
-    /// `forceMountedInfo`.
-    pub force_mounted_info: Option<HostForceMountedInfo>,
-    /// `ssd`.
-    pub ssd: Option<bool>,
-    /// `local`.
-    pub local: Option<bool>,
-    /// `scsiDiskType`.
-    pub scsi_disk_type: Option<String>,
-}
-impl x::SchemaType for HostVmfsVolume {
-    const TYPE_NAME: &'static str = "HostVmfsVolume";
-}
-impl x::Structure for HostVmfsVolume {}
-impl Clone for HostVmfsVolume {
-    fn clone(&self) -> Self {
-        Self {
-            host_file_system_volume: self.host_file_system_volume.clone(),
-            block_size_mb: self.block_size_mb,
-            block_size: self.block_size,
-            unmap_granularity: self.unmap_granularity,
-            unmap_priority: self.unmap_priority.clone(),
-            unmap_bandwidth_spec: self.unmap_bandwidth_spec.clone(),
-            max_blocks: self.max_blocks,
-            major_version: self.major_version,
-            version: self.version.clone(),
-            uuid: self.uuid.clone(),
-            extent: x::clone_vec(&self.extent),
-            vmfs_upgradable: self.vmfs_upgradable,
-            force_mounted_info: self.force_mounted_info.clone(),
-            ssd: self.ssd,
-            local: self.local,
-            scsi_disk_type: self.scsi_disk_type.clone(),
-        }
-    }
-}
-impl std::ops::Deref for HostVmfsVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostVmfsVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostVmfsVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "blockSizeMb" => r.read(&mut self.block_size_mb),
-            "blockSize" => r.read_opt(&mut self.block_size),
-            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
-            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
-            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
-            "maxBlocks" => r.read(&mut self.max_blocks),
-            "majorVersion" => r.read(&mut self.major_version),
-            "version" => r.read(&mut self.version),
-            "uuid" => r.read(&mut self.uuid),
-            "extent" => r.read_push(&mut self.extent),
-            "vmfsUpgradable" => r.read(&mut self.vmfs_upgradable),
-            "forceMountedInfo" => r.read_opt(&mut self.force_mounted_info),
-            "ssd" => r.read_opt(&mut self.ssd),
-            "local" => r.read_opt(&mut self.local),
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("blockSizeMb", &self.block_size_mb);
-        w.write_opt("blockSize", &self.block_size);
-        w.write_opt("unmapGranularity", &self.unmap_granularity);
-        w.write_opt("unmapPriority", &self.unmap_priority);
-        w.write_opt("unmapBandwidthSpec", &self.unmap_bandwidth_spec);
-        w.write("maxBlocks", &self.max_blocks);
-        w.write("majorVersion", &self.major_version);
-        w.write("version", &self.version);
-        w.write("uuid", &self.uuid);
-        w.write_vec("extent", &self.extent);
-        w.write("vmfsUpgradable", &self.vmfs_upgradable);
-        w.write_opt("forceMountedInfo", &self.force_mounted_info);
-        w.write_opt("ssd", &self.ssd);
-        w.write_opt("local", &self.local);
-        w.write_opt("scsiDiskType", &self.scsi_disk_type);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostVnicConnectedToCustomizedDVPortEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVnicConnectedToCustomizedDVPortEvent {
-    /// The fields `HostVnicConnectedToCustomizedDVPortEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `vnic`.
-    pub vnic: VnicPortArgument,
-    /// `prevPortKey`.
-    pub prev_port_key: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostVnicConnectedToCustomizedDVPortEvent {
-    const TYPE_NAME: &'static str = "HostVnicConnectedToCustomizedDVPortEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostVnicConnectedToCustomizedDVPortEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostVnicConnectedToCustomizedDVPortEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostVnicConnectedToCustomizedDVPortEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostVnicConnectedToCustomizedDVPortEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnic" => r.read(&mut self.vnic),
-            "prevPortKey" => r.read_opt(&mut self.prev_port_key),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("vnic", &self.vnic);
-        w.write_opt("prevPortKey", &self.prev_port_key);
-    }
-}
-/// `HostVsanInternalSystemCmmdsQuery` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVsanInternalSystemCmmdsQuery {
-    /// `type`.
-    pub type_: Option<String>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `owner`.
-    pub owner: Option<String>,
-}
-impl x::SchemaType for HostVsanInternalSystemCmmdsQuery {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemCmmdsQuery";
-}
-impl x::Structure for HostVsanInternalSystemCmmdsQuery {}
-impl x::Fields for HostVsanInternalSystemCmmdsQuery {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read_opt(&mut self.type_),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "owner" => r.read_opt(&mut self.owner),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("type", &self.type_);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("owner", &self.owner);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemCmmdsQuery {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemCmmdsQuery";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemCmmdsQuery";
-}
-/// `HostVsanInternalSystemDeleteVsanObjectsResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVsanInternalSystemDeleteVsanObjectsResult {
-    /// `uuid`.
-    pub uuid: String,
-    /// `success`.
-    pub success: bool,
-    /// `failureReason`.
-    pub failure_reason: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostVsanInternalSystemDeleteVsanObjectsResult {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
-}
-impl x::Structure for HostVsanInternalSystemDeleteVsanObjectsResult {}
-impl Clone for HostVsanInternalSystemDeleteVsanObjectsResult {
-    fn clone(&self) -> Self {
-        Self {
-            uuid: self.uuid.clone(),
-            success: self.success,
-            failure_reason: x::clone_vec(&self.failure_reason),
-        }
-    }
-}
-impl x::Fields for HostVsanInternalSystemDeleteVsanObjectsResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uuid" => r.read(&mut self.uuid),
-            "success" => r.read(&mut self.success),
-            "failureReason" => r.read_push(&mut self.failure_reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("uuid", &self.uuid);
-        w.write("success", &self.success);
-        w.write_vec("failureReason", &self.failure_reason);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
-}
-/// `HostVsanInternalSystemVsanObjectOperationResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVsanInternalSystemVsanObjectOperationResult {
-    /// `uuid`.
-    pub uuid: String,
-    /// `failureReason`.
-    pub failure_reason: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostVsanInternalSystemVsanObjectOperationResult {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
-}
-impl x::Structure for HostVsanInternalSystemVsanObjectOperationResult {}
-impl Clone for HostVsanInternalSystemVsanObjectOperationResult {
-    fn clone(&self) -> Self {
-        Self {
-            uuid: self.uuid.clone(),
-            failure_reason: x::clone_vec(&self.failure_reason),
-        }
-    }
-}
-impl x::Fields for HostVsanInternalSystemVsanObjectOperationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uuid" => r.read(&mut self.uuid),
-            "failureReason" => r.read_push(&mut self.failure_reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("uuid", &self.uuid);
-        w.write_vec("failureReason", &self.failure_reason);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanObjectOperationResult";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
-}
-/// `HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    /// `diskUuid`.
-    pub disk_uuid: String,
-    /// `success`.
-    pub success: bool,
-    /// `failureReason`.
-    pub failure_reason: Option<String>,
-}
-impl x::SchemaType for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
-}
-impl x::Structure for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {}
-impl x::Fields for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskUuid" => r.read(&mut self.disk_uuid),
-            "success" => r.read(&mut self.success),
-            "failureReason" => r.read_opt(&mut self.failure_reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskUuid", &self.disk_uuid);
-        w.write("success", &self.success);
-        w.write_opt("failureReason", &self.failure_reason);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
-}
-/// `HostVvolNQN` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.2.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVvolNQN {
-    /// `targetNQN`.
+    pub host: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
     ///
-    /// Since vSphere API 8.0.2.0.
-    pub target_nqn: String,
-    /// `storageArray`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub storage_array: String,
-    /// `online`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub online: bool,
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `service`.
+    pub service: String,
+    /// `serviceVersion`.
+    pub service_version: String,
+    /// `sessionId`.
+    pub session_id: String,
 }
-impl x::SchemaType for HostVvolNQN {
-    const TYPE_NAME: &'static str = "HostVvolNQN";
+impl x::SchemaType for HostServiceTicket {
+    const TYPE_NAME: &'static str = "HostServiceTicket";
 }
-impl x::Structure for HostVvolNQN {}
-impl x::Fields for HostVvolNQN {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "targetNQN" => r.read(&mut self.target_nqn),
-            "storageArray" => r.read(&mut self.storage_array),
-            "online" => r.read(&mut self.online),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0200, "type HostVvolNQN", true);
-        w.write("targetNQN", &self.target_nqn);
-        w.write("storageArray", &self.storage_array);
-        w.write("online", &self.online);
+impl x::Structure for HostServiceTicket {}
+impl std::fmt::Debug for HostServiceTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostServiceTicket", x::fields_ref(self))
     }
 }
-impl x::ArrayItem for HostVvolNQN {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVvolNQN";
-    const ITEM_TAG: &'static str = "HostVvolNQN";
-}
-/// `HostVvolVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVvolVolume {
-    /// The fields `HostVvolVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `scId`.
-    pub sc_id: String,
-    /// `hostPE`.
-    pub host_pe: Vec<VVolHostPE>,
-    /// `hostVvolNQN`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub host_vvol_nqn: Vec<HostVvolVolumeHostVvolNQN>,
-    /// `vasaProviderInfo`.
-    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
-    /// `storageArray`.
-    pub storage_array: Vec<VASAStorageArray>,
-    /// `protocolEndpointType`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub protocol_endpoint_type: Option<String>,
-    /// `vvolNQNFieldsAvailable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub vvol_nqn_fields_available: Option<bool>,
-    /// `stretched`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stretched: Option<bool>,
-}
-impl x::SchemaType for HostVvolVolume {
-    const TYPE_NAME: &'static str = "HostVvolVolume";
-}
-impl x::Structure for HostVvolVolume {}
-impl Clone for HostVvolVolume {
-    fn clone(&self) -> Self {
-        Self {
-            host_file_system_volume: self.host_file_system_volume.clone(),
-            sc_id: self.sc_id.clone(),
-            host_pe: x::clone_vec(&self.host_pe),
-            host_vvol_nqn: x::clone_vec(&self.host_vvol_nqn),
-            vasa_provider_info: x::clone_vec(&self.vasa_provider_info),
-            storage_array: x::clone_vec(&self.storage_array),
-            protocol_endpoint_type: self.protocol_endpoint_type.clone(),
-            vvol_nqn_fields_available: self.vvol_nqn_fields_available,
-            stretched: self.stretched,
-        }
+impl PartialEq for HostServiceTicket {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl std::ops::Deref for HostVvolVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostVvolVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostVvolVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "scId" => r.read(&mut self.sc_id),
-            "hostPE" => r.read_push(&mut self.host_pe),
-            "hostVvolNQN" => r.read_push(&mut self.host_vvol_nqn),
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
-            "storageArray" => r.read_push(&mut self.storage_array),
-            "protocolEndpointType" => r.read_opt(&mut self.protocol_endpoint_type),
-            "vvolNQNFieldsAvailable" => r.read_opt(&mut self.vvol_nqn_fields_available),
-            "stretched" => r.read_opt(&mut self.stretched),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("scId", &self.sc_id);
-        w.write_vec("hostPE", &self.host_pe);
-        if w
-            .since(
-                0x0800_0200,
-                "HostVvolVolume.hostVvolNQN",
-                !self.host_vvol_nqn.is_empty(),
-            )
-        {
-            w.write_vec("hostVvolNQN", &self.host_vvol_nqn);
-        }
-        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
-        w.write_vec("storageArray", &self.storage_array);
-        if w
-            .since(
-                0x0800_0000,
-                "HostVvolVolume.protocolEndpointType",
-                self.protocol_endpoint_type.is_some(),
-            )
-        {
-            w.write_opt("protocolEndpointType", &self.protocol_endpoint_type);
-        }
-        if w
-            .since(
-                0x0800_0200,
-                "HostVvolVolume.vvolNQNFieldsAvailable",
-                self.vvol_nqn_fields_available.is_some(),
-            )
-        {
-            w.write_opt("vvolNQNFieldsAvailable", &self.vvol_nqn_fields_available);
-        }
-        if w.since(0x0800_0300, "HostVvolVolume.stretched", self.stretched.is_some()) {
-            w.write_opt("stretched", &self.stretched);
-        }
-    }
-}
-/// `HostVvolVolumeHostVvolNQN` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.2.0.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVvolVolumeHostVvolNQN {
-    /// `host`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `vvolNQN`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub vvol_nqn: Vec<HostVvolNQN>,
-}
-impl x::SchemaType for HostVvolVolumeHostVvolNQN {
-    const TYPE_NAME: &'static str = "HostVvolVolumeHostVvolNQN";
-}
-impl x::Structure for HostVvolVolumeHostVvolNQN {}
-impl Clone for HostVvolVolumeHostVvolNQN {
-    fn clone(&self) -> Self {
-        Self {
-            host: self.host.clone(),
-            vvol_nqn: x::clone_vec(&self.vvol_nqn),
-        }
-    }
-}
-impl x::Fields for HostVvolVolumeHostVvolNQN {
+impl x::Fields for HostServiceTicket {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2490,233 +1102,2228 @@ impl x::Fields for HostVvolVolumeHostVvolNQN {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "host" => r.read_opt(&mut self.host),
-            "vvolNQN" => r.read_push(&mut self.vvol_nqn),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "service" => r.read(&mut self.service),
+            "serviceVersion" => r.read(&mut self.service_version),
+            "sessionId" => r.read(&mut self.session_id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0200, "type HostVvolVolumeHostVvolNQN", true);
         w.write_opt("host", &self.host);
-        w.write_vec("vvolNQN", &self.vvol_nqn);
-    }
-}
-impl x::ArrayItem for HostVvolVolumeHostVvolNQN {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVvolVolumeHostVvolNQN";
-    const ITEM_TAG: &'static str = "HostVvolVolumeHostVvolNQN";
-}
-/// `HostVvolVolumeSpecification` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostVvolVolumeSpecification {
-    /// `maxSizeInMB`.
-    pub max_size_in_mb: i64,
-    /// `volumeName`.
-    pub volume_name: String,
-    /// `vasaProviderInfo`.
-    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
-    /// `storageArray`.
-    pub storage_array: Vec<VASAStorageArray>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `stretched`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stretched: Option<bool>,
-}
-impl x::SchemaType for HostVvolVolumeSpecification {
-    const TYPE_NAME: &'static str = "HostVvolVolumeSpecification";
-}
-impl x::Structure for HostVvolVolumeSpecification {}
-impl Clone for HostVvolVolumeSpecification {
-    fn clone(&self) -> Self {
-        Self {
-            max_size_in_mb: self.max_size_in_mb,
-            volume_name: self.volume_name.clone(),
-            vasa_provider_info: x::clone_vec(&self.vasa_provider_info),
-            storage_array: x::clone_vec(&self.storage_array),
-            uuid: self.uuid.clone(),
-            stretched: self.stretched,
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0900_0000,
+                "HostServiceTicket.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
         }
+        w.write("service", &self.service);
+        w.write("serviceVersion", &self.service_version);
+        w.write_secret("sessionId", &self.session_id);
     }
 }
-impl x::Fields for HostVvolVolumeSpecification {
+/// `HostSevInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostSevInfo {
+    /// `sevState`.
+    pub sev_state: String,
+    /// `maxSevEsGuests`.
+    pub max_sev_es_guests: i64,
+    /// `snpState`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub snp_state: Option<String>,
+    /// `snpSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub snp_supported: Option<bool>,
+}
+impl x::SchemaType for HostSevInfo {
+    const TYPE_NAME: &'static str = "HostSevInfo";
+}
+impl x::Structure for HostSevInfo {}
+impl std::fmt::Debug for HostSevInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSevInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSevInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSevInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "maxSizeInMB" => r.read(&mut self.max_size_in_mb),
-            "volumeName" => r.read(&mut self.volume_name),
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
-            "storageArray" => r.read_push(&mut self.storage_array),
-            "uuid" => r.read(&mut self.uuid),
-            "stretched" => r.read_opt(&mut self.stretched),
+            "sevState" => r.read(&mut self.sev_state),
+            "maxSevEsGuests" => r.read(&mut self.max_sev_es_guests),
+            "snpState" => r.read_opt(&mut self.snp_state),
+            "snpSupported" => r.read_opt(&mut self.snp_supported),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("maxSizeInMB", &self.max_size_in_mb);
-        w.write("volumeName", &self.volume_name);
-        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
-        w.write_vec("storageArray", &self.storage_array);
+        w.write("sevState", &self.sev_state);
+        w.write("maxSevEsGuests", &self.max_sev_es_guests);
+        if w.since(0x0900_0000, "HostSevInfo.snpState", self.snp_state.is_some()) {
+            w.write_opt("snpState", &self.snp_state);
+        }
+        if w.since(0x0900_0000, "HostSevInfo.snpSupported", self.snp_supported.is_some())
+        {
+            w.write_opt("snpSupported", &self.snp_supported);
+        }
+    }
+}
+/// `HostSgxInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostSgxInfo {
+    /// `sgxState`.
+    pub sgx_state: String,
+    /// `totalEpcMemory`.
+    pub total_epc_memory: i64,
+    /// `flcMode`.
+    pub flc_mode: String,
+    /// `lePubKeyHash`.
+    pub le_pub_key_hash: Option<String>,
+    /// `registrationInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub registration_info: Option<HostSgxRegistrationInfo>,
+}
+impl x::SchemaType for HostSgxInfo {
+    const TYPE_NAME: &'static str = "HostSgxInfo";
+}
+impl x::Structure for HostSgxInfo {}
+impl std::fmt::Debug for HostSgxInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSgxInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSgxInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSgxInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sgxState" => r.read(&mut self.sgx_state),
+            "totalEpcMemory" => r.read(&mut self.total_epc_memory),
+            "flcMode" => r.read(&mut self.flc_mode),
+            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            "registrationInfo" => r.read_opt(&mut self.registration_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sgxState", &self.sgx_state);
+        w.write("totalEpcMemory", &self.total_epc_memory);
+        w.write("flcMode", &self.flc_mode);
+        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+        if w
+            .since(
+                0x0800_0001,
+                "HostSgxInfo.registrationInfo",
+                self.registration_info.is_some(),
+            )
+        {
+            w.write_opt("registrationInfo", &self.registration_info);
+        }
+    }
+}
+/// `HostSgxRegistrationInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct HostSgxRegistrationInfo {
+    /// `status`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub status: Option<String>,
+    /// `biosError`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub bios_error: Option<i32>,
+    /// `registrationUrl`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub registration_url: Option<String>,
+    /// `type`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub type_: Option<String>,
+    /// `ppid`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ppid: Option<String>,
+    /// `lastRegisteredTime`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub last_registered_time: Option<x::DateTime>,
+}
+impl x::SchemaType for HostSgxRegistrationInfo {
+    const TYPE_NAME: &'static str = "HostSgxRegistrationInfo";
+}
+impl x::Structure for HostSgxRegistrationInfo {}
+impl std::fmt::Debug for HostSgxRegistrationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSgxRegistrationInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSgxRegistrationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSgxRegistrationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "status" => r.read_opt(&mut self.status),
+            "biosError" => r.read_opt(&mut self.bios_error),
+            "registrationUrl" => r.read_opt(&mut self.registration_url),
+            "type" => r.read_opt(&mut self.type_),
+            "ppid" => r.read_opt(&mut self.ppid),
+            "lastRegisteredTime" => r.read_opt(&mut self.last_registered_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostSgxRegistrationInfo", true);
+        w.write_opt("status", &self.status);
+        w.write_opt("biosError", &self.bios_error);
+        w.write_opt("registrationUrl", &self.registration_url);
+        w.write_opt("type", &self.type_);
+        w.write_opt("ppid", &self.ppid);
+        w.write_opt("lastRegisteredTime", &self.last_registered_time);
+    }
+}
+/// `HostSharedGpuCapabilities` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostSharedGpuCapabilities {
+    /// `vgpu`.
+    pub vgpu: String,
+    /// `diskSnapshotSupported`.
+    pub disk_snapshot_supported: bool,
+    /// `memorySnapshotSupported`.
+    pub memory_snapshot_supported: bool,
+    /// `suspendSupported`.
+    pub suspend_supported: bool,
+    /// `migrateSupported`.
+    pub migrate_supported: bool,
+}
+impl x::SchemaType for HostSharedGpuCapabilities {
+    const TYPE_NAME: &'static str = "HostSharedGpuCapabilities";
+}
+impl x::Structure for HostSharedGpuCapabilities {}
+impl std::fmt::Debug for HostSharedGpuCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSharedGpuCapabilities", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSharedGpuCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSharedGpuCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read(&mut self.vgpu),
+            "diskSnapshotSupported" => r.read(&mut self.disk_snapshot_supported),
+            "memorySnapshotSupported" => r.read(&mut self.memory_snapshot_supported),
+            "suspendSupported" => r.read(&mut self.suspend_supported),
+            "migrateSupported" => r.read(&mut self.migrate_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vgpu", &self.vgpu);
+        w.write("diskSnapshotSupported", &self.disk_snapshot_supported);
+        w.write("memorySnapshotSupported", &self.memory_snapshot_supported);
+        w.write("suspendSupported", &self.suspend_supported);
+        w.write("migrateSupported", &self.migrate_supported);
+    }
+}
+impl x::ArrayItem for HostSharedGpuCapabilities {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSharedGpuCapabilities";
+    const ITEM_TAG: &'static str = "HostSharedGpuCapabilities";
+}
+#[cfg(feature = "all-events")]
+/// `HostShortNameInconsistentEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostShortNameInconsistentEvent {
+    /// The fields `HostShortNameInconsistentEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `shortName`.
+    pub short_name: String,
+    /// `shortName2`.
+    pub short_name2: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostShortNameInconsistentEvent {
+    const TYPE_NAME: &'static str = "HostShortNameInconsistentEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostShortNameInconsistentEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostShortNameInconsistentEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostShortNameInconsistentEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostShortNameInconsistentEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostShortNameInconsistentEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostShortNameInconsistentEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostShortNameInconsistentEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "shortName" => r.read(&mut self.short_name),
+            "shortName2" => r.read(&mut self.short_name2),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write("shortName", &self.short_name);
+        w.write("shortName2", &self.short_name2);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostShortNameToIpFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostShortNameToIpFailedEvent {
+    /// The fields `HostShortNameToIpFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `shortName`.
+    pub short_name: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostShortNameToIpFailedEvent {
+    const TYPE_NAME: &'static str = "HostShortNameToIpFailedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostShortNameToIpFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostShortNameToIpFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostShortNameToIpFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostShortNameToIpFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostShortNameToIpFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostShortNameToIpFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostShortNameToIpFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "shortName" => r.read(&mut self.short_name),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("shortName", &self.short_name);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostShutdownEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostShutdownEvent {
+    /// The fields `HostShutdownEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `reason`.
+    pub reason: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostShutdownEvent {
+    const TYPE_NAME: &'static str = "HostShutdownEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostShutdownEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostShutdownEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostShutdownEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostShutdownEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostShutdownEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostShutdownEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostShutdownEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `HostSnmpConfigSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostSnmpConfigSpec {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `readOnlyCommunities`.
+    pub read_only_communities: Vec<String>,
+    /// `trapTargets`.
+    pub trap_targets: Vec<HostSnmpDestination>,
+    /// `option`.
+    pub option: Vec<KeyValue>,
+}
+impl x::SchemaType for HostSnmpConfigSpec {
+    const TYPE_NAME: &'static str = "HostSnmpConfigSpec";
+}
+impl x::Structure for HostSnmpConfigSpec {}
+impl std::fmt::Debug for HostSnmpConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSnmpConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSnmpConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostSnmpConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            enabled: self.enabled,
+            port: self.port,
+            read_only_communities: x::clone_vec(&self.read_only_communities),
+            trap_targets: x::clone_vec(&self.trap_targets),
+            option: x::clone_vec(&self.option),
+        }
+    }
+}
+impl x::Fields for HostSnmpConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "port" => r.read_opt(&mut self.port),
+            "readOnlyCommunities" => r.read_push(&mut self.read_only_communities),
+            "trapTargets" => r.read_push(&mut self.trap_targets),
+            "option" => r.read_push(&mut self.option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("port", &self.port);
+        w.write_vec("readOnlyCommunities", &self.read_only_communities);
+        w.write_vec("trapTargets", &self.trap_targets);
+        w.write_vec("option", &self.option);
+    }
+}
+/// `HostSnmpDestination` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostSnmpDestination {
+    /// `hostName`.
+    pub host_name: String,
+    /// `port`.
+    pub port: i32,
+    /// `community`.
+    pub community: String,
+}
+impl x::SchemaType for HostSnmpDestination {
+    const TYPE_NAME: &'static str = "HostSnmpDestination";
+}
+impl x::Structure for HostSnmpDestination {}
+impl std::fmt::Debug for HostSnmpDestination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSnmpDestination", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSnmpDestination {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSnmpDestination {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read(&mut self.host_name),
+            "port" => r.read(&mut self.port),
+            "community" => r.read(&mut self.community),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hostName", &self.host_name);
+        w.write("port", &self.port);
+        w.write("community", &self.community);
+    }
+}
+impl x::ArrayItem for HostSnmpDestination {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSnmpDestination";
+    const ITEM_TAG: &'static str = "HostSnmpDestination";
+}
+/// `HostSnmpSystemAgentLimits` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostSnmpSystemAgentLimits {
+    /// `maxReadOnlyCommunities`.
+    pub max_read_only_communities: i32,
+    /// `maxTrapDestinations`.
+    pub max_trap_destinations: i32,
+    /// `maxCommunityLength`.
+    pub max_community_length: i32,
+    /// `maxBufferSize`.
+    pub max_buffer_size: i32,
+    /// `capability`.
+    pub capability: Option<HostSnmpAgentCapability>,
+}
+impl x::SchemaType for HostSnmpSystemAgentLimits {
+    const TYPE_NAME: &'static str = "HostSnmpSystemAgentLimits";
+}
+impl x::Structure for HostSnmpSystemAgentLimits {}
+impl std::fmt::Debug for HostSnmpSystemAgentLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSnmpSystemAgentLimits", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSnmpSystemAgentLimits {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSnmpSystemAgentLimits {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "maxReadOnlyCommunities" => r.read(&mut self.max_read_only_communities),
+            "maxTrapDestinations" => r.read(&mut self.max_trap_destinations),
+            "maxCommunityLength" => r.read(&mut self.max_community_length),
+            "maxBufferSize" => r.read(&mut self.max_buffer_size),
+            "capability" => r.read_opt(&mut self.capability),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("maxReadOnlyCommunities", &self.max_read_only_communities);
+        w.write("maxTrapDestinations", &self.max_trap_destinations);
+        w.write("maxCommunityLength", &self.max_community_length);
+        w.write("maxBufferSize", &self.max_buffer_size);
+        w.write_opt("capability", &self.capability);
+    }
+}
+/// `HostSpecification` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostSpecification {
+    /// `createdTime`.
+    pub created_time: x::DateTime,
+    /// `lastModified`.
+    pub last_modified: Option<x::DateTime>,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `subSpecs`.
+    pub sub_specs: Vec<HostSubSpecification>,
+    /// `changeID`.
+    pub change_id: Option<String>,
+}
+impl x::SchemaType for HostSpecification {
+    const TYPE_NAME: &'static str = "HostSpecification";
+}
+impl x::Structure for HostSpecification {}
+impl std::fmt::Debug for HostSpecification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSpecification", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSpecification {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostSpecification {
+    fn clone(&self) -> Self {
+        Self {
+            created_time: self.created_time.clone(),
+            last_modified: self.last_modified.clone(),
+            host: self.host.clone(),
+            sub_specs: x::clone_vec(&self.sub_specs),
+            change_id: self.change_id.clone(),
+        }
+    }
+}
+impl x::Fields for HostSpecification {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "createdTime" => r.read(&mut self.created_time),
+            "lastModified" => r.read_opt(&mut self.last_modified),
+            "host" => r.read(&mut self.host),
+            "subSpecs" => r.read_push(&mut self.sub_specs),
+            "changeID" => r.read_opt(&mut self.change_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("createdTime", &self.created_time);
+        w.write_opt("lastModified", &self.last_modified);
+        w.write("host", &self.host);
+        w.write_vec("subSpecs", &self.sub_specs);
+        w.write_opt("changeID", &self.change_id);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostSpecificationChangedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSpecificationChangedEvent {
+    /// The fields `HostSpecificationChangedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostSpecificationChangedEvent {
+    const TYPE_NAME: &'static str = "HostSpecificationChangedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostSpecificationChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSpecificationChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSpecificationChangedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSpecificationChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostSpecificationChangedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostSpecificationChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostSpecificationChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `HostSpecificationOperationFailed` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSpecificationOperationFailed {
+    /// The fields `HostSpecificationOperationFailed` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for HostSpecificationOperationFailed {
+    const TYPE_NAME: &'static str = "HostSpecificationOperationFailed";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for HostSpecificationOperationFailed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostSpecificationOperationFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSpecificationOperationFailed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostSpecificationOperationFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for HostSpecificationOperationFailed {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for HostSpecificationOperationFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for HostSpecificationOperationFailed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+        w.write("host", &self.host);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostSpecificationRequireEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSpecificationRequireEvent {
+    /// The fields `HostSpecificationRequireEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostSpecificationRequireEvent {
+    const TYPE_NAME: &'static str = "HostSpecificationRequireEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostSpecificationRequireEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSpecificationRequireEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSpecificationRequireEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSpecificationRequireEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostSpecificationRequireEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostSpecificationRequireEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostSpecificationRequireEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostSpecificationUpdateEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSpecificationUpdateEvent {
+    /// The fields `HostSpecificationUpdateEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `hostSpec`.
+    pub host_spec: HostSpecification,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostSpecificationUpdateEvent {
+    const TYPE_NAME: &'static str = "HostSpecificationUpdateEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostSpecificationUpdateEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSpecificationUpdateEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSpecificationUpdateEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSpecificationUpdateEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostSpecificationUpdateEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostSpecificationUpdateEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostSpecificationUpdateEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostSpec" => r.read(&mut self.host_spec),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("hostSpec", &self.host_spec);
+    }
+}
+/// `HostSriovConfig` (extends `HostPciPassthruConfig`).
+///
+/// The fields of `HostPciPassthruConfig` are in `host_pci_passthru_config`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSriovConfig {
+    /// The fields `HostSriovConfig` inherits from `HostPciPassthruConfig`.
+    pub host_pci_passthru_config: HostPciPassthruConfig,
+    /// `sriovEnabled`.
+    pub sriov_enabled: bool,
+    /// `numVirtualFunction`.
+    pub num_virtual_function: i32,
+}
+impl x::SchemaType for HostSriovConfig {
+    const TYPE_NAME: &'static str = "HostSriovConfig";
+}
+impl x::Structure for HostSriovConfig {}
+impl std::fmt::Debug for HostSriovConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSriovConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSriovConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostSriovConfig {
+    type Target = HostPciPassthruConfig;
+    #[inline]
+    fn deref(&self) -> &HostPciPassthruConfig {
+        &self.host_pci_passthru_config
+    }
+}
+impl std::ops::DerefMut for HostSriovConfig {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostPciPassthruConfig {
+        &mut self.host_pci_passthru_config
+    }
+}
+impl x::Fields for HostSriovConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sriovEnabled" => r.read(&mut self.sriov_enabled),
+            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_pci_passthru_config,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_pci_passthru_config, w);
+        w.write("sriovEnabled", &self.sriov_enabled);
+        w.write("numVirtualFunction", &self.num_virtual_function);
+    }
+}
+/// `HostSriovDevicePoolInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostSriovDevicePoolInfo`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostSriovDevicePoolInfo {
+    /// `key`.
+    pub key: String,
+}
+impl x::SchemaType for HostSriovDevicePoolInfo {
+    const TYPE_NAME: &'static str = "HostSriovDevicePoolInfo";
+}
+impl x::Structure for HostSriovDevicePoolInfo {}
+impl std::fmt::Debug for HostSriovDevicePoolInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSriovDevicePoolInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSriovDevicePoolInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSriovDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `HostSriovInfo` (extends `HostPciPassthruInfo`).
+///
+/// The fields of `HostPciPassthruInfo` are in `host_pci_passthru_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSriovInfo {
+    /// The fields `HostSriovInfo` inherits from `HostPciPassthruInfo`.
+    pub host_pci_passthru_info: HostPciPassthruInfo,
+    /// `sriovEnabled`.
+    pub sriov_enabled: bool,
+    /// `sriovCapable`.
+    pub sriov_capable: bool,
+    /// `sriovActive`.
+    pub sriov_active: bool,
+    /// `numVirtualFunctionRequested`.
+    pub num_virtual_function_requested: i32,
+    /// `numVirtualFunction`.
+    pub num_virtual_function: i32,
+    /// `maxVirtualFunctionSupported`.
+    pub max_virtual_function_supported: i32,
+}
+impl x::SchemaType for HostSriovInfo {
+    const TYPE_NAME: &'static str = "HostSriovInfo";
+}
+impl x::Structure for HostSriovInfo {}
+impl std::fmt::Debug for HostSriovInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSriovInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSriovInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostSriovInfo {
+    type Target = HostPciPassthruInfo;
+    #[inline]
+    fn deref(&self) -> &HostPciPassthruInfo {
+        &self.host_pci_passthru_info
+    }
+}
+impl std::ops::DerefMut for HostSriovInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostPciPassthruInfo {
+        &mut self.host_pci_passthru_info
+    }
+}
+impl x::Fields for HostSriovInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sriovEnabled" => r.read(&mut self.sriov_enabled),
+            "sriovCapable" => r.read(&mut self.sriov_capable),
+            "sriovActive" => r.read(&mut self.sriov_active),
+            "numVirtualFunctionRequested" => {
+                r.read(&mut self.num_virtual_function_requested)
+            }
+            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
+            "maxVirtualFunctionSupported" => {
+                r.read(&mut self.max_virtual_function_supported)
+            }
+            _ => {
+                return x::Fields::decode_field(&mut self.host_pci_passthru_info, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_pci_passthru_info, w);
+        w.write("sriovEnabled", &self.sriov_enabled);
+        w.write("sriovCapable", &self.sriov_capable);
+        w.write("sriovActive", &self.sriov_active);
+        w.write("numVirtualFunctionRequested", &self.num_virtual_function_requested);
+        w.write("numVirtualFunction", &self.num_virtual_function);
+        w.write("maxVirtualFunctionSupported", &self.max_virtual_function_supported);
+    }
+}
+/// `HostSriovNetworkDevicePoolInfo` (extends `HostSriovDevicePoolInfo`).
+///
+/// The fields of `HostSriovDevicePoolInfo` are in `host_sriov_device_pool_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostSriovNetworkDevicePoolInfo {
+    /// The fields `HostSriovNetworkDevicePoolInfo` inherits from `HostSriovDevicePoolInfo`.
+    pub host_sriov_device_pool_info: HostSriovDevicePoolInfo,
+    /// `switchKey`.
+    pub switch_key: Option<String>,
+    /// `switchUuid`.
+    pub switch_uuid: Option<String>,
+    /// `pnic`.
+    pub pnic: Vec<PhysicalNic>,
+}
+impl x::SchemaType for HostSriovNetworkDevicePoolInfo {
+    const TYPE_NAME: &'static str = "HostSriovNetworkDevicePoolInfo";
+}
+impl x::Structure for HostSriovNetworkDevicePoolInfo {}
+impl std::fmt::Debug for HostSriovNetworkDevicePoolInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSriovNetworkDevicePoolInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSriovNetworkDevicePoolInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostSriovNetworkDevicePoolInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host_sriov_device_pool_info: self.host_sriov_device_pool_info.clone(),
+            switch_key: self.switch_key.clone(),
+            switch_uuid: self.switch_uuid.clone(),
+            pnic: x::clone_vec(&self.pnic),
+        }
+    }
+}
+impl std::ops::Deref for HostSriovNetworkDevicePoolInfo {
+    type Target = HostSriovDevicePoolInfo;
+    #[inline]
+    fn deref(&self) -> &HostSriovDevicePoolInfo {
+        &self.host_sriov_device_pool_info
+    }
+}
+impl std::ops::DerefMut for HostSriovNetworkDevicePoolInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSriovDevicePoolInfo {
+        &mut self.host_sriov_device_pool_info
+    }
+}
+impl x::Fields for HostSriovNetworkDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "switchKey" => r.read_opt(&mut self.switch_key),
+            "switchUuid" => r.read_opt(&mut self.switch_uuid),
+            "pnic" => r.read_push(&mut self.pnic),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_sriov_device_pool_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_sriov_device_pool_info, w);
+        w.write_opt("switchKey", &self.switch_key);
+        w.write_opt("switchUuid", &self.switch_uuid);
+        w.write_vec("pnic", &self.pnic);
+    }
+}
+/// `HostSslThumbprintInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostSslThumbprintInfo {
+    /// `principal`.
+    pub principal: String,
+    /// `ownerTag`.
+    pub owner_tag: Option<String>,
+    /// `sslThumbprints`.
+    pub ssl_thumbprints: Vec<String>,
+}
+impl x::SchemaType for HostSslThumbprintInfo {
+    const TYPE_NAME: &'static str = "HostSslThumbprintInfo";
+}
+impl x::Structure for HostSslThumbprintInfo {}
+impl std::fmt::Debug for HostSslThumbprintInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSslThumbprintInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSslThumbprintInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostSslThumbprintInfo {
+    fn clone(&self) -> Self {
+        Self {
+            principal: self.principal.clone(),
+            owner_tag: self.owner_tag.clone(),
+            ssl_thumbprints: x::clone_vec(&self.ssl_thumbprints),
+        }
+    }
+}
+impl x::Fields for HostSslThumbprintInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "principal" => r.read(&mut self.principal),
+            "ownerTag" => r.read_opt(&mut self.owner_tag),
+            "sslThumbprints" => r.read_push(&mut self.ssl_thumbprints),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("principal", &self.principal);
+        w.write_opt("ownerTag", &self.owner_tag);
+        w.write_vec("sslThumbprints", &self.ssl_thumbprints);
+    }
+}
+impl x::ArrayItem for HostSslThumbprintInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSslThumbprintInfo";
+    const ITEM_TAG: &'static str = "HostSslThumbprintInfo";
+}
+#[cfg(feature = "all-events")]
+/// `HostStatusChangedEvent` (extends `ClusterStatusChangedEvent`).
+///
+/// The fields of `ClusterStatusChangedEvent` are in `cluster_status_changed_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostStatusChangedEvent {
+    /// The fields `HostStatusChangedEvent` inherits from `ClusterStatusChangedEvent`.
+    pub cluster_status_changed_event: ClusterStatusChangedEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostStatusChangedEvent {
+    const TYPE_NAME: &'static str = "HostStatusChangedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostStatusChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostStatusChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostStatusChangedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostStatusChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostStatusChangedEvent {
+    type Target = ClusterStatusChangedEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterStatusChangedEvent {
+        &self.cluster_status_changed_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostStatusChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterStatusChangedEvent {
+        &mut self.cluster_status_changed_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostStatusChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.cluster_status_changed_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_status_changed_event, w);
+    }
+}
+/// `HostStorageArrayTypePolicyOption` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostStorageArrayTypePolicyOption {
+    /// `policy`.
+    pub policy: AnyElementDescription,
+}
+impl x::SchemaType for HostStorageArrayTypePolicyOption {
+    const TYPE_NAME: &'static str = "HostStorageArrayTypePolicyOption";
+}
+impl x::Structure for HostStorageArrayTypePolicyOption {}
+impl std::fmt::Debug for HostStorageArrayTypePolicyOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostStorageArrayTypePolicyOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostStorageArrayTypePolicyOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostStorageArrayTypePolicyOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+impl x::ArrayItem for HostStorageArrayTypePolicyOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageArrayTypePolicyOption";
+    const ITEM_TAG: &'static str = "HostStorageArrayTypePolicyOption";
+}
+/// `HostStorageDeviceInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostStorageDeviceInfo {
+    /// `hostBusAdapter`.
+    pub host_bus_adapter: Vec<AnyHostHostBusAdapter>,
+    /// `scsiLun`.
+    pub scsi_lun: Vec<AnyScsiLun>,
+    /// `scsiTopology`.
+    pub scsi_topology: Option<HostScsiTopology>,
+    /// `nvmeTopology`.
+    pub nvme_topology: Option<HostNvmeTopology>,
+    /// `multipathInfo`.
+    pub multipath_info: Option<HostMultipathInfo>,
+    /// `plugStoreTopology`.
+    pub plug_store_topology: Option<HostPlugStoreTopology>,
+    /// `softwareInternetScsiEnabled`.
+    pub software_internet_scsi_enabled: bool,
+}
+impl x::SchemaType for HostStorageDeviceInfo {
+    const TYPE_NAME: &'static str = "HostStorageDeviceInfo";
+}
+impl x::Structure for HostStorageDeviceInfo {}
+impl std::fmt::Debug for HostStorageDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostStorageDeviceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostStorageDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostStorageDeviceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host_bus_adapter: x::clone_vec(&self.host_bus_adapter),
+            scsi_lun: x::clone_vec(&self.scsi_lun),
+            scsi_topology: self.scsi_topology.clone(),
+            nvme_topology: self.nvme_topology.clone(),
+            multipath_info: self.multipath_info.clone(),
+            plug_store_topology: self.plug_store_topology.clone(),
+            software_internet_scsi_enabled: self.software_internet_scsi_enabled,
+        }
+    }
+}
+impl x::Fields for HostStorageDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostBusAdapter" => r.read_push(&mut self.host_bus_adapter),
+            "scsiLun" => r.read_push(&mut self.scsi_lun),
+            "scsiTopology" => r.read_opt(&mut self.scsi_topology),
+            "nvmeTopology" => r.read_opt(&mut self.nvme_topology),
+            "multipathInfo" => r.read_opt(&mut self.multipath_info),
+            "plugStoreTopology" => r.read_opt(&mut self.plug_store_topology),
+            "softwareInternetScsiEnabled" => {
+                r.read(&mut self.software_internet_scsi_enabled)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("hostBusAdapter", &self.host_bus_adapter);
+        w.write_vec("scsiLun", &self.scsi_lun);
+        w.write_opt("scsiTopology", &self.scsi_topology);
+        w.write_opt("nvmeTopology", &self.nvme_topology);
+        w.write_opt("multipathInfo", &self.multipath_info);
+        w.write_opt("plugStoreTopology", &self.plug_store_topology);
+        w.write("softwareInternetScsiEnabled", &self.software_internet_scsi_enabled);
+    }
+}
+/// `HostStorageElementInfo` (extends `HostHardwareElementInfo`).
+///
+/// The fields of `HostHardwareElementInfo` are in `host_hardware_element_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostStorageElementInfo {
+    /// The fields `HostStorageElementInfo` inherits from `HostHardwareElementInfo`.
+    pub host_hardware_element_info: HostHardwareElementInfo,
+    /// `operationalInfo`.
+    pub operational_info: Vec<HostStorageOperationalInfo>,
+}
+impl x::SchemaType for HostStorageElementInfo {
+    const TYPE_NAME: &'static str = "HostStorageElementInfo";
+}
+impl x::Structure for HostStorageElementInfo {}
+impl std::fmt::Debug for HostStorageElementInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostStorageElementInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostStorageElementInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostStorageElementInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host_hardware_element_info: self.host_hardware_element_info.clone(),
+            operational_info: x::clone_vec(&self.operational_info),
+        }
+    }
+}
+impl std::ops::Deref for HostStorageElementInfo {
+    type Target = HostHardwareElementInfo;
+    #[inline]
+    fn deref(&self) -> &HostHardwareElementInfo {
+        &self.host_hardware_element_info
+    }
+}
+impl std::ops::DerefMut for HostStorageElementInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHardwareElementInfo {
+        &mut self.host_hardware_element_info
+    }
+}
+impl x::Fields for HostStorageElementInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "operationalInfo" => r.read_push(&mut self.operational_info),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_hardware_element_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_hardware_element_info, w);
+        w.write_vec("operationalInfo", &self.operational_info);
+    }
+}
+impl x::ArrayItem for HostStorageElementInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageElementInfo";
+    const ITEM_TAG: &'static str = "HostStorageElementInfo";
+}
+/// `HostStorageOperationalInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostStorageOperationalInfo {
+    /// `property`.
+    pub property: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostStorageOperationalInfo {
+    const TYPE_NAME: &'static str = "HostStorageOperationalInfo";
+}
+impl x::Structure for HostStorageOperationalInfo {}
+impl std::fmt::Debug for HostStorageOperationalInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostStorageOperationalInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostStorageOperationalInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostStorageOperationalInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "property" => r.read(&mut self.property),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("property", &self.property);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostStorageOperationalInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageOperationalInfo";
+    const ITEM_TAG: &'static str = "HostStorageOperationalInfo";
+}
+/// `HostStorageSystemDiskLocatorLedResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostStorageSystemDiskLocatorLedResult {
+    /// `key`.
+    pub key: String,
+    /// `fault`.
+    pub fault: LocalizedMethodFault,
+}
+impl x::SchemaType for HostStorageSystemDiskLocatorLedResult {
+    const TYPE_NAME: &'static str = "HostStorageSystemDiskLocatorLedResult";
+}
+impl x::Structure for HostStorageSystemDiskLocatorLedResult {}
+impl std::fmt::Debug for HostStorageSystemDiskLocatorLedResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostStorageSystemDiskLocatorLedResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostStorageSystemDiskLocatorLedResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostStorageSystemDiskLocatorLedResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostStorageSystemDiskLocatorLedResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemDiskLocatorLedResult";
+    const ITEM_TAG: &'static str = "HostStorageSystemDiskLocatorLedResult";
+}
+/// `HostStorageSystemScsiLunResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostStorageSystemScsiLunResult {
+    /// `key`.
+    pub key: String,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostStorageSystemScsiLunResult {
+    const TYPE_NAME: &'static str = "HostStorageSystemScsiLunResult";
+}
+impl x::Structure for HostStorageSystemScsiLunResult {}
+impl std::fmt::Debug for HostStorageSystemScsiLunResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostStorageSystemScsiLunResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostStorageSystemScsiLunResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostStorageSystemScsiLunResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostStorageSystemScsiLunResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemScsiLunResult";
+    const ITEM_TAG: &'static str = "HostStorageSystemScsiLunResult";
+}
+/// `HostStorageSystemVmfsVolumeResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostStorageSystemVmfsVolumeResult {
+    /// `key`.
+    pub key: String,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostStorageSystemVmfsVolumeResult {
+    const TYPE_NAME: &'static str = "HostStorageSystemVmfsVolumeResult";
+}
+impl x::Structure for HostStorageSystemVmfsVolumeResult {}
+impl std::fmt::Debug for HostStorageSystemVmfsVolumeResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostStorageSystemVmfsVolumeResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostStorageSystemVmfsVolumeResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostStorageSystemVmfsVolumeResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostStorageSystemVmfsVolumeResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageSystemVmfsVolumeResult";
+    const ITEM_TAG: &'static str = "HostStorageSystemVmfsVolumeResult";
+}
+/// `HostSubSpecification` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostSubSpecification {
+    /// `name`.
+    pub name: String,
+    /// `createdTime`.
+    pub created_time: x::DateTime,
+    /// `data`.
+    pub data: Vec<i8>,
+    /// `binaryData`.
+    pub binary_data: Option<Vec<u8>>,
+}
+impl x::SchemaType for HostSubSpecification {
+    const TYPE_NAME: &'static str = "HostSubSpecification";
+}
+impl x::Structure for HostSubSpecification {}
+impl std::fmt::Debug for HostSubSpecification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSubSpecification", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSubSpecification {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostSubSpecification {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            created_time: self.created_time.clone(),
+            data: x::clone_vec(&self.data),
+            binary_data: self.binary_data.clone(),
+        }
+    }
+}
+impl x::Fields for HostSubSpecification {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "createdTime" => r.read(&mut self.created_time),
+            "data" => r.read_push(&mut self.data),
+            "binaryData" => r.read_opt(&mut self.binary_data),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("createdTime", &self.created_time);
+        w.write_vec("data", &self.data);
+        w.write_opt("binaryData", &self.binary_data);
+    }
+}
+impl x::ArrayItem for HostSubSpecification {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSubSpecification";
+    const ITEM_TAG: &'static str = "HostSubSpecification";
+}
+#[cfg(feature = "all-events")]
+/// `HostSubSpecificationDeleteEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSubSpecificationDeleteEvent {
+    /// The fields `HostSubSpecificationDeleteEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `subSpecName`.
+    pub sub_spec_name: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostSubSpecificationDeleteEvent {
+    const TYPE_NAME: &'static str = "HostSubSpecificationDeleteEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostSubSpecificationDeleteEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSubSpecificationDeleteEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSubSpecificationDeleteEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSubSpecificationDeleteEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostSubSpecificationDeleteEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostSubSpecificationDeleteEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostSubSpecificationDeleteEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "subSpecName" => r.read(&mut self.sub_spec_name),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("subSpecName", &self.sub_spec_name);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostSubSpecificationUpdateEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSubSpecificationUpdateEvent {
+    /// The fields `HostSubSpecificationUpdateEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `hostSubSpec`.
+    pub host_sub_spec: HostSubSpecification,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostSubSpecificationUpdateEvent {
+    const TYPE_NAME: &'static str = "HostSubSpecificationUpdateEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostSubSpecificationUpdateEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSubSpecificationUpdateEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSubSpecificationUpdateEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSubSpecificationUpdateEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostSubSpecificationUpdateEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostSubSpecificationUpdateEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostSubSpecificationUpdateEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostSubSpec" => r.read(&mut self.host_sub_spec),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("hostSubSpec", &self.host_sub_spec);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostSyncFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSyncFailedEvent {
+    /// The fields `HostSyncFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostSyncFailedEvent {
+    const TYPE_NAME: &'static str = "HostSyncFailedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostSyncFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSyncFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSyncFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSyncFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostSyncFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostSyncFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostSyncFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+/// `HostSystemComplianceCheckState` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostSystemComplianceCheckState {
+    /// `state`.
+    pub state: String,
+    /// `checkTime`.
+    pub check_time: x::DateTime,
+}
+impl x::SchemaType for HostSystemComplianceCheckState {
+    const TYPE_NAME: &'static str = "HostSystemComplianceCheckState";
+}
+impl x::Structure for HostSystemComplianceCheckState {}
+impl std::fmt::Debug for HostSystemComplianceCheckState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSystemComplianceCheckState", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSystemComplianceCheckState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSystemComplianceCheckState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "checkTime" => r.read(&mut self.check_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("state", &self.state);
+        w.write("checkTime", &self.check_time);
+    }
+}
+/// `HostSystemHealthInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostSystemHealthInfo {
+    /// `numericSensorInfo`.
+    pub numeric_sensor_info: Vec<HostNumericSensorInfo>,
+}
+impl x::SchemaType for HostSystemHealthInfo {
+    const TYPE_NAME: &'static str = "HostSystemHealthInfo";
+}
+impl x::Structure for HostSystemHealthInfo {}
+impl std::fmt::Debug for HostSystemHealthInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSystemHealthInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSystemHealthInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostSystemHealthInfo {
+    fn clone(&self) -> Self {
+        Self {
+            numeric_sensor_info: x::clone_vec(&self.numeric_sensor_info),
+        }
+    }
+}
+impl x::Fields for HostSystemHealthInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numericSensorInfo" => r.read_push(&mut self.numeric_sensor_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("numericSensorInfo", &self.numeric_sensor_info);
+    }
+}
+/// `HostSystemIdentificationInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostSystemIdentificationInfo {
+    /// `identifierValue`.
+    pub identifier_value: String,
+    /// `identifierType`.
+    pub identifier_type: AnyElementDescription,
+}
+impl x::SchemaType for HostSystemIdentificationInfo {
+    const TYPE_NAME: &'static str = "HostSystemIdentificationInfo";
+}
+impl x::Structure for HostSystemIdentificationInfo {}
+impl std::fmt::Debug for HostSystemIdentificationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSystemIdentificationInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSystemIdentificationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSystemIdentificationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "identifierValue" => r.read(&mut self.identifier_value),
+            "identifierType" => r.read(&mut self.identifier_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("identifierValue", &self.identifier_value);
+        w.write("identifierType", &self.identifier_type);
+    }
+}
+impl x::ArrayItem for HostSystemIdentificationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemIdentificationInfo";
+    const ITEM_TAG: &'static str = "HostSystemIdentificationInfo";
+}
+/// `HostSystemInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostSystemInfo {
+    /// `vendor`.
+    pub vendor: String,
+    /// `model`.
+    pub model: String,
+    /// `family`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub family: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `otherIdentifyingInfo`.
+    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
+    /// `serialNumber`.
+    pub serial_number: Option<String>,
+    /// `qualifiedName`.
+    pub qualified_name: Vec<HostQualifiedName>,
+    /// `vvolHostNQN`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub vvol_host_nqn: Option<HostQualifiedName>,
+    /// `vvolHostId`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub vvol_host_id: Option<String>,
+    /// `bootCommandLine`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub boot_command_line: Option<String>,
+}
+impl x::SchemaType for HostSystemInfo {
+    const TYPE_NAME: &'static str = "HostSystemInfo";
+}
+impl x::Structure for HostSystemInfo {}
+impl std::fmt::Debug for HostSystemInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSystemInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSystemInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostSystemInfo {
+    fn clone(&self) -> Self {
+        Self {
+            vendor: self.vendor.clone(),
+            model: self.model.clone(),
+            family: self.family.clone(),
+            uuid: self.uuid.clone(),
+            other_identifying_info: x::clone_vec(&self.other_identifying_info),
+            serial_number: self.serial_number.clone(),
+            qualified_name: x::clone_vec(&self.qualified_name),
+            vvol_host_nqn: self.vvol_host_nqn.clone(),
+            vvol_host_id: self.vvol_host_id.clone(),
+            boot_command_line: self.boot_command_line.clone(),
+        }
+    }
+}
+impl x::Fields for HostSystemInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendor" => r.read(&mut self.vendor),
+            "model" => r.read(&mut self.model),
+            "family" => r.read_opt(&mut self.family),
+            "uuid" => r.read(&mut self.uuid),
+            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "qualifiedName" => r.read_push(&mut self.qualified_name),
+            "vvolHostNQN" => r.read_opt(&mut self.vvol_host_nqn),
+            "vvolHostId" => r.read_opt(&mut self.vvol_host_id),
+            "bootCommandLine" => r.read_opt(&mut self.boot_command_line),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vendor", &self.vendor);
+        w.write("model", &self.model);
+        if w.since(0x0900_0000, "HostSystemInfo.family", self.family.is_some()) {
+            w.write_opt("family", &self.family);
+        }
         w.write("uuid", &self.uuid);
+        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
+        w.write_opt("serialNumber", &self.serial_number);
+        w.write_vec("qualifiedName", &self.qualified_name);
+        if w
+            .since(
+                0x0800_0000,
+                "HostSystemInfo.vvolHostNQN",
+                self.vvol_host_nqn.is_some(),
+            )
+        {
+            w.write_opt("vvolHostNQN", &self.vvol_host_nqn);
+        }
+        if w.since(0x0800_0000, "HostSystemInfo.vvolHostId", self.vvol_host_id.is_some())
+        {
+            w.write_opt("vvolHostId", &self.vvol_host_id);
+        }
         if w
             .since(
                 0x0800_0300,
-                "HostVvolVolumeSpecification.stretched",
-                self.stretched.is_some(),
+                "HostSystemInfo.bootCommandLine",
+                self.boot_command_line.is_some(),
             )
         {
-            w.write_opt("stretched", &self.stretched);
+            w.write_opt("bootCommandLine", &self.boot_command_line);
         }
     }
 }
-#[cfg(feature = "all-events")]
-/// `HostWwnChangedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostWwnChangedEvent {
-    /// The fields `HostWwnChangedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `oldNodeWwns`.
-    pub old_node_wwns: Vec<i64>,
-    /// `oldPortWwns`.
-    pub old_port_wwns: Vec<i64>,
-    /// `newNodeWwns`.
-    pub new_node_wwns: Vec<i64>,
-    /// `newPortWwns`.
-    pub new_port_wwns: Vec<i64>,
+/// `HostSystemReconnectSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostSystemReconnectSpec {
+    /// `syncState`.
+    pub sync_state: Option<bool>,
 }
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostWwnChangedEvent {
-    const TYPE_NAME: &'static str = "HostWwnChangedEvent";
+impl x::SchemaType for HostSystemReconnectSpec {
+    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
 }
-#[cfg(feature = "all-events")]
-impl x::Structure for HostWwnChangedEvent {}
-#[cfg(feature = "all-events")]
-impl Clone for HostWwnChangedEvent {
-    fn clone(&self) -> Self {
-        Self {
-            host_event: self.host_event.clone(),
-            old_node_wwns: x::clone_vec(&self.old_node_wwns),
-            old_port_wwns: x::clone_vec(&self.old_port_wwns),
-            new_node_wwns: x::clone_vec(&self.new_node_wwns),
-            new_port_wwns: x::clone_vec(&self.new_port_wwns),
-        }
+impl x::Structure for HostSystemReconnectSpec {}
+impl std::fmt::Debug for HostSystemReconnectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSystemReconnectSpec", x::fields_ref(self))
     }
 }
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostWwnChangedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
+impl PartialEq for HostSystemReconnectSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostWwnChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostWwnChangedEvent {
+impl x::Fields for HostSystemReconnectSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "oldNodeWwns" => r.read_push(&mut self.old_node_wwns),
-            "oldPortWwns" => r.read_push(&mut self.old_port_wwns),
-            "newNodeWwns" => r.read_push(&mut self.new_node_wwns),
-            "newPortWwns" => r.read_push(&mut self.new_port_wwns),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+            "syncState" => r.read_opt(&mut self.sync_state),
+            _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_vec("oldNodeWwns", &self.old_node_wwns);
-        w.write_vec("oldPortWwns", &self.old_port_wwns);
-        w.write_vec("newNodeWwns", &self.new_node_wwns);
-        w.write_vec("newPortWwns", &self.new_port_wwns);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostWwnConflictEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostWwnConflictEvent {
-    /// The fields `HostWwnConflictEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `conflictedVms`.
-    pub conflicted_vms: Vec<VmEventArgument>,
-    /// `conflictedHosts`.
-    pub conflicted_hosts: Vec<HostEventArgument>,
-    /// `wwn`.
-    pub wwn: i64,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostWwnConflictEvent {
-    const TYPE_NAME: &'static str = "HostWwnConflictEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostWwnConflictEvent {}
-#[cfg(feature = "all-events")]
-impl Clone for HostWwnConflictEvent {
-    fn clone(&self) -> Self {
-        Self {
-            host_event: self.host_event.clone(),
-            conflicted_vms: x::clone_vec(&self.conflicted_vms),
-            conflicted_hosts: x::clone_vec(&self.conflicted_hosts),
-            wwn: self.wwn,
-        }
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostWwnConflictEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostWwnConflictEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostWwnConflictEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "conflictedVms" => r.read_push(&mut self.conflicted_vms),
-            "conflictedHosts" => r.read_push(&mut self.conflicted_hosts),
-            "wwn" => r.read(&mut self.wwn),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_vec("conflictedVms", &self.conflicted_vms);
-        w.write_vec("conflictedHosts", &self.conflicted_hosts);
-        w.write("wwn", &self.wwn);
+        w.write_opt("syncState", &self.sync_state);
     }
 }

@@ -8,7 +8,7 @@ use crate::xml as x;
 /// `IntExpression` (extends `NegatableExpression`).
 ///
 /// The fields of `NegatableExpression` are in `negatable_expression`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IntExpression {
     /// The fields `IntExpression` inherits from `NegatableExpression`.
     pub negatable_expression: NegatableExpression,
@@ -19,6 +19,16 @@ impl x::SchemaType for IntExpression {
     const TYPE_NAME: &'static str = "IntExpression";
 }
 impl x::Structure for IntExpression {}
+impl std::fmt::Debug for IntExpression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IntExpression", x::fields_ref(self))
+    }
+}
+impl PartialEq for IntExpression {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for IntExpression {
     type Target = NegatableExpression;
     #[inline]
@@ -53,7 +63,7 @@ impl x::Fields for IntExpression {
 /// `IntOption` (extends `OptionType`).
 ///
 /// The fields of `OptionType` are in `option_type`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IntOption {
     /// The fields `IntOption` inherits from `OptionType`.
     pub option_type: OptionType,
@@ -68,6 +78,16 @@ impl x::SchemaType for IntOption {
     const TYPE_NAME: &'static str = "IntOption";
 }
 impl x::Structure for IntOption {}
+impl std::fmt::Debug for IntOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IntOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for IntOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for IntOption {
     type Target = OptionType;
     #[inline]
@@ -106,7 +126,7 @@ impl x::Fields for IntOption {
 /// `IntPolicy` (extends `InheritablePolicy`).
 ///
 /// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IntPolicy {
     /// The fields `IntPolicy` inherits from `InheritablePolicy`.
     pub inheritable_policy: InheritablePolicy,
@@ -117,6 +137,16 @@ impl x::SchemaType for IntPolicy {
     const TYPE_NAME: &'static str = "IntPolicy";
 }
 impl x::Structure for IntPolicy {}
+impl std::fmt::Debug for IntPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IntPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for IntPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for IntPolicy {
     type Target = InheritablePolicy;
     #[inline]
@@ -152,7 +182,7 @@ impl x::Fields for IntPolicy {
 /// `InvalidAffinitySettingFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidAffinitySettingFault {
     /// The fields `InvalidAffinitySettingFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -163,6 +193,18 @@ impl x::SchemaType for InvalidAffinitySettingFault {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidAffinitySettingFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidAffinitySettingFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidAffinitySettingFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidAffinitySettingFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidAffinitySettingFault {
     type Target = VimFault;
@@ -195,7 +237,7 @@ impl x::Fields for InvalidAffinitySettingFault {
 /// `InvalidArgument` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidArgument {
     /// The fields `InvalidArgument` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -206,6 +248,16 @@ impl x::SchemaType for InvalidArgument {
     const TYPE_NAME: &'static str = "InvalidArgument";
 }
 impl x::Structure for InvalidArgument {}
+impl std::fmt::Debug for InvalidArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidArgument", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidArgument {
     type Target = RuntimeFault;
     #[inline]
@@ -241,7 +293,7 @@ impl x::Fields for InvalidArgument {
 /// `InvalidBmcRole` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidBmcRole {
     /// The fields `InvalidBmcRole` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -252,6 +304,18 @@ impl x::SchemaType for InvalidBmcRole {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidBmcRole {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidBmcRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidBmcRole", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidBmcRole {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidBmcRole {
     type Target = VimFault;
@@ -285,7 +349,7 @@ impl x::Fields for InvalidBmcRole {
 /// `InvalidBundle` (extends `PlatformConfigFault`).
 ///
 /// The fields of `PlatformConfigFault` are in `platform_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidBundle {
     /// The fields `InvalidBundle` inherits from `PlatformConfigFault`.
     pub platform_config_fault: PlatformConfigFault,
@@ -296,6 +360,18 @@ impl x::SchemaType for InvalidBundle {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidBundle {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidBundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidBundle", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidBundle {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidBundle {
     type Target = PlatformConfigFault;
@@ -329,7 +405,7 @@ impl x::Fields for InvalidBundle {
 /// `InvalidCAMCertificate` (extends `InvalidCAMServer`).
 ///
 /// The fields of `InvalidCAMServer` are in `invalid_cam_server`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidCAMCertificate {
     /// The fields `InvalidCAMCertificate` inherits from `InvalidCAMServer`.
     pub invalid_cam_server: InvalidCAMServer,
@@ -340,6 +416,18 @@ impl x::SchemaType for InvalidCAMCertificate {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidCAMCertificate {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidCAMCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidCAMCertificate", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidCAMCertificate {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidCAMCertificate {
     type Target = InvalidCAMServer;
@@ -373,7 +461,7 @@ impl x::Fields for InvalidCAMCertificate {
 /// `InvalidCAMServer` (extends `ActiveDirectoryFault`).
 ///
 /// The fields of `ActiveDirectoryFault` are in `active_directory_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidCAMServer {
     /// The fields `InvalidCAMServer` inherits from `ActiveDirectoryFault`.
     pub active_directory_fault: ActiveDirectoryFault,
@@ -386,6 +474,18 @@ impl x::SchemaType for InvalidCAMServer {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidCAMServer {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidCAMServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidCAMServer", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidCAMServer {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidCAMServer {
     type Target = ActiveDirectoryFault;
@@ -426,7 +526,7 @@ impl x::Fields for InvalidCAMServer {
 /// `InvalidClientCertificate` (extends `InvalidLogin`).
 ///
 /// The fields of `InvalidLogin` are in `invalid_login`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidClientCertificate {
     /// The fields `InvalidClientCertificate` inherits from `InvalidLogin`.
     pub invalid_login: InvalidLogin,
@@ -437,6 +537,18 @@ impl x::SchemaType for InvalidClientCertificate {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidClientCertificate {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidClientCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidClientCertificate", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidClientCertificate {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidClientCertificate {
     type Target = InvalidLogin;
@@ -469,7 +581,7 @@ impl x::Fields for InvalidClientCertificate {
 /// `InvalidCollectorVersion` (extends `MethodFault`).
 ///
 /// The fields of `MethodFault` are in `method_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidCollectorVersion {
     /// The fields `InvalidCollectorVersion` inherits from `MethodFault`.
     pub method_fault: MethodFault,
@@ -478,6 +590,16 @@ impl x::SchemaType for InvalidCollectorVersion {
     const TYPE_NAME: &'static str = "InvalidCollectorVersion";
 }
 impl x::Structure for InvalidCollectorVersion {}
+impl std::fmt::Debug for InvalidCollectorVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidCollectorVersion", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidCollectorVersion {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidCollectorVersion {
     type Target = MethodFault;
     #[inline]
@@ -508,7 +630,7 @@ impl x::Fields for InvalidCollectorVersion {
 /// `InvalidController` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidController {
     /// The fields `InvalidController` inherits from `InvalidDeviceSpec`.
     pub invalid_device_spec: InvalidDeviceSpec,
@@ -521,6 +643,18 @@ impl x::SchemaType for InvalidController {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidController {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidController", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidController {
     type Target = InvalidDeviceSpec;
@@ -559,7 +693,7 @@ impl x::Fields for InvalidController {
 /// `InvalidDasConfigArgument` (extends `InvalidArgument`).
 ///
 /// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDasConfigArgument {
     /// The fields `InvalidDasConfigArgument` inherits from `InvalidArgument`.
     pub invalid_argument: InvalidArgument,
@@ -574,6 +708,18 @@ impl x::SchemaType for InvalidDasConfigArgument {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDasConfigArgument {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidDasConfigArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDasConfigArgument", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidDasConfigArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDasConfigArgument {
     type Target = InvalidArgument;
@@ -614,7 +760,7 @@ impl x::Fields for InvalidDasConfigArgument {
 /// `InvalidDasRestartPriorityForFtVm` (extends `InvalidArgument`).
 ///
 /// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDasRestartPriorityForFtVm {
     /// The fields `InvalidDasRestartPriorityForFtVm` inherits from `InvalidArgument`.
     pub invalid_argument: InvalidArgument,
@@ -629,6 +775,18 @@ impl x::SchemaType for InvalidDasRestartPriorityForFtVm {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDasRestartPriorityForFtVm {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidDasRestartPriorityForFtVm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDasRestartPriorityForFtVm", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidDasRestartPriorityForFtVm {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDasRestartPriorityForFtVm {
     type Target = InvalidArgument;
@@ -668,7 +826,7 @@ impl x::Fields for InvalidDasRestartPriorityForFtVm {
 /// `InvalidDatastore` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDatastore {
     /// The fields `InvalidDatastore` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -681,6 +839,16 @@ impl x::SchemaType for InvalidDatastore {
     const TYPE_NAME: &'static str = "InvalidDatastore";
 }
 impl x::Structure for InvalidDatastore {}
+impl std::fmt::Debug for InvalidDatastore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDatastore", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidDatastore {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidDatastore {
     type Target = VimFault;
     #[inline]
@@ -717,7 +885,7 @@ impl x::Fields for InvalidDatastore {
 /// `InvalidDatastorePath` (extends `InvalidDatastore`).
 ///
 /// The fields of `InvalidDatastore` are in `invalid_datastore`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDatastorePath {
     /// The fields `InvalidDatastorePath` inherits from `InvalidDatastore`.
     pub invalid_datastore: InvalidDatastore,
@@ -728,6 +896,16 @@ impl x::SchemaType for InvalidDatastorePath {
     const TYPE_NAME: &'static str = "InvalidDatastorePath";
 }
 impl x::Structure for InvalidDatastorePath {}
+impl std::fmt::Debug for InvalidDatastorePath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDatastorePath", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidDatastorePath {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidDatastorePath {
     type Target = InvalidDatastore;
     #[inline]
@@ -763,7 +941,7 @@ impl x::Fields for InvalidDatastorePath {
 /// `InvalidDatastoreState` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDatastoreState {
     /// The fields `InvalidDatastoreState` inherits from `InvalidState`.
     pub invalid_state: InvalidState,
@@ -776,6 +954,18 @@ impl x::SchemaType for InvalidDatastoreState {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDatastoreState {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidDatastoreState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDatastoreState", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidDatastoreState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDatastoreState {
     type Target = InvalidState;
@@ -814,7 +1004,7 @@ impl x::Fields for InvalidDatastoreState {
 /// `InvalidDeviceBacking` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDeviceBacking {
     /// The fields `InvalidDeviceBacking` inherits from `InvalidDeviceSpec`.
     pub invalid_device_spec: InvalidDeviceSpec,
@@ -825,6 +1015,18 @@ impl x::SchemaType for InvalidDeviceBacking {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDeviceBacking {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidDeviceBacking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDeviceBacking", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidDeviceBacking {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDeviceBacking {
     type Target = InvalidDeviceSpec;
@@ -858,7 +1060,7 @@ impl x::Fields for InvalidDeviceBacking {
 /// `InvalidDeviceOperation` (extends `InvalidDeviceSpec`).
 ///
 /// The fields of `InvalidDeviceSpec` are in `invalid_device_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDeviceOperation {
     /// The fields `InvalidDeviceOperation` inherits from `InvalidDeviceSpec`.
     pub invalid_device_spec: InvalidDeviceSpec,
@@ -873,6 +1075,18 @@ impl x::SchemaType for InvalidDeviceOperation {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDeviceOperation {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidDeviceOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDeviceOperation", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidDeviceOperation {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDeviceOperation {
     type Target = InvalidDeviceSpec;
@@ -913,7 +1127,7 @@ impl x::Fields for InvalidDeviceOperation {
 /// `InvalidDeviceSpec` (extends `InvalidVmConfig`).
 ///
 /// The fields of `InvalidVmConfig` are in `invalid_vm_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDeviceSpec {
     /// The fields `InvalidDeviceSpec` inherits from `InvalidVmConfig`.
     pub invalid_vm_config: InvalidVmConfig,
@@ -926,6 +1140,18 @@ impl x::SchemaType for InvalidDeviceSpec {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDeviceSpec {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidDeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDeviceSpec", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidDeviceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDeviceSpec {
     type Target = InvalidVmConfig;
@@ -964,7 +1190,7 @@ impl x::Fields for InvalidDeviceSpec {
 /// `InvalidDiskFormat` (extends `InvalidFormat`).
 ///
 /// The fields of `InvalidFormat` are in `invalid_format`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDiskFormat {
     /// The fields `InvalidDiskFormat` inherits from `InvalidFormat`.
     pub invalid_format: InvalidFormat,
@@ -975,6 +1201,18 @@ impl x::SchemaType for InvalidDiskFormat {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDiskFormat {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidDiskFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDiskFormat", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidDiskFormat {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDiskFormat {
     type Target = InvalidFormat;
@@ -1008,7 +1246,7 @@ impl x::Fields for InvalidDiskFormat {
 /// `InvalidDrsBehaviorForFtVm` (extends `InvalidArgument`).
 ///
 /// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidDrsBehaviorForFtVm {
     /// The fields `InvalidDrsBehaviorForFtVm` inherits from `InvalidArgument`.
     pub invalid_argument: InvalidArgument,
@@ -1023,6 +1261,18 @@ impl x::SchemaType for InvalidDrsBehaviorForFtVm {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidDrsBehaviorForFtVm {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidDrsBehaviorForFtVm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidDrsBehaviorForFtVm", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidDrsBehaviorForFtVm {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidDrsBehaviorForFtVm {
     type Target = InvalidArgument;
@@ -1063,7 +1313,7 @@ impl x::Fields for InvalidDrsBehaviorForFtVm {
 /// `InvalidEditionEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidEditionEvent {
     /// The fields `InvalidEditionEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
@@ -1076,6 +1326,18 @@ impl x::SchemaType for InvalidEditionEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for InvalidEditionEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for InvalidEditionEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidEditionEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for InvalidEditionEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for InvalidEditionEvent {
     type Target = LicenseEvent;
@@ -1114,7 +1376,7 @@ impl x::Fields for InvalidEditionEvent {
 /// `InvalidEditionLicense` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidEditionLicense {
     /// The fields `InvalidEditionLicense` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -1127,6 +1389,18 @@ impl x::SchemaType for InvalidEditionLicense {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidEditionLicense {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidEditionLicense {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidEditionLicense", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidEditionLicense {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidEditionLicense {
     type Target = NotEnoughLicenses;
@@ -1165,7 +1439,7 @@ impl x::Fields for InvalidEditionLicense {
 /// `InvalidEvent` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidEvent {
     /// The fields `InvalidEvent` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1176,6 +1450,18 @@ impl x::SchemaType for InvalidEvent {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidEvent {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidEvent {
     type Target = VimFault;
@@ -1209,7 +1495,7 @@ impl x::Fields for InvalidEvent {
 /// `InvalidFolder` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidFolder {
     /// The fields `InvalidFolder` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1222,6 +1508,18 @@ impl x::SchemaType for InvalidFolder {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidFolder {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidFolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidFolder", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidFolder {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidFolder {
     type Target = VimFault;
@@ -1260,7 +1558,7 @@ impl x::Fields for InvalidFolder {
 /// `InvalidFormat` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidFormat {
     /// The fields `InvalidFormat` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
@@ -1271,6 +1569,18 @@ impl x::SchemaType for InvalidFormat {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidFormat {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidFormat", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidFormat {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidFormat {
     type Target = VmConfigFault;
@@ -1303,7 +1613,7 @@ impl x::Fields for InvalidFormat {
 /// `InvalidGuestLogin` (extends `GuestOperationsFault`).
 ///
 /// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidGuestLogin {
     /// The fields `InvalidGuestLogin` inherits from `GuestOperationsFault`.
     pub guest_operations_fault: GuestOperationsFault,
@@ -1312,6 +1622,16 @@ impl x::SchemaType for InvalidGuestLogin {
     const TYPE_NAME: &'static str = "InvalidGuestLogin";
 }
 impl x::Structure for InvalidGuestLogin {}
+impl std::fmt::Debug for InvalidGuestLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidGuestLogin", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidGuestLogin {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidGuestLogin {
     type Target = GuestOperationsFault;
     #[inline]
@@ -1342,7 +1662,7 @@ impl x::Fields for InvalidGuestLogin {
 /// `InvalidHostConnectionState` (extends `InvalidHostState`).
 ///
 /// The fields of `InvalidHostState` are in `invalid_host_state`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidHostConnectionState {
     /// The fields `InvalidHostConnectionState` inherits from `InvalidHostState`.
     pub invalid_host_state: InvalidHostState,
@@ -1353,6 +1673,18 @@ impl x::SchemaType for InvalidHostConnectionState {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidHostConnectionState {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidHostConnectionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidHostConnectionState", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidHostConnectionState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidHostConnectionState {
     type Target = InvalidHostState;
@@ -1386,7 +1718,7 @@ impl x::Fields for InvalidHostConnectionState {
 /// `InvalidHostName` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidHostName {
     /// The fields `InvalidHostName` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
@@ -1397,6 +1729,18 @@ impl x::SchemaType for InvalidHostName {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidHostName {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidHostName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidHostName", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidHostName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidHostName {
     type Target = HostConfigFault;
@@ -1429,7 +1773,7 @@ impl x::Fields for InvalidHostName {
 /// `InvalidHostState` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidHostState {
     /// The fields `InvalidHostState` inherits from `InvalidState`.
     pub invalid_state: InvalidState,
@@ -1440,6 +1784,16 @@ impl x::SchemaType for InvalidHostState {
     const TYPE_NAME: &'static str = "InvalidHostState";
 }
 impl x::Structure for InvalidHostState {}
+impl std::fmt::Debug for InvalidHostState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidHostState", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidHostState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidHostState {
     type Target = InvalidState;
     #[inline]
@@ -1475,7 +1829,7 @@ impl x::Fields for InvalidHostState {
 /// `InvalidIndexArgument` (extends `InvalidArgument`).
 ///
 /// The fields of `InvalidArgument` are in `invalid_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidIndexArgument {
     /// The fields `InvalidIndexArgument` inherits from `InvalidArgument`.
     pub invalid_argument: InvalidArgument,
@@ -1488,6 +1842,18 @@ impl x::SchemaType for InvalidIndexArgument {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidIndexArgument {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidIndexArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidIndexArgument", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidIndexArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidIndexArgument {
     type Target = InvalidArgument;
@@ -1526,7 +1892,7 @@ impl x::Fields for InvalidIndexArgument {
 /// `InvalidIpfixConfig` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidIpfixConfig {
     /// The fields `InvalidIpfixConfig` inherits from `DvsFault`.
     pub dvs_fault: DvsFault,
@@ -1539,6 +1905,18 @@ impl x::SchemaType for InvalidIpfixConfig {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidIpfixConfig {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidIpfixConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidIpfixConfig", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidIpfixConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidIpfixConfig {
     type Target = DvsFault;
@@ -1577,7 +1955,7 @@ impl x::Fields for InvalidIpfixConfig {
 /// `InvalidIpmiLoginInfo` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidIpmiLoginInfo {
     /// The fields `InvalidIpmiLoginInfo` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1588,6 +1966,18 @@ impl x::SchemaType for InvalidIpmiLoginInfo {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidIpmiLoginInfo {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidIpmiLoginInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidIpmiLoginInfo", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidIpmiLoginInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidIpmiLoginInfo {
     type Target = VimFault;
@@ -1621,7 +2011,7 @@ impl x::Fields for InvalidIpmiLoginInfo {
 /// `InvalidIpmiMacAddress` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidIpmiMacAddress {
     /// The fields `InvalidIpmiMacAddress` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1636,6 +2026,18 @@ impl x::SchemaType for InvalidIpmiMacAddress {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidIpmiMacAddress {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidIpmiMacAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidIpmiMacAddress", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidIpmiMacAddress {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidIpmiMacAddress {
     type Target = VimFault;
@@ -1676,7 +2078,7 @@ impl x::Fields for InvalidIpmiMacAddress {
 /// `InvalidLicense` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidLicense {
     /// The fields `InvalidLicense` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1689,6 +2091,18 @@ impl x::SchemaType for InvalidLicense {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidLicense {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidLicense {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidLicense", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidLicense {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidLicense {
     type Target = VimFault;
@@ -1727,7 +2141,7 @@ impl x::Fields for InvalidLicense {
 /// `InvalidLocale` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidLocale {
     /// The fields `InvalidLocale` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1738,6 +2152,18 @@ impl x::SchemaType for InvalidLocale {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidLocale {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidLocale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidLocale", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidLocale {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidLocale {
     type Target = VimFault;
@@ -1770,7 +2196,7 @@ impl x::Fields for InvalidLocale {
 /// `InvalidLogin` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidLogin {
     /// The fields `InvalidLogin` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1779,6 +2205,16 @@ impl x::SchemaType for InvalidLogin {
     const TYPE_NAME: &'static str = "InvalidLogin";
 }
 impl x::Structure for InvalidLogin {}
+impl std::fmt::Debug for InvalidLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidLogin", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidLogin {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidLogin {
     type Target = VimFault;
     #[inline]
@@ -1808,7 +2244,7 @@ impl x::Fields for InvalidLogin {
 /// `InvalidName` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidName {
     /// The fields `InvalidName` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1821,6 +2257,16 @@ impl x::SchemaType for InvalidName {
     const TYPE_NAME: &'static str = "InvalidName";
 }
 impl x::Structure for InvalidName {}
+impl std::fmt::Debug for InvalidName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidName", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidName {
     type Target = VimFault;
     #[inline]
@@ -1858,7 +2304,7 @@ impl x::Fields for InvalidName {
 /// `InvalidNasCredentials` (extends `NasConfigFault`).
 ///
 /// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidNasCredentials {
     /// The fields `InvalidNasCredentials` inherits from `NasConfigFault`.
     pub nas_config_fault: NasConfigFault,
@@ -1871,6 +2317,18 @@ impl x::SchemaType for InvalidNasCredentials {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidNasCredentials {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidNasCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidNasCredentials", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidNasCredentials {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidNasCredentials {
     type Target = NasConfigFault;
@@ -1909,7 +2367,7 @@ impl x::Fields for InvalidNasCredentials {
 /// `InvalidNetworkInType` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidNetworkInType {
     /// The fields `InvalidNetworkInType` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
@@ -1920,6 +2378,18 @@ impl x::SchemaType for InvalidNetworkInType {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidNetworkInType {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidNetworkInType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidNetworkInType", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidNetworkInType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidNetworkInType {
     type Target = VAppPropertyFault;
@@ -1953,7 +2423,7 @@ impl x::Fields for InvalidNetworkInType {
 /// `InvalidNetworkResource` (extends `NasConfigFault`).
 ///
 /// The fields of `NasConfigFault` are in `nas_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidNetworkResource {
     /// The fields `InvalidNetworkResource` inherits from `NasConfigFault`.
     pub nas_config_fault: NasConfigFault,
@@ -1968,6 +2438,18 @@ impl x::SchemaType for InvalidNetworkResource {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidNetworkResource {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidNetworkResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidNetworkResource", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidNetworkResource {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidNetworkResource {
     type Target = NasConfigFault;
@@ -2008,7 +2490,7 @@ impl x::Fields for InvalidNetworkResource {
 /// `InvalidOperationOnSecondaryVm` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidOperationOnSecondaryVm {
     /// The fields `InvalidOperationOnSecondaryVm` inherits from `VmFaultToleranceIssue`.
     pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
@@ -2021,6 +2503,18 @@ impl x::SchemaType for InvalidOperationOnSecondaryVm {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidOperationOnSecondaryVm {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidOperationOnSecondaryVm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidOperationOnSecondaryVm", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidOperationOnSecondaryVm {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidOperationOnSecondaryVm {
     type Target = VmFaultToleranceIssue;
@@ -2064,7 +2558,7 @@ impl x::Fields for InvalidOperationOnSecondaryVm {
 /// `InvalidPowerState` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidPowerState {
     /// The fields `InvalidPowerState` inherits from `InvalidState`.
     pub invalid_state: InvalidState,
@@ -2077,6 +2571,16 @@ impl x::SchemaType for InvalidPowerState {
     const TYPE_NAME: &'static str = "InvalidPowerState";
 }
 impl x::Structure for InvalidPowerState {}
+impl std::fmt::Debug for InvalidPowerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidPowerState", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidPowerState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidPowerState {
     type Target = InvalidState;
     #[inline]
@@ -2114,7 +2618,7 @@ impl x::Fields for InvalidPowerState {
 /// `InvalidPrivilege` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidPrivilege {
     /// The fields `InvalidPrivilege` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -2127,6 +2631,18 @@ impl x::SchemaType for InvalidPrivilege {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidPrivilege {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidPrivilege {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidPrivilege", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidPrivilege {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidPrivilege {
     type Target = VimFault;
@@ -2165,7 +2681,7 @@ impl x::Fields for InvalidPrivilege {
 /// `InvalidProfileReferenceHost` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidProfileReferenceHost {
     /// The fields `InvalidProfileReferenceHost` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -2184,6 +2700,18 @@ impl x::SchemaType for InvalidProfileReferenceHost {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidProfileReferenceHost {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidProfileReferenceHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidProfileReferenceHost", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidProfileReferenceHost {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidProfileReferenceHost {
     type Target = RuntimeFault;
@@ -2227,7 +2755,7 @@ impl x::Fields for InvalidProfileReferenceHost {
 /// `InvalidProperty` (extends `MethodFault`).
 ///
 /// The fields of `MethodFault` are in `method_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidProperty {
     /// The fields `InvalidProperty` inherits from `MethodFault`.
     pub method_fault: MethodFault,
@@ -2238,6 +2766,16 @@ impl x::SchemaType for InvalidProperty {
     const TYPE_NAME: &'static str = "InvalidProperty";
 }
 impl x::Structure for InvalidProperty {}
+impl std::fmt::Debug for InvalidProperty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidProperty", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidProperty {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidProperty {
     type Target = MethodFault;
     #[inline]
@@ -2273,7 +2811,7 @@ impl x::Fields for InvalidProperty {
 /// `InvalidPropertyType` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidPropertyType {
     /// The fields `InvalidPropertyType` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
@@ -2284,6 +2822,18 @@ impl x::SchemaType for InvalidPropertyType {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidPropertyType {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidPropertyType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidPropertyType", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidPropertyType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidPropertyType {
     type Target = VAppPropertyFault;
@@ -2317,7 +2867,7 @@ impl x::Fields for InvalidPropertyType {
 /// `InvalidPropertyValue` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidPropertyValue {
     /// The fields `InvalidPropertyValue` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
@@ -2328,6 +2878,18 @@ impl x::SchemaType for InvalidPropertyValue {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidPropertyValue {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidPropertyValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidPropertyValue", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidPropertyValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidPropertyValue {
     type Target = VAppPropertyFault;
@@ -2360,7 +2922,7 @@ impl x::Fields for InvalidPropertyValue {
 /// `InvalidRequest` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidRequest {
     /// The fields `InvalidRequest` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -2369,6 +2931,16 @@ impl x::SchemaType for InvalidRequest {
     const TYPE_NAME: &'static str = "InvalidRequest";
 }
 impl x::Structure for InvalidRequest {}
+impl std::fmt::Debug for InvalidRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidRequest", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidRequest {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidRequest {
     type Target = RuntimeFault;
     #[inline]
@@ -2399,7 +2971,7 @@ impl x::Fields for InvalidRequest {
 /// `InvalidResourcePoolStructureFault` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidResourcePoolStructureFault {
     /// The fields `InvalidResourcePoolStructureFault` inherits from `InsufficientResourcesFault`.
     pub insufficient_resources_fault: InsufficientResourcesFault,
@@ -2410,6 +2982,18 @@ impl x::SchemaType for InvalidResourcePoolStructureFault {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidResourcePoolStructureFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidResourcePoolStructureFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidResourcePoolStructureFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidResourcePoolStructureFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidResourcePoolStructureFault {
     type Target = InsufficientResourcesFault;
@@ -2445,7 +3029,7 @@ impl x::Fields for InvalidResourcePoolStructureFault {
 /// Since vSphere API 8.0.2.0.
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidScheduledTask {
     /// The fields `InvalidScheduledTask` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -2456,6 +3040,18 @@ impl x::SchemaType for InvalidScheduledTask {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidScheduledTask {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidScheduledTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidScheduledTask", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidScheduledTask {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidScheduledTask {
     type Target = RuntimeFault;
@@ -2490,7 +3086,7 @@ impl x::Fields for InvalidScheduledTask {
 /// `InvalidSnapshotFormat` (extends `InvalidFormat`).
 ///
 /// The fields of `InvalidFormat` are in `invalid_format`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidSnapshotFormat {
     /// The fields `InvalidSnapshotFormat` inherits from `InvalidFormat`.
     pub invalid_format: InvalidFormat,
@@ -2501,6 +3097,18 @@ impl x::SchemaType for InvalidSnapshotFormat {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidSnapshotFormat {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidSnapshotFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidSnapshotFormat", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidSnapshotFormat {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidSnapshotFormat {
     type Target = InvalidFormat;
@@ -2533,7 +3141,7 @@ impl x::Fields for InvalidSnapshotFormat {
 /// `InvalidState` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidState {
     /// The fields `InvalidState` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -2542,6 +3150,16 @@ impl x::SchemaType for InvalidState {
     const TYPE_NAME: &'static str = "InvalidState";
 }
 impl x::Structure for InvalidState {}
+impl std::fmt::Debug for InvalidState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidState", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidState {
     type Target = VimFault;
     #[inline]
@@ -2574,7 +3192,7 @@ impl x::Fields for InvalidState {
 /// Since vSphere API 9.1.0.0.
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidToken {
     /// The fields `InvalidToken` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -2585,6 +3203,18 @@ impl x::SchemaType for InvalidToken {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidToken {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidToken", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidToken {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidToken {
     type Target = RuntimeFault;
@@ -2618,7 +3248,7 @@ impl x::Fields for InvalidToken {
 /// `InvalidType` (extends `InvalidRequest`).
 ///
 /// The fields of `InvalidRequest` are in `invalid_request`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidType {
     /// The fields `InvalidType` inherits from `InvalidRequest`.
     pub invalid_request: InvalidRequest,
@@ -2629,6 +3259,16 @@ impl x::SchemaType for InvalidType {
     const TYPE_NAME: &'static str = "InvalidType";
 }
 impl x::Structure for InvalidType {}
+impl std::fmt::Debug for InvalidType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidType", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidType {
     type Target = InvalidRequest;
     #[inline]
@@ -2663,7 +3303,7 @@ impl x::Fields for InvalidType {
 /// `InvalidVmConfig` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidVmConfig {
     /// The fields `InvalidVmConfig` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
@@ -2674,6 +3314,16 @@ impl x::SchemaType for InvalidVmConfig {
     const TYPE_NAME: &'static str = "InvalidVmConfig";
 }
 impl x::Structure for InvalidVmConfig {}
+impl std::fmt::Debug for InvalidVmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidVmConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidVmConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidVmConfig {
     type Target = VmConfigFault;
     #[inline]
@@ -2709,7 +3359,7 @@ impl x::Fields for InvalidVmConfig {
 /// `InvalidVmState` (extends `InvalidState`).
 ///
 /// The fields of `InvalidState` are in `invalid_state`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidVmState {
     /// The fields `InvalidVmState` inherits from `InvalidState`.
     pub invalid_state: InvalidState,
@@ -2722,6 +3372,18 @@ impl x::SchemaType for InvalidVmState {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InvalidVmState {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InvalidVmState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidVmState", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InvalidVmState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for InvalidVmState {
     type Target = InvalidState;

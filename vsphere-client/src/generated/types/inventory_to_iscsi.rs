@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `InventoryDescription` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InventoryDescription {
     /// `numHosts`.
     pub num_hosts: i32,
@@ -33,6 +33,16 @@ impl x::SchemaType for InventoryDescription {
     const TYPE_NAME: &'static str = "InventoryDescription";
 }
 impl x::Structure for InventoryDescription {}
+impl std::fmt::Debug for InventoryDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InventoryDescription", x::fields_ref(self))
+    }
+}
+impl PartialEq for InventoryDescription {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for InventoryDescription {
     fn decode_field(
         &mut self,
@@ -72,7 +82,7 @@ impl x::Fields for InventoryDescription {
 /// `InventoryHasStandardAloneHosts` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct InventoryHasStandardAloneHosts {
     /// The fields `InventoryHasStandardAloneHosts` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -85,6 +95,18 @@ impl x::SchemaType for InventoryHasStandardAloneHosts {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for InventoryHasStandardAloneHosts {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for InventoryHasStandardAloneHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InventoryHasStandardAloneHosts", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for InventoryHasStandardAloneHosts {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl Clone for InventoryHasStandardAloneHosts {
     fn clone(&self) -> Self {
@@ -129,7 +151,7 @@ impl x::Fields for InventoryHasStandardAloneHosts {
     }
 }
 /// `IoFilterHostIssue` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct IoFilterHostIssue {
     /// `host`.
     pub host: x::ManagedObjectReference,
@@ -140,6 +162,16 @@ impl x::SchemaType for IoFilterHostIssue {
     const TYPE_NAME: &'static str = "IoFilterHostIssue";
 }
 impl x::Structure for IoFilterHostIssue {}
+impl std::fmt::Debug for IoFilterHostIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IoFilterHostIssue", x::fields_ref(self))
+    }
+}
+impl PartialEq for IoFilterHostIssue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for IoFilterHostIssue {
     fn clone(&self) -> Self {
         Self {
@@ -172,7 +204,7 @@ impl x::ArrayItem for IoFilterHostIssue {
     const ITEM_TAG: &'static str = "IoFilterHostIssue";
 }
 /// `IoFilterInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IoFilterInfo {
     /// `id`.
     pub id: String,
@@ -193,6 +225,16 @@ impl x::SchemaType for IoFilterInfo {
     const TYPE_NAME: &'static str = "IoFilterInfo";
 }
 impl x::Structure for IoFilterInfo {}
+impl std::fmt::Debug for IoFilterInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IoFilterInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for IoFilterInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for IoFilterInfo {
     fn decode_field(
         &mut self,
@@ -227,12 +269,22 @@ impl x::Fields for IoFilterInfo {
 /// Since vSphere API 8.0.3.0.
 ///
 /// Fields of this type hold [`AnyIoFilterManagerSslTrust`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IoFilterManagerSslTrust {}
 impl x::SchemaType for IoFilterManagerSslTrust {
     const TYPE_NAME: &'static str = "IoFilterManagerSslTrust";
 }
 impl x::Structure for IoFilterManagerSslTrust {}
+impl std::fmt::Debug for IoFilterManagerSslTrust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IoFilterManagerSslTrust", x::fields_ref(self))
+    }
+}
+impl PartialEq for IoFilterManagerSslTrust {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for IoFilterManagerSslTrust {
     fn decode_field(
         &mut self,
@@ -246,7 +298,7 @@ impl x::Fields for IoFilterManagerSslTrust {
     }
 }
 /// `IoFilterQueryIssueResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct IoFilterQueryIssueResult {
     /// `opType`.
     pub op_type: String,
@@ -257,6 +309,16 @@ impl x::SchemaType for IoFilterQueryIssueResult {
     const TYPE_NAME: &'static str = "IoFilterQueryIssueResult";
 }
 impl x::Structure for IoFilterQueryIssueResult {}
+impl std::fmt::Debug for IoFilterQueryIssueResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IoFilterQueryIssueResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for IoFilterQueryIssueResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for IoFilterQueryIssueResult {
     fn clone(&self) -> Self {
         Self {
@@ -289,7 +351,7 @@ impl x::Fields for IoFilterQueryIssueResult {
 /// Fields of this type hold [`AnyIpAddress`], which also carries its subtypes.
 ///
 /// The fields of `NegatableExpression` are in `negatable_expression`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IpAddress {
     /// The fields `IpAddress` inherits from `NegatableExpression`.
     pub negatable_expression: NegatableExpression,
@@ -298,6 +360,16 @@ impl x::SchemaType for IpAddress {
     const TYPE_NAME: &'static str = "IpAddress";
 }
 impl x::Structure for IpAddress {}
+impl std::fmt::Debug for IpAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IpAddress", x::fields_ref(self))
+    }
+}
+impl PartialEq for IpAddress {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for IpAddress {
     type Target = NegatableExpression;
     #[inline]
@@ -327,7 +399,7 @@ impl x::Fields for IpAddress {
 /// `IpAddressProfile` (extends `ApplyProfile`).
 ///
 /// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IpAddressProfile {
     /// The fields `IpAddressProfile` inherits from `ApplyProfile`.
     pub apply_profile: ApplyProfile,
@@ -336,6 +408,16 @@ impl x::SchemaType for IpAddressProfile {
     const TYPE_NAME: &'static str = "IpAddressProfile";
 }
 impl x::Structure for IpAddressProfile {}
+impl std::fmt::Debug for IpAddressProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IpAddressProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for IpAddressProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for IpAddressProfile {
     type Target = ApplyProfile;
     #[inline]
@@ -366,7 +448,7 @@ impl x::Fields for IpAddressProfile {
 /// `IpHostnameGeneratorError` (extends `CustomizationFault`).
 ///
 /// The fields of `CustomizationFault` are in `customization_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IpHostnameGeneratorError {
     /// The fields `IpHostnameGeneratorError` inherits from `CustomizationFault`.
     pub customization_fault: CustomizationFault,
@@ -377,6 +459,18 @@ impl x::SchemaType for IpHostnameGeneratorError {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IpHostnameGeneratorError {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IpHostnameGeneratorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IpHostnameGeneratorError", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IpHostnameGeneratorError {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IpHostnameGeneratorError {
     type Target = CustomizationFault;
@@ -407,7 +501,7 @@ impl x::Fields for IpHostnameGeneratorError {
     }
 }
 /// `IpPool` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct IpPool {
     /// `id`.
     pub id: Option<i32>,
@@ -440,6 +534,16 @@ impl x::SchemaType for IpPool {
     const TYPE_NAME: &'static str = "IpPool";
 }
 impl x::Structure for IpPool {}
+impl std::fmt::Debug for IpPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IpPool", x::fields_ref(self))
+    }
+}
+impl PartialEq for IpPool {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for IpPool {
     fn clone(&self) -> Self {
         Self {
@@ -505,7 +609,7 @@ impl x::ArrayItem for IpPool {
     const ITEM_TAG: &'static str = "IpPool";
 }
 /// `IpPoolAssociation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IpPoolAssociation {
     /// `network`.
     pub network: Option<x::ManagedObjectReference>,
@@ -516,6 +620,16 @@ impl x::SchemaType for IpPoolAssociation {
     const TYPE_NAME: &'static str = "IpPoolAssociation";
 }
 impl x::Structure for IpPoolAssociation {}
+impl std::fmt::Debug for IpPoolAssociation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IpPoolAssociation", x::fields_ref(self))
+    }
+}
+impl PartialEq for IpPoolAssociation {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for IpPoolAssociation {
     fn decode_field(
         &mut self,
@@ -540,7 +654,7 @@ impl x::ArrayItem for IpPoolAssociation {
     const ITEM_TAG: &'static str = "IpPoolAssociation";
 }
 /// `IpPoolIpPoolConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct IpPoolIpPoolConfigInfo {
     /// `subnetAddress`.
     pub subnet_address: Option<String>,
@@ -561,6 +675,16 @@ impl x::SchemaType for IpPoolIpPoolConfigInfo {
     const TYPE_NAME: &'static str = "IpPoolIpPoolConfigInfo";
 }
 impl x::Structure for IpPoolIpPoolConfigInfo {}
+impl std::fmt::Debug for IpPoolIpPoolConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IpPoolIpPoolConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for IpPoolIpPoolConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for IpPoolIpPoolConfigInfo {
     fn clone(&self) -> Self {
         Self {
@@ -604,7 +728,7 @@ impl x::Fields for IpPoolIpPoolConfigInfo {
     }
 }
 /// `IpPoolManagerIpAllocation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IpPoolManagerIpAllocation {
     /// `ipAddress`.
     pub ip_address: String,
@@ -615,6 +739,16 @@ impl x::SchemaType for IpPoolManagerIpAllocation {
     const TYPE_NAME: &'static str = "IpPoolManagerIpAllocation";
 }
 impl x::Structure for IpPoolManagerIpAllocation {}
+impl std::fmt::Debug for IpPoolManagerIpAllocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IpPoolManagerIpAllocation", x::fields_ref(self))
+    }
+}
+impl PartialEq for IpPoolManagerIpAllocation {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for IpPoolManagerIpAllocation {
     fn decode_field(
         &mut self,
@@ -641,7 +775,7 @@ impl x::ArrayItem for IpPoolManagerIpAllocation {
 /// `IpRange` (extends `IpAddress`).
 ///
 /// The fields of `IpAddress` are in `ip_address`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IpRange {
     /// The fields `IpRange` inherits from `IpAddress`.
     pub ip_address: IpAddress,
@@ -654,6 +788,16 @@ impl x::SchemaType for IpRange {
     const TYPE_NAME: &'static str = "IpRange";
 }
 impl x::Structure for IpRange {}
+impl std::fmt::Debug for IpRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IpRange", x::fields_ref(self))
+    }
+}
+impl PartialEq for IpRange {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for IpRange {
     type Target = IpAddress;
     #[inline]
@@ -690,7 +834,7 @@ impl x::Fields for IpRange {
 /// `IpRouteProfile` (extends `ApplyProfile`).
 ///
 /// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct IpRouteProfile {
     /// The fields `IpRouteProfile` inherits from `ApplyProfile`.
     pub apply_profile: ApplyProfile,
@@ -701,6 +845,16 @@ impl x::SchemaType for IpRouteProfile {
     const TYPE_NAME: &'static str = "IpRouteProfile";
 }
 impl x::Structure for IpRouteProfile {}
+impl std::fmt::Debug for IpRouteProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IpRouteProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for IpRouteProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for IpRouteProfile {
     fn clone(&self) -> Self {
         Self {
@@ -741,7 +895,7 @@ impl x::Fields for IpRouteProfile {
     }
 }
 /// `IscsiDependencyEntity` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiDependencyEntity {
     /// `pnicDevice`.
     pub pnic_device: String,
@@ -754,6 +908,16 @@ impl x::SchemaType for IscsiDependencyEntity {
     const TYPE_NAME: &'static str = "IscsiDependencyEntity";
 }
 impl x::Structure for IscsiDependencyEntity {}
+impl std::fmt::Debug for IscsiDependencyEntity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiDependencyEntity", x::fields_ref(self))
+    }
+}
+impl PartialEq for IscsiDependencyEntity {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for IscsiDependencyEntity {
     fn decode_field(
         &mut self,
@@ -783,7 +947,7 @@ impl x::ArrayItem for IscsiDependencyEntity {
 /// `IscsiFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFault {
     /// The fields `IscsiFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -794,6 +958,18 @@ impl x::SchemaType for IscsiFault {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFault {
     type Target = VimFault;
@@ -827,7 +1003,7 @@ impl x::Fields for IscsiFault {
 /// `IscsiFaultInvalidVnic` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultInvalidVnic {
     /// The fields `IscsiFaultInvalidVnic` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -840,6 +1016,18 @@ impl x::SchemaType for IscsiFaultInvalidVnic {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultInvalidVnic {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultInvalidVnic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultInvalidVnic", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultInvalidVnic {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultInvalidVnic {
     type Target = IscsiFault;
@@ -878,7 +1066,7 @@ impl x::Fields for IscsiFaultInvalidVnic {
 /// `IscsiFaultPnicInUse` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultPnicInUse {
     /// The fields `IscsiFaultPnicInUse` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -891,6 +1079,18 @@ impl x::SchemaType for IscsiFaultPnicInUse {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultPnicInUse {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultPnicInUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultPnicInUse", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultPnicInUse {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultPnicInUse {
     type Target = IscsiFault;
@@ -929,7 +1129,7 @@ impl x::Fields for IscsiFaultPnicInUse {
 /// `IscsiFaultVnicAlreadyBound` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultVnicAlreadyBound {
     /// The fields `IscsiFaultVnicAlreadyBound` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -942,6 +1142,18 @@ impl x::SchemaType for IscsiFaultVnicAlreadyBound {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicAlreadyBound {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultVnicAlreadyBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultVnicAlreadyBound", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultVnicAlreadyBound {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicAlreadyBound {
     type Target = IscsiFault;
@@ -980,7 +1192,7 @@ impl x::Fields for IscsiFaultVnicAlreadyBound {
 /// `IscsiFaultVnicHasActivePaths` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultVnicHasActivePaths {
     /// The fields `IscsiFaultVnicHasActivePaths` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -993,6 +1205,18 @@ impl x::SchemaType for IscsiFaultVnicHasActivePaths {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicHasActivePaths {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultVnicHasActivePaths {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultVnicHasActivePaths", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultVnicHasActivePaths {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicHasActivePaths {
     type Target = IscsiFault;
@@ -1031,7 +1255,7 @@ impl x::Fields for IscsiFaultVnicHasActivePaths {
 /// `IscsiFaultVnicHasMultipleUplinks` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultVnicHasMultipleUplinks {
     /// The fields `IscsiFaultVnicHasMultipleUplinks` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -1044,6 +1268,18 @@ impl x::SchemaType for IscsiFaultVnicHasMultipleUplinks {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicHasMultipleUplinks {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultVnicHasMultipleUplinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultVnicHasMultipleUplinks", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultVnicHasMultipleUplinks {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicHasMultipleUplinks {
     type Target = IscsiFault;
@@ -1082,7 +1318,7 @@ impl x::Fields for IscsiFaultVnicHasMultipleUplinks {
 /// `IscsiFaultVnicHasNoUplinks` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultVnicHasNoUplinks {
     /// The fields `IscsiFaultVnicHasNoUplinks` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -1095,6 +1331,18 @@ impl x::SchemaType for IscsiFaultVnicHasNoUplinks {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicHasNoUplinks {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultVnicHasNoUplinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultVnicHasNoUplinks", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultVnicHasNoUplinks {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicHasNoUplinks {
     type Target = IscsiFault;
@@ -1133,7 +1381,7 @@ impl x::Fields for IscsiFaultVnicHasNoUplinks {
 /// `IscsiFaultVnicHasWrongUplink` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultVnicHasWrongUplink {
     /// The fields `IscsiFaultVnicHasWrongUplink` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -1146,6 +1394,18 @@ impl x::SchemaType for IscsiFaultVnicHasWrongUplink {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicHasWrongUplink {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultVnicHasWrongUplink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultVnicHasWrongUplink", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultVnicHasWrongUplink {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicHasWrongUplink {
     type Target = IscsiFault;
@@ -1184,7 +1444,7 @@ impl x::Fields for IscsiFaultVnicHasWrongUplink {
 /// `IscsiFaultVnicInUse` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultVnicInUse {
     /// The fields `IscsiFaultVnicInUse` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -1197,6 +1457,18 @@ impl x::SchemaType for IscsiFaultVnicInUse {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicInUse {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultVnicInUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultVnicInUse", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultVnicInUse {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicInUse {
     type Target = IscsiFault;
@@ -1235,7 +1507,7 @@ impl x::Fields for IscsiFaultVnicInUse {
 /// `IscsiFaultVnicIsLastPath` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultVnicIsLastPath {
     /// The fields `IscsiFaultVnicIsLastPath` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -1248,6 +1520,18 @@ impl x::SchemaType for IscsiFaultVnicIsLastPath {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicIsLastPath {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultVnicIsLastPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultVnicIsLastPath", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultVnicIsLastPath {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicIsLastPath {
     type Target = IscsiFault;
@@ -1286,7 +1570,7 @@ impl x::Fields for IscsiFaultVnicIsLastPath {
 /// `IscsiFaultVnicNotBound` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultVnicNotBound {
     /// The fields `IscsiFaultVnicNotBound` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -1299,6 +1583,18 @@ impl x::SchemaType for IscsiFaultVnicNotBound {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicNotBound {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultVnicNotBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultVnicNotBound", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultVnicNotBound {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicNotBound {
     type Target = IscsiFault;
@@ -1337,7 +1633,7 @@ impl x::Fields for IscsiFaultVnicNotBound {
 /// `IscsiFaultVnicNotFound` (extends `IscsiFault`).
 ///
 /// The fields of `IscsiFault` are in `iscsi_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiFaultVnicNotFound {
     /// The fields `IscsiFaultVnicNotFound` inherits from `IscsiFault`.
     pub iscsi_fault: IscsiFault,
@@ -1350,6 +1646,18 @@ impl x::SchemaType for IscsiFaultVnicNotFound {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for IscsiFaultVnicNotFound {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for IscsiFaultVnicNotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiFaultVnicNotFound", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for IscsiFaultVnicNotFound {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for IscsiFaultVnicNotFound {
     type Target = IscsiFault;
@@ -1385,7 +1693,7 @@ impl x::Fields for IscsiFaultVnicNotFound {
     }
 }
 /// `IscsiMigrationDependency` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct IscsiMigrationDependency {
     /// `migrationAllowed`.
     pub migration_allowed: bool,
@@ -1398,6 +1706,16 @@ impl x::SchemaType for IscsiMigrationDependency {
     const TYPE_NAME: &'static str = "IscsiMigrationDependency";
 }
 impl x::Structure for IscsiMigrationDependency {}
+impl std::fmt::Debug for IscsiMigrationDependency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiMigrationDependency", x::fields_ref(self))
+    }
+}
+impl PartialEq for IscsiMigrationDependency {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for IscsiMigrationDependency {
     fn clone(&self) -> Self {
         Self {
@@ -1429,7 +1747,7 @@ impl x::Fields for IscsiMigrationDependency {
     }
 }
 /// `IscsiPortInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IscsiPortInfo {
     /// `vnicDevice`.
     pub vnic_device: Option<String>,
@@ -1466,6 +1784,16 @@ impl x::SchemaType for IscsiPortInfo {
     const TYPE_NAME: &'static str = "IscsiPortInfo";
 }
 impl x::Structure for IscsiPortInfo {}
+impl std::fmt::Debug for IscsiPortInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiPortInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for IscsiPortInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for IscsiPortInfo {
     fn decode_field(
         &mut self,
@@ -1516,7 +1844,7 @@ impl x::ArrayItem for IscsiPortInfo {
     const ITEM_TAG: &'static str = "IscsiPortInfo";
 }
 /// `IscsiStatus` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct IscsiStatus {
     /// `reason`.
     pub reason: Vec<LocalizedMethodFault>,
@@ -1525,6 +1853,16 @@ impl x::SchemaType for IscsiStatus {
     const TYPE_NAME: &'static str = "IscsiStatus";
 }
 impl x::Structure for IscsiStatus {}
+impl std::fmt::Debug for IscsiStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "IscsiStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for IscsiStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for IscsiStatus {
     fn clone(&self) -> Self {
         Self {

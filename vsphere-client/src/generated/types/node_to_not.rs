@@ -8,7 +8,7 @@ use crate::xml as x;
 /// `NodeDeploymentSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyNodeDeploymentSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NodeDeploymentSpec {
     /// `esxHost`.
     pub esx_host: Option<x::ManagedObjectReference>,
@@ -33,6 +33,16 @@ impl x::SchemaType for NodeDeploymentSpec {
     const TYPE_NAME: &'static str = "NodeDeploymentSpec";
 }
 impl x::Structure for NodeDeploymentSpec {}
+impl std::fmt::Debug for NodeDeploymentSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NodeDeploymentSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for NodeDeploymentSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for NodeDeploymentSpec {
     fn decode_field(
         &mut self,
@@ -69,7 +79,7 @@ impl x::Fields for NodeDeploymentSpec {
 /// `NodeNetworkSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyNodeNetworkSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NodeNetworkSpec {
     /// `ipSettings`.
     pub ip_settings: CustomizationIPSettings,
@@ -78,6 +88,16 @@ impl x::SchemaType for NodeNetworkSpec {
     const TYPE_NAME: &'static str = "NodeNetworkSpec";
 }
 impl x::Structure for NodeNetworkSpec {}
+impl std::fmt::Debug for NodeNetworkSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NodeNetworkSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for NodeNetworkSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for NodeNetworkSpec {
     fn decode_field(
         &mut self,
@@ -99,7 +119,7 @@ impl x::Fields for NodeNetworkSpec {
 /// `NonADUserRequired` (extends `ActiveDirectoryFault`).
 ///
 /// The fields of `ActiveDirectoryFault` are in `active_directory_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NonADUserRequired {
     /// The fields `NonADUserRequired` inherits from `ActiveDirectoryFault`.
     pub active_directory_fault: ActiveDirectoryFault,
@@ -110,6 +130,18 @@ impl x::SchemaType for NonADUserRequired {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NonADUserRequired {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NonADUserRequired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NonADUserRequired", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NonADUserRequired {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NonADUserRequired {
     type Target = ActiveDirectoryFault;
@@ -143,7 +175,7 @@ impl x::Fields for NonADUserRequired {
 /// `NonHomeRDMVMotionNotSupported` (extends `MigrationFeatureNotSupported`).
 ///
 /// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NonHomeRDMVMotionNotSupported {
     /// The fields `NonHomeRDMVMotionNotSupported` inherits from `MigrationFeatureNotSupported`.
     pub migration_feature_not_supported: MigrationFeatureNotSupported,
@@ -156,6 +188,18 @@ impl x::SchemaType for NonHomeRDMVMotionNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NonHomeRDMVMotionNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NonHomeRDMVMotionNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NonHomeRDMVMotionNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NonHomeRDMVMotionNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NonHomeRDMVMotionNotSupported {
     type Target = MigrationFeatureNotSupported;
@@ -200,7 +244,7 @@ impl x::Fields for NonHomeRDMVMotionNotSupported {
 /// `NonPersistentDisksNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NonPersistentDisksNotSupported {
     /// The fields `NonPersistentDisksNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
@@ -211,6 +255,18 @@ impl x::SchemaType for NonPersistentDisksNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NonPersistentDisksNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NonPersistentDisksNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NonPersistentDisksNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NonPersistentDisksNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NonPersistentDisksNotSupported {
     type Target = DeviceNotSupported;
@@ -244,7 +300,7 @@ impl x::Fields for NonPersistentDisksNotSupported {
 /// `NonVIWorkloadDetectedOnDatastoreEvent` (extends `DatastoreEvent`).
 ///
 /// The fields of `DatastoreEvent` are in `datastore_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NonVIWorkloadDetectedOnDatastoreEvent {
     /// The fields `NonVIWorkloadDetectedOnDatastoreEvent` inherits from `DatastoreEvent`.
     pub datastore_event: DatastoreEvent,
@@ -255,6 +311,18 @@ impl x::SchemaType for NonVIWorkloadDetectedOnDatastoreEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for NonVIWorkloadDetectedOnDatastoreEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for NonVIWorkloadDetectedOnDatastoreEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NonVIWorkloadDetectedOnDatastoreEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for NonVIWorkloadDetectedOnDatastoreEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for NonVIWorkloadDetectedOnDatastoreEvent {
     type Target = DatastoreEvent;
@@ -288,7 +356,7 @@ impl x::Fields for NonVIWorkloadDetectedOnDatastoreEvent {
 /// `NonVmwareOuiMacNotSupportedHost` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NonVmwareOuiMacNotSupportedHost {
     /// The fields `NonVmwareOuiMacNotSupportedHost` inherits from `NotSupportedHost`.
     pub not_supported_host: NotSupportedHost,
@@ -301,6 +369,18 @@ impl x::SchemaType for NonVmwareOuiMacNotSupportedHost {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NonVmwareOuiMacNotSupportedHost {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NonVmwareOuiMacNotSupportedHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NonVmwareOuiMacNotSupportedHost", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NonVmwareOuiMacNotSupportedHost {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NonVmwareOuiMacNotSupportedHost {
     type Target = NotSupportedHost;
@@ -339,7 +419,7 @@ impl x::Fields for NonVmwareOuiMacNotSupportedHost {
 /// `NotADirectory` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotADirectory {
     /// The fields `NotADirectory` inherits from `FileFault`.
     pub file_fault: FileFault,
@@ -350,6 +430,18 @@ impl x::SchemaType for NotADirectory {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotADirectory {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotADirectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotADirectory", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotADirectory {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotADirectory {
     type Target = FileFault;
@@ -383,7 +475,7 @@ impl x::Fields for NotADirectory {
 /// `NotAFile` (extends `FileFault`).
 ///
 /// The fields of `FileFault` are in `file_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotAFile {
     /// The fields `NotAFile` inherits from `FileFault`.
     pub file_fault: FileFault,
@@ -394,6 +486,18 @@ impl x::SchemaType for NotAFile {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotAFile {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotAFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotAFile", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotAFile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotAFile {
     type Target = FileFault;
@@ -426,7 +530,7 @@ impl x::Fields for NotAFile {
 /// `NotAuthenticated` (extends `NoPermission`).
 ///
 /// The fields of `NoPermission` are in `no_permission`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotAuthenticated {
     /// The fields `NotAuthenticated` inherits from `NoPermission`.
     pub no_permission: NoPermission,
@@ -435,6 +539,16 @@ impl x::SchemaType for NotAuthenticated {
     const TYPE_NAME: &'static str = "NotAuthenticated";
 }
 impl x::Structure for NotAuthenticated {}
+impl std::fmt::Debug for NotAuthenticated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotAuthenticated", x::fields_ref(self))
+    }
+}
+impl PartialEq for NotAuthenticated {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for NotAuthenticated {
     type Target = NoPermission;
     #[inline]
@@ -465,7 +579,7 @@ impl x::Fields for NotAuthenticated {
 /// `NotEnoughCpus` (extends `VirtualHardwareCompatibilityIssue`).
 ///
 /// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotEnoughCpus {
     /// The fields `NotEnoughCpus` inherits from `VirtualHardwareCompatibilityIssue`.
     pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
@@ -480,6 +594,18 @@ impl x::SchemaType for NotEnoughCpus {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotEnoughCpus {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotEnoughCpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotEnoughCpus", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotEnoughCpus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotEnoughCpus {
     type Target = VirtualHardwareCompatibilityIssue;
@@ -525,7 +651,7 @@ impl x::Fields for NotEnoughCpus {
 /// `NotEnoughLicenses` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotEnoughLicenses {
     /// The fields `NotEnoughLicenses` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -534,6 +660,16 @@ impl x::SchemaType for NotEnoughLicenses {
     const TYPE_NAME: &'static str = "NotEnoughLicenses";
 }
 impl x::Structure for NotEnoughLicenses {}
+impl std::fmt::Debug for NotEnoughLicenses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotEnoughLicenses", x::fields_ref(self))
+    }
+}
+impl PartialEq for NotEnoughLicenses {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for NotEnoughLicenses {
     type Target = RuntimeFault;
     #[inline]
@@ -564,7 +700,7 @@ impl x::Fields for NotEnoughLicenses {
 /// `NotEnoughLogicalCpus` (extends `NotEnoughCpus`).
 ///
 /// The fields of `NotEnoughCpus` are in `not_enough_cpus`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotEnoughLogicalCpus {
     /// The fields `NotEnoughLogicalCpus` inherits from `NotEnoughCpus`.
     pub not_enough_cpus: NotEnoughCpus,
@@ -577,6 +713,18 @@ impl x::SchemaType for NotEnoughLogicalCpus {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotEnoughLogicalCpus {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotEnoughLogicalCpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotEnoughLogicalCpus", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotEnoughLogicalCpus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotEnoughLogicalCpus {
     type Target = NotEnoughCpus;
@@ -615,7 +763,7 @@ impl x::Fields for NotEnoughLogicalCpus {
 /// `NotEnoughResourcesToStartVmEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotEnoughResourcesToStartVmEvent {
     /// The fields `NotEnoughResourcesToStartVmEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -628,6 +776,18 @@ impl x::SchemaType for NotEnoughResourcesToStartVmEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for NotEnoughResourcesToStartVmEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for NotEnoughResourcesToStartVmEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotEnoughResourcesToStartVmEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for NotEnoughResourcesToStartVmEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for NotEnoughResourcesToStartVmEvent {
     type Target = VmEvent;
@@ -665,7 +825,7 @@ impl x::Fields for NotEnoughResourcesToStartVmEvent {
 /// `NotFound` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotFound {
     /// The fields `NotFound` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -674,6 +834,16 @@ impl x::SchemaType for NotFound {
     const TYPE_NAME: &'static str = "NotFound";
 }
 impl x::Structure for NotFound {}
+impl std::fmt::Debug for NotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotFound", x::fields_ref(self))
+    }
+}
+impl PartialEq for NotFound {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for NotFound {
     type Target = VimFault;
     #[inline]
@@ -703,7 +873,7 @@ impl x::Fields for NotFound {
 /// `NotImplemented` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotImplemented {
     /// The fields `NotImplemented` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -712,6 +882,16 @@ impl x::SchemaType for NotImplemented {
     const TYPE_NAME: &'static str = "NotImplemented";
 }
 impl x::Structure for NotImplemented {}
+impl std::fmt::Debug for NotImplemented {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotImplemented", x::fields_ref(self))
+    }
+}
+impl PartialEq for NotImplemented {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for NotImplemented {
     type Target = RuntimeFault;
     #[inline]
@@ -741,7 +921,7 @@ impl x::Fields for NotImplemented {
 /// `NotSupported` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupported {
     /// The fields `NotSupported` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -750,6 +930,16 @@ impl x::SchemaType for NotSupported {
     const TYPE_NAME: &'static str = "NotSupported";
 }
 impl x::Structure for NotSupported {}
+impl std::fmt::Debug for NotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupported", x::fields_ref(self))
+    }
+}
+impl PartialEq for NotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for NotSupported {
     type Target = RuntimeFault;
     #[inline]
@@ -780,7 +970,7 @@ impl x::Fields for NotSupported {
 /// `NotSupportedDeviceForFT` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedDeviceForFT {
     /// The fields `NotSupportedDeviceForFT` inherits from `VmFaultToleranceIssue`.
     pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
@@ -803,6 +993,18 @@ impl x::SchemaType for NotSupportedDeviceForFT {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedDeviceForFT {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedDeviceForFT {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedDeviceForFT", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedDeviceForFT {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedDeviceForFT {
     type Target = VmFaultToleranceIssue;
@@ -857,7 +1059,7 @@ impl x::Fields for NotSupportedDeviceForFT {
 /// `NotSupportedHost` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedHost {
     /// The fields `NotSupportedHost` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
@@ -872,6 +1074,18 @@ impl x::SchemaType for NotSupportedHost {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHost {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedHost", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedHost {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHost {
     type Target = HostConnectFault;
@@ -912,7 +1126,7 @@ impl x::Fields for NotSupportedHost {
 /// `NotSupportedHostForChecksum` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedHostForChecksum {
     /// The fields `NotSupportedHostForChecksum` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -923,6 +1137,18 @@ impl x::SchemaType for NotSupportedHostForChecksum {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForChecksum {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedHostForChecksum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedHostForChecksum", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedHostForChecksum {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForChecksum {
     type Target = VimFault;
@@ -956,7 +1182,7 @@ impl x::Fields for NotSupportedHostForChecksum {
 /// `NotSupportedHostForVFlash` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedHostForVFlash {
     /// The fields `NotSupportedHostForVFlash` inherits from `NotSupportedHost`.
     pub not_supported_host: NotSupportedHost,
@@ -969,6 +1195,18 @@ impl x::SchemaType for NotSupportedHostForVFlash {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForVFlash {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedHostForVFlash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedHostForVFlash", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedHostForVFlash {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForVFlash {
     type Target = NotSupportedHost;
@@ -1007,7 +1245,7 @@ impl x::Fields for NotSupportedHostForVFlash {
 /// `NotSupportedHostForVmcp` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedHostForVmcp {
     /// The fields `NotSupportedHostForVmcp` inherits from `NotSupportedHost`.
     pub not_supported_host: NotSupportedHost,
@@ -1020,6 +1258,18 @@ impl x::SchemaType for NotSupportedHostForVmcp {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForVmcp {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedHostForVmcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedHostForVmcp", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedHostForVmcp {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForVmcp {
     type Target = NotSupportedHost;
@@ -1058,7 +1308,7 @@ impl x::Fields for NotSupportedHostForVmcp {
 /// `NotSupportedHostForVmemFile` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedHostForVmemFile {
     /// The fields `NotSupportedHostForVmemFile` inherits from `NotSupportedHost`.
     pub not_supported_host: NotSupportedHost,
@@ -1071,6 +1321,18 @@ impl x::SchemaType for NotSupportedHostForVmemFile {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForVmemFile {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedHostForVmemFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedHostForVmemFile", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedHostForVmemFile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForVmemFile {
     type Target = NotSupportedHost;
@@ -1109,7 +1371,7 @@ impl x::Fields for NotSupportedHostForVmemFile {
 /// `NotSupportedHostForVsan` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedHostForVsan {
     /// The fields `NotSupportedHostForVsan` inherits from `NotSupportedHost`.
     pub not_supported_host: NotSupportedHost,
@@ -1122,6 +1384,18 @@ impl x::SchemaType for NotSupportedHostForVsan {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostForVsan {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedHostForVsan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedHostForVsan", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedHostForVsan {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostForVsan {
     type Target = NotSupportedHost;
@@ -1160,7 +1434,7 @@ impl x::Fields for NotSupportedHostForVsan {
 /// `NotSupportedHostInCluster` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedHostInCluster {
     /// The fields `NotSupportedHostInCluster` inherits from `NotSupportedHost`.
     pub not_supported_host: NotSupportedHost,
@@ -1171,6 +1445,18 @@ impl x::SchemaType for NotSupportedHostInCluster {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostInCluster {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedHostInCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedHostInCluster", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedHostInCluster {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostInCluster {
     type Target = NotSupportedHost;
@@ -1204,7 +1490,7 @@ impl x::Fields for NotSupportedHostInCluster {
 /// `NotSupportedHostInDvs` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedHostInDvs {
     /// The fields `NotSupportedHostInDvs` inherits from `NotSupportedHost`.
     pub not_supported_host: NotSupportedHost,
@@ -1217,6 +1503,18 @@ impl x::SchemaType for NotSupportedHostInDvs {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostInDvs {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedHostInDvs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedHostInDvs", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedHostInDvs {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostInDvs {
     type Target = NotSupportedHost;
@@ -1255,7 +1553,7 @@ impl x::Fields for NotSupportedHostInDvs {
 /// `NotSupportedHostInHACluster` (extends `NotSupportedHost`).
 ///
 /// The fields of `NotSupportedHost` are in `not_supported_host`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotSupportedHostInHACluster {
     /// The fields `NotSupportedHostInHACluster` inherits from `NotSupportedHost`.
     pub not_supported_host: NotSupportedHost,
@@ -1270,6 +1568,18 @@ impl x::SchemaType for NotSupportedHostInHACluster {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotSupportedHostInHACluster {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotSupportedHostInHACluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotSupportedHostInHACluster", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotSupportedHostInHACluster {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotSupportedHostInHACluster {
     type Target = NotSupportedHost;
@@ -1310,7 +1620,7 @@ impl x::Fields for NotSupportedHostInHACluster {
 /// `NotUserConfigurableProperty` (extends `VAppPropertyFault`).
 ///
 /// The fields of `VAppPropertyFault` are in `vapp_property_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct NotUserConfigurableProperty {
     /// The fields `NotUserConfigurableProperty` inherits from `VAppPropertyFault`.
     pub vapp_property_fault: VAppPropertyFault,
@@ -1321,6 +1631,18 @@ impl x::SchemaType for NotUserConfigurableProperty {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for NotUserConfigurableProperty {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for NotUserConfigurableProperty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "NotUserConfigurableProperty", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for NotUserConfigurableProperty {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for NotUserConfigurableProperty {
     type Target = VAppPropertyFault;

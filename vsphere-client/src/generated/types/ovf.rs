@@ -6,10 +6,924 @@ use super::*;
 use crate::xml as x;
 
 #[cfg(feature = "all-faults")]
+/// `OvfHostValueNotParsed` (extends `OvfSystemFault`).
+///
+/// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfHostValueNotParsed {
+    /// The fields `OvfHostValueNotParsed` inherits from `OvfSystemFault`.
+    pub ovf_system_fault: OvfSystemFault,
+    /// `property`.
+    pub property: String,
+    /// `value`.
+    pub value: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfHostValueNotParsed {
+    const TYPE_NAME: &'static str = "OvfHostValueNotParsed";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfHostValueNotParsed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfHostValueNotParsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfHostValueNotParsed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfHostValueNotParsed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfHostValueNotParsed {
+    type Target = OvfSystemFault;
+    #[inline]
+    fn deref(&self) -> &OvfSystemFault {
+        &self.ovf_system_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfHostValueNotParsed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfSystemFault {
+        &mut self.ovf_system_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfHostValueNotParsed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "property" => r.read(&mut self.property),
+            "value" => r.read(&mut self.value),
+            _ => return x::Fields::decode_field(&mut self.ovf_system_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_system_fault, w);
+        w.write("property", &self.property);
+        w.write("value", &self.value);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfImport` (extends `OvfFault`).
+///
+/// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfImport {
+    /// The fields `OvfImport` inherits from `OvfFault`.
+    pub ovf_fault: OvfFault,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfImport {
+    const TYPE_NAME: &'static str = "OvfImport";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfImport {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfImport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfImport", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfImport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfImport {
+    type Target = OvfFault;
+    #[inline]
+    fn deref(&self) -> &OvfFault {
+        &self.ovf_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfImport {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfFault {
+        &mut self.ovf_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfImport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_fault, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfImportFailed` (extends `OvfImport`).
+///
+/// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfImportFailed {
+    /// The fields `OvfImportFailed` inherits from `OvfImport`.
+    pub ovf_import: OvfImport,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfImportFailed {
+    const TYPE_NAME: &'static str = "OvfImportFailed";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfImportFailed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfImportFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfImportFailed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfImportFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfImportFailed {
+    type Target = OvfImport;
+    #[inline]
+    fn deref(&self) -> &OvfImport {
+        &self.ovf_import
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfImportFailed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfImport {
+        &mut self.ovf_import
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfImportFailed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_import, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_import, w);
+    }
+}
+/// `OvfImportParams` (extends `OvfCreateImportSpecParams`).
+///
+/// Since vSphere API 9.0.0.0.
+///
+/// The fields of `OvfCreateImportSpecParams` are in `ovf_create_import_spec_params`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct OvfImportParams {
+    /// The fields `OvfImportParams` inherits from `OvfCreateImportSpecParams`.
+    pub ovf_create_import_spec_params: OvfCreateImportSpecParams,
+    /// `pushMode`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub push_mode: Option<bool>,
+    /// `signatureRequired`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub signature_required: Option<bool>,
+    /// `skipManifestCheck`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub skip_manifest_check: Option<bool>,
+    /// `powerOn`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub power_on: Option<bool>,
+    /// `customHttpHeaders`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub custom_http_headers: Vec<KeyValue>,
+    /// `sourceCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub source_certificate: Option<String>,
+    /// `datastoreMappings`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub datastore_mappings: Vec<OvfDatastoreMapping>,
+    /// `vmProfile`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vm_profile: Option<String>,
+    /// `diskProfiles`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub disk_profiles: Vec<OvfStorageProfileMapping>,
+}
+impl x::SchemaType for OvfImportParams {
+    const TYPE_NAME: &'static str = "OvfImportParams";
+}
+impl x::Structure for OvfImportParams {}
+impl std::fmt::Debug for OvfImportParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfImportParams", x::fields_ref(self))
+    }
+}
+impl PartialEq for OvfImportParams {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for OvfImportParams {
+    fn clone(&self) -> Self {
+        Self {
+            ovf_create_import_spec_params: self.ovf_create_import_spec_params.clone(),
+            push_mode: self.push_mode,
+            signature_required: self.signature_required,
+            skip_manifest_check: self.skip_manifest_check,
+            power_on: self.power_on,
+            custom_http_headers: x::clone_vec(&self.custom_http_headers),
+            source_certificate: self.source_certificate.clone(),
+            datastore_mappings: x::clone_vec(&self.datastore_mappings),
+            vm_profile: self.vm_profile.clone(),
+            disk_profiles: x::clone_vec(&self.disk_profiles),
+        }
+    }
+}
+impl std::ops::Deref for OvfImportParams {
+    type Target = OvfCreateImportSpecParams;
+    #[inline]
+    fn deref(&self) -> &OvfCreateImportSpecParams {
+        &self.ovf_create_import_spec_params
+    }
+}
+impl std::ops::DerefMut for OvfImportParams {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfCreateImportSpecParams {
+        &mut self.ovf_create_import_spec_params
+    }
+}
+impl x::Fields for OvfImportParams {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pushMode" => r.read_opt(&mut self.push_mode),
+            "signatureRequired" => r.read_opt(&mut self.signature_required),
+            "skipManifestCheck" => r.read_opt(&mut self.skip_manifest_check),
+            "powerOn" => r.read_opt(&mut self.power_on),
+            "customHttpHeaders" => r.read_push(&mut self.custom_http_headers),
+            "sourceCertificate" => r.read_opt(&mut self.source_certificate),
+            "datastoreMappings" => r.read_push(&mut self.datastore_mappings),
+            "vmProfile" => r.read_opt(&mut self.vm_profile),
+            "diskProfiles" => r.read_push(&mut self.disk_profiles),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_create_import_spec_params,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "type OvfImportParams", true);
+        x::Fields::encode_fields(&self.ovf_create_import_spec_params, w);
+        w.write_opt("pushMode", &self.push_mode);
+        w.write_opt("signatureRequired", &self.signature_required);
+        w.write_opt("skipManifestCheck", &self.skip_manifest_check);
+        w.write_opt("powerOn", &self.power_on);
+        w.write_vec("customHttpHeaders", &self.custom_http_headers);
+        w.write_opt("sourceCertificate", &self.source_certificate);
+        w.write_vec("datastoreMappings", &self.datastore_mappings);
+        w.write_opt("vmProfile", &self.vm_profile);
+        w.write_vec("diskProfiles", &self.disk_profiles);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfInternalError` (extends `OvfSystemFault`).
+///
+/// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfInternalError {
+    /// The fields `OvfInternalError` inherits from `OvfSystemFault`.
+    pub ovf_system_fault: OvfSystemFault,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfInternalError {
+    const TYPE_NAME: &'static str = "OvfInternalError";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfInternalError {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfInternalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfInternalError", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfInternalError {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfInternalError {
+    type Target = OvfSystemFault;
+    #[inline]
+    fn deref(&self) -> &OvfSystemFault {
+        &self.ovf_system_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfInternalError {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfSystemFault {
+        &mut self.ovf_system_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfInternalError {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_system_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_system_fault, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfInvalidPackage` (extends `OvfFault`).
+///
+/// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfInvalidPackage {
+    /// The fields `OvfInvalidPackage` inherits from `OvfFault`.
+    pub ovf_fault: OvfFault,
+    /// `lineNumber`.
+    pub line_number: i32,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfInvalidPackage {
+    const TYPE_NAME: &'static str = "OvfInvalidPackage";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfInvalidPackage {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfInvalidPackage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfInvalidPackage", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfInvalidPackage {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfInvalidPackage {
+    type Target = OvfFault;
+    #[inline]
+    fn deref(&self) -> &OvfFault {
+        &self.ovf_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfInvalidPackage {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfFault {
+        &mut self.ovf_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfInvalidPackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lineNumber" => r.read(&mut self.line_number),
+            _ => return x::Fields::decode_field(&mut self.ovf_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_fault, w);
+        w.write("lineNumber", &self.line_number);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfInvalidValue` (extends `OvfAttribute`).
+///
+/// The fields of `OvfAttribute` are in `ovf_attribute`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfInvalidValue {
+    /// The fields `OvfInvalidValue` inherits from `OvfAttribute`.
+    pub ovf_attribute: OvfAttribute,
+    /// `value`.
+    pub value: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfInvalidValue {
+    const TYPE_NAME: &'static str = "OvfInvalidValue";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfInvalidValue {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfInvalidValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfInvalidValue", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfInvalidValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfInvalidValue {
+    type Target = OvfAttribute;
+    #[inline]
+    fn deref(&self) -> &OvfAttribute {
+        &self.ovf_attribute
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfInvalidValue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfAttribute {
+        &mut self.ovf_attribute
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfInvalidValue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "value" => r.read(&mut self.value),
+            _ => return x::Fields::decode_field(&mut self.ovf_attribute, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_attribute, w);
+        w.write("value", &self.value);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfInvalidValueConfiguration` (extends `OvfInvalidValue`).
+///
+/// The fields of `OvfInvalidValue` are in `ovf_invalid_value`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfInvalidValueConfiguration {
+    /// The fields `OvfInvalidValueConfiguration` inherits from `OvfInvalidValue`.
+    pub ovf_invalid_value: OvfInvalidValue,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfInvalidValueConfiguration {
+    const TYPE_NAME: &'static str = "OvfInvalidValueConfiguration";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfInvalidValueConfiguration {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfInvalidValueConfiguration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfInvalidValueConfiguration", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfInvalidValueConfiguration {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfInvalidValueConfiguration {
+    type Target = OvfInvalidValue;
+    #[inline]
+    fn deref(&self) -> &OvfInvalidValue {
+        &self.ovf_invalid_value
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfInvalidValueConfiguration {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfInvalidValue {
+        &mut self.ovf_invalid_value
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfInvalidValueConfiguration {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_invalid_value, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_invalid_value, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfInvalidValueEmpty` (extends `OvfInvalidValue`).
+///
+/// The fields of `OvfInvalidValue` are in `ovf_invalid_value`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfInvalidValueEmpty {
+    /// The fields `OvfInvalidValueEmpty` inherits from `OvfInvalidValue`.
+    pub ovf_invalid_value: OvfInvalidValue,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfInvalidValueEmpty {
+    const TYPE_NAME: &'static str = "OvfInvalidValueEmpty";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfInvalidValueEmpty {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfInvalidValueEmpty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfInvalidValueEmpty", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfInvalidValueEmpty {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfInvalidValueEmpty {
+    type Target = OvfInvalidValue;
+    #[inline]
+    fn deref(&self) -> &OvfInvalidValue {
+        &self.ovf_invalid_value
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfInvalidValueEmpty {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfInvalidValue {
+        &mut self.ovf_invalid_value
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfInvalidValueEmpty {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_invalid_value, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_invalid_value, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfInvalidValueFormatMalformed` (extends `OvfInvalidValue`).
+///
+/// The fields of `OvfInvalidValue` are in `ovf_invalid_value`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfInvalidValueFormatMalformed {
+    /// The fields `OvfInvalidValueFormatMalformed` inherits from `OvfInvalidValue`.
+    pub ovf_invalid_value: OvfInvalidValue,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfInvalidValueFormatMalformed {
+    const TYPE_NAME: &'static str = "OvfInvalidValueFormatMalformed";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfInvalidValueFormatMalformed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfInvalidValueFormatMalformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfInvalidValueFormatMalformed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfInvalidValueFormatMalformed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfInvalidValueFormatMalformed {
+    type Target = OvfInvalidValue;
+    #[inline]
+    fn deref(&self) -> &OvfInvalidValue {
+        &self.ovf_invalid_value
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfInvalidValueFormatMalformed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfInvalidValue {
+        &mut self.ovf_invalid_value
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfInvalidValueFormatMalformed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_invalid_value, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_invalid_value, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfInvalidValueReference` (extends `OvfInvalidValue`).
+///
+/// The fields of `OvfInvalidValue` are in `ovf_invalid_value`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfInvalidValueReference {
+    /// The fields `OvfInvalidValueReference` inherits from `OvfInvalidValue`.
+    pub ovf_invalid_value: OvfInvalidValue,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfInvalidValueReference {
+    const TYPE_NAME: &'static str = "OvfInvalidValueReference";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfInvalidValueReference {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfInvalidValueReference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfInvalidValueReference", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfInvalidValueReference {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfInvalidValueReference {
+    type Target = OvfInvalidValue;
+    #[inline]
+    fn deref(&self) -> &OvfInvalidValue {
+        &self.ovf_invalid_value
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfInvalidValueReference {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfInvalidValue {
+        &mut self.ovf_invalid_value
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfInvalidValueReference {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_invalid_value, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_invalid_value, w);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfInvalidVmName` (extends `OvfUnsupportedPackage`).
+///
+/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfInvalidVmName {
+    /// The fields `OvfInvalidVmName` inherits from `OvfUnsupportedPackage`.
+    pub ovf_unsupported_package: OvfUnsupportedPackage,
+    /// `name`.
+    pub name: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfInvalidVmName {
+    const TYPE_NAME: &'static str = "OvfInvalidVmName";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfInvalidVmName {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfInvalidVmName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfInvalidVmName", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfInvalidVmName {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfInvalidVmName {
+    type Target = OvfUnsupportedPackage;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedPackage {
+        &self.ovf_unsupported_package
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfInvalidVmName {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
+        &mut self.ovf_unsupported_package
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfInvalidVmName {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_package,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
+        w.write("name", &self.name);
+    }
+}
+/// `OvfManagerCommonParams` (extends `DynamicData`).
+#[derive(Default)]
+pub struct OvfManagerCommonParams {
+    /// `locale`.
+    pub locale: String,
+    /// `deploymentOption`.
+    pub deployment_option: String,
+    /// `msgBundle`.
+    pub msg_bundle: Vec<KeyValue>,
+    /// `importOption`.
+    pub import_option: Vec<String>,
+}
+impl x::SchemaType for OvfManagerCommonParams {
+    const TYPE_NAME: &'static str = "OvfManagerCommonParams";
+}
+impl x::Structure for OvfManagerCommonParams {}
+impl std::fmt::Debug for OvfManagerCommonParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfManagerCommonParams", x::fields_ref(self))
+    }
+}
+impl PartialEq for OvfManagerCommonParams {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for OvfManagerCommonParams {
+    fn clone(&self) -> Self {
+        Self {
+            locale: self.locale.clone(),
+            deployment_option: self.deployment_option.clone(),
+            msg_bundle: x::clone_vec(&self.msg_bundle),
+            import_option: x::clone_vec(&self.import_option),
+        }
+    }
+}
+impl x::Fields for OvfManagerCommonParams {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "locale" => r.read(&mut self.locale),
+            "deploymentOption" => r.read(&mut self.deployment_option),
+            "msgBundle" => r.read_push(&mut self.msg_bundle),
+            "importOption" => r.read_push(&mut self.import_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("locale", &self.locale);
+        w.write("deploymentOption", &self.deployment_option);
+        w.write_vec("msgBundle", &self.msg_bundle);
+        w.write_vec("importOption", &self.import_option);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfMappedOsId` (extends `OvfImport`).
+///
+/// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfMappedOsId {
+    /// The fields `OvfMappedOsId` inherits from `OvfImport`.
+    pub ovf_import: OvfImport,
+    /// `ovfId`.
+    pub ovf_id: i32,
+    /// `ovfDescription`.
+    pub ovf_description: String,
+    /// `targetDescription`.
+    pub target_description: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfMappedOsId {
+    const TYPE_NAME: &'static str = "OvfMappedOsId";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfMappedOsId {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfMappedOsId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfMappedOsId", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfMappedOsId {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfMappedOsId {
+    type Target = OvfImport;
+    #[inline]
+    fn deref(&self) -> &OvfImport {
+        &self.ovf_import
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfMappedOsId {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfImport {
+        &mut self.ovf_import
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfMappedOsId {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ovfId" => r.read(&mut self.ovf_id),
+            "ovfDescription" => r.read(&mut self.ovf_description),
+            "targetDescription" => r.read(&mut self.target_description),
+            _ => return x::Fields::decode_field(&mut self.ovf_import, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_import, w);
+        w.write("ovfId", &self.ovf_id);
+        w.write("ovfDescription", &self.ovf_description);
+        w.write("targetDescription", &self.target_description);
+    }
+}
+#[cfg(feature = "all-faults")]
 /// `OvfMissingAttribute` (extends `OvfAttribute`).
 ///
 /// The fields of `OvfAttribute` are in `ovf_attribute`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfMissingAttribute {
     /// The fields `OvfMissingAttribute` inherits from `OvfAttribute`.
     pub ovf_attribute: OvfAttribute,
@@ -20,6 +934,18 @@ impl x::SchemaType for OvfMissingAttribute {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfMissingAttribute {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfMissingAttribute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfMissingAttribute", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfMissingAttribute {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfMissingAttribute {
     type Target = OvfAttribute;
@@ -53,7 +979,7 @@ impl x::Fields for OvfMissingAttribute {
 /// `OvfMissingElement` (extends `OvfElement`).
 ///
 /// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfMissingElement {
     /// The fields `OvfMissingElement` inherits from `OvfElement`.
     pub ovf_element: OvfElement,
@@ -64,6 +990,18 @@ impl x::SchemaType for OvfMissingElement {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfMissingElement {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfMissingElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfMissingElement", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfMissingElement {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfMissingElement {
     type Target = OvfElement;
@@ -97,7 +1035,7 @@ impl x::Fields for OvfMissingElement {
 /// `OvfMissingElementNormalBoundary` (extends `OvfMissingElement`).
 ///
 /// The fields of `OvfMissingElement` are in `ovf_missing_element`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfMissingElementNormalBoundary {
     /// The fields `OvfMissingElementNormalBoundary` inherits from `OvfMissingElement`.
     pub ovf_missing_element: OvfMissingElement,
@@ -110,6 +1048,18 @@ impl x::SchemaType for OvfMissingElementNormalBoundary {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfMissingElementNormalBoundary {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfMissingElementNormalBoundary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfMissingElementNormalBoundary", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfMissingElementNormalBoundary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfMissingElementNormalBoundary {
     type Target = OvfMissingElement;
@@ -148,7 +1098,7 @@ impl x::Fields for OvfMissingElementNormalBoundary {
 /// `OvfMissingHardware` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfMissingHardware {
     /// The fields `OvfMissingHardware` inherits from `OvfImport`.
     pub ovf_import: OvfImport,
@@ -163,6 +1113,18 @@ impl x::SchemaType for OvfMissingHardware {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfMissingHardware {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfMissingHardware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfMissingHardware", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfMissingHardware {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfMissingHardware {
     type Target = OvfImport;
@@ -200,7 +1162,7 @@ impl x::Fields for OvfMissingHardware {
     }
 }
 /// `OvfNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfNetworkInfo {
     /// `name`.
     pub name: String,
@@ -211,6 +1173,16 @@ impl x::SchemaType for OvfNetworkInfo {
     const TYPE_NAME: &'static str = "OvfNetworkInfo";
 }
 impl x::Structure for OvfNetworkInfo {}
+impl std::fmt::Debug for OvfNetworkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfNetworkInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for OvfNetworkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for OvfNetworkInfo {
     fn decode_field(
         &mut self,
@@ -235,7 +1207,7 @@ impl x::ArrayItem for OvfNetworkInfo {
     const ITEM_TAG: &'static str = "OvfNetworkInfo";
 }
 /// `OvfNetworkMapping` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfNetworkMapping {
     /// `name`.
     pub name: String,
@@ -246,6 +1218,16 @@ impl x::SchemaType for OvfNetworkMapping {
     const TYPE_NAME: &'static str = "OvfNetworkMapping";
 }
 impl x::Structure for OvfNetworkMapping {}
+impl std::fmt::Debug for OvfNetworkMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfNetworkMapping", x::fields_ref(self))
+    }
+}
+impl PartialEq for OvfNetworkMapping {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for OvfNetworkMapping {
     fn decode_field(
         &mut self,
@@ -273,7 +1255,7 @@ impl x::ArrayItem for OvfNetworkMapping {
 /// `OvfNetworkMappingNotSupported` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfNetworkMappingNotSupported {
     /// The fields `OvfNetworkMappingNotSupported` inherits from `OvfImport`.
     pub ovf_import: OvfImport,
@@ -284,6 +1266,18 @@ impl x::SchemaType for OvfNetworkMappingNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfNetworkMappingNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfNetworkMappingNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfNetworkMappingNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfNetworkMappingNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfNetworkMappingNotSupported {
     type Target = OvfImport;
@@ -317,7 +1311,7 @@ impl x::Fields for OvfNetworkMappingNotSupported {
 /// `OvfNoHostNic` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfNoHostNic {
     /// The fields `OvfNoHostNic` inherits from `OvfUnsupportedPackage`.
     pub ovf_unsupported_package: OvfUnsupportedPackage,
@@ -328,6 +1322,18 @@ impl x::SchemaType for OvfNoHostNic {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfNoHostNic {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfNoHostNic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfNoHostNic", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfNoHostNic {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfNoHostNic {
     type Target = OvfUnsupportedPackage;
@@ -361,7 +1367,7 @@ impl x::Fields for OvfNoHostNic {
 /// `OvfNoSpaceOnController` (extends `OvfUnsupportedElement`).
 ///
 /// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfNoSpaceOnController {
     /// The fields `OvfNoSpaceOnController` inherits from `OvfUnsupportedElement`.
     pub ovf_unsupported_element: OvfUnsupportedElement,
@@ -374,6 +1380,18 @@ impl x::SchemaType for OvfNoSpaceOnController {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfNoSpaceOnController {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfNoSpaceOnController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfNoSpaceOnController", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfNoSpaceOnController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfNoSpaceOnController {
     type Target = OvfUnsupportedElement;
@@ -418,7 +1436,7 @@ impl x::Fields for OvfNoSpaceOnController {
 /// `OvfNoSupportedHardwareFamily` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfNoSupportedHardwareFamily {
     /// The fields `OvfNoSupportedHardwareFamily` inherits from `OvfUnsupportedPackage`.
     pub ovf_unsupported_package: OvfUnsupportedPackage,
@@ -431,6 +1449,18 @@ impl x::SchemaType for OvfNoSupportedHardwareFamily {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfNoSupportedHardwareFamily {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfNoSupportedHardwareFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfNoSupportedHardwareFamily", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfNoSupportedHardwareFamily {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfNoSupportedHardwareFamily {
     type Target = OvfUnsupportedPackage;
@@ -472,7 +1502,7 @@ impl x::Fields for OvfNoSupportedHardwareFamily {
     }
 }
 /// `OvfOptionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfOptionInfo {
     /// `option`.
     pub option: String,
@@ -483,6 +1513,16 @@ impl x::SchemaType for OvfOptionInfo {
     const TYPE_NAME: &'static str = "OvfOptionInfo";
 }
 impl x::Structure for OvfOptionInfo {}
+impl std::fmt::Debug for OvfOptionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfOptionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for OvfOptionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for OvfOptionInfo {
     fn decode_field(
         &mut self,
@@ -509,7 +1549,7 @@ impl x::ArrayItem for OvfOptionInfo {
 /// `OvfParseDescriptorParams` (extends `OvfManagerCommonParams`).
 ///
 /// The fields of `OvfManagerCommonParams` are in `ovf_manager_common_params`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfParseDescriptorParams {
     /// The fields `OvfParseDescriptorParams` inherits from `OvfManagerCommonParams`.
     pub ovf_manager_common_params: OvfManagerCommonParams,
@@ -518,6 +1558,16 @@ impl x::SchemaType for OvfParseDescriptorParams {
     const TYPE_NAME: &'static str = "OvfParseDescriptorParams";
 }
 impl x::Structure for OvfParseDescriptorParams {}
+impl std::fmt::Debug for OvfParseDescriptorParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfParseDescriptorParams", x::fields_ref(self))
+    }
+}
+impl PartialEq for OvfParseDescriptorParams {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for OvfParseDescriptorParams {
     type Target = OvfManagerCommonParams;
     #[inline]
@@ -545,7 +1595,7 @@ impl x::Fields for OvfParseDescriptorParams {
     }
 }
 /// `OvfParseDescriptorResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct OvfParseDescriptorResult {
     /// `eula`.
     pub eula: Vec<String>,
@@ -588,6 +1638,16 @@ impl x::SchemaType for OvfParseDescriptorResult {
     const TYPE_NAME: &'static str = "OvfParseDescriptorResult";
 }
 impl x::Structure for OvfParseDescriptorResult {}
+impl std::fmt::Debug for OvfParseDescriptorResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfParseDescriptorResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for OvfParseDescriptorResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for OvfParseDescriptorResult {
     fn clone(&self) -> Self {
         Self {
@@ -677,7 +1737,7 @@ impl x::Fields for OvfParseDescriptorResult {
 /// `OvfProperty` (extends `OvfInvalidPackage`).
 ///
 /// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfProperty {
     /// The fields `OvfProperty` inherits from `OvfInvalidPackage`.
     pub ovf_invalid_package: OvfInvalidPackage,
@@ -692,6 +1752,18 @@ impl x::SchemaType for OvfProperty {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfProperty {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfProperty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfProperty", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfProperty {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfProperty {
     type Target = OvfInvalidPackage;
@@ -732,7 +1804,7 @@ impl x::Fields for OvfProperty {
 /// `OvfPropertyExport` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfPropertyExport {
     /// The fields `OvfPropertyExport` inherits from `OvfExport`.
     pub ovf_export: OvfExport,
@@ -747,6 +1819,18 @@ impl x::SchemaType for OvfPropertyExport {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyExport {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfPropertyExport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfPropertyExport", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfPropertyExport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyExport {
     type Target = OvfExport;
@@ -787,7 +1871,7 @@ impl x::Fields for OvfPropertyExport {
 /// `OvfPropertyNetwork` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfPropertyNetwork {
     /// The fields `OvfPropertyNetwork` inherits from `OvfProperty`.
     pub ovf_property: OvfProperty,
@@ -798,6 +1882,18 @@ impl x::SchemaType for OvfPropertyNetwork {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyNetwork {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfPropertyNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfPropertyNetwork", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfPropertyNetwork {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyNetwork {
     type Target = OvfProperty;
@@ -831,7 +1927,7 @@ impl x::Fields for OvfPropertyNetwork {
 /// `OvfPropertyNetworkExport` (extends `OvfExport`).
 ///
 /// The fields of `OvfExport` are in `ovf_export`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfPropertyNetworkExport {
     /// The fields `OvfPropertyNetworkExport` inherits from `OvfExport`.
     pub ovf_export: OvfExport,
@@ -844,6 +1940,18 @@ impl x::SchemaType for OvfPropertyNetworkExport {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyNetworkExport {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfPropertyNetworkExport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfPropertyNetworkExport", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfPropertyNetworkExport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyNetworkExport {
     type Target = OvfExport;
@@ -882,7 +1990,7 @@ impl x::Fields for OvfPropertyNetworkExport {
 /// `OvfPropertyQualifier` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfPropertyQualifier {
     /// The fields `OvfPropertyQualifier` inherits from `OvfProperty`.
     pub ovf_property: OvfProperty,
@@ -895,6 +2003,18 @@ impl x::SchemaType for OvfPropertyQualifier {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyQualifier {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfPropertyQualifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfPropertyQualifier", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfPropertyQualifier {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyQualifier {
     type Target = OvfProperty;
@@ -933,7 +2053,7 @@ impl x::Fields for OvfPropertyQualifier {
 /// `OvfPropertyQualifierDuplicate` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfPropertyQualifierDuplicate {
     /// The fields `OvfPropertyQualifierDuplicate` inherits from `OvfProperty`.
     pub ovf_property: OvfProperty,
@@ -946,6 +2066,18 @@ impl x::SchemaType for OvfPropertyQualifierDuplicate {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyQualifierDuplicate {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfPropertyQualifierDuplicate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfPropertyQualifierDuplicate", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfPropertyQualifierDuplicate {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyQualifierDuplicate {
     type Target = OvfProperty;
@@ -984,7 +2116,7 @@ impl x::Fields for OvfPropertyQualifierDuplicate {
 /// `OvfPropertyQualifierIgnored` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfPropertyQualifierIgnored {
     /// The fields `OvfPropertyQualifierIgnored` inherits from `OvfProperty`.
     pub ovf_property: OvfProperty,
@@ -997,6 +2129,18 @@ impl x::SchemaType for OvfPropertyQualifierIgnored {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyQualifierIgnored {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfPropertyQualifierIgnored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfPropertyQualifierIgnored", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfPropertyQualifierIgnored {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyQualifierIgnored {
     type Target = OvfProperty;
@@ -1035,7 +2179,7 @@ impl x::Fields for OvfPropertyQualifierIgnored {
 /// `OvfPropertyType` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfPropertyType {
     /// The fields `OvfPropertyType` inherits from `OvfProperty`.
     pub ovf_property: OvfProperty,
@@ -1046,6 +2190,18 @@ impl x::SchemaType for OvfPropertyType {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyType {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfPropertyType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfPropertyType", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfPropertyType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyType {
     type Target = OvfProperty;
@@ -1079,7 +2235,7 @@ impl x::Fields for OvfPropertyType {
 /// `OvfPropertyValue` (extends `OvfProperty`).
 ///
 /// The fields of `OvfProperty` are in `ovf_property`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfPropertyValue {
     /// The fields `OvfPropertyValue` inherits from `OvfProperty`.
     pub ovf_property: OvfProperty,
@@ -1090,6 +2246,18 @@ impl x::SchemaType for OvfPropertyValue {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfPropertyValue {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfPropertyValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfPropertyValue", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfPropertyValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfPropertyValue {
     type Target = OvfProperty;
@@ -1120,7 +2288,7 @@ impl x::Fields for OvfPropertyValue {
     }
 }
 /// `OvfResourceMap` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfResourceMap {
     /// `source`.
     pub source: String,
@@ -1135,6 +2303,16 @@ impl x::SchemaType for OvfResourceMap {
     const TYPE_NAME: &'static str = "OvfResourceMap";
 }
 impl x::Structure for OvfResourceMap {}
+impl std::fmt::Debug for OvfResourceMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfResourceMap", x::fields_ref(self))
+    }
+}
+impl PartialEq for OvfResourceMap {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for OvfResourceMap {
     fn decode_field(
         &mut self,
@@ -1165,7 +2343,7 @@ impl x::ArrayItem for OvfResourceMap {
 /// `OvfStorageProfileMapping` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfStorageProfileMapping {
     /// `diskId`.
     ///
@@ -1180,6 +2358,16 @@ impl x::SchemaType for OvfStorageProfileMapping {
     const TYPE_NAME: &'static str = "OvfStorageProfileMapping";
 }
 impl x::Structure for OvfStorageProfileMapping {}
+impl std::fmt::Debug for OvfStorageProfileMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfStorageProfileMapping", x::fields_ref(self))
+    }
+}
+impl PartialEq for OvfStorageProfileMapping {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for OvfStorageProfileMapping {
     fn decode_field(
         &mut self,
@@ -1208,7 +2396,7 @@ impl x::ArrayItem for OvfStorageProfileMapping {
 /// `OvfSystemFault` (extends `OvfFault`).
 ///
 /// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfSystemFault {
     /// The fields `OvfSystemFault` inherits from `OvfFault`.
     pub ovf_fault: OvfFault,
@@ -1219,6 +2407,18 @@ impl x::SchemaType for OvfSystemFault {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfSystemFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfSystemFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfSystemFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfSystemFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfSystemFault {
     type Target = OvfFault;
@@ -1252,7 +2452,7 @@ impl x::Fields for OvfSystemFault {
 /// `OvfToXmlUnsupportedElement` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfToXmlUnsupportedElement {
     /// The fields `OvfToXmlUnsupportedElement` inherits from `OvfSystemFault`.
     pub ovf_system_fault: OvfSystemFault,
@@ -1265,6 +2465,18 @@ impl x::SchemaType for OvfToXmlUnsupportedElement {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfToXmlUnsupportedElement {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfToXmlUnsupportedElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfToXmlUnsupportedElement", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfToXmlUnsupportedElement {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfToXmlUnsupportedElement {
     type Target = OvfSystemFault;
@@ -1303,7 +2515,7 @@ impl x::Fields for OvfToXmlUnsupportedElement {
 /// `OvfUnableToExportDisk` (extends `OvfHardwareExport`).
 ///
 /// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnableToExportDisk {
     /// The fields `OvfUnableToExportDisk` inherits from `OvfHardwareExport`.
     pub ovf_hardware_export: OvfHardwareExport,
@@ -1316,6 +2528,18 @@ impl x::SchemaType for OvfUnableToExportDisk {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnableToExportDisk {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnableToExportDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnableToExportDisk", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnableToExportDisk {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnableToExportDisk {
     type Target = OvfHardwareExport;
@@ -1354,7 +2578,7 @@ impl x::Fields for OvfUnableToExportDisk {
 /// `OvfUnexpectedElement` (extends `OvfElement`).
 ///
 /// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnexpectedElement {
     /// The fields `OvfUnexpectedElement` inherits from `OvfElement`.
     pub ovf_element: OvfElement,
@@ -1365,6 +2589,18 @@ impl x::SchemaType for OvfUnexpectedElement {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnexpectedElement {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnexpectedElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnexpectedElement", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnexpectedElement {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnexpectedElement {
     type Target = OvfElement;
@@ -1398,7 +2634,7 @@ impl x::Fields for OvfUnexpectedElement {
 /// `OvfUnknownDevice` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnknownDevice {
     /// The fields `OvfUnknownDevice` inherits from `OvfSystemFault`.
     pub ovf_system_fault: OvfSystemFault,
@@ -1413,6 +2649,18 @@ impl x::SchemaType for OvfUnknownDevice {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnknownDevice {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnknownDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnknownDevice", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnknownDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnknownDevice {
     type Target = OvfSystemFault;
@@ -1453,7 +2701,7 @@ impl x::Fields for OvfUnknownDevice {
 /// `OvfUnknownDeviceBacking` (extends `OvfHardwareExport`).
 ///
 /// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnknownDeviceBacking {
     /// The fields `OvfUnknownDeviceBacking` inherits from `OvfHardwareExport`.
     pub ovf_hardware_export: OvfHardwareExport,
@@ -1466,6 +2714,18 @@ impl x::SchemaType for OvfUnknownDeviceBacking {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnknownDeviceBacking {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnknownDeviceBacking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnknownDeviceBacking", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnknownDeviceBacking {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnknownDeviceBacking {
     type Target = OvfHardwareExport;
@@ -1504,7 +2764,7 @@ impl x::Fields for OvfUnknownDeviceBacking {
 /// `OvfUnknownEntity` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnknownEntity {
     /// The fields `OvfUnknownEntity` inherits from `OvfSystemFault`.
     pub ovf_system_fault: OvfSystemFault,
@@ -1517,6 +2777,18 @@ impl x::SchemaType for OvfUnknownEntity {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnknownEntity {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnknownEntity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnknownEntity", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnknownEntity {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnknownEntity {
     type Target = OvfSystemFault;
@@ -1555,7 +2827,7 @@ impl x::Fields for OvfUnknownEntity {
 /// `OvfUnsupportedAttribute` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnsupportedAttribute {
     /// The fields `OvfUnsupportedAttribute` inherits from `OvfUnsupportedPackage`.
     pub ovf_unsupported_package: OvfUnsupportedPackage,
@@ -1570,6 +2842,18 @@ impl x::SchemaType for OvfUnsupportedAttribute {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedAttribute {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedAttribute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedAttribute", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedAttribute {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedAttribute {
     type Target = OvfUnsupportedPackage;
@@ -1616,7 +2900,7 @@ impl x::Fields for OvfUnsupportedAttribute {
 /// `OvfUnsupportedAttributeValue` (extends `OvfUnsupportedAttribute`).
 ///
 /// The fields of `OvfUnsupportedAttribute` are in `ovf_unsupported_attribute`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnsupportedAttributeValue {
     /// The fields `OvfUnsupportedAttributeValue` inherits from `OvfUnsupportedAttribute`.
     pub ovf_unsupported_attribute: OvfUnsupportedAttribute,
@@ -1629,6 +2913,18 @@ impl x::SchemaType for OvfUnsupportedAttributeValue {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedAttributeValue {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedAttributeValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedAttributeValue", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedAttributeValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedAttributeValue {
     type Target = OvfUnsupportedAttribute;
@@ -1673,7 +2969,7 @@ impl x::Fields for OvfUnsupportedAttributeValue {
 /// `OvfUnsupportedDeviceBackingInfo` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnsupportedDeviceBackingInfo {
     /// The fields `OvfUnsupportedDeviceBackingInfo` inherits from `OvfSystemFault`.
     pub ovf_system_fault: OvfSystemFault,
@@ -1692,6 +2988,18 @@ impl x::SchemaType for OvfUnsupportedDeviceBackingInfo {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedDeviceBackingInfo {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedDeviceBackingInfo", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedDeviceBackingInfo {
     type Target = OvfSystemFault;
@@ -1736,7 +3044,7 @@ impl x::Fields for OvfUnsupportedDeviceBackingInfo {
 /// `OvfUnsupportedDeviceBackingOption` (extends `OvfSystemFault`).
 ///
 /// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnsupportedDeviceBackingOption {
     /// The fields `OvfUnsupportedDeviceBackingOption` inherits from `OvfSystemFault`.
     pub ovf_system_fault: OvfSystemFault,
@@ -1755,6 +3063,18 @@ impl x::SchemaType for OvfUnsupportedDeviceBackingOption {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedDeviceBackingOption {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedDeviceBackingOption", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedDeviceBackingOption {
     type Target = OvfSystemFault;
@@ -1799,7 +3119,7 @@ impl x::Fields for OvfUnsupportedDeviceBackingOption {
 /// `OvfUnsupportedDeviceExport` (extends `OvfHardwareExport`).
 ///
 /// The fields of `OvfHardwareExport` are in `ovf_hardware_export`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnsupportedDeviceExport {
     /// The fields `OvfUnsupportedDeviceExport` inherits from `OvfHardwareExport`.
     pub ovf_hardware_export: OvfHardwareExport,
@@ -1810,6 +3130,18 @@ impl x::SchemaType for OvfUnsupportedDeviceExport {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedDeviceExport {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedDeviceExport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedDeviceExport", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedDeviceExport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedDeviceExport {
     type Target = OvfHardwareExport;
@@ -1843,7 +3175,7 @@ impl x::Fields for OvfUnsupportedDeviceExport {
 /// `OvfUnsupportedDiskProvisioning` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnsupportedDiskProvisioning {
     /// The fields `OvfUnsupportedDiskProvisioning` inherits from `OvfImport`.
     pub ovf_import: OvfImport,
@@ -1858,6 +3190,18 @@ impl x::SchemaType for OvfUnsupportedDiskProvisioning {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedDiskProvisioning {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedDiskProvisioning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedDiskProvisioning", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedDiskProvisioning {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedDiskProvisioning {
     type Target = OvfImport;
@@ -1898,7 +3242,7 @@ impl x::Fields for OvfUnsupportedDiskProvisioning {
 /// `OvfUnsupportedElement` (extends `OvfUnsupportedPackage`).
 ///
 /// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnsupportedElement {
     /// The fields `OvfUnsupportedElement` inherits from `OvfUnsupportedPackage`.
     pub ovf_unsupported_package: OvfUnsupportedPackage,
@@ -1911,6 +3255,18 @@ impl x::SchemaType for OvfUnsupportedElement {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedElement {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedElement", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedElement {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedElement {
     type Target = OvfUnsupportedPackage;
@@ -1955,7 +3311,7 @@ impl x::Fields for OvfUnsupportedElement {
 /// `OvfUnsupportedElementValue` (extends `OvfUnsupportedElement`).
 ///
 /// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnsupportedElementValue {
     /// The fields `OvfUnsupportedElementValue` inherits from `OvfUnsupportedElement`.
     pub ovf_unsupported_element: OvfUnsupportedElement,
@@ -1968,6 +3324,18 @@ impl x::SchemaType for OvfUnsupportedElementValue {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedElementValue {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedElementValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedElementValue", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedElementValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedElementValue {
     type Target = OvfUnsupportedElement;
@@ -2012,7 +3380,7 @@ impl x::Fields for OvfUnsupportedElementValue {
 /// `OvfUnsupportedPackage` (extends `OvfFault`).
 ///
 /// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct OvfUnsupportedPackage {
     /// The fields `OvfUnsupportedPackage` inherits from `OvfFault`.
     pub ovf_fault: OvfFault,
@@ -2025,6 +3393,18 @@ impl x::SchemaType for OvfUnsupportedPackage {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for OvfUnsupportedPackage {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedPackage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedPackage", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedPackage {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for OvfUnsupportedPackage {
     type Target = OvfFault;
@@ -2057,441 +3437,5 @@ impl x::Fields for OvfUnsupportedPackage {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.ovf_fault, w);
         w.write_opt("lineNumber", &self.line_number);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfUnsupportedSection` (extends `OvfUnsupportedElement`).
-///
-/// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfUnsupportedSection {
-    /// The fields `OvfUnsupportedSection` inherits from `OvfUnsupportedElement`.
-    pub ovf_unsupported_element: OvfUnsupportedElement,
-    /// `info`.
-    pub info: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfUnsupportedSection {
-    const TYPE_NAME: &'static str = "OvfUnsupportedSection";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfUnsupportedSection {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfUnsupportedSection {
-    type Target = OvfUnsupportedElement;
-    #[inline]
-    fn deref(&self) -> &OvfUnsupportedElement {
-        &self.ovf_unsupported_element
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfUnsupportedSection {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfUnsupportedElement {
-        &mut self.ovf_unsupported_element
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfUnsupportedSection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "info" => r.read(&mut self.info),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.ovf_unsupported_element,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_unsupported_element, w);
-        w.write("info", &self.info);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfUnsupportedSubType` (extends `OvfUnsupportedPackage`).
-///
-/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfUnsupportedSubType {
-    /// The fields `OvfUnsupportedSubType` inherits from `OvfUnsupportedPackage`.
-    pub ovf_unsupported_package: OvfUnsupportedPackage,
-    /// `elementName`.
-    pub element_name: String,
-    /// `instanceId`.
-    pub instance_id: String,
-    /// `deviceType`.
-    pub device_type: i32,
-    /// `deviceSubType`.
-    pub device_sub_type: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfUnsupportedSubType {
-    const TYPE_NAME: &'static str = "OvfUnsupportedSubType";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfUnsupportedSubType {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfUnsupportedSubType {
-    type Target = OvfUnsupportedPackage;
-    #[inline]
-    fn deref(&self) -> &OvfUnsupportedPackage {
-        &self.ovf_unsupported_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfUnsupportedSubType {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
-        &mut self.ovf_unsupported_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfUnsupportedSubType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "elementName" => r.read(&mut self.element_name),
-            "instanceId" => r.read(&mut self.instance_id),
-            "deviceType" => r.read(&mut self.device_type),
-            "deviceSubType" => r.read(&mut self.device_sub_type),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.ovf_unsupported_package,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
-        w.write("elementName", &self.element_name);
-        w.write("instanceId", &self.instance_id);
-        w.write("deviceType", &self.device_type);
-        w.write("deviceSubType", &self.device_sub_type);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfUnsupportedType` (extends `OvfUnsupportedPackage`).
-///
-/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfUnsupportedType {
-    /// The fields `OvfUnsupportedType` inherits from `OvfUnsupportedPackage`.
-    pub ovf_unsupported_package: OvfUnsupportedPackage,
-    /// `name`.
-    pub name: String,
-    /// `instanceId`.
-    pub instance_id: String,
-    /// `deviceType`.
-    pub device_type: i32,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfUnsupportedType {
-    const TYPE_NAME: &'static str = "OvfUnsupportedType";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfUnsupportedType {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfUnsupportedType {
-    type Target = OvfUnsupportedPackage;
-    #[inline]
-    fn deref(&self) -> &OvfUnsupportedPackage {
-        &self.ovf_unsupported_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfUnsupportedType {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
-        &mut self.ovf_unsupported_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfUnsupportedType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "instanceId" => r.read(&mut self.instance_id),
-            "deviceType" => r.read(&mut self.device_type),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.ovf_unsupported_package,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
-        w.write("name", &self.name);
-        w.write("instanceId", &self.instance_id);
-        w.write("deviceType", &self.device_type);
-    }
-}
-/// `OvfValidateHostParams` (extends `OvfManagerCommonParams`).
-///
-/// The fields of `OvfManagerCommonParams` are in `ovf_manager_common_params`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfValidateHostParams {
-    /// The fields `OvfValidateHostParams` inherits from `OvfManagerCommonParams`.
-    pub ovf_manager_common_params: OvfManagerCommonParams,
-}
-impl x::SchemaType for OvfValidateHostParams {
-    const TYPE_NAME: &'static str = "OvfValidateHostParams";
-}
-impl x::Structure for OvfValidateHostParams {}
-impl std::ops::Deref for OvfValidateHostParams {
-    type Target = OvfManagerCommonParams;
-    #[inline]
-    fn deref(&self) -> &OvfManagerCommonParams {
-        &self.ovf_manager_common_params
-    }
-}
-impl std::ops::DerefMut for OvfValidateHostParams {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfManagerCommonParams {
-        &mut self.ovf_manager_common_params
-    }
-}
-impl x::Fields for OvfValidateHostParams {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.ovf_manager_common_params, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_manager_common_params, w);
-    }
-}
-/// `OvfValidateHostResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct OvfValidateHostResult {
-    /// `downloadSize`.
-    pub download_size: Option<i64>,
-    /// `flatDeploymentSize`.
-    pub flat_deployment_size: Option<i64>,
-    /// `sparseDeploymentSize`.
-    pub sparse_deployment_size: Option<i64>,
-    /// `error`.
-    pub error: Vec<LocalizedMethodFault>,
-    /// `warning`.
-    pub warning: Vec<LocalizedMethodFault>,
-    /// `supportedDiskProvisioning`.
-    pub supported_disk_provisioning: Vec<String>,
-}
-impl x::SchemaType for OvfValidateHostResult {
-    const TYPE_NAME: &'static str = "OvfValidateHostResult";
-}
-impl x::Structure for OvfValidateHostResult {}
-impl Clone for OvfValidateHostResult {
-    fn clone(&self) -> Self {
-        Self {
-            download_size: self.download_size,
-            flat_deployment_size: self.flat_deployment_size,
-            sparse_deployment_size: self.sparse_deployment_size,
-            error: x::clone_vec(&self.error),
-            warning: x::clone_vec(&self.warning),
-            supported_disk_provisioning: x::clone_vec(&self.supported_disk_provisioning),
-        }
-    }
-}
-impl x::Fields for OvfValidateHostResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "downloadSize" => r.read_opt(&mut self.download_size),
-            "flatDeploymentSize" => r.read_opt(&mut self.flat_deployment_size),
-            "sparseDeploymentSize" => r.read_opt(&mut self.sparse_deployment_size),
-            "error" => r.read_push(&mut self.error),
-            "warning" => r.read_push(&mut self.warning),
-            "supportedDiskProvisioning" => {
-                r.read_push(&mut self.supported_disk_provisioning)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("downloadSize", &self.download_size);
-        w.write_opt("flatDeploymentSize", &self.flat_deployment_size);
-        w.write_opt("sparseDeploymentSize", &self.sparse_deployment_size);
-        w.write_vec("error", &self.error);
-        w.write_vec("warning", &self.warning);
-        w.write_vec("supportedDiskProvisioning", &self.supported_disk_provisioning);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfWrongElement` (extends `OvfElement`).
-///
-/// The fields of `OvfElement` are in `ovf_element`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfWrongElement {
-    /// The fields `OvfWrongElement` inherits from `OvfElement`.
-    pub ovf_element: OvfElement,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfWrongElement {
-    const TYPE_NAME: &'static str = "OvfWrongElement";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfWrongElement {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfWrongElement {
-    type Target = OvfElement;
-    #[inline]
-    fn deref(&self) -> &OvfElement {
-        &self.ovf_element
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfWrongElement {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfElement {
-        &mut self.ovf_element
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfWrongElement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.ovf_element, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_element, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfWrongNamespace` (extends `OvfInvalidPackage`).
-///
-/// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfWrongNamespace {
-    /// The fields `OvfWrongNamespace` inherits from `OvfInvalidPackage`.
-    pub ovf_invalid_package: OvfInvalidPackage,
-    /// `namespaceName`.
-    pub namespace_name: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfWrongNamespace {
-    const TYPE_NAME: &'static str = "OvfWrongNamespace";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfWrongNamespace {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfWrongNamespace {
-    type Target = OvfInvalidPackage;
-    #[inline]
-    fn deref(&self) -> &OvfInvalidPackage {
-        &self.ovf_invalid_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfWrongNamespace {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
-        &mut self.ovf_invalid_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfWrongNamespace {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "namespaceName" => r.read(&mut self.namespace_name),
-            _ => return x::Fields::decode_field(&mut self.ovf_invalid_package, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_invalid_package, w);
-        w.write("namespaceName", &self.namespace_name);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfXmlFormat` (extends `OvfInvalidPackage`).
-///
-/// The fields of `OvfInvalidPackage` are in `ovf_invalid_package`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfXmlFormat {
-    /// The fields `OvfXmlFormat` inherits from `OvfInvalidPackage`.
-    pub ovf_invalid_package: OvfInvalidPackage,
-    /// `description`.
-    pub description: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfXmlFormat {
-    const TYPE_NAME: &'static str = "OvfXmlFormat";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfXmlFormat {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfXmlFormat {
-    type Target = OvfInvalidPackage;
-    #[inline]
-    fn deref(&self) -> &OvfInvalidPackage {
-        &self.ovf_invalid_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfXmlFormat {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfInvalidPackage {
-        &mut self.ovf_invalid_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfXmlFormat {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "description" => r.read(&mut self.description),
-            _ => return x::Fields::decode_field(&mut self.ovf_invalid_package, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_invalid_package, w);
-        w.write("description", &self.description);
     }
 }

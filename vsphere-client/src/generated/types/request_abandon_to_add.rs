@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `AbandonHciWorkflowRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AbandonHciWorkflowRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -15,6 +15,16 @@ impl x::SchemaType for AbandonHciWorkflowRequestType {
     const TYPE_NAME: &'static str = "AbandonHciWorkflowRequestType";
 }
 impl x::Structure for AbandonHciWorkflowRequestType {}
+impl std::fmt::Debug for AbandonHciWorkflowRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AbandonHciWorkflowRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AbandonHciWorkflowRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AbandonHciWorkflowRequestType {
     fn decode_field(
         &mut self,
@@ -46,7 +56,7 @@ impl x::Request for AbandonHciWorkflowRequestType {
     }
 }
 /// `AbdicateDomOwnershipRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AbdicateDomOwnershipRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -57,6 +67,16 @@ impl x::SchemaType for AbdicateDomOwnershipRequestType {
     const TYPE_NAME: &'static str = "AbdicateDomOwnershipRequestType";
 }
 impl x::Structure for AbdicateDomOwnershipRequestType {}
+impl std::fmt::Debug for AbdicateDomOwnershipRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AbdicateDomOwnershipRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AbdicateDomOwnershipRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AbdicateDomOwnershipRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -98,7 +118,7 @@ impl x::Request for AbdicateDomOwnershipRequestType {
     }
 }
 /// `AbortCustomizationRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AbortCustomizationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -111,6 +131,16 @@ impl x::SchemaType for AbortCustomizationRequestType {
     const TYPE_NAME: &'static str = "AbortCustomizationRequestType";
 }
 impl x::Structure for AbortCustomizationRequestType {}
+impl std::fmt::Debug for AbortCustomizationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AbortCustomizationRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AbortCustomizationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AbortCustomizationRequestType {
     fn decode_field(
         &mut self,
@@ -146,7 +176,7 @@ impl x::Request for AbortCustomizationRequestType {
     }
 }
 /// `AcknowledgeAlarmRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AcknowledgeAlarmRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -159,6 +189,16 @@ impl x::SchemaType for AcknowledgeAlarmRequestType {
     const TYPE_NAME: &'static str = "AcknowledgeAlarmRequestType";
 }
 impl x::Structure for AcknowledgeAlarmRequestType {}
+impl std::fmt::Debug for AcknowledgeAlarmRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AcknowledgeAlarmRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AcknowledgeAlarmRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AcknowledgeAlarmRequestType {
     fn decode_field(
         &mut self,
@@ -194,7 +234,7 @@ impl x::Request for AcknowledgeAlarmRequestType {
     }
 }
 /// `AcquireCimServicesTicketRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AcquireCimServicesTicketRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -203,6 +243,16 @@ impl x::SchemaType for AcquireCimServicesTicketRequestType {
     const TYPE_NAME: &'static str = "AcquireCimServicesTicketRequestType";
 }
 impl x::Structure for AcquireCimServicesTicketRequestType {}
+impl std::fmt::Debug for AcquireCimServicesTicketRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AcquireCimServicesTicketRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AcquireCimServicesTicketRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AcquireCimServicesTicketRequestType {
     fn decode_field(
         &mut self,
@@ -234,7 +284,7 @@ impl x::Request for AcquireCimServicesTicketRequestType {
     }
 }
 /// `AcquireCloneTicketRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AcquireCloneTicketRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -243,6 +293,16 @@ impl x::SchemaType for AcquireCloneTicketRequestType {
     const TYPE_NAME: &'static str = "AcquireCloneTicketRequestType";
 }
 impl x::Structure for AcquireCloneTicketRequestType {}
+impl std::fmt::Debug for AcquireCloneTicketRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AcquireCloneTicketRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AcquireCloneTicketRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AcquireCloneTicketRequestType {
     fn decode_field(
         &mut self,
@@ -274,7 +334,7 @@ impl x::Request for AcquireCloneTicketRequestType {
     }
 }
 /// `AcquireCredentialsInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AcquireCredentialsInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -289,6 +349,16 @@ impl x::SchemaType for AcquireCredentialsInGuestRequestType {
     const TYPE_NAME: &'static str = "AcquireCredentialsInGuestRequestType";
 }
 impl x::Structure for AcquireCredentialsInGuestRequestType {}
+impl std::fmt::Debug for AcquireCredentialsInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AcquireCredentialsInGuestRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AcquireCredentialsInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AcquireCredentialsInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -326,7 +396,7 @@ impl x::Request for AcquireCredentialsInGuestRequestType {
     }
 }
 /// `AcquireGenericServiceTicketRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AcquireGenericServiceTicketRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -337,6 +407,16 @@ impl x::SchemaType for AcquireGenericServiceTicketRequestType {
     const TYPE_NAME: &'static str = "AcquireGenericServiceTicketRequestType";
 }
 impl x::Structure for AcquireGenericServiceTicketRequestType {}
+impl std::fmt::Debug for AcquireGenericServiceTicketRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AcquireGenericServiceTicketRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AcquireGenericServiceTicketRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AcquireGenericServiceTicketRequestType {
     fn decode_field(
         &mut self,
@@ -370,7 +450,7 @@ impl x::Request for AcquireGenericServiceTicketRequestType {
     }
 }
 /// `AcquireLocalTicketRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AcquireLocalTicketRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -381,6 +461,16 @@ impl x::SchemaType for AcquireLocalTicketRequestType {
     const TYPE_NAME: &'static str = "AcquireLocalTicketRequestType";
 }
 impl x::Structure for AcquireLocalTicketRequestType {}
+impl std::fmt::Debug for AcquireLocalTicketRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AcquireLocalTicketRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AcquireLocalTicketRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AcquireLocalTicketRequestType {
     fn decode_field(
         &mut self,
@@ -414,7 +504,7 @@ impl x::Request for AcquireLocalTicketRequestType {
     }
 }
 /// `AcquireMksTicketRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AcquireMksTicketRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -423,6 +513,16 @@ impl x::SchemaType for AcquireMksTicketRequestType {
     const TYPE_NAME: &'static str = "AcquireMksTicketRequestType";
 }
 impl x::Structure for AcquireMksTicketRequestType {}
+impl std::fmt::Debug for AcquireMksTicketRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AcquireMksTicketRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AcquireMksTicketRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AcquireMksTicketRequestType {
     fn decode_field(
         &mut self,
@@ -454,7 +554,7 @@ impl x::Request for AcquireMksTicketRequestType {
     }
 }
 /// `AcquireTicketRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AcquireTicketRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -465,6 +565,16 @@ impl x::SchemaType for AcquireTicketRequestType {
     const TYPE_NAME: &'static str = "AcquireTicketRequestType";
 }
 impl x::Structure for AcquireTicketRequestType {}
+impl std::fmt::Debug for AcquireTicketRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AcquireTicketRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AcquireTicketRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AcquireTicketRequestType {
     fn decode_field(
         &mut self,
@@ -498,7 +608,7 @@ impl x::Request for AcquireTicketRequestType {
     }
 }
 /// `AddAuthorizationRoleRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddAuthorizationRoleRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -511,6 +621,16 @@ impl x::SchemaType for AddAuthorizationRoleRequestType {
     const TYPE_NAME: &'static str = "AddAuthorizationRoleRequestType";
 }
 impl x::Structure for AddAuthorizationRoleRequestType {}
+impl std::fmt::Debug for AddAuthorizationRoleRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddAuthorizationRoleRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddAuthorizationRoleRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddAuthorizationRoleRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -555,7 +675,7 @@ impl x::Request for AddAuthorizationRoleRequestType {
     }
 }
 /// `AddCustomFieldDefRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AddCustomFieldDefRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -572,6 +692,16 @@ impl x::SchemaType for AddCustomFieldDefRequestType {
     const TYPE_NAME: &'static str = "AddCustomFieldDefRequestType";
 }
 impl x::Structure for AddCustomFieldDefRequestType {}
+impl std::fmt::Debug for AddCustomFieldDefRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddCustomFieldDefRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddCustomFieldDefRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AddCustomFieldDefRequestType {
     fn decode_field(
         &mut self,
@@ -611,7 +741,7 @@ impl x::Request for AddCustomFieldDefRequestType {
     }
 }
 /// `AddDVPortgroupRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddDVPortgroupRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -622,6 +752,16 @@ impl x::SchemaType for AddDVPortgroupRequestType {
     const TYPE_NAME: &'static str = "AddDVPortgroupRequestType";
 }
 impl x::Structure for AddDVPortgroupRequestType {}
+impl std::fmt::Debug for AddDVPortgroupRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddDVPortgroupRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddDVPortgroupRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddDVPortgroupRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -663,7 +803,7 @@ impl x::Request for AddDVPortgroupRequestType {
     }
 }
 /// `AddDisksRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddDisksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -674,6 +814,16 @@ impl x::SchemaType for AddDisksRequestType {
     const TYPE_NAME: &'static str = "AddDisksRequestType";
 }
 impl x::Structure for AddDisksRequestType {}
+impl std::fmt::Debug for AddDisksRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddDisksRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddDisksRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddDisksRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -715,7 +865,7 @@ impl x::Request for AddDisksRequestType {
     }
 }
 /// `AddFilterEntitiesRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddFilterEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -728,6 +878,16 @@ impl x::SchemaType for AddFilterEntitiesRequestType {
     const TYPE_NAME: &'static str = "AddFilterEntitiesRequestType";
 }
 impl x::Structure for AddFilterEntitiesRequestType {}
+impl std::fmt::Debug for AddFilterEntitiesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddFilterEntitiesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddFilterEntitiesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddFilterEntitiesRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -772,7 +932,7 @@ impl x::Request for AddFilterEntitiesRequestType {
     }
 }
 /// `AddFilterRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddFilterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -787,6 +947,16 @@ impl x::SchemaType for AddFilterRequestType {
     const TYPE_NAME: &'static str = "AddFilterRequestType";
 }
 impl x::Structure for AddFilterRequestType {}
+impl std::fmt::Debug for AddFilterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddFilterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddFilterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddFilterRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -834,7 +1004,7 @@ impl x::Request for AddFilterRequestType {
     }
 }
 /// `AddGuestAliasRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AddGuestAliasRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -855,6 +1025,16 @@ impl x::SchemaType for AddGuestAliasRequestType {
     const TYPE_NAME: &'static str = "AddGuestAliasRequestType";
 }
 impl x::Structure for AddGuestAliasRequestType {}
+impl std::fmt::Debug for AddGuestAliasRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddGuestAliasRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddGuestAliasRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AddGuestAliasRequestType {
     fn decode_field(
         &mut self,
@@ -898,7 +1078,7 @@ impl x::Request for AddGuestAliasRequestType {
     }
 }
 /// `AddHostRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AddHostRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -915,6 +1095,16 @@ impl x::SchemaType for AddHostRequestType {
     const TYPE_NAME: &'static str = "AddHostRequestType";
 }
 impl x::Structure for AddHostRequestType {}
+impl std::fmt::Debug for AddHostRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddHostRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddHostRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AddHostRequestType {
     fn decode_field(
         &mut self,
@@ -954,7 +1144,7 @@ impl x::Request for AddHostRequestType {
     }
 }
 /// `AddInternetScsiSendTargetsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddInternetScsiSendTargetsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -967,6 +1157,16 @@ impl x::SchemaType for AddInternetScsiSendTargetsRequestType {
     const TYPE_NAME: &'static str = "AddInternetScsiSendTargetsRequestType";
 }
 impl x::Structure for AddInternetScsiSendTargetsRequestType {}
+impl std::fmt::Debug for AddInternetScsiSendTargetsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddInternetScsiSendTargetsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddInternetScsiSendTargetsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddInternetScsiSendTargetsRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1011,7 +1211,7 @@ impl x::Request for AddInternetScsiSendTargetsRequestType {
     }
 }
 /// `AddInternetScsiStaticTargetsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddInternetScsiStaticTargetsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1024,6 +1224,20 @@ impl x::SchemaType for AddInternetScsiStaticTargetsRequestType {
     const TYPE_NAME: &'static str = "AddInternetScsiStaticTargetsRequestType";
 }
 impl x::Structure for AddInternetScsiStaticTargetsRequestType {}
+impl std::fmt::Debug for AddInternetScsiStaticTargetsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "AddInternetScsiStaticTargetsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for AddInternetScsiStaticTargetsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddInternetScsiStaticTargetsRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1068,7 +1282,7 @@ impl x::Request for AddInternetScsiStaticTargetsRequestType {
     }
 }
 /// `AddKeyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AddKeyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1079,6 +1293,16 @@ impl x::SchemaType for AddKeyRequestType {
     const TYPE_NAME: &'static str = "AddKeyRequestType";
 }
 impl x::Structure for AddKeyRequestType {}
+impl std::fmt::Debug for AddKeyRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddKeyRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddKeyRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AddKeyRequestType {
     fn decode_field(
         &mut self,
@@ -1112,7 +1336,7 @@ impl x::Request for AddKeyRequestType {
     }
 }
 /// `AddKeysRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddKeysRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1123,6 +1347,16 @@ impl x::SchemaType for AddKeysRequestType {
     const TYPE_NAME: &'static str = "AddKeysRequestType";
 }
 impl x::Structure for AddKeysRequestType {}
+impl std::fmt::Debug for AddKeysRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddKeysRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddKeysRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddKeysRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1164,7 +1398,7 @@ impl x::Request for AddKeysRequestType {
     }
 }
 /// `AddLicenseRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddLicenseRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1177,6 +1411,16 @@ impl x::SchemaType for AddLicenseRequestType {
     const TYPE_NAME: &'static str = "AddLicenseRequestType";
 }
 impl x::Structure for AddLicenseRequestType {}
+impl std::fmt::Debug for AddLicenseRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddLicenseRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddLicenseRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddLicenseRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1221,7 +1465,7 @@ impl x::Request for AddLicenseRequestType {
     }
 }
 /// `AddMonitoredEntitiesRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddMonitoredEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1234,6 +1478,16 @@ impl x::SchemaType for AddMonitoredEntitiesRequestType {
     const TYPE_NAME: &'static str = "AddMonitoredEntitiesRequestType";
 }
 impl x::Structure for AddMonitoredEntitiesRequestType {}
+impl std::fmt::Debug for AddMonitoredEntitiesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddMonitoredEntitiesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddMonitoredEntitiesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddMonitoredEntitiesRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1278,7 +1532,7 @@ impl x::Request for AddMonitoredEntitiesRequestType {
     }
 }
 /// `AddNetworkResourcePoolRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct AddNetworkResourcePoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1289,6 +1543,16 @@ impl x::SchemaType for AddNetworkResourcePoolRequestType {
     const TYPE_NAME: &'static str = "AddNetworkResourcePoolRequestType";
 }
 impl x::Structure for AddNetworkResourcePoolRequestType {}
+impl std::fmt::Debug for AddNetworkResourcePoolRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddNetworkResourcePoolRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddNetworkResourcePoolRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for AddNetworkResourcePoolRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1330,7 +1594,7 @@ impl x::Request for AddNetworkResourcePoolRequestType {
     }
 }
 /// `AddPortGroupRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AddPortGroupRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1341,6 +1605,16 @@ impl x::SchemaType for AddPortGroupRequestType {
     const TYPE_NAME: &'static str = "AddPortGroupRequestType";
 }
 impl x::Structure for AddPortGroupRequestType {}
+impl std::fmt::Debug for AddPortGroupRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddPortGroupRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddPortGroupRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AddPortGroupRequestType {
     fn decode_field(
         &mut self,
@@ -1374,7 +1648,7 @@ impl x::Request for AddPortGroupRequestType {
     }
 }
 /// `AddServiceConsoleVirtualNicRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AddServiceConsoleVirtualNicRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1387,6 +1661,16 @@ impl x::SchemaType for AddServiceConsoleVirtualNicRequestType {
     const TYPE_NAME: &'static str = "AddServiceConsoleVirtualNicRequestType";
 }
 impl x::Structure for AddServiceConsoleVirtualNicRequestType {}
+impl std::fmt::Debug for AddServiceConsoleVirtualNicRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddServiceConsoleVirtualNicRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddServiceConsoleVirtualNicRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AddServiceConsoleVirtualNicRequestType {
     fn decode_field(
         &mut self,
@@ -1422,7 +1706,7 @@ impl x::Request for AddServiceConsoleVirtualNicRequestType {
     }
 }
 /// `AddStandaloneHostRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AddStandaloneHostRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1439,6 +1723,16 @@ impl x::SchemaType for AddStandaloneHostRequestType {
     const TYPE_NAME: &'static str = "AddStandaloneHostRequestType";
 }
 impl x::Structure for AddStandaloneHostRequestType {}
+impl std::fmt::Debug for AddStandaloneHostRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddStandaloneHostRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddStandaloneHostRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AddStandaloneHostRequestType {
     fn decode_field(
         &mut self,
@@ -1478,7 +1772,7 @@ impl x::Request for AddStandaloneHostRequestType {
     }
 }
 /// `AddVirtualNicRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AddVirtualNicRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1491,6 +1785,16 @@ impl x::SchemaType for AddVirtualNicRequestType {
     const TYPE_NAME: &'static str = "AddVirtualNicRequestType";
 }
 impl x::Structure for AddVirtualNicRequestType {}
+impl std::fmt::Debug for AddVirtualNicRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddVirtualNicRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddVirtualNicRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AddVirtualNicRequestType {
     fn decode_field(
         &mut self,
@@ -1526,7 +1830,7 @@ impl x::Request for AddVirtualNicRequestType {
     }
 }
 /// `AddVirtualSwitchRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct AddVirtualSwitchRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1539,6 +1843,16 @@ impl x::SchemaType for AddVirtualSwitchRequestType {
     const TYPE_NAME: &'static str = "AddVirtualSwitchRequestType";
 }
 impl x::Structure for AddVirtualSwitchRequestType {}
+impl std::fmt::Debug for AddVirtualSwitchRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "AddVirtualSwitchRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for AddVirtualSwitchRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for AddVirtualSwitchRequestType {
     fn decode_field(
         &mut self,

@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `ClearComplianceStatusRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClearComplianceStatusRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -19,6 +19,16 @@ impl x::SchemaType for ClearComplianceStatusRequestType {
     const TYPE_NAME: &'static str = "ClearComplianceStatusRequestType";
 }
 impl x::Structure for ClearComplianceStatusRequestType {}
+impl std::fmt::Debug for ClearComplianceStatusRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClearComplianceStatusRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClearComplianceStatusRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClearComplianceStatusRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -63,7 +73,7 @@ impl x::Request for ClearComplianceStatusRequestType {
     }
 }
 /// `ClearNFSUserRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClearNFSUserRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -72,6 +82,16 @@ impl x::SchemaType for ClearNFSUserRequestType {
     const TYPE_NAME: &'static str = "ClearNFSUserRequestType";
 }
 impl x::Structure for ClearNFSUserRequestType {}
+impl std::fmt::Debug for ClearNFSUserRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClearNFSUserRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClearNFSUserRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClearNFSUserRequestType {
     fn decode_field(
         &mut self,
@@ -103,7 +123,7 @@ impl x::Request for ClearNFSUserRequestType {
     }
 }
 /// `ClearSystemEventLogRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClearSystemEventLogRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -112,6 +132,16 @@ impl x::SchemaType for ClearSystemEventLogRequestType {
     const TYPE_NAME: &'static str = "ClearSystemEventLogRequestType";
 }
 impl x::Structure for ClearSystemEventLogRequestType {}
+impl std::fmt::Debug for ClearSystemEventLogRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClearSystemEventLogRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClearSystemEventLogRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClearSystemEventLogRequestType {
     fn decode_field(
         &mut self,
@@ -143,7 +173,7 @@ impl x::Request for ClearSystemEventLogRequestType {
     }
 }
 /// `ClearTriggeredAlarmsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ClearTriggeredAlarmsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -154,6 +184,16 @@ impl x::SchemaType for ClearTriggeredAlarmsRequestType {
     const TYPE_NAME: &'static str = "ClearTriggeredAlarmsRequestType";
 }
 impl x::Structure for ClearTriggeredAlarmsRequestType {}
+impl std::fmt::Debug for ClearTriggeredAlarmsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClearTriggeredAlarmsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClearTriggeredAlarmsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ClearTriggeredAlarmsRequestType {
     fn decode_field(
         &mut self,
@@ -187,7 +227,7 @@ impl x::Request for ClearTriggeredAlarmsRequestType {
     }
 }
 /// `ClearVStorageObjectControlFlagsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClearVStorageObjectControlFlagsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -202,6 +242,20 @@ impl x::SchemaType for ClearVStorageObjectControlFlagsRequestType {
     const TYPE_NAME: &'static str = "ClearVStorageObjectControlFlagsRequestType";
 }
 impl x::Structure for ClearVStorageObjectControlFlagsRequestType {}
+impl std::fmt::Debug for ClearVStorageObjectControlFlagsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClearVStorageObjectControlFlagsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClearVStorageObjectControlFlagsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClearVStorageObjectControlFlagsRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -249,7 +303,7 @@ impl x::Request for ClearVStorageObjectControlFlagsRequestType {
     }
 }
 /// `CloneSessionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CloneSessionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -260,6 +314,16 @@ impl x::SchemaType for CloneSessionRequestType {
     const TYPE_NAME: &'static str = "CloneSessionRequestType";
 }
 impl x::Structure for CloneSessionRequestType {}
+impl std::fmt::Debug for CloneSessionRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CloneSessionRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CloneSessionRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CloneSessionRequestType {
     fn decode_field(
         &mut self,
@@ -276,7 +340,7 @@ impl x::Fields for CloneSessionRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("cloneTicket", &self.clone_ticket);
+        w.write_secret("cloneTicket", &self.clone_ticket);
     }
 }
 impl x::Request for CloneSessionRequestType {
@@ -293,7 +357,7 @@ impl x::Request for CloneSessionRequestType {
     }
 }
 /// `CloneVAppRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CloneVAppRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -308,6 +372,16 @@ impl x::SchemaType for CloneVAppRequestType {
     const TYPE_NAME: &'static str = "CloneVAppRequestType";
 }
 impl x::Structure for CloneVAppRequestType {}
+impl std::fmt::Debug for CloneVAppRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CloneVAppRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CloneVAppRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CloneVAppRequestType {
     fn decode_field(
         &mut self,
@@ -345,7 +419,7 @@ impl x::Request for CloneVAppRequestType {
     }
 }
 /// `CloneVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CloneVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -360,6 +434,16 @@ impl x::SchemaType for CloneVMRequestType {
     const TYPE_NAME: &'static str = "CloneVMRequestType";
 }
 impl x::Structure for CloneVMRequestType {}
+impl std::fmt::Debug for CloneVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CloneVMRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CloneVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CloneVMRequestType {
     fn decode_field(
         &mut self,
@@ -397,7 +481,7 @@ impl x::Request for CloneVMRequestType {
     }
 }
 /// `CloneVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CloneVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -412,6 +496,16 @@ impl x::SchemaType for CloneVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "CloneVStorageObjectRequestType";
 }
 impl x::Structure for CloneVStorageObjectRequestType {}
+impl std::fmt::Debug for CloneVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CloneVStorageObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CloneVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CloneVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -449,7 +543,7 @@ impl x::Request for CloneVStorageObjectRequestType {
     }
 }
 /// `CloseInventoryViewFolderRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CloseInventoryViewFolderRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -460,6 +554,16 @@ impl x::SchemaType for CloseInventoryViewFolderRequestType {
     const TYPE_NAME: &'static str = "CloseInventoryViewFolderRequestType";
 }
 impl x::Structure for CloseInventoryViewFolderRequestType {}
+impl std::fmt::Debug for CloseInventoryViewFolderRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CloseInventoryViewFolderRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CloseInventoryViewFolderRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CloseInventoryViewFolderRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -501,7 +605,7 @@ impl x::Request for CloseInventoryViewFolderRequestType {
     }
 }
 /// `ClusterEnterMaintenanceModeRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClusterEnterMaintenanceModeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -518,6 +622,16 @@ impl x::SchemaType for ClusterEnterMaintenanceModeRequestType {
     const TYPE_NAME: &'static str = "ClusterEnterMaintenanceModeRequestType";
 }
 impl x::Structure for ClusterEnterMaintenanceModeRequestType {}
+impl std::fmt::Debug for ClusterEnterMaintenanceModeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterEnterMaintenanceModeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterEnterMaintenanceModeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClusterEnterMaintenanceModeRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -568,7 +682,7 @@ impl x::Request for ClusterEnterMaintenanceModeRequestType {
     }
 }
 /// `CompositeHostProfileRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CompositeHostProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -589,6 +703,16 @@ impl x::SchemaType for CompositeHostProfileRequestType {
     const TYPE_NAME: &'static str = "CompositeHostProfileRequestType";
 }
 impl x::Structure for CompositeHostProfileRequestType {}
+impl std::fmt::Debug for CompositeHostProfileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CompositeHostProfileRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CompositeHostProfileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CompositeHostProfileRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -645,7 +769,7 @@ impl x::Request for CompositeHostProfileRequestType {
     }
 }
 /// `ComputeDiskPartitionInfoForResizeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ComputeDiskPartitionInfoForResizeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -660,6 +784,20 @@ impl x::SchemaType for ComputeDiskPartitionInfoForResizeRequestType {
     const TYPE_NAME: &'static str = "ComputeDiskPartitionInfoForResizeRequestType";
 }
 impl x::Structure for ComputeDiskPartitionInfoForResizeRequestType {}
+impl std::fmt::Debug for ComputeDiskPartitionInfoForResizeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ComputeDiskPartitionInfoForResizeRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ComputeDiskPartitionInfoForResizeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ComputeDiskPartitionInfoForResizeRequestType {
     fn decode_field(
         &mut self,
@@ -697,7 +835,7 @@ impl x::Request for ComputeDiskPartitionInfoForResizeRequestType {
     }
 }
 /// `ComputeDiskPartitionInfoRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ComputeDiskPartitionInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -712,6 +850,16 @@ impl x::SchemaType for ComputeDiskPartitionInfoRequestType {
     const TYPE_NAME: &'static str = "ComputeDiskPartitionInfoRequestType";
 }
 impl x::Structure for ComputeDiskPartitionInfoRequestType {}
+impl std::fmt::Debug for ComputeDiskPartitionInfoRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ComputeDiskPartitionInfoRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ComputeDiskPartitionInfoRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ComputeDiskPartitionInfoRequestType {
     fn decode_field(
         &mut self,
@@ -749,7 +897,7 @@ impl x::Request for ComputeDiskPartitionInfoRequestType {
     }
 }
 /// `ConfigureCryptoKeyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConfigureCryptoKeyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -760,6 +908,16 @@ impl x::SchemaType for ConfigureCryptoKeyRequestType {
     const TYPE_NAME: &'static str = "ConfigureCryptoKeyRequestType";
 }
 impl x::Structure for ConfigureCryptoKeyRequestType {}
+impl std::fmt::Debug for ConfigureCryptoKeyRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigureCryptoKeyRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigureCryptoKeyRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConfigureCryptoKeyRequestType {
     fn decode_field(
         &mut self,
@@ -793,7 +951,7 @@ impl x::Request for ConfigureCryptoKeyRequestType {
     }
 }
 /// `ConfigureDatastoreIORMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConfigureDatastoreIORMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -806,6 +964,16 @@ impl x::SchemaType for ConfigureDatastoreIORMRequestType {
     const TYPE_NAME: &'static str = "ConfigureDatastoreIORMRequestType";
 }
 impl x::Structure for ConfigureDatastoreIORMRequestType {}
+impl std::fmt::Debug for ConfigureDatastoreIORMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigureDatastoreIORMRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigureDatastoreIORMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConfigureDatastoreIORMRequestType {
     fn decode_field(
         &mut self,
@@ -841,7 +1009,7 @@ impl x::Request for ConfigureDatastoreIORMRequestType {
     }
 }
 /// `ConfigureDatastorePrincipalRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConfigureDatastorePrincipalRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -854,6 +1022,16 @@ impl x::SchemaType for ConfigureDatastorePrincipalRequestType {
     const TYPE_NAME: &'static str = "ConfigureDatastorePrincipalRequestType";
 }
 impl x::Structure for ConfigureDatastorePrincipalRequestType {}
+impl std::fmt::Debug for ConfigureDatastorePrincipalRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigureDatastorePrincipalRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigureDatastorePrincipalRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConfigureDatastorePrincipalRequestType {
     fn decode_field(
         &mut self,
@@ -872,7 +1050,7 @@ impl x::Fields for ConfigureDatastorePrincipalRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
-        w.write_opt("password", &self.password);
+        w.write_opt_secret("password", &self.password);
     }
 }
 impl x::Request for ConfigureDatastorePrincipalRequestType {
@@ -889,7 +1067,7 @@ impl x::Request for ConfigureDatastorePrincipalRequestType {
     }
 }
 /// `ConfigureEvcModeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConfigureEvcModeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -902,6 +1080,16 @@ impl x::SchemaType for ConfigureEvcModeRequestType {
     const TYPE_NAME: &'static str = "ConfigureEvcModeRequestType";
 }
 impl x::Structure for ConfigureEvcModeRequestType {}
+impl std::fmt::Debug for ConfigureEvcModeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigureEvcModeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigureEvcModeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConfigureEvcModeRequestType {
     fn decode_field(
         &mut self,
@@ -937,7 +1125,7 @@ impl x::Request for ConfigureEvcModeRequestType {
     }
 }
 /// `ConfigureHCIRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ConfigureHCIRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -950,6 +1138,16 @@ impl x::SchemaType for ConfigureHCIRequestType {
     const TYPE_NAME: &'static str = "ConfigureHCIRequestType";
 }
 impl x::Structure for ConfigureHCIRequestType {}
+impl std::fmt::Debug for ConfigureHCIRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigureHCIRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigureHCIRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ConfigureHCIRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -994,7 +1192,7 @@ impl x::Request for ConfigureHCIRequestType {
     }
 }
 /// `ConfigureHostCacheRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConfigureHostCacheRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1005,6 +1203,16 @@ impl x::SchemaType for ConfigureHostCacheRequestType {
     const TYPE_NAME: &'static str = "ConfigureHostCacheRequestType";
 }
 impl x::Structure for ConfigureHostCacheRequestType {}
+impl std::fmt::Debug for ConfigureHostCacheRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigureHostCacheRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigureHostCacheRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConfigureHostCacheRequestType {
     fn decode_field(
         &mut self,
@@ -1038,7 +1246,7 @@ impl x::Request for ConfigureHostCacheRequestType {
     }
 }
 /// `ConfigureLicenseSourceRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConfigureLicenseSourceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1051,6 +1259,16 @@ impl x::SchemaType for ConfigureLicenseSourceRequestType {
     const TYPE_NAME: &'static str = "ConfigureLicenseSourceRequestType";
 }
 impl x::Structure for ConfigureLicenseSourceRequestType {}
+impl std::fmt::Debug for ConfigureLicenseSourceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigureLicenseSourceRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigureLicenseSourceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConfigureLicenseSourceRequestType {
     fn decode_field(
         &mut self,
@@ -1086,7 +1304,7 @@ impl x::Request for ConfigureLicenseSourceRequestType {
     }
 }
 /// `ConfigurePowerPolicyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConfigurePowerPolicyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1097,6 +1315,16 @@ impl x::SchemaType for ConfigurePowerPolicyRequestType {
     const TYPE_NAME: &'static str = "ConfigurePowerPolicyRequestType";
 }
 impl x::Structure for ConfigurePowerPolicyRequestType {}
+impl std::fmt::Debug for ConfigurePowerPolicyRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigurePowerPolicyRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigurePowerPolicyRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConfigurePowerPolicyRequestType {
     fn decode_field(
         &mut self,
@@ -1130,7 +1358,7 @@ impl x::Request for ConfigurePowerPolicyRequestType {
     }
 }
 /// `ConfigureStorageDrsForPodRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConfigureStorageDrsForPodRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1145,6 +1373,16 @@ impl x::SchemaType for ConfigureStorageDrsForPodRequestType {
     const TYPE_NAME: &'static str = "ConfigureStorageDrsForPodRequestType";
 }
 impl x::Structure for ConfigureStorageDrsForPodRequestType {}
+impl std::fmt::Debug for ConfigureStorageDrsForPodRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigureStorageDrsForPodRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigureStorageDrsForPodRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConfigureStorageDrsForPodRequestType {
     fn decode_field(
         &mut self,
@@ -1182,7 +1420,7 @@ impl x::Request for ConfigureStorageDrsForPodRequestType {
     }
 }
 /// `ConfigureVFlashResourceExRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ConfigureVFlashResourceExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1193,6 +1431,16 @@ impl x::SchemaType for ConfigureVFlashResourceExRequestType {
     const TYPE_NAME: &'static str = "ConfigureVFlashResourceExRequestType";
 }
 impl x::Structure for ConfigureVFlashResourceExRequestType {}
+impl std::fmt::Debug for ConfigureVFlashResourceExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConfigureVFlashResourceExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConfigureVFlashResourceExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ConfigureVFlashResourceExRequestType {
     fn clone(&self) -> Self {
         Self {

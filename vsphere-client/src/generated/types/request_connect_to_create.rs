@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `ConnectNvmeControllerExRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ConnectNvmeControllerExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -17,6 +17,16 @@ impl x::SchemaType for ConnectNvmeControllerExRequestType {
     const TYPE_NAME: &'static str = "ConnectNvmeControllerExRequestType";
 }
 impl x::Structure for ConnectNvmeControllerExRequestType {}
+impl std::fmt::Debug for ConnectNvmeControllerExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConnectNvmeControllerExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConnectNvmeControllerExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ConnectNvmeControllerExRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -58,7 +68,7 @@ impl x::Request for ConnectNvmeControllerExRequestType {
     }
 }
 /// `ConnectNvmeControllerRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConnectNvmeControllerRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -69,6 +79,16 @@ impl x::SchemaType for ConnectNvmeControllerRequestType {
     const TYPE_NAME: &'static str = "ConnectNvmeControllerRequestType";
 }
 impl x::Structure for ConnectNvmeControllerRequestType {}
+impl std::fmt::Debug for ConnectNvmeControllerRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConnectNvmeControllerRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConnectNvmeControllerRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConnectNvmeControllerRequestType {
     fn decode_field(
         &mut self,
@@ -102,7 +122,7 @@ impl x::Request for ConnectNvmeControllerRequestType {
     }
 }
 /// `ConsolidateVMDisksRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConsolidateVMDisksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -111,6 +131,16 @@ impl x::SchemaType for ConsolidateVMDisksRequestType {
     const TYPE_NAME: &'static str = "ConsolidateVMDisksRequestType";
 }
 impl x::Structure for ConsolidateVMDisksRequestType {}
+impl std::fmt::Debug for ConsolidateVMDisksRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ConsolidateVMDisksRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ConsolidateVMDisksRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConsolidateVMDisksRequestType {
     fn decode_field(
         &mut self,
@@ -142,7 +172,7 @@ impl x::Request for ConsolidateVMDisksRequestType {
     }
 }
 /// `ContinueRetrievePropertiesExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ContinueRetrievePropertiesExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -153,6 +183,20 @@ impl x::SchemaType for ContinueRetrievePropertiesExRequestType {
     const TYPE_NAME: &'static str = "ContinueRetrievePropertiesExRequestType";
 }
 impl x::Structure for ContinueRetrievePropertiesExRequestType {}
+impl std::fmt::Debug for ContinueRetrievePropertiesExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ContinueRetrievePropertiesExRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ContinueRetrievePropertiesExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ContinueRetrievePropertiesExRequestType {
     fn decode_field(
         &mut self,
@@ -169,7 +213,7 @@ impl x::Fields for ContinueRetrievePropertiesExRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("token", &self.token);
+        w.write_secret("token", &self.token);
     }
 }
 impl x::Request for ContinueRetrievePropertiesExRequestType {
@@ -186,7 +230,7 @@ impl x::Request for ContinueRetrievePropertiesExRequestType {
     }
 }
 /// `ConvertNamespacePathToUuidPathRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConvertNamespacePathToUuidPathRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -199,6 +243,20 @@ impl x::SchemaType for ConvertNamespacePathToUuidPathRequestType {
     const TYPE_NAME: &'static str = "ConvertNamespacePathToUuidPathRequestType";
 }
 impl x::Structure for ConvertNamespacePathToUuidPathRequestType {}
+impl std::fmt::Debug for ConvertNamespacePathToUuidPathRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ConvertNamespacePathToUuidPathRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ConvertNamespacePathToUuidPathRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ConvertNamespacePathToUuidPathRequestType {
     fn decode_field(
         &mut self,
@@ -234,7 +292,7 @@ impl x::Request for ConvertNamespacePathToUuidPathRequestType {
     }
 }
 /// `CopyDatastoreFileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CopyDatastoreFileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -253,6 +311,16 @@ impl x::SchemaType for CopyDatastoreFileRequestType {
     const TYPE_NAME: &'static str = "CopyDatastoreFileRequestType";
 }
 impl x::Structure for CopyDatastoreFileRequestType {}
+impl std::fmt::Debug for CopyDatastoreFileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CopyDatastoreFileRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CopyDatastoreFileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CopyDatastoreFileRequestType {
     fn decode_field(
         &mut self,
@@ -294,7 +362,7 @@ impl x::Request for CopyDatastoreFileRequestType {
     }
 }
 /// `CopyVirtualDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CopyVirtualDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -315,6 +383,16 @@ impl x::SchemaType for CopyVirtualDiskRequestType {
     const TYPE_NAME: &'static str = "CopyVirtualDiskRequestType";
 }
 impl x::Structure for CopyVirtualDiskRequestType {}
+impl std::fmt::Debug for CopyVirtualDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CopyVirtualDiskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CopyVirtualDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CopyVirtualDiskRequestType {
     fn decode_field(
         &mut self,
@@ -358,7 +436,7 @@ impl x::Request for CopyVirtualDiskRequestType {
     }
 }
 /// `CreateAlarmRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateAlarmRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -371,6 +449,16 @@ impl x::SchemaType for CreateAlarmRequestType {
     const TYPE_NAME: &'static str = "CreateAlarmRequestType";
 }
 impl x::Structure for CreateAlarmRequestType {}
+impl std::fmt::Debug for CreateAlarmRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateAlarmRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateAlarmRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateAlarmRequestType {
     fn decode_field(
         &mut self,
@@ -406,7 +494,7 @@ impl x::Request for CreateAlarmRequestType {
     }
 }
 /// `CreateChildVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateChildVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -419,6 +507,16 @@ impl x::SchemaType for CreateChildVMRequestType {
     const TYPE_NAME: &'static str = "CreateChildVMRequestType";
 }
 impl x::Structure for CreateChildVMRequestType {}
+impl std::fmt::Debug for CreateChildVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateChildVMRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateChildVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateChildVMRequestType {
     fn decode_field(
         &mut self,
@@ -454,7 +552,7 @@ impl x::Request for CreateChildVMRequestType {
     }
 }
 /// `CreateClusterExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateClusterExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -467,6 +565,16 @@ impl x::SchemaType for CreateClusterExRequestType {
     const TYPE_NAME: &'static str = "CreateClusterExRequestType";
 }
 impl x::Structure for CreateClusterExRequestType {}
+impl std::fmt::Debug for CreateClusterExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateClusterExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateClusterExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateClusterExRequestType {
     fn decode_field(
         &mut self,
@@ -502,7 +610,7 @@ impl x::Request for CreateClusterExRequestType {
     }
 }
 /// `CreateClusterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateClusterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -515,6 +623,16 @@ impl x::SchemaType for CreateClusterRequestType {
     const TYPE_NAME: &'static str = "CreateClusterRequestType";
 }
 impl x::Structure for CreateClusterRequestType {}
+impl std::fmt::Debug for CreateClusterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateClusterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateClusterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateClusterRequestType {
     fn decode_field(
         &mut self,
@@ -550,7 +668,7 @@ impl x::Request for CreateClusterRequestType {
     }
 }
 /// `CreateCollectorForEventsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateCollectorForEventsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -561,6 +679,16 @@ impl x::SchemaType for CreateCollectorForEventsRequestType {
     const TYPE_NAME: &'static str = "CreateCollectorForEventsRequestType";
 }
 impl x::Structure for CreateCollectorForEventsRequestType {}
+impl std::fmt::Debug for CreateCollectorForEventsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateCollectorForEventsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateCollectorForEventsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateCollectorForEventsRequestType {
     fn decode_field(
         &mut self,
@@ -594,7 +722,7 @@ impl x::Request for CreateCollectorForEventsRequestType {
     }
 }
 /// `CreateCollectorForTasksRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateCollectorForTasksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -605,6 +733,16 @@ impl x::SchemaType for CreateCollectorForTasksRequestType {
     const TYPE_NAME: &'static str = "CreateCollectorForTasksRequestType";
 }
 impl x::Structure for CreateCollectorForTasksRequestType {}
+impl std::fmt::Debug for CreateCollectorForTasksRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateCollectorForTasksRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateCollectorForTasksRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateCollectorForTasksRequestType {
     fn decode_field(
         &mut self,
@@ -640,7 +778,7 @@ impl x::Request for CreateCollectorForTasksRequestType {
 /// `CreateCollectorWithInfoFilterForTasksRequestType`.
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateCollectorWithInfoFilterForTasksRequestType {
     /// `_this`.
     ///
@@ -659,6 +797,20 @@ impl x::SchemaType for CreateCollectorWithInfoFilterForTasksRequestType {
     const TYPE_NAME: &'static str = "CreateCollectorWithInfoFilterForTasksRequestType";
 }
 impl x::Structure for CreateCollectorWithInfoFilterForTasksRequestType {}
+impl std::fmt::Debug for CreateCollectorWithInfoFilterForTasksRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "CreateCollectorWithInfoFilterForTasksRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for CreateCollectorWithInfoFilterForTasksRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateCollectorWithInfoFilterForTasksRequestType {
     fn decode_field(
         &mut self,
@@ -695,7 +847,7 @@ impl x::Request for CreateCollectorWithInfoFilterForTasksRequestType {
     }
 }
 /// `CreateContainerViewRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CreateContainerViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -710,6 +862,16 @@ impl x::SchemaType for CreateContainerViewRequestType {
     const TYPE_NAME: &'static str = "CreateContainerViewRequestType";
 }
 impl x::Structure for CreateContainerViewRequestType {}
+impl std::fmt::Debug for CreateContainerViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateContainerViewRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateContainerViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CreateContainerViewRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -757,7 +919,7 @@ impl x::Request for CreateContainerViewRequestType {
     }
 }
 /// `CreateCustomizationSpecRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateCustomizationSpecRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -768,6 +930,16 @@ impl x::SchemaType for CreateCustomizationSpecRequestType {
     const TYPE_NAME: &'static str = "CreateCustomizationSpecRequestType";
 }
 impl x::Structure for CreateCustomizationSpecRequestType {}
+impl std::fmt::Debug for CreateCustomizationSpecRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateCustomizationSpecRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateCustomizationSpecRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateCustomizationSpecRequestType {
     fn decode_field(
         &mut self,
@@ -801,7 +973,7 @@ impl x::Request for CreateCustomizationSpecRequestType {
     }
 }
 /// `CreateDVPortgroupRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDVPortgroupRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -812,6 +984,16 @@ impl x::SchemaType for CreateDVPortgroupRequestType {
     const TYPE_NAME: &'static str = "CreateDVPortgroupRequestType";
 }
 impl x::Structure for CreateDVPortgroupRequestType {}
+impl std::fmt::Debug for CreateDVPortgroupRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateDVPortgroupRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateDVPortgroupRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateDVPortgroupRequestType {
     fn decode_field(
         &mut self,
@@ -845,7 +1027,7 @@ impl x::Request for CreateDVPortgroupRequestType {
     }
 }
 /// `CreateDVSRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDVSRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -856,6 +1038,16 @@ impl x::SchemaType for CreateDVSRequestType {
     const TYPE_NAME: &'static str = "CreateDVSRequestType";
 }
 impl x::Structure for CreateDVSRequestType {}
+impl std::fmt::Debug for CreateDVSRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateDVSRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateDVSRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateDVSRequestType {
     fn decode_field(
         &mut self,
@@ -889,7 +1081,7 @@ impl x::Request for CreateDVSRequestType {
     }
 }
 /// `CreateDatacenterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDatacenterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -900,6 +1092,16 @@ impl x::SchemaType for CreateDatacenterRequestType {
     const TYPE_NAME: &'static str = "CreateDatacenterRequestType";
 }
 impl x::Structure for CreateDatacenterRequestType {}
+impl std::fmt::Debug for CreateDatacenterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateDatacenterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateDatacenterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateDatacenterRequestType {
     fn decode_field(
         &mut self,
@@ -933,7 +1135,7 @@ impl x::Request for CreateDatacenterRequestType {
     }
 }
 /// `CreateDefaultProfileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDefaultProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -948,6 +1150,16 @@ impl x::SchemaType for CreateDefaultProfileRequestType {
     const TYPE_NAME: &'static str = "CreateDefaultProfileRequestType";
 }
 impl x::Structure for CreateDefaultProfileRequestType {}
+impl std::fmt::Debug for CreateDefaultProfileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateDefaultProfileRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateDefaultProfileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateDefaultProfileRequestType {
     fn decode_field(
         &mut self,
@@ -985,7 +1197,7 @@ impl x::Request for CreateDefaultProfileRequestType {
     }
 }
 /// `CreateDescriptorRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDescriptorRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -998,6 +1210,16 @@ impl x::SchemaType for CreateDescriptorRequestType {
     const TYPE_NAME: &'static str = "CreateDescriptorRequestType";
 }
 impl x::Structure for CreateDescriptorRequestType {}
+impl std::fmt::Debug for CreateDescriptorRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateDescriptorRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateDescriptorRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateDescriptorRequestType {
     fn decode_field(
         &mut self,
@@ -1033,7 +1255,7 @@ impl x::Request for CreateDescriptorRequestType {
     }
 }
 /// `CreateDiagnosticPartitionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDiagnosticPartitionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1044,6 +1266,16 @@ impl x::SchemaType for CreateDiagnosticPartitionRequestType {
     const TYPE_NAME: &'static str = "CreateDiagnosticPartitionRequestType";
 }
 impl x::Structure for CreateDiagnosticPartitionRequestType {}
+impl std::fmt::Debug for CreateDiagnosticPartitionRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateDiagnosticPartitionRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateDiagnosticPartitionRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateDiagnosticPartitionRequestType {
     fn decode_field(
         &mut self,
@@ -1077,7 +1309,7 @@ impl x::Request for CreateDiagnosticPartitionRequestType {
     }
 }
 /// `CreateDirectoryRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDirectoryRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1094,6 +1326,16 @@ impl x::SchemaType for CreateDirectoryRequestType {
     const TYPE_NAME: &'static str = "CreateDirectoryRequestType";
 }
 impl x::Structure for CreateDirectoryRequestType {}
+impl std::fmt::Debug for CreateDirectoryRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateDirectoryRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateDirectoryRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateDirectoryRequestType {
     fn decode_field(
         &mut self,
@@ -1133,7 +1375,7 @@ impl x::Request for CreateDirectoryRequestType {
     }
 }
 /// `CreateDiskFromSnapshotRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CreateDiskFromSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1168,6 +1410,16 @@ impl x::SchemaType for CreateDiskFromSnapshotRequestType {
     const TYPE_NAME: &'static str = "CreateDiskFromSnapshotRequestType";
 }
 impl x::Structure for CreateDiskFromSnapshotRequestType {}
+impl std::fmt::Debug for CreateDiskFromSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateDiskFromSnapshotRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateDiskFromSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CreateDiskFromSnapshotRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1260,7 +1512,7 @@ impl x::Request for CreateDiskFromSnapshotRequestType {
     }
 }
 /// `CreateDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1271,6 +1523,16 @@ impl x::SchemaType for CreateDiskRequestType {
     const TYPE_NAME: &'static str = "CreateDiskRequestType";
 }
 impl x::Structure for CreateDiskRequestType {}
+impl std::fmt::Debug for CreateDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateDiskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateDiskRequestType {
     fn decode_field(
         &mut self,
@@ -1304,7 +1566,7 @@ impl x::Request for CreateDiskRequestType {
     }
 }
 /// `CreateFilterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateFilterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1317,6 +1579,16 @@ impl x::SchemaType for CreateFilterRequestType {
     const TYPE_NAME: &'static str = "CreateFilterRequestType";
 }
 impl x::Structure for CreateFilterRequestType {}
+impl std::fmt::Debug for CreateFilterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateFilterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateFilterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateFilterRequestType {
     fn decode_field(
         &mut self,
@@ -1352,7 +1624,7 @@ impl x::Request for CreateFilterRequestType {
     }
 }
 /// `CreateFolderRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateFolderRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1363,6 +1635,16 @@ impl x::SchemaType for CreateFolderRequestType {
     const TYPE_NAME: &'static str = "CreateFolderRequestType";
 }
 impl x::Structure for CreateFolderRequestType {}
+impl std::fmt::Debug for CreateFolderRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateFolderRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateFolderRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateFolderRequestType {
     fn decode_field(
         &mut self,
@@ -1396,7 +1678,7 @@ impl x::Request for CreateFolderRequestType {
     }
 }
 /// `CreateGroupRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateGroupRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1407,6 +1689,16 @@ impl x::SchemaType for CreateGroupRequestType {
     const TYPE_NAME: &'static str = "CreateGroupRequestType";
 }
 impl x::Structure for CreateGroupRequestType {}
+impl std::fmt::Debug for CreateGroupRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateGroupRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateGroupRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateGroupRequestType {
     fn decode_field(
         &mut self,
@@ -1440,7 +1732,7 @@ impl x::Request for CreateGroupRequestType {
     }
 }
 /// `CreateImportSpecRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateImportSpecRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1457,6 +1749,16 @@ impl x::SchemaType for CreateImportSpecRequestType {
     const TYPE_NAME: &'static str = "CreateImportSpecRequestType";
 }
 impl x::Structure for CreateImportSpecRequestType {}
+impl std::fmt::Debug for CreateImportSpecRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateImportSpecRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateImportSpecRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateImportSpecRequestType {
     fn decode_field(
         &mut self,
@@ -1496,7 +1798,7 @@ impl x::Request for CreateImportSpecRequestType {
     }
 }
 /// `CreateInventoryViewRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateInventoryViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1505,6 +1807,16 @@ impl x::SchemaType for CreateInventoryViewRequestType {
     const TYPE_NAME: &'static str = "CreateInventoryViewRequestType";
 }
 impl x::Structure for CreateInventoryViewRequestType {}
+impl std::fmt::Debug for CreateInventoryViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateInventoryViewRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateInventoryViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateInventoryViewRequestType {
     fn decode_field(
         &mut self,
@@ -1536,7 +1848,7 @@ impl x::Request for CreateInventoryViewRequestType {
     }
 }
 /// `CreateIpPoolRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateIpPoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1549,6 +1861,16 @@ impl x::SchemaType for CreateIpPoolRequestType {
     const TYPE_NAME: &'static str = "CreateIpPoolRequestType";
 }
 impl x::Structure for CreateIpPoolRequestType {}
+impl std::fmt::Debug for CreateIpPoolRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateIpPoolRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateIpPoolRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateIpPoolRequestType {
     fn decode_field(
         &mut self,
@@ -1584,7 +1906,7 @@ impl x::Request for CreateIpPoolRequestType {
     }
 }
 /// `CreateListViewFromViewRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateListViewFromViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1595,6 +1917,16 @@ impl x::SchemaType for CreateListViewFromViewRequestType {
     const TYPE_NAME: &'static str = "CreateListViewFromViewRequestType";
 }
 impl x::Structure for CreateListViewFromViewRequestType {}
+impl std::fmt::Debug for CreateListViewFromViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateListViewFromViewRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateListViewFromViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateListViewFromViewRequestType {
     fn decode_field(
         &mut self,
@@ -1628,7 +1960,7 @@ impl x::Request for CreateListViewFromViewRequestType {
     }
 }
 /// `CreateListViewRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CreateListViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1639,6 +1971,16 @@ impl x::SchemaType for CreateListViewRequestType {
     const TYPE_NAME: &'static str = "CreateListViewRequestType";
 }
 impl x::Structure for CreateListViewRequestType {}
+impl std::fmt::Debug for CreateListViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateListViewRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateListViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for CreateListViewRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1680,7 +2022,7 @@ impl x::Request for CreateListViewRequestType {
     }
 }
 /// `CreateLocalDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateLocalDatastoreRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1693,6 +2035,16 @@ impl x::SchemaType for CreateLocalDatastoreRequestType {
     const TYPE_NAME: &'static str = "CreateLocalDatastoreRequestType";
 }
 impl x::Structure for CreateLocalDatastoreRequestType {}
+impl std::fmt::Debug for CreateLocalDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateLocalDatastoreRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateLocalDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateLocalDatastoreRequestType {
     fn decode_field(
         &mut self,
@@ -1728,7 +2080,7 @@ impl x::Request for CreateLocalDatastoreRequestType {
     }
 }
 /// `CreateNasDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateNasDatastoreRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1739,6 +2091,16 @@ impl x::SchemaType for CreateNasDatastoreRequestType {
     const TYPE_NAME: &'static str = "CreateNasDatastoreRequestType";
 }
 impl x::Structure for CreateNasDatastoreRequestType {}
+impl std::fmt::Debug for CreateNasDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateNasDatastoreRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateNasDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateNasDatastoreRequestType {
     fn decode_field(
         &mut self,
@@ -1772,7 +2134,7 @@ impl x::Request for CreateNasDatastoreRequestType {
     }
 }
 /// `CreateNvdimmNamespaceRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateNvdimmNamespaceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1783,6 +2145,16 @@ impl x::SchemaType for CreateNvdimmNamespaceRequestType {
     const TYPE_NAME: &'static str = "CreateNvdimmNamespaceRequestType";
 }
 impl x::Structure for CreateNvdimmNamespaceRequestType {}
+impl std::fmt::Debug for CreateNvdimmNamespaceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateNvdimmNamespaceRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateNvdimmNamespaceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateNvdimmNamespaceRequestType {
     fn decode_field(
         &mut self,
@@ -1816,7 +2188,7 @@ impl x::Request for CreateNvdimmNamespaceRequestType {
     }
 }
 /// `CreateNvdimmPMemNamespaceRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateNvdimmPMemNamespaceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1827,6 +2199,16 @@ impl x::SchemaType for CreateNvdimmPMemNamespaceRequestType {
     const TYPE_NAME: &'static str = "CreateNvdimmPMemNamespaceRequestType";
 }
 impl x::Structure for CreateNvdimmPMemNamespaceRequestType {}
+impl std::fmt::Debug for CreateNvdimmPMemNamespaceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateNvdimmPMemNamespaceRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateNvdimmPMemNamespaceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateNvdimmPMemNamespaceRequestType {
     fn decode_field(
         &mut self,
@@ -1860,7 +2242,7 @@ impl x::Request for CreateNvdimmPMemNamespaceRequestType {
     }
 }
 /// `CreateNvmeOverRdmaAdapterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateNvmeOverRdmaAdapterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1871,6 +2253,16 @@ impl x::SchemaType for CreateNvmeOverRdmaAdapterRequestType {
     const TYPE_NAME: &'static str = "CreateNvmeOverRdmaAdapterRequestType";
 }
 impl x::Structure for CreateNvmeOverRdmaAdapterRequestType {}
+impl std::fmt::Debug for CreateNvmeOverRdmaAdapterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateNvmeOverRdmaAdapterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateNvmeOverRdmaAdapterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateNvmeOverRdmaAdapterRequestType {
     fn decode_field(
         &mut self,
@@ -1904,7 +2296,7 @@ impl x::Request for CreateNvmeOverRdmaAdapterRequestType {
     }
 }
 /// `CreateObjectScheduledTaskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateObjectScheduledTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1917,6 +2309,16 @@ impl x::SchemaType for CreateObjectScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "CreateObjectScheduledTaskRequestType";
 }
 impl x::Structure for CreateObjectScheduledTaskRequestType {}
+impl std::fmt::Debug for CreateObjectScheduledTaskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateObjectScheduledTaskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateObjectScheduledTaskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateObjectScheduledTaskRequestType {
     fn decode_field(
         &mut self,
@@ -1952,7 +2354,7 @@ impl x::Request for CreateObjectScheduledTaskRequestType {
     }
 }
 /// `CreatePerfIntervalRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreatePerfIntervalRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1963,6 +2365,16 @@ impl x::SchemaType for CreatePerfIntervalRequestType {
     const TYPE_NAME: &'static str = "CreatePerfIntervalRequestType";
 }
 impl x::Structure for CreatePerfIntervalRequestType {}
+impl std::fmt::Debug for CreatePerfIntervalRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreatePerfIntervalRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreatePerfIntervalRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreatePerfIntervalRequestType {
     fn decode_field(
         &mut self,
@@ -1996,7 +2408,7 @@ impl x::Request for CreatePerfIntervalRequestType {
     }
 }
 /// `CreateProfileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2007,6 +2419,16 @@ impl x::SchemaType for CreateProfileRequestType {
     const TYPE_NAME: &'static str = "CreateProfileRequestType";
 }
 impl x::Structure for CreateProfileRequestType {}
+impl std::fmt::Debug for CreateProfileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateProfileRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateProfileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateProfileRequestType {
     fn decode_field(
         &mut self,
@@ -2040,7 +2462,7 @@ impl x::Request for CreateProfileRequestType {
     }
 }
 /// `CreatePropertyCollectorRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreatePropertyCollectorRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2049,6 +2471,16 @@ impl x::SchemaType for CreatePropertyCollectorRequestType {
     const TYPE_NAME: &'static str = "CreatePropertyCollectorRequestType";
 }
 impl x::Structure for CreatePropertyCollectorRequestType {}
+impl std::fmt::Debug for CreatePropertyCollectorRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreatePropertyCollectorRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreatePropertyCollectorRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreatePropertyCollectorRequestType {
     fn decode_field(
         &mut self,
@@ -2080,7 +2512,7 @@ impl x::Request for CreatePropertyCollectorRequestType {
     }
 }
 /// `CreateRegistryKeyInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateRegistryKeyInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2099,6 +2531,16 @@ impl x::SchemaType for CreateRegistryKeyInGuestRequestType {
     const TYPE_NAME: &'static str = "CreateRegistryKeyInGuestRequestType";
 }
 impl x::Structure for CreateRegistryKeyInGuestRequestType {}
+impl std::fmt::Debug for CreateRegistryKeyInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateRegistryKeyInGuestRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateRegistryKeyInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateRegistryKeyInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -2140,7 +2582,7 @@ impl x::Request for CreateRegistryKeyInGuestRequestType {
     }
 }
 /// `CreateResourcePoolRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateResourcePoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2153,6 +2595,16 @@ impl x::SchemaType for CreateResourcePoolRequestType {
     const TYPE_NAME: &'static str = "CreateResourcePoolRequestType";
 }
 impl x::Structure for CreateResourcePoolRequestType {}
+impl std::fmt::Debug for CreateResourcePoolRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateResourcePoolRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateResourcePoolRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateResourcePoolRequestType {
     fn decode_field(
         &mut self,
@@ -2188,7 +2640,7 @@ impl x::Request for CreateResourcePoolRequestType {
     }
 }
 /// `CreateScheduledTaskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateScheduledTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2201,6 +2653,16 @@ impl x::SchemaType for CreateScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "CreateScheduledTaskRequestType";
 }
 impl x::Structure for CreateScheduledTaskRequestType {}
+impl std::fmt::Debug for CreateScheduledTaskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateScheduledTaskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateScheduledTaskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateScheduledTaskRequestType {
     fn decode_field(
         &mut self,
@@ -2236,7 +2698,7 @@ impl x::Request for CreateScheduledTaskRequestType {
     }
 }
 /// `CreateScreenshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateScreenshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2245,6 +2707,16 @@ impl x::SchemaType for CreateScreenshotRequestType {
     const TYPE_NAME: &'static str = "CreateScreenshotRequestType";
 }
 impl x::Structure for CreateScreenshotRequestType {}
+impl std::fmt::Debug for CreateScreenshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateScreenshotRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateScreenshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateScreenshotRequestType {
     fn decode_field(
         &mut self,
@@ -2276,7 +2748,7 @@ impl x::Request for CreateScreenshotRequestType {
     }
 }
 /// `CreateSecondaryVMExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSecondaryVMExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2289,6 +2761,16 @@ impl x::SchemaType for CreateSecondaryVMExRequestType {
     const TYPE_NAME: &'static str = "CreateSecondaryVMExRequestType";
 }
 impl x::Structure for CreateSecondaryVMExRequestType {}
+impl std::fmt::Debug for CreateSecondaryVMExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateSecondaryVMExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateSecondaryVMExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateSecondaryVMExRequestType {
     fn decode_field(
         &mut self,
@@ -2324,7 +2806,7 @@ impl x::Request for CreateSecondaryVMExRequestType {
     }
 }
 /// `CreateSecondaryVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSecondaryVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2335,6 +2817,16 @@ impl x::SchemaType for CreateSecondaryVMRequestType {
     const TYPE_NAME: &'static str = "CreateSecondaryVMRequestType";
 }
 impl x::Structure for CreateSecondaryVMRequestType {}
+impl std::fmt::Debug for CreateSecondaryVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateSecondaryVMRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateSecondaryVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateSecondaryVMRequestType {
     fn decode_field(
         &mut self,
@@ -2368,7 +2860,7 @@ impl x::Request for CreateSecondaryVMRequestType {
     }
 }
 /// `CreateSnapshotExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSnapshotExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2385,6 +2877,16 @@ impl x::SchemaType for CreateSnapshotExRequestType {
     const TYPE_NAME: &'static str = "CreateSnapshotExRequestType";
 }
 impl x::Structure for CreateSnapshotExRequestType {}
+impl std::fmt::Debug for CreateSnapshotExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateSnapshotExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateSnapshotExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateSnapshotExRequestType {
     fn decode_field(
         &mut self,
@@ -2424,7 +2926,7 @@ impl x::Request for CreateSnapshotExRequestType {
     }
 }
 /// `CreateSnapshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2441,6 +2943,16 @@ impl x::SchemaType for CreateSnapshotRequestType {
     const TYPE_NAME: &'static str = "CreateSnapshotRequestType";
 }
 impl x::Structure for CreateSnapshotRequestType {}
+impl std::fmt::Debug for CreateSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateSnapshotRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateSnapshotRequestType {
     fn decode_field(
         &mut self,
@@ -2480,7 +2992,7 @@ impl x::Request for CreateSnapshotRequestType {
     }
 }
 /// `CreateSoftwareAdapterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSoftwareAdapterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2491,6 +3003,16 @@ impl x::SchemaType for CreateSoftwareAdapterRequestType {
     const TYPE_NAME: &'static str = "CreateSoftwareAdapterRequestType";
 }
 impl x::Structure for CreateSoftwareAdapterRequestType {}
+impl std::fmt::Debug for CreateSoftwareAdapterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateSoftwareAdapterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateSoftwareAdapterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateSoftwareAdapterRequestType {
     fn decode_field(
         &mut self,
@@ -2524,7 +3046,7 @@ impl x::Request for CreateSoftwareAdapterRequestType {
     }
 }
 /// `CreateStoragePodRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateStoragePodRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2535,6 +3057,16 @@ impl x::SchemaType for CreateStoragePodRequestType {
     const TYPE_NAME: &'static str = "CreateStoragePodRequestType";
 }
 impl x::Structure for CreateStoragePodRequestType {}
+impl std::fmt::Debug for CreateStoragePodRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateStoragePodRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateStoragePodRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateStoragePodRequestType {
     fn decode_field(
         &mut self,
@@ -2568,7 +3100,7 @@ impl x::Request for CreateStoragePodRequestType {
     }
 }
 /// `CreateTaskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2589,6 +3121,16 @@ impl x::SchemaType for CreateTaskRequestType {
     const TYPE_NAME: &'static str = "CreateTaskRequestType";
 }
 impl x::Structure for CreateTaskRequestType {}
+impl std::fmt::Debug for CreateTaskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateTaskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateTaskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateTaskRequestType {
     fn decode_field(
         &mut self,
@@ -2632,7 +3174,7 @@ impl x::Request for CreateTaskRequestType {
     }
 }
 /// `CreateTemporaryDirectoryInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateTemporaryDirectoryInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2651,6 +3193,20 @@ impl x::SchemaType for CreateTemporaryDirectoryInGuestRequestType {
     const TYPE_NAME: &'static str = "CreateTemporaryDirectoryInGuestRequestType";
 }
 impl x::Structure for CreateTemporaryDirectoryInGuestRequestType {}
+impl std::fmt::Debug for CreateTemporaryDirectoryInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "CreateTemporaryDirectoryInGuestRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for CreateTemporaryDirectoryInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateTemporaryDirectoryInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -2692,7 +3248,7 @@ impl x::Request for CreateTemporaryDirectoryInGuestRequestType {
     }
 }
 /// `CreateTemporaryFileInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateTemporaryFileInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2711,6 +3267,16 @@ impl x::SchemaType for CreateTemporaryFileInGuestRequestType {
     const TYPE_NAME: &'static str = "CreateTemporaryFileInGuestRequestType";
 }
 impl x::Structure for CreateTemporaryFileInGuestRequestType {}
+impl std::fmt::Debug for CreateTemporaryFileInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateTemporaryFileInGuestRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateTemporaryFileInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateTemporaryFileInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -2752,7 +3318,7 @@ impl x::Request for CreateTemporaryFileInGuestRequestType {
     }
 }
 /// `CreateUserRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateUserRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2763,6 +3329,16 @@ impl x::SchemaType for CreateUserRequestType {
     const TYPE_NAME: &'static str = "CreateUserRequestType";
 }
 impl x::Structure for CreateUserRequestType {}
+impl std::fmt::Debug for CreateUserRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateUserRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateUserRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateUserRequestType {
     fn decode_field(
         &mut self,
@@ -2796,7 +3372,7 @@ impl x::Request for CreateUserRequestType {
     }
 }
 /// `CreateVAppRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateVAppRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2813,6 +3389,16 @@ impl x::SchemaType for CreateVAppRequestType {
     const TYPE_NAME: &'static str = "CreateVAppRequestType";
 }
 impl x::Structure for CreateVAppRequestType {}
+impl std::fmt::Debug for CreateVAppRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateVAppRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateVAppRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateVAppRequestType {
     fn decode_field(
         &mut self,
@@ -2852,7 +3438,7 @@ impl x::Request for CreateVAppRequestType {
     }
 }
 /// `CreateVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2867,6 +3453,16 @@ impl x::SchemaType for CreateVMRequestType {
     const TYPE_NAME: &'static str = "CreateVMRequestType";
 }
 impl x::Structure for CreateVMRequestType {}
+impl std::fmt::Debug for CreateVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateVMRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CreateVMRequestType {
     fn decode_field(
         &mut self,
@@ -2892,146 +3488,6 @@ impl x::Fields for CreateVMRequestType {
 }
 impl x::Request for CreateVMRequestType {
     const NAME: &'static str = "CreateVM_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateVirtualDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CreateVirtualDiskRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `spec`.
-    pub spec: AnyVirtualDiskSpec,
-}
-impl x::SchemaType for CreateVirtualDiskRequestType {
-    const TYPE_NAME: &'static str = "CreateVirtualDiskRequestType";
-}
-impl x::Structure for CreateVirtualDiskRequestType {}
-impl x::Fields for CreateVirtualDiskRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CreateVirtualDiskRequestType {
-    const NAME: &'static str = "CreateVirtualDisk_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateVmfsDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CreateVmfsDatastoreRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: VmfsDatastoreCreateSpec,
-}
-impl x::SchemaType for CreateVmfsDatastoreRequestType {
-    const TYPE_NAME: &'static str = "CreateVmfsDatastoreRequestType";
-}
-impl x::Structure for CreateVmfsDatastoreRequestType {}
-impl x::Fields for CreateVmfsDatastoreRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CreateVmfsDatastoreRequestType {
-    const NAME: &'static str = "CreateVmfsDatastore";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateVvolDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct CreateVvolDatastoreRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: HostDatastoreSystemVvolDatastoreSpec,
-}
-impl x::SchemaType for CreateVvolDatastoreRequestType {
-    const TYPE_NAME: &'static str = "CreateVvolDatastoreRequestType";
-}
-impl x::Structure for CreateVvolDatastoreRequestType {}
-impl x::Fields for CreateVvolDatastoreRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CreateVvolDatastoreRequestType {
-    const NAME: &'static str = "CreateVvolDatastore";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
     fn this(&self) -> &x::ManagedObjectReference {

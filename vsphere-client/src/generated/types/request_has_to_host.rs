@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `HasMonitoredEntityRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HasMonitoredEntityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -19,6 +19,16 @@ impl x::SchemaType for HasMonitoredEntityRequestType {
     const TYPE_NAME: &'static str = "HasMonitoredEntityRequestType";
 }
 impl x::Structure for HasMonitoredEntityRequestType {}
+impl std::fmt::Debug for HasMonitoredEntityRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HasMonitoredEntityRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HasMonitoredEntityRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HasMonitoredEntityRequestType {
     fn decode_field(
         &mut self,
@@ -54,7 +64,7 @@ impl x::Request for HasMonitoredEntityRequestType {
     }
 }
 /// `HasPrivilegeOnEntitiesRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HasPrivilegeOnEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -69,6 +79,16 @@ impl x::SchemaType for HasPrivilegeOnEntitiesRequestType {
     const TYPE_NAME: &'static str = "HasPrivilegeOnEntitiesRequestType";
 }
 impl x::Structure for HasPrivilegeOnEntitiesRequestType {}
+impl std::fmt::Debug for HasPrivilegeOnEntitiesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HasPrivilegeOnEntitiesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HasPrivilegeOnEntitiesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HasPrivilegeOnEntitiesRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -98,7 +118,7 @@ impl x::Fields for HasPrivilegeOnEntitiesRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
-        w.write("sessionId", &self.session_id);
+        w.write_secret("sessionId", &self.session_id);
         w.write_vec("privId", &self.priv_id);
     }
 }
@@ -116,7 +136,7 @@ impl x::Request for HasPrivilegeOnEntitiesRequestType {
     }
 }
 /// `HasPrivilegeOnEntityRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HasPrivilegeOnEntityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -131,6 +151,16 @@ impl x::SchemaType for HasPrivilegeOnEntityRequestType {
     const TYPE_NAME: &'static str = "HasPrivilegeOnEntityRequestType";
 }
 impl x::Structure for HasPrivilegeOnEntityRequestType {}
+impl std::fmt::Debug for HasPrivilegeOnEntityRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HasPrivilegeOnEntityRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HasPrivilegeOnEntityRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HasPrivilegeOnEntityRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -160,7 +190,7 @@ impl x::Fields for HasPrivilegeOnEntityRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
-        w.write("sessionId", &self.session_id);
+        w.write_secret("sessionId", &self.session_id);
         w.write_vec("privId", &self.priv_id);
     }
 }
@@ -178,7 +208,7 @@ impl x::Request for HasPrivilegeOnEntityRequestType {
     }
 }
 /// `HasProviderRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HasProviderRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -189,6 +219,16 @@ impl x::SchemaType for HasProviderRequestType {
     const TYPE_NAME: &'static str = "HasProviderRequestType";
 }
 impl x::Structure for HasProviderRequestType {}
+impl std::fmt::Debug for HasProviderRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HasProviderRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HasProviderRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HasProviderRequestType {
     fn decode_field(
         &mut self,
@@ -222,7 +262,7 @@ impl x::Request for HasProviderRequestType {
     }
 }
 /// `HasUserPrivilegeOnEntitiesRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HasUserPrivilegeOnEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -237,6 +277,16 @@ impl x::SchemaType for HasUserPrivilegeOnEntitiesRequestType {
     const TYPE_NAME: &'static str = "HasUserPrivilegeOnEntitiesRequestType";
 }
 impl x::Structure for HasUserPrivilegeOnEntitiesRequestType {}
+impl std::fmt::Debug for HasUserPrivilegeOnEntitiesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HasUserPrivilegeOnEntitiesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HasUserPrivilegeOnEntitiesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HasUserPrivilegeOnEntitiesRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -284,7 +334,7 @@ impl x::Request for HasUserPrivilegeOnEntitiesRequestType {
     }
 }
 /// `HostClearVStorageObjectControlFlagsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostClearVStorageObjectControlFlagsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -299,6 +349,20 @@ impl x::SchemaType for HostClearVStorageObjectControlFlagsRequestType {
     const TYPE_NAME: &'static str = "HostClearVStorageObjectControlFlagsRequestType";
 }
 impl x::Structure for HostClearVStorageObjectControlFlagsRequestType {}
+impl std::fmt::Debug for HostClearVStorageObjectControlFlagsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostClearVStorageObjectControlFlagsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostClearVStorageObjectControlFlagsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostClearVStorageObjectControlFlagsRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -346,7 +410,7 @@ impl x::Request for HostClearVStorageObjectControlFlagsRequestType {
     }
 }
 /// `HostCloneVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCloneVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -361,6 +425,16 @@ impl x::SchemaType for HostCloneVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostCloneVStorageObjectRequestType";
 }
 impl x::Structure for HostCloneVStorageObjectRequestType {}
+impl std::fmt::Debug for HostCloneVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCloneVStorageObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCloneVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostCloneVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -398,7 +472,7 @@ impl x::Request for HostCloneVStorageObjectRequestType {
     }
 }
 /// `HostConfigVFlashCacheRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConfigVFlashCacheRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -409,6 +483,16 @@ impl x::SchemaType for HostConfigVFlashCacheRequestType {
     const TYPE_NAME: &'static str = "HostConfigVFlashCacheRequestType";
 }
 impl x::Structure for HostConfigVFlashCacheRequestType {}
+impl std::fmt::Debug for HostConfigVFlashCacheRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigVFlashCacheRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigVFlashCacheRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostConfigVFlashCacheRequestType {
     fn decode_field(
         &mut self,
@@ -442,7 +526,7 @@ impl x::Request for HostConfigVFlashCacheRequestType {
     }
 }
 /// `HostConfigureVFlashResourceRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostConfigureVFlashResourceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -453,6 +537,16 @@ impl x::SchemaType for HostConfigureVFlashResourceRequestType {
     const TYPE_NAME: &'static str = "HostConfigureVFlashResourceRequestType";
 }
 impl x::Structure for HostConfigureVFlashResourceRequestType {}
+impl std::fmt::Debug for HostConfigureVFlashResourceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigureVFlashResourceRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigureVFlashResourceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostConfigureVFlashResourceRequestType {
     fn decode_field(
         &mut self,
@@ -486,7 +580,7 @@ impl x::Request for HostConfigureVFlashResourceRequestType {
     }
 }
 /// `HostCreateDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostCreateDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -497,6 +591,16 @@ impl x::SchemaType for HostCreateDiskRequestType {
     const TYPE_NAME: &'static str = "HostCreateDiskRequestType";
 }
 impl x::Structure for HostCreateDiskRequestType {}
+impl std::fmt::Debug for HostCreateDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCreateDiskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCreateDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostCreateDiskRequestType {
     fn decode_field(
         &mut self,
@@ -530,7 +634,7 @@ impl x::Request for HostCreateDiskRequestType {
     }
 }
 /// `HostDeleteVStorageObjectExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDeleteVStorageObjectExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -547,6 +651,16 @@ impl x::SchemaType for HostDeleteVStorageObjectExRequestType {
     const TYPE_NAME: &'static str = "HostDeleteVStorageObjectExRequestType";
 }
 impl x::Structure for HostDeleteVStorageObjectExRequestType {}
+impl std::fmt::Debug for HostDeleteVStorageObjectExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDeleteVStorageObjectExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDeleteVStorageObjectExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDeleteVStorageObjectExRequestType {
     fn decode_field(
         &mut self,
@@ -592,7 +706,7 @@ impl x::Request for HostDeleteVStorageObjectExRequestType {
     }
 }
 /// `HostDeleteVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDeleteVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -609,6 +723,16 @@ impl x::SchemaType for HostDeleteVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostDeleteVStorageObjectRequestType";
 }
 impl x::Structure for HostDeleteVStorageObjectRequestType {}
+impl std::fmt::Debug for HostDeleteVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDeleteVStorageObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDeleteVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostDeleteVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -654,7 +778,7 @@ impl x::Request for HostDeleteVStorageObjectRequestType {
     }
 }
 /// `HostExtendDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostExtendDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -669,6 +793,16 @@ impl x::SchemaType for HostExtendDiskRequestType {
     const TYPE_NAME: &'static str = "HostExtendDiskRequestType";
 }
 impl x::Structure for HostExtendDiskRequestType {}
+impl std::fmt::Debug for HostExtendDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostExtendDiskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostExtendDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostExtendDiskRequestType {
     fn decode_field(
         &mut self,
@@ -706,7 +840,7 @@ impl x::Request for HostExtendDiskRequestType {
     }
 }
 /// `HostGetVFlashModuleDefaultConfigRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostGetVFlashModuleDefaultConfigRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -717,6 +851,20 @@ impl x::SchemaType for HostGetVFlashModuleDefaultConfigRequestType {
     const TYPE_NAME: &'static str = "HostGetVFlashModuleDefaultConfigRequestType";
 }
 impl x::Structure for HostGetVFlashModuleDefaultConfigRequestType {}
+impl std::fmt::Debug for HostGetVFlashModuleDefaultConfigRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostGetVFlashModuleDefaultConfigRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostGetVFlashModuleDefaultConfigRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostGetVFlashModuleDefaultConfigRequestType {
     fn decode_field(
         &mut self,
@@ -750,7 +898,7 @@ impl x::Request for HostGetVFlashModuleDefaultConfigRequestType {
     }
 }
 /// `HostImageConfigGetAcceptanceRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostImageConfigGetAcceptanceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -759,6 +907,20 @@ impl x::SchemaType for HostImageConfigGetAcceptanceRequestType {
     const TYPE_NAME: &'static str = "HostImageConfigGetAcceptanceRequestType";
 }
 impl x::Structure for HostImageConfigGetAcceptanceRequestType {}
+impl std::fmt::Debug for HostImageConfigGetAcceptanceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostImageConfigGetAcceptanceRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostImageConfigGetAcceptanceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostImageConfigGetAcceptanceRequestType {
     fn decode_field(
         &mut self,
@@ -790,7 +952,7 @@ impl x::Request for HostImageConfigGetAcceptanceRequestType {
     }
 }
 /// `HostImageConfigGetProfileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostImageConfigGetProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -799,6 +961,16 @@ impl x::SchemaType for HostImageConfigGetProfileRequestType {
     const TYPE_NAME: &'static str = "HostImageConfigGetProfileRequestType";
 }
 impl x::Structure for HostImageConfigGetProfileRequestType {}
+impl std::fmt::Debug for HostImageConfigGetProfileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostImageConfigGetProfileRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostImageConfigGetProfileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostImageConfigGetProfileRequestType {
     fn decode_field(
         &mut self,
@@ -830,7 +1002,7 @@ impl x::Request for HostImageConfigGetProfileRequestType {
     }
 }
 /// `HostInflateDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInflateDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -843,6 +1015,16 @@ impl x::SchemaType for HostInflateDiskRequestType {
     const TYPE_NAME: &'static str = "HostInflateDiskRequestType";
 }
 impl x::Structure for HostInflateDiskRequestType {}
+impl std::fmt::Debug for HostInflateDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostInflateDiskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostInflateDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostInflateDiskRequestType {
     fn decode_field(
         &mut self,
@@ -878,7 +1060,7 @@ impl x::Request for HostInflateDiskRequestType {
     }
 }
 /// `HostListVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostListVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -889,6 +1071,16 @@ impl x::SchemaType for HostListVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostListVStorageObjectRequestType";
 }
 impl x::Structure for HostListVStorageObjectRequestType {}
+impl std::fmt::Debug for HostListVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostListVStorageObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostListVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostListVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -922,7 +1114,7 @@ impl x::Request for HostListVStorageObjectRequestType {
     }
 }
 /// `HostProfileResetValidationStateRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProfileResetValidationStateRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -931,6 +1123,20 @@ impl x::SchemaType for HostProfileResetValidationStateRequestType {
     const TYPE_NAME: &'static str = "HostProfileResetValidationStateRequestType";
 }
 impl x::Structure for HostProfileResetValidationStateRequestType {}
+impl std::fmt::Debug for HostProfileResetValidationStateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostProfileResetValidationStateRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostProfileResetValidationStateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostProfileResetValidationStateRequestType {
     fn decode_field(
         &mut self,
@@ -964,7 +1170,7 @@ impl x::Request for HostProfileResetValidationStateRequestType {
 /// `HostQueryVirtualDiskUuidRequestType`.
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostQueryVirtualDiskUuidRequestType {
     /// `_this`.
     ///
@@ -979,6 +1185,16 @@ impl x::SchemaType for HostQueryVirtualDiskUuidRequestType {
     const TYPE_NAME: &'static str = "HostQueryVirtualDiskUuidRequestType";
 }
 impl x::Structure for HostQueryVirtualDiskUuidRequestType {}
+impl std::fmt::Debug for HostQueryVirtualDiskUuidRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostQueryVirtualDiskUuidRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostQueryVirtualDiskUuidRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostQueryVirtualDiskUuidRequestType {
     fn decode_field(
         &mut self,
@@ -1013,7 +1229,7 @@ impl x::Request for HostQueryVirtualDiskUuidRequestType {
     }
 }
 /// `HostReconcileDatastoreInventoryRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostReconcileDatastoreInventoryRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1028,6 +1244,20 @@ impl x::SchemaType for HostReconcileDatastoreInventoryRequestType {
     const TYPE_NAME: &'static str = "HostReconcileDatastoreInventoryRequestType";
 }
 impl x::Structure for HostReconcileDatastoreInventoryRequestType {}
+impl std::fmt::Debug for HostReconcileDatastoreInventoryRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostReconcileDatastoreInventoryRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostReconcileDatastoreInventoryRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostReconcileDatastoreInventoryRequestType {
     fn decode_field(
         &mut self,
@@ -1071,7 +1301,7 @@ impl x::Request for HostReconcileDatastoreInventoryRequestType {
     }
 }
 /// `HostRegisterDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRegisterDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1092,6 +1322,16 @@ impl x::SchemaType for HostRegisterDiskRequestType {
     const TYPE_NAME: &'static str = "HostRegisterDiskRequestType";
 }
 impl x::Structure for HostRegisterDiskRequestType {}
+impl std::fmt::Debug for HostRegisterDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRegisterDiskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRegisterDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostRegisterDiskRequestType {
     fn decode_field(
         &mut self,
@@ -1141,7 +1381,7 @@ impl x::Request for HostRegisterDiskRequestType {
     }
 }
 /// `HostRelocateVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRelocateVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1160,6 +1400,16 @@ impl x::SchemaType for HostRelocateVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostRelocateVStorageObjectRequestType";
 }
 impl x::Structure for HostRelocateVStorageObjectRequestType {}
+impl std::fmt::Debug for HostRelocateVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRelocateVStorageObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRelocateVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostRelocateVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -1207,7 +1457,7 @@ impl x::Request for HostRelocateVStorageObjectRequestType {
     }
 }
 /// `HostRemoveVFlashResourceRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRemoveVFlashResourceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1216,6 +1466,16 @@ impl x::SchemaType for HostRemoveVFlashResourceRequestType {
     const TYPE_NAME: &'static str = "HostRemoveVFlashResourceRequestType";
 }
 impl x::Structure for HostRemoveVFlashResourceRequestType {}
+impl std::fmt::Debug for HostRemoveVFlashResourceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRemoveVFlashResourceRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRemoveVFlashResourceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostRemoveVFlashResourceRequestType {
     fn decode_field(
         &mut self,
@@ -1247,7 +1507,7 @@ impl x::Request for HostRemoveVFlashResourceRequestType {
     }
 }
 /// `HostRenameVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRenameVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1262,6 +1522,16 @@ impl x::SchemaType for HostRenameVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostRenameVStorageObjectRequestType";
 }
 impl x::Structure for HostRenameVStorageObjectRequestType {}
+impl std::fmt::Debug for HostRenameVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRenameVStorageObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRenameVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostRenameVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -1299,7 +1569,7 @@ impl x::Request for HostRenameVStorageObjectRequestType {
     }
 }
 /// `HostRetrieveVStorageInfrastructureObjectPolicyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1310,6 +1580,20 @@ impl x::SchemaType for HostRetrieveVStorageInfrastructureObjectPolicyRequestType
     const TYPE_NAME: &'static str = "HostRetrieveVStorageInfrastructureObjectPolicyRequestType";
 }
 impl x::Structure for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {}
+impl std::fmt::Debug for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostRetrieveVStorageInfrastructureObjectPolicyRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     fn decode_field(
         &mut self,
@@ -1343,7 +1627,7 @@ impl x::Request for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     }
 }
 /// `HostRetrieveVStorageObjectMetadataRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRetrieveVStorageObjectMetadataRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1360,6 +1644,20 @@ impl x::SchemaType for HostRetrieveVStorageObjectMetadataRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageObjectMetadataRequestType";
 }
 impl x::Structure for HostRetrieveVStorageObjectMetadataRequestType {}
+impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostRetrieveVStorageObjectMetadataRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostRetrieveVStorageObjectMetadataRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostRetrieveVStorageObjectMetadataRequestType {
     fn decode_field(
         &mut self,
@@ -1399,7 +1697,7 @@ impl x::Request for HostRetrieveVStorageObjectMetadataRequestType {
     }
 }
 /// `HostRetrieveVStorageObjectMetadataValueRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRetrieveVStorageObjectMetadataValueRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1416,6 +1714,20 @@ impl x::SchemaType for HostRetrieveVStorageObjectMetadataValueRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageObjectMetadataValueRequestType";
 }
 impl x::Structure for HostRetrieveVStorageObjectMetadataValueRequestType {}
+impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataValueRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostRetrieveVStorageObjectMetadataValueRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostRetrieveVStorageObjectMetadataValueRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostRetrieveVStorageObjectMetadataValueRequestType {
     fn decode_field(
         &mut self,
@@ -1455,7 +1767,7 @@ impl x::Request for HostRetrieveVStorageObjectMetadataValueRequestType {
     }
 }
 /// `HostRetrieveVStorageObjectRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostRetrieveVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1472,6 +1784,16 @@ impl x::SchemaType for HostRetrieveVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageObjectRequestType";
 }
 impl x::Structure for HostRetrieveVStorageObjectRequestType {}
+impl std::fmt::Debug for HostRetrieveVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostRetrieveVStorageObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostRetrieveVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostRetrieveVStorageObjectRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1527,7 +1849,7 @@ impl x::Request for HostRetrieveVStorageObjectRequestType {
     }
 }
 /// `HostRetrieveVStorageObjectStateRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRetrieveVStorageObjectStateRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1540,6 +1862,20 @@ impl x::SchemaType for HostRetrieveVStorageObjectStateRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageObjectStateRequestType";
 }
 impl x::Structure for HostRetrieveVStorageObjectStateRequestType {}
+impl std::fmt::Debug for HostRetrieveVStorageObjectStateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostRetrieveVStorageObjectStateRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostRetrieveVStorageObjectStateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostRetrieveVStorageObjectStateRequestType {
     fn decode_field(
         &mut self,
@@ -1575,7 +1911,7 @@ impl x::Request for HostRetrieveVStorageObjectStateRequestType {
     }
 }
 /// `HostScheduleReconcileDatastoreInventoryRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostScheduleReconcileDatastoreInventoryRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1590,6 +1926,20 @@ impl x::SchemaType for HostScheduleReconcileDatastoreInventoryRequestType {
     const TYPE_NAME: &'static str = "HostScheduleReconcileDatastoreInventoryRequestType";
 }
 impl x::Structure for HostScheduleReconcileDatastoreInventoryRequestType {}
+impl std::fmt::Debug for HostScheduleReconcileDatastoreInventoryRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostScheduleReconcileDatastoreInventoryRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostScheduleReconcileDatastoreInventoryRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostScheduleReconcileDatastoreInventoryRequestType {
     fn decode_field(
         &mut self,
@@ -1633,7 +1983,7 @@ impl x::Request for HostScheduleReconcileDatastoreInventoryRequestType {
     }
 }
 /// `HostSetVStorageObjectControlFlagsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostSetVStorageObjectControlFlagsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1648,6 +1998,20 @@ impl x::SchemaType for HostSetVStorageObjectControlFlagsRequestType {
     const TYPE_NAME: &'static str = "HostSetVStorageObjectControlFlagsRequestType";
 }
 impl x::Structure for HostSetVStorageObjectControlFlagsRequestType {}
+impl std::fmt::Debug for HostSetVStorageObjectControlFlagsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostSetVStorageObjectControlFlagsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostSetVStorageObjectControlFlagsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostSetVStorageObjectControlFlagsRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1697,7 +2061,7 @@ impl x::Request for HostSetVStorageObjectControlFlagsRequestType {
 /// `HostSetVirtualDiskUuidRequestType`.
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSetVirtualDiskUuidRequestType {
     /// `_this`.
     ///
@@ -1716,6 +2080,16 @@ impl x::SchemaType for HostSetVirtualDiskUuidRequestType {
     const TYPE_NAME: &'static str = "HostSetVirtualDiskUuidRequestType";
 }
 impl x::Structure for HostSetVirtualDiskUuidRequestType {}
+impl std::fmt::Debug for HostSetVirtualDiskUuidRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSetVirtualDiskUuidRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSetVirtualDiskUuidRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostSetVirtualDiskUuidRequestType {
     fn decode_field(
         &mut self,
@@ -1752,7 +2126,7 @@ impl x::Request for HostSetVirtualDiskUuidRequestType {
     }
 }
 /// `HostSpecGetUpdatedHostsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSpecGetUpdatedHostsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1765,6 +2139,16 @@ impl x::SchemaType for HostSpecGetUpdatedHostsRequestType {
     const TYPE_NAME: &'static str = "HostSpecGetUpdatedHostsRequestType";
 }
 impl x::Structure for HostSpecGetUpdatedHostsRequestType {}
+impl std::fmt::Debug for HostSpecGetUpdatedHostsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostSpecGetUpdatedHostsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostSpecGetUpdatedHostsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostSpecGetUpdatedHostsRequestType {
     fn decode_field(
         &mut self,
@@ -1800,7 +2184,7 @@ impl x::Request for HostSpecGetUpdatedHostsRequestType {
     }
 }
 /// `HostUpdateVStorageObjectMetadataExRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostUpdateVStorageObjectMetadataExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1817,6 +2201,20 @@ impl x::SchemaType for HostUpdateVStorageObjectMetadataExRequestType {
     const TYPE_NAME: &'static str = "HostUpdateVStorageObjectMetadataExRequestType";
 }
 impl x::Structure for HostUpdateVStorageObjectMetadataExRequestType {}
+impl std::fmt::Debug for HostUpdateVStorageObjectMetadataExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostUpdateVStorageObjectMetadataExRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostUpdateVStorageObjectMetadataExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostUpdateVStorageObjectMetadataExRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1867,7 +2265,7 @@ impl x::Request for HostUpdateVStorageObjectMetadataExRequestType {
     }
 }
 /// `HostUpdateVStorageObjectMetadataRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostUpdateVStorageObjectMetadataRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1884,6 +2282,20 @@ impl x::SchemaType for HostUpdateVStorageObjectMetadataRequestType {
     const TYPE_NAME: &'static str = "HostUpdateVStorageObjectMetadataRequestType";
 }
 impl x::Structure for HostUpdateVStorageObjectMetadataRequestType {}
+impl std::fmt::Debug for HostUpdateVStorageObjectMetadataRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostUpdateVStorageObjectMetadataRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostUpdateVStorageObjectMetadataRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostUpdateVStorageObjectMetadataRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1934,7 +2346,7 @@ impl x::Request for HostUpdateVStorageObjectMetadataRequestType {
     }
 }
 /// `HostVStorageObjectCreateDiskFromSnapshotRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostVStorageObjectCreateDiskFromSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1973,6 +2385,20 @@ impl x::SchemaType for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     const TYPE_NAME: &'static str = "HostVStorageObjectCreateDiskFromSnapshotRequestType";
 }
 impl x::Structure for HostVStorageObjectCreateDiskFromSnapshotRequestType {}
+impl std::fmt::Debug for HostVStorageObjectCreateDiskFromSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVStorageObjectCreateDiskFromSnapshotRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVStorageObjectCreateDiskFromSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -2076,7 +2502,7 @@ impl x::Request for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     }
 }
 /// `HostVStorageObjectCreateSnapshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostVStorageObjectCreateSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2091,6 +2517,20 @@ impl x::SchemaType for HostVStorageObjectCreateSnapshotRequestType {
     const TYPE_NAME: &'static str = "HostVStorageObjectCreateSnapshotRequestType";
 }
 impl x::Structure for HostVStorageObjectCreateSnapshotRequestType {}
+impl std::fmt::Debug for HostVStorageObjectCreateSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVStorageObjectCreateSnapshotRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVStorageObjectCreateSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostVStorageObjectCreateSnapshotRequestType {
     fn decode_field(
         &mut self,
@@ -2128,7 +2568,7 @@ impl x::Request for HostVStorageObjectCreateSnapshotRequestType {
     }
 }
 /// `HostVStorageObjectDeleteSnapshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostVStorageObjectDeleteSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2143,6 +2583,20 @@ impl x::SchemaType for HostVStorageObjectDeleteSnapshotRequestType {
     const TYPE_NAME: &'static str = "HostVStorageObjectDeleteSnapshotRequestType";
 }
 impl x::Structure for HostVStorageObjectDeleteSnapshotRequestType {}
+impl std::fmt::Debug for HostVStorageObjectDeleteSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVStorageObjectDeleteSnapshotRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVStorageObjectDeleteSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostVStorageObjectDeleteSnapshotRequestType {
     fn decode_field(
         &mut self,
@@ -2180,7 +2634,7 @@ impl x::Request for HostVStorageObjectDeleteSnapshotRequestType {
     }
 }
 /// `HostVStorageObjectRetrieveSnapshotInfoRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostVStorageObjectRetrieveSnapshotInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2193,6 +2647,20 @@ impl x::SchemaType for HostVStorageObjectRetrieveSnapshotInfoRequestType {
     const TYPE_NAME: &'static str = "HostVStorageObjectRetrieveSnapshotInfoRequestType";
 }
 impl x::Structure for HostVStorageObjectRetrieveSnapshotInfoRequestType {}
+impl std::fmt::Debug for HostVStorageObjectRetrieveSnapshotInfoRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVStorageObjectRetrieveSnapshotInfoRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVStorageObjectRetrieveSnapshotInfoRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostVStorageObjectRetrieveSnapshotInfoRequestType {
     fn decode_field(
         &mut self,
@@ -2228,7 +2696,7 @@ impl x::Request for HostVStorageObjectRetrieveSnapshotInfoRequestType {
     }
 }
 /// `HostVStorageObjectRevertRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostVStorageObjectRevertRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2243,6 +2711,16 @@ impl x::SchemaType for HostVStorageObjectRevertRequestType {
     const TYPE_NAME: &'static str = "HostVStorageObjectRevertRequestType";
 }
 impl x::Structure for HostVStorageObjectRevertRequestType {}
+impl std::fmt::Debug for HostVStorageObjectRevertRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVStorageObjectRevertRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVStorageObjectRevertRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for HostVStorageObjectRevertRequestType {
     fn decode_field(
         &mut self,

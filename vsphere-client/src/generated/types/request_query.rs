@@ -5,8 +5,624 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `QueryFileLockInfoRequestType`.
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Clone, Default)]
+pub struct QueryFileLockInfoRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub this: x::ManagedObjectReference,
+    /// `path`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub path: String,
+    /// `host`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryFileLockInfoRequestType {
+    const TYPE_NAME: &'static str = "QueryFileLockInfoRequestType";
+}
+impl x::Structure for QueryFileLockInfoRequestType {}
+impl std::fmt::Debug for QueryFileLockInfoRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryFileLockInfoRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryFileLockInfoRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFileLockInfoRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "path" => r.read(&mut self.path),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "operation QueryFileLockInfo", true);
+        w.write("_this", &self.this);
+        w.write("path", &self.path);
+        w.write_opt("host", &self.host);
+    }
+}
+impl x::Request for QueryFileLockInfoRequestType {
+    const NAME: &'static str = "QueryFileLockInfo";
+    const IDEMPOTENT: bool = true;
+    type Response = FileLockInfoResult;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryFilterEntitiesRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryFilterEntitiesRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `filterId`.
+    pub filter_id: String,
+}
+impl x::SchemaType for QueryFilterEntitiesRequestType {
+    const TYPE_NAME: &'static str = "QueryFilterEntitiesRequestType";
+}
+impl x::Structure for QueryFilterEntitiesRequestType {}
+impl std::fmt::Debug for QueryFilterEntitiesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryFilterEntitiesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryFilterEntitiesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFilterEntitiesRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("filterId", &self.filter_id);
+    }
+}
+impl x::Request for QueryFilterEntitiesRequestType {
+    const NAME: &'static str = "QueryFilterEntities";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<x::ManagedObjectReference>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryFilterInfoIdsRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryFilterInfoIdsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `filterId`.
+    pub filter_id: String,
+}
+impl x::SchemaType for QueryFilterInfoIdsRequestType {
+    const TYPE_NAME: &'static str = "QueryFilterInfoIdsRequestType";
+}
+impl x::Structure for QueryFilterInfoIdsRequestType {}
+impl std::fmt::Debug for QueryFilterInfoIdsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryFilterInfoIdsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryFilterInfoIdsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFilterInfoIdsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("filterId", &self.filter_id);
+    }
+}
+impl x::Request for QueryFilterInfoIdsRequestType {
+    const NAME: &'static str = "QueryFilterInfoIds";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<String>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryFilterListRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryFilterListRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `providerId`.
+    pub provider_id: String,
+}
+impl x::SchemaType for QueryFilterListRequestType {
+    const TYPE_NAME: &'static str = "QueryFilterListRequestType";
+}
+impl x::Structure for QueryFilterListRequestType {}
+impl std::fmt::Debug for QueryFilterListRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryFilterListRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryFilterListRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFilterListRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("providerId", &self.provider_id);
+    }
+}
+impl x::Request for QueryFilterListRequestType {
+    const NAME: &'static str = "QueryFilterList";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<String>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryFilterNameRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryFilterNameRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `filterId`.
+    pub filter_id: String,
+}
+impl x::SchemaType for QueryFilterNameRequestType {
+    const TYPE_NAME: &'static str = "QueryFilterNameRequestType";
+}
+impl x::Structure for QueryFilterNameRequestType {}
+impl std::fmt::Debug for QueryFilterNameRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryFilterNameRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryFilterNameRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFilterNameRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("filterId", &self.filter_id);
+    }
+}
+impl x::Request for QueryFilterNameRequestType {
+    const NAME: &'static str = "QueryFilterName";
+    const IDEMPOTENT: bool = true;
+    type Response = String;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryFirmwareConfigUploadURLRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryFirmwareConfigUploadURLRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryFirmwareConfigUploadURLRequestType {
+    const TYPE_NAME: &'static str = "QueryFirmwareConfigUploadURLRequestType";
+}
+impl x::Structure for QueryFirmwareConfigUploadURLRequestType {}
+impl std::fmt::Debug for QueryFirmwareConfigUploadURLRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QueryFirmwareConfigUploadURLRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QueryFirmwareConfigUploadURLRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFirmwareConfigUploadURLRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryFirmwareConfigUploadURLRequestType {
+    const NAME: &'static str = "QueryFirmwareConfigUploadURL";
+    const IDEMPOTENT: bool = true;
+    type Response = String;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryHealthUpdateInfosRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryHealthUpdateInfosRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `providerId`.
+    pub provider_id: String,
+}
+impl x::SchemaType for QueryHealthUpdateInfosRequestType {
+    const TYPE_NAME: &'static str = "QueryHealthUpdateInfosRequestType";
+}
+impl x::Structure for QueryHealthUpdateInfosRequestType {}
+impl std::fmt::Debug for QueryHealthUpdateInfosRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryHealthUpdateInfosRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryHealthUpdateInfosRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryHealthUpdateInfosRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("providerId", &self.provider_id);
+    }
+}
+impl x::Request for QueryHealthUpdateInfosRequestType {
+    const NAME: &'static str = "QueryHealthUpdateInfos";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<HealthUpdateInfo>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryHealthUpdatesRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryHealthUpdatesRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `providerId`.
+    pub provider_id: String,
+}
+impl x::SchemaType for QueryHealthUpdatesRequestType {
+    const TYPE_NAME: &'static str = "QueryHealthUpdatesRequestType";
+}
+impl x::Structure for QueryHealthUpdatesRequestType {}
+impl std::fmt::Debug for QueryHealthUpdatesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryHealthUpdatesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryHealthUpdatesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryHealthUpdatesRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("providerId", &self.provider_id);
+    }
+}
+impl x::Request for QueryHealthUpdatesRequestType {
+    const NAME: &'static str = "QueryHealthUpdates";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<HealthUpdate>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryHostConnectionInfoRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryHostConnectionInfoRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryHostConnectionInfoRequestType {
+    const TYPE_NAME: &'static str = "QueryHostConnectionInfoRequestType";
+}
+impl x::Structure for QueryHostConnectionInfoRequestType {}
+impl std::fmt::Debug for QueryHostConnectionInfoRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryHostConnectionInfoRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryHostConnectionInfoRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryHostConnectionInfoRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryHostConnectionInfoRequestType {
+    const NAME: &'static str = "QueryHostConnectionInfo";
+    const IDEMPOTENT: bool = true;
+    type Response = HostConnectInfo;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryHostPatchRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryHostPatchRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: Option<HostPatchManagerPatchManagerOperationSpec>,
+}
+impl x::SchemaType for QueryHostPatchRequestType {
+    const TYPE_NAME: &'static str = "QueryHostPatchRequestType";
+}
+impl x::Structure for QueryHostPatchRequestType {}
+impl std::fmt::Debug for QueryHostPatchRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryHostPatchRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryHostPatchRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryHostPatchRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read_opt(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("spec", &self.spec);
+    }
+}
+impl x::Request for QueryHostPatchRequestType {
+    const NAME: &'static str = "QueryHostPatch_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryHostProfileMetadataRequestType`.
+#[derive(Default)]
+pub struct QueryHostProfileMetadataRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `profileName`.
+    pub profile_name: Vec<String>,
+    /// `profile`.
+    pub profile: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryHostProfileMetadataRequestType {
+    const TYPE_NAME: &'static str = "QueryHostProfileMetadataRequestType";
+}
+impl x::Structure for QueryHostProfileMetadataRequestType {}
+impl std::fmt::Debug for QueryHostProfileMetadataRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryHostProfileMetadataRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryHostProfileMetadataRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for QueryHostProfileMetadataRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            profile_name: x::clone_vec(&self.profile_name),
+            profile: self.profile.clone(),
+        }
+    }
+}
+impl x::Fields for QueryHostProfileMetadataRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "profileName" => r.read_push(&mut self.profile_name),
+            "profile" => r.read_opt(&mut self.profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("profileName", &self.profile_name);
+        w.write_opt("profile", &self.profile);
+    }
+}
+impl x::Request for QueryHostProfileMetadataRequestType {
+    const NAME: &'static str = "QueryHostProfileMetadata";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<ProfileMetadata>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
 /// `QueryHostStatusRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryHostStatusRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -15,6 +631,16 @@ impl x::SchemaType for QueryHostStatusRequestType {
     const TYPE_NAME: &'static str = "QueryHostStatusRequestType";
 }
 impl x::Structure for QueryHostStatusRequestType {}
+impl std::fmt::Debug for QueryHostStatusRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryHostStatusRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryHostStatusRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryHostStatusRequestType {
     fn decode_field(
         &mut self,
@@ -46,7 +672,7 @@ impl x::Request for QueryHostStatusRequestType {
     }
 }
 /// `QueryHostsWithAttachedLunRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryHostsWithAttachedLunRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -57,6 +683,16 @@ impl x::SchemaType for QueryHostsWithAttachedLunRequestType {
     const TYPE_NAME: &'static str = "QueryHostsWithAttachedLunRequestType";
 }
 impl x::Structure for QueryHostsWithAttachedLunRequestType {}
+impl std::fmt::Debug for QueryHostsWithAttachedLunRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryHostsWithAttachedLunRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryHostsWithAttachedLunRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryHostsWithAttachedLunRequestType {
     fn decode_field(
         &mut self,
@@ -90,7 +726,7 @@ impl x::Request for QueryHostsWithAttachedLunRequestType {
     }
 }
 /// `QueryIORMConfigOptionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryIORMConfigOptionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -101,6 +737,16 @@ impl x::SchemaType for QueryIORMConfigOptionRequestType {
     const TYPE_NAME: &'static str = "QueryIORMConfigOptionRequestType";
 }
 impl x::Structure for QueryIORMConfigOptionRequestType {}
+impl std::fmt::Debug for QueryIORMConfigOptionRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryIORMConfigOptionRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryIORMConfigOptionRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryIORMConfigOptionRequestType {
     fn decode_field(
         &mut self,
@@ -134,7 +780,7 @@ impl x::Request for QueryIORMConfigOptionRequestType {
     }
 }
 /// `QueryIPAllocationsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryIPAllocationsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -149,6 +795,16 @@ impl x::SchemaType for QueryIPAllocationsRequestType {
     const TYPE_NAME: &'static str = "QueryIPAllocationsRequestType";
 }
 impl x::Structure for QueryIPAllocationsRequestType {}
+impl std::fmt::Debug for QueryIPAllocationsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryIPAllocationsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryIPAllocationsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryIPAllocationsRequestType {
     fn decode_field(
         &mut self,
@@ -186,7 +842,7 @@ impl x::Request for QueryIPAllocationsRequestType {
     }
 }
 /// `QueryIoFilterInfoRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryIoFilterInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -197,6 +853,16 @@ impl x::SchemaType for QueryIoFilterInfoRequestType {
     const TYPE_NAME: &'static str = "QueryIoFilterInfoRequestType";
 }
 impl x::Structure for QueryIoFilterInfoRequestType {}
+impl std::fmt::Debug for QueryIoFilterInfoRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryIoFilterInfoRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryIoFilterInfoRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryIoFilterInfoRequestType {
     fn decode_field(
         &mut self,
@@ -230,7 +896,7 @@ impl x::Request for QueryIoFilterInfoRequestType {
     }
 }
 /// `QueryIoFilterIssuesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryIoFilterIssuesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -243,6 +909,16 @@ impl x::SchemaType for QueryIoFilterIssuesRequestType {
     const TYPE_NAME: &'static str = "QueryIoFilterIssuesRequestType";
 }
 impl x::Structure for QueryIoFilterIssuesRequestType {}
+impl std::fmt::Debug for QueryIoFilterIssuesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryIoFilterIssuesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryIoFilterIssuesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryIoFilterIssuesRequestType {
     fn decode_field(
         &mut self,
@@ -278,7 +954,7 @@ impl x::Request for QueryIoFilterIssuesRequestType {
     }
 }
 /// `QueryIpPoolsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryIpPoolsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -289,6 +965,16 @@ impl x::SchemaType for QueryIpPoolsRequestType {
     const TYPE_NAME: &'static str = "QueryIpPoolsRequestType";
 }
 impl x::Structure for QueryIpPoolsRequestType {}
+impl std::fmt::Debug for QueryIpPoolsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryIpPoolsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryIpPoolsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryIpPoolsRequestType {
     fn decode_field(
         &mut self,
@@ -322,7 +1008,7 @@ impl x::Request for QueryIpPoolsRequestType {
     }
 }
 /// `QueryLicenseSourceAvailabilityRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryLicenseSourceAvailabilityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -333,6 +1019,20 @@ impl x::SchemaType for QueryLicenseSourceAvailabilityRequestType {
     const TYPE_NAME: &'static str = "QueryLicenseSourceAvailabilityRequestType";
 }
 impl x::Structure for QueryLicenseSourceAvailabilityRequestType {}
+impl std::fmt::Debug for QueryLicenseSourceAvailabilityRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QueryLicenseSourceAvailabilityRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QueryLicenseSourceAvailabilityRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
     fn decode_field(
         &mut self,
@@ -366,7 +1066,7 @@ impl x::Request for QueryLicenseSourceAvailabilityRequestType {
     }
 }
 /// `QueryLicenseUsageRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryLicenseUsageRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -377,6 +1077,16 @@ impl x::SchemaType for QueryLicenseUsageRequestType {
     const TYPE_NAME: &'static str = "QueryLicenseUsageRequestType";
 }
 impl x::Structure for QueryLicenseUsageRequestType {}
+impl std::fmt::Debug for QueryLicenseUsageRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryLicenseUsageRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryLicenseUsageRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryLicenseUsageRequestType {
     fn decode_field(
         &mut self,
@@ -410,7 +1120,7 @@ impl x::Request for QueryLicenseUsageRequestType {
     }
 }
 /// `QueryLockdownExceptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryLockdownExceptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -419,6 +1129,16 @@ impl x::SchemaType for QueryLockdownExceptionsRequestType {
     const TYPE_NAME: &'static str = "QueryLockdownExceptionsRequestType";
 }
 impl x::Structure for QueryLockdownExceptionsRequestType {}
+impl std::fmt::Debug for QueryLockdownExceptionsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryLockdownExceptionsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryLockdownExceptionsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryLockdownExceptionsRequestType {
     fn decode_field(
         &mut self,
@@ -450,7 +1170,7 @@ impl x::Request for QueryLockdownExceptionsRequestType {
     }
 }
 /// `QueryManagedByRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryManagedByRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -461,6 +1181,16 @@ impl x::SchemaType for QueryManagedByRequestType {
     const TYPE_NAME: &'static str = "QueryManagedByRequestType";
 }
 impl x::Structure for QueryManagedByRequestType {}
+impl std::fmt::Debug for QueryManagedByRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryManagedByRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryManagedByRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryManagedByRequestType {
     fn decode_field(
         &mut self,
@@ -496,7 +1226,7 @@ impl x::Request for QueryManagedByRequestType {
 /// `QueryMaxQueueDepthRequestType`.
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryMaxQueueDepthRequestType {
     /// `_this`.
     ///
@@ -511,6 +1241,16 @@ impl x::SchemaType for QueryMaxQueueDepthRequestType {
     const TYPE_NAME: &'static str = "QueryMaxQueueDepthRequestType";
 }
 impl x::Structure for QueryMaxQueueDepthRequestType {}
+impl std::fmt::Debug for QueryMaxQueueDepthRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryMaxQueueDepthRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryMaxQueueDepthRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryMaxQueueDepthRequestType {
     fn decode_field(
         &mut self,
@@ -545,7 +1285,7 @@ impl x::Request for QueryMaxQueueDepthRequestType {
     }
 }
 /// `QueryMemoryOverheadExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryMemoryOverheadExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -556,6 +1296,16 @@ impl x::SchemaType for QueryMemoryOverheadExRequestType {
     const TYPE_NAME: &'static str = "QueryMemoryOverheadExRequestType";
 }
 impl x::Structure for QueryMemoryOverheadExRequestType {}
+impl std::fmt::Debug for QueryMemoryOverheadExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryMemoryOverheadExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryMemoryOverheadExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryMemoryOverheadExRequestType {
     fn decode_field(
         &mut self,
@@ -589,7 +1339,7 @@ impl x::Request for QueryMemoryOverheadExRequestType {
     }
 }
 /// `QueryMemoryOverheadRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryMemoryOverheadRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -604,6 +1354,16 @@ impl x::SchemaType for QueryMemoryOverheadRequestType {
     const TYPE_NAME: &'static str = "QueryMemoryOverheadRequestType";
 }
 impl x::Structure for QueryMemoryOverheadRequestType {}
+impl std::fmt::Debug for QueryMemoryOverheadRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryMemoryOverheadRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryMemoryOverheadRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryMemoryOverheadRequestType {
     fn decode_field(
         &mut self,
@@ -641,7 +1401,7 @@ impl x::Request for QueryMemoryOverheadRequestType {
     }
 }
 /// `QueryMigrationDependenciesRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct QueryMigrationDependenciesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -652,6 +1412,16 @@ impl x::SchemaType for QueryMigrationDependenciesRequestType {
     const TYPE_NAME: &'static str = "QueryMigrationDependenciesRequestType";
 }
 impl x::Structure for QueryMigrationDependenciesRequestType {}
+impl std::fmt::Debug for QueryMigrationDependenciesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryMigrationDependenciesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryMigrationDependenciesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for QueryMigrationDependenciesRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -693,7 +1463,7 @@ impl x::Request for QueryMigrationDependenciesRequestType {
     }
 }
 /// `QueryModulesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryModulesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -702,6 +1472,16 @@ impl x::SchemaType for QueryModulesRequestType {
     const TYPE_NAME: &'static str = "QueryModulesRequestType";
 }
 impl x::Structure for QueryModulesRequestType {}
+impl std::fmt::Debug for QueryModulesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryModulesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryModulesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryModulesRequestType {
     fn decode_field(
         &mut self,
@@ -733,7 +1513,7 @@ impl x::Request for QueryModulesRequestType {
     }
 }
 /// `QueryMonitoredEntitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryMonitoredEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -744,6 +1524,16 @@ impl x::SchemaType for QueryMonitoredEntitiesRequestType {
     const TYPE_NAME: &'static str = "QueryMonitoredEntitiesRequestType";
 }
 impl x::Structure for QueryMonitoredEntitiesRequestType {}
+impl std::fmt::Debug for QueryMonitoredEntitiesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryMonitoredEntitiesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryMonitoredEntitiesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryMonitoredEntitiesRequestType {
     fn decode_field(
         &mut self,
@@ -777,7 +1567,7 @@ impl x::Request for QueryMonitoredEntitiesRequestType {
     }
 }
 /// `QueryNFSUserRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryNFSUserRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -786,6 +1576,16 @@ impl x::SchemaType for QueryNFSUserRequestType {
     const TYPE_NAME: &'static str = "QueryNFSUserRequestType";
 }
 impl x::Structure for QueryNFSUserRequestType {}
+impl std::fmt::Debug for QueryNFSUserRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryNFSUserRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryNFSUserRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryNFSUserRequestType {
     fn decode_field(
         &mut self,
@@ -817,7 +1617,7 @@ impl x::Request for QueryNFSUserRequestType {
     }
 }
 /// `QueryNetConfigRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryNetConfigRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -828,6 +1628,16 @@ impl x::SchemaType for QueryNetConfigRequestType {
     const TYPE_NAME: &'static str = "QueryNetConfigRequestType";
 }
 impl x::Structure for QueryNetConfigRequestType {}
+impl std::fmt::Debug for QueryNetConfigRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryNetConfigRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryNetConfigRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryNetConfigRequestType {
     fn decode_field(
         &mut self,
@@ -861,7 +1671,7 @@ impl x::Request for QueryNetConfigRequestType {
     }
 }
 /// `QueryNetworkHintRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct QueryNetworkHintRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -872,6 +1682,16 @@ impl x::SchemaType for QueryNetworkHintRequestType {
     const TYPE_NAME: &'static str = "QueryNetworkHintRequestType";
 }
 impl x::Structure for QueryNetworkHintRequestType {}
+impl std::fmt::Debug for QueryNetworkHintRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryNetworkHintRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryNetworkHintRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for QueryNetworkHintRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -915,7 +1735,7 @@ impl x::Request for QueryNetworkHintRequestType {
 /// `QueryNextRequestType`.
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryNextRequestType {
     /// `_this`.
     ///
@@ -930,6 +1750,16 @@ impl x::SchemaType for QueryNextRequestType {
     const TYPE_NAME: &'static str = "QueryNextRequestType";
 }
 impl x::Structure for QueryNextRequestType {}
+impl std::fmt::Debug for QueryNextRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryNextRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryNextRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryNextRequestType {
     fn decode_field(
         &mut self,
@@ -964,7 +1794,7 @@ impl x::Request for QueryNextRequestType {
     }
 }
 /// `QueryObjectsOnPhysicalVsanDiskRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct QueryObjectsOnPhysicalVsanDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -975,6 +1805,20 @@ impl x::SchemaType for QueryObjectsOnPhysicalVsanDiskRequestType {
     const TYPE_NAME: &'static str = "QueryObjectsOnPhysicalVsanDiskRequestType";
 }
 impl x::Structure for QueryObjectsOnPhysicalVsanDiskRequestType {}
+impl std::fmt::Debug for QueryObjectsOnPhysicalVsanDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QueryObjectsOnPhysicalVsanDiskRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QueryObjectsOnPhysicalVsanDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for QueryObjectsOnPhysicalVsanDiskRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1016,7 +1860,7 @@ impl x::Request for QueryObjectsOnPhysicalVsanDiskRequestType {
     }
 }
 /// `QueryOptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryOptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1027,6 +1871,16 @@ impl x::SchemaType for QueryOptionsRequestType {
     const TYPE_NAME: &'static str = "QueryOptionsRequestType";
 }
 impl x::Structure for QueryOptionsRequestType {}
+impl std::fmt::Debug for QueryOptionsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryOptionsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryOptionsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryOptionsRequestType {
     fn decode_field(
         &mut self,
@@ -1060,7 +1914,7 @@ impl x::Request for QueryOptionsRequestType {
     }
 }
 /// `QueryPartitionCreateDescRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryPartitionCreateDescRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1073,6 +1927,16 @@ impl x::SchemaType for QueryPartitionCreateDescRequestType {
     const TYPE_NAME: &'static str = "QueryPartitionCreateDescRequestType";
 }
 impl x::Structure for QueryPartitionCreateDescRequestType {}
+impl std::fmt::Debug for QueryPartitionCreateDescRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPartitionCreateDescRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPartitionCreateDescRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryPartitionCreateDescRequestType {
     fn decode_field(
         &mut self,
@@ -1108,7 +1972,7 @@ impl x::Request for QueryPartitionCreateDescRequestType {
     }
 }
 /// `QueryPartitionCreateOptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryPartitionCreateOptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1121,6 +1985,16 @@ impl x::SchemaType for QueryPartitionCreateOptionsRequestType {
     const TYPE_NAME: &'static str = "QueryPartitionCreateOptionsRequestType";
 }
 impl x::Structure for QueryPartitionCreateOptionsRequestType {}
+impl std::fmt::Debug for QueryPartitionCreateOptionsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPartitionCreateOptionsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPartitionCreateOptionsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryPartitionCreateOptionsRequestType {
     fn decode_field(
         &mut self,
@@ -1156,7 +2030,7 @@ impl x::Request for QueryPartitionCreateOptionsRequestType {
     }
 }
 /// `QueryPathSelectionPolicyOptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryPathSelectionPolicyOptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1165,6 +2039,20 @@ impl x::SchemaType for QueryPathSelectionPolicyOptionsRequestType {
     const TYPE_NAME: &'static str = "QueryPathSelectionPolicyOptionsRequestType";
 }
 impl x::Structure for QueryPathSelectionPolicyOptionsRequestType {}
+impl std::fmt::Debug for QueryPathSelectionPolicyOptionsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QueryPathSelectionPolicyOptionsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QueryPathSelectionPolicyOptionsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryPathSelectionPolicyOptionsRequestType {
     fn decode_field(
         &mut self,
@@ -1196,7 +2084,7 @@ impl x::Request for QueryPathSelectionPolicyOptionsRequestType {
     }
 }
 /// `QueryPerfCompositeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryPerfCompositeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1207,6 +2095,16 @@ impl x::SchemaType for QueryPerfCompositeRequestType {
     const TYPE_NAME: &'static str = "QueryPerfCompositeRequestType";
 }
 impl x::Structure for QueryPerfCompositeRequestType {}
+impl std::fmt::Debug for QueryPerfCompositeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPerfCompositeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPerfCompositeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryPerfCompositeRequestType {
     fn decode_field(
         &mut self,
@@ -1240,7 +2138,7 @@ impl x::Request for QueryPerfCompositeRequestType {
     }
 }
 /// `QueryPerfCounterByLevelRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryPerfCounterByLevelRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1251,6 +2149,16 @@ impl x::SchemaType for QueryPerfCounterByLevelRequestType {
     const TYPE_NAME: &'static str = "QueryPerfCounterByLevelRequestType";
 }
 impl x::Structure for QueryPerfCounterByLevelRequestType {}
+impl std::fmt::Debug for QueryPerfCounterByLevelRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPerfCounterByLevelRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPerfCounterByLevelRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryPerfCounterByLevelRequestType {
     fn decode_field(
         &mut self,
@@ -1284,7 +2192,7 @@ impl x::Request for QueryPerfCounterByLevelRequestType {
     }
 }
 /// `QueryPerfCounterRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct QueryPerfCounterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1295,6 +2203,16 @@ impl x::SchemaType for QueryPerfCounterRequestType {
     const TYPE_NAME: &'static str = "QueryPerfCounterRequestType";
 }
 impl x::Structure for QueryPerfCounterRequestType {}
+impl std::fmt::Debug for QueryPerfCounterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPerfCounterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPerfCounterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for QueryPerfCounterRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1336,7 +2254,7 @@ impl x::Request for QueryPerfCounterRequestType {
     }
 }
 /// `QueryPerfProviderSummaryRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryPerfProviderSummaryRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1347,6 +2265,16 @@ impl x::SchemaType for QueryPerfProviderSummaryRequestType {
     const TYPE_NAME: &'static str = "QueryPerfProviderSummaryRequestType";
 }
 impl x::Structure for QueryPerfProviderSummaryRequestType {}
+impl std::fmt::Debug for QueryPerfProviderSummaryRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPerfProviderSummaryRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPerfProviderSummaryRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryPerfProviderSummaryRequestType {
     fn decode_field(
         &mut self,
@@ -1380,7 +2308,7 @@ impl x::Request for QueryPerfProviderSummaryRequestType {
     }
 }
 /// `QueryPerfRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct QueryPerfRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1391,6 +2319,16 @@ impl x::SchemaType for QueryPerfRequestType {
     const TYPE_NAME: &'static str = "QueryPerfRequestType";
 }
 impl x::Structure for QueryPerfRequestType {}
+impl std::fmt::Debug for QueryPerfRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPerfRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPerfRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for QueryPerfRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1432,7 +2370,7 @@ impl x::Request for QueryPerfRequestType {
     }
 }
 /// `QueryPhysicalVsanDisksRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct QueryPhysicalVsanDisksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1443,6 +2381,16 @@ impl x::SchemaType for QueryPhysicalVsanDisksRequestType {
     const TYPE_NAME: &'static str = "QueryPhysicalVsanDisksRequestType";
 }
 impl x::Structure for QueryPhysicalVsanDisksRequestType {}
+impl std::fmt::Debug for QueryPhysicalVsanDisksRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPhysicalVsanDisksRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPhysicalVsanDisksRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for QueryPhysicalVsanDisksRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1484,7 +2432,7 @@ impl x::Request for QueryPhysicalVsanDisksRequestType {
     }
 }
 /// `QueryPnicStatusRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryPnicStatusRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1495,6 +2443,16 @@ impl x::SchemaType for QueryPnicStatusRequestType {
     const TYPE_NAME: &'static str = "QueryPnicStatusRequestType";
 }
 impl x::Structure for QueryPnicStatusRequestType {}
+impl std::fmt::Debug for QueryPnicStatusRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPnicStatusRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPnicStatusRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryPnicStatusRequestType {
     fn decode_field(
         &mut self,
@@ -1528,7 +2486,7 @@ impl x::Request for QueryPnicStatusRequestType {
     }
 }
 /// `QueryPolicyMetadataRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct QueryPolicyMetadataRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1541,6 +2499,16 @@ impl x::SchemaType for QueryPolicyMetadataRequestType {
     const TYPE_NAME: &'static str = "QueryPolicyMetadataRequestType";
 }
 impl x::Structure for QueryPolicyMetadataRequestType {}
+impl std::fmt::Debug for QueryPolicyMetadataRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryPolicyMetadataRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryPolicyMetadataRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for QueryPolicyMetadataRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1585,7 +2553,7 @@ impl x::Request for QueryPolicyMetadataRequestType {
     }
 }
 /// `QueryProductLockerLocationRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryProductLockerLocationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1594,6 +2562,16 @@ impl x::SchemaType for QueryProductLockerLocationRequestType {
     const TYPE_NAME: &'static str = "QueryProductLockerLocationRequestType";
 }
 impl x::Structure for QueryProductLockerLocationRequestType {}
+impl std::fmt::Debug for QueryProductLockerLocationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryProductLockerLocationRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryProductLockerLocationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryProductLockerLocationRequestType {
     fn decode_field(
         &mut self,
@@ -1625,7 +2603,7 @@ impl x::Request for QueryProductLockerLocationRequestType {
     }
 }
 /// `QueryProfileStructureRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryProfileStructureRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1636,6 +2614,16 @@ impl x::SchemaType for QueryProfileStructureRequestType {
     const TYPE_NAME: &'static str = "QueryProfileStructureRequestType";
 }
 impl x::Structure for QueryProfileStructureRequestType {}
+impl std::fmt::Debug for QueryProfileStructureRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryProfileStructureRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryProfileStructureRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryProfileStructureRequestType {
     fn decode_field(
         &mut self,
@@ -1669,7 +2657,7 @@ impl x::Request for QueryProfileStructureRequestType {
     }
 }
 /// `QueryProviderListRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryProviderListRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1678,6 +2666,16 @@ impl x::SchemaType for QueryProviderListRequestType {
     const TYPE_NAME: &'static str = "QueryProviderListRequestType";
 }
 impl x::Structure for QueryProviderListRequestType {}
+impl std::fmt::Debug for QueryProviderListRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryProviderListRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryProviderListRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryProviderListRequestType {
     fn decode_field(
         &mut self,
@@ -1709,7 +2707,7 @@ impl x::Request for QueryProviderListRequestType {
     }
 }
 /// `QueryProviderNameRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryProviderNameRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1720,6 +2718,16 @@ impl x::SchemaType for QueryProviderNameRequestType {
     const TYPE_NAME: &'static str = "QueryProviderNameRequestType";
 }
 impl x::Structure for QueryProviderNameRequestType {}
+impl std::fmt::Debug for QueryProviderNameRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryProviderNameRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryProviderNameRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryProviderNameRequestType {
     fn decode_field(
         &mut self,
@@ -1755,7 +2763,7 @@ impl x::Request for QueryProviderNameRequestType {
 /// `QueryRequestType`.
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryRequestType {
     /// `_this`.
     ///
@@ -1770,6 +2778,16 @@ impl x::SchemaType for QueryRequestType {
     const TYPE_NAME: &'static str = "QueryRequestType";
 }
 impl x::Structure for QueryRequestType {}
+impl std::fmt::Debug for QueryRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryRequestType {
     fn decode_field(
         &mut self,
@@ -1804,7 +2822,7 @@ impl x::Request for QueryRequestType {
     }
 }
 /// `QueryResourceConfigOptionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryResourceConfigOptionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1813,6 +2831,16 @@ impl x::SchemaType for QueryResourceConfigOptionRequestType {
     const TYPE_NAME: &'static str = "QueryResourceConfigOptionRequestType";
 }
 impl x::Structure for QueryResourceConfigOptionRequestType {}
+impl std::fmt::Debug for QueryResourceConfigOptionRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryResourceConfigOptionRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryResourceConfigOptionRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryResourceConfigOptionRequestType {
     fn decode_field(
         &mut self,
@@ -1844,7 +2872,7 @@ impl x::Request for QueryResourceConfigOptionRequestType {
     }
 }
 /// `QueryServiceListRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct QueryServiceListRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1857,6 +2885,16 @@ impl x::SchemaType for QueryServiceListRequestType {
     const TYPE_NAME: &'static str = "QueryServiceListRequestType";
 }
 impl x::Structure for QueryServiceListRequestType {}
+impl std::fmt::Debug for QueryServiceListRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryServiceListRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryServiceListRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for QueryServiceListRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1901,7 +2939,7 @@ impl x::Request for QueryServiceListRequestType {
     }
 }
 /// `QueryStorageArrayTypePolicyOptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryStorageArrayTypePolicyOptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1910,6 +2948,20 @@ impl x::SchemaType for QueryStorageArrayTypePolicyOptionsRequestType {
     const TYPE_NAME: &'static str = "QueryStorageArrayTypePolicyOptionsRequestType";
 }
 impl x::Structure for QueryStorageArrayTypePolicyOptionsRequestType {}
+impl std::fmt::Debug for QueryStorageArrayTypePolicyOptionsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QueryStorageArrayTypePolicyOptionsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QueryStorageArrayTypePolicyOptionsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryStorageArrayTypePolicyOptionsRequestType {
     fn decode_field(
         &mut self,
@@ -1941,7 +2993,7 @@ impl x::Request for QueryStorageArrayTypePolicyOptionsRequestType {
     }
 }
 /// `QuerySupportedFeaturesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QuerySupportedFeaturesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1952,6 +3004,16 @@ impl x::SchemaType for QuerySupportedFeaturesRequestType {
     const TYPE_NAME: &'static str = "QuerySupportedFeaturesRequestType";
 }
 impl x::Structure for QuerySupportedFeaturesRequestType {}
+impl std::fmt::Debug for QuerySupportedFeaturesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QuerySupportedFeaturesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QuerySupportedFeaturesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QuerySupportedFeaturesRequestType {
     fn decode_field(
         &mut self,
@@ -1987,7 +3049,7 @@ impl x::Request for QuerySupportedFeaturesRequestType {
 /// `QuerySupportedNetworkOffloadSpecRequestType`.
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QuerySupportedNetworkOffloadSpecRequestType {
     /// `_this`.
     ///
@@ -2002,6 +3064,20 @@ impl x::SchemaType for QuerySupportedNetworkOffloadSpecRequestType {
     const TYPE_NAME: &'static str = "QuerySupportedNetworkOffloadSpecRequestType";
 }
 impl x::Structure for QuerySupportedNetworkOffloadSpecRequestType {}
+impl std::fmt::Debug for QuerySupportedNetworkOffloadSpecRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QuerySupportedNetworkOffloadSpecRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QuerySupportedNetworkOffloadSpecRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QuerySupportedNetworkOffloadSpecRequestType {
     fn decode_field(
         &mut self,
@@ -2036,7 +3112,7 @@ impl x::Request for QuerySupportedNetworkOffloadSpecRequestType {
     }
 }
 /// `QuerySyncingVsanObjectsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct QuerySyncingVsanObjectsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2047,6 +3123,16 @@ impl x::SchemaType for QuerySyncingVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "QuerySyncingVsanObjectsRequestType";
 }
 impl x::Structure for QuerySyncingVsanObjectsRequestType {}
+impl std::fmt::Debug for QuerySyncingVsanObjectsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QuerySyncingVsanObjectsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QuerySyncingVsanObjectsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for QuerySyncingVsanObjectsRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -2088,7 +3174,7 @@ impl x::Request for QuerySyncingVsanObjectsRequestType {
     }
 }
 /// `QuerySystemUsersRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QuerySystemUsersRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2097,6 +3183,16 @@ impl x::SchemaType for QuerySystemUsersRequestType {
     const TYPE_NAME: &'static str = "QuerySystemUsersRequestType";
 }
 impl x::Structure for QuerySystemUsersRequestType {}
+impl std::fmt::Debug for QuerySystemUsersRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QuerySystemUsersRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QuerySystemUsersRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QuerySystemUsersRequestType {
     fn decode_field(
         &mut self,
@@ -2128,7 +3224,7 @@ impl x::Request for QuerySystemUsersRequestType {
     }
 }
 /// `QueryTargetCapabilitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryTargetCapabilitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2139,6 +3235,16 @@ impl x::SchemaType for QueryTargetCapabilitiesRequestType {
     const TYPE_NAME: &'static str = "QueryTargetCapabilitiesRequestType";
 }
 impl x::Structure for QueryTargetCapabilitiesRequestType {}
+impl std::fmt::Debug for QueryTargetCapabilitiesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryTargetCapabilitiesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryTargetCapabilitiesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryTargetCapabilitiesRequestType {
     fn decode_field(
         &mut self,
@@ -2172,7 +3278,7 @@ impl x::Request for QueryTargetCapabilitiesRequestType {
     }
 }
 /// `QueryTpmAttestationReportRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryTpmAttestationReportRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2181,6 +3287,16 @@ impl x::SchemaType for QueryTpmAttestationReportRequestType {
     const TYPE_NAME: &'static str = "QueryTpmAttestationReportRequestType";
 }
 impl x::Structure for QueryTpmAttestationReportRequestType {}
+impl std::fmt::Debug for QueryTpmAttestationReportRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryTpmAttestationReportRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryTpmAttestationReportRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryTpmAttestationReportRequestType {
     fn decode_field(
         &mut self,
@@ -2212,7 +3328,7 @@ impl x::Request for QueryTpmAttestationReportRequestType {
     }
 }
 /// `QueryUnmonitoredHostsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryUnmonitoredHostsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2225,6 +3341,16 @@ impl x::SchemaType for QueryUnmonitoredHostsRequestType {
     const TYPE_NAME: &'static str = "QueryUnmonitoredHostsRequestType";
 }
 impl x::Structure for QueryUnmonitoredHostsRequestType {}
+impl std::fmt::Debug for QueryUnmonitoredHostsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUnmonitoredHostsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUnmonitoredHostsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryUnmonitoredHostsRequestType {
     fn decode_field(
         &mut self,
@@ -2260,7 +3386,7 @@ impl x::Request for QueryUnmonitoredHostsRequestType {
     }
 }
 /// `QueryUnownedFilesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryUnownedFilesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2269,6 +3395,16 @@ impl x::SchemaType for QueryUnownedFilesRequestType {
     const TYPE_NAME: &'static str = "QueryUnownedFilesRequestType";
 }
 impl x::Structure for QueryUnownedFilesRequestType {}
+impl std::fmt::Debug for QueryUnownedFilesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUnownedFilesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUnownedFilesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryUnownedFilesRequestType {
     fn decode_field(
         &mut self,
@@ -2300,7 +3436,7 @@ impl x::Request for QueryUnownedFilesRequestType {
     }
 }
 /// `QueryUnresolvedVmfsVolumeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryUnresolvedVmfsVolumeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2309,6 +3445,16 @@ impl x::SchemaType for QueryUnresolvedVmfsVolumeRequestType {
     const TYPE_NAME: &'static str = "QueryUnresolvedVmfsVolumeRequestType";
 }
 impl x::Structure for QueryUnresolvedVmfsVolumeRequestType {}
+impl std::fmt::Debug for QueryUnresolvedVmfsVolumeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUnresolvedVmfsVolumeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUnresolvedVmfsVolumeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryUnresolvedVmfsVolumeRequestType {
     fn decode_field(
         &mut self,
@@ -2340,7 +3486,7 @@ impl x::Request for QueryUnresolvedVmfsVolumeRequestType {
     }
 }
 /// `QueryUnresolvedVmfsVolumesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct QueryUnresolvedVmfsVolumesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2349,6 +3495,16 @@ impl x::SchemaType for QueryUnresolvedVmfsVolumesRequestType {
     const TYPE_NAME: &'static str = "QueryUnresolvedVmfsVolumesRequestType";
 }
 impl x::Structure for QueryUnresolvedVmfsVolumesRequestType {}
+impl std::fmt::Debug for QueryUnresolvedVmfsVolumesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUnresolvedVmfsVolumesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUnresolvedVmfsVolumesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for QueryUnresolvedVmfsVolumesRequestType {
     fn decode_field(
         &mut self,
@@ -2377,805 +3533,5 @@ impl x::Request for QueryUnresolvedVmfsVolumesRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
-    }
-}
-/// `QueryUsedVlanIdInDvsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryUsedVlanIdInDvsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryUsedVlanIdInDvsRequestType {
-    const TYPE_NAME: &'static str = "QueryUsedVlanIdInDvsRequestType";
-}
-impl x::Structure for QueryUsedVlanIdInDvsRequestType {}
-impl x::Fields for QueryUsedVlanIdInDvsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryUsedVlanIdInDvsRequestType {
-    const NAME: &'static str = "QueryUsedVlanIdInDvs";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<i32>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryVMotionCompatibilityExRequestType`.
-#[derive(Debug, PartialEq, Default)]
-pub struct QueryVMotionCompatibilityExRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: Vec<x::ManagedObjectReference>,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryVMotionCompatibilityExRequestType {
-    const TYPE_NAME: &'static str = "QueryVMotionCompatibilityExRequestType";
-}
-impl x::Structure for QueryVMotionCompatibilityExRequestType {}
-impl Clone for QueryVMotionCompatibilityExRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            vm: x::clone_vec(&self.vm),
-            host: x::clone_vec(&self.host),
-        }
-    }
-}
-impl x::Fields for QueryVMotionCompatibilityExRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vm" => r.read_push(&mut self.vm),
-            "host" => r.read_push(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("vm", &self.vm);
-        w.write_vec("host", &self.host);
-    }
-}
-impl x::Request for QueryVMotionCompatibilityExRequestType {
-    const NAME: &'static str = "QueryVMotionCompatibilityEx_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryVMotionCompatibilityRequestType`.
-#[derive(Debug, PartialEq, Default)]
-pub struct QueryVMotionCompatibilityRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-    /// `compatibility`.
-    pub compatibility: Vec<String>,
-}
-impl x::SchemaType for QueryVMotionCompatibilityRequestType {
-    const TYPE_NAME: &'static str = "QueryVMotionCompatibilityRequestType";
-}
-impl x::Structure for QueryVMotionCompatibilityRequestType {}
-impl Clone for QueryVMotionCompatibilityRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            vm: self.vm.clone(),
-            host: x::clone_vec(&self.host),
-            compatibility: x::clone_vec(&self.compatibility),
-        }
-    }
-}
-impl x::Fields for QueryVMotionCompatibilityRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vm" => r.read(&mut self.vm),
-            "host" => r.read_push(&mut self.host),
-            "compatibility" => r.read_push(&mut self.compatibility),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vm", &self.vm);
-        w.write_vec("host", &self.host);
-        w.write_vec("compatibility", &self.compatibility);
-    }
-}
-impl x::Request for QueryVMotionCompatibilityRequestType {
-    const NAME: &'static str = "QueryVMotionCompatibility";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<HostVMotionCompatibility>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryVirtualDiskFragmentationRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVirtualDiskFragmentationRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryVirtualDiskFragmentationRequestType {
-    const TYPE_NAME: &'static str = "QueryVirtualDiskFragmentationRequestType";
-}
-impl x::Structure for QueryVirtualDiskFragmentationRequestType {}
-impl x::Fields for QueryVirtualDiskFragmentationRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-    }
-}
-impl x::Request for QueryVirtualDiskFragmentationRequestType {
-    const NAME: &'static str = "QueryVirtualDiskFragmentation";
-    const IDEMPOTENT: bool = true;
-    type Response = i32;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryVirtualDiskGeometryRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVirtualDiskGeometryRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryVirtualDiskGeometryRequestType {
-    const TYPE_NAME: &'static str = "QueryVirtualDiskGeometryRequestType";
-}
-impl x::Structure for QueryVirtualDiskGeometryRequestType {}
-impl x::Fields for QueryVirtualDiskGeometryRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-    }
-}
-impl x::Request for QueryVirtualDiskGeometryRequestType {
-    const NAME: &'static str = "QueryVirtualDiskGeometry";
-    const IDEMPOTENT: bool = true;
-    type Response = HostDiskDimensionsChs;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryVirtualDiskUuidExRequestType`.
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVirtualDiskUuidExRequestType {
-    /// `_this`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub name: String,
-    /// `datacenter`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub datacenter: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryVirtualDiskUuidExRequestType {
-    const TYPE_NAME: &'static str = "QueryVirtualDiskUuidExRequestType";
-}
-impl x::Structure for QueryVirtualDiskUuidExRequestType {}
-impl x::Fields for QueryVirtualDiskUuidExRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "operation QueryVirtualDiskUuidEx", true);
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-    }
-}
-impl x::Request for QueryVirtualDiskUuidExRequestType {
-    const NAME: &'static str = "QueryVirtualDiskUuidEx";
-    const IDEMPOTENT: bool = true;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryVirtualDiskUuidRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVirtualDiskUuidRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryVirtualDiskUuidRequestType {
-    const TYPE_NAME: &'static str = "QueryVirtualDiskUuidRequestType";
-}
-impl x::Structure for QueryVirtualDiskUuidRequestType {}
-impl x::Fields for QueryVirtualDiskUuidRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-    }
-}
-impl x::Request for QueryVirtualDiskUuidRequestType {
-    const NAME: &'static str = "QueryVirtualDiskUuid";
-    const IDEMPOTENT: bool = true;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryVmfsConfigOptionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVmfsConfigOptionRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryVmfsConfigOptionRequestType {
-    const TYPE_NAME: &'static str = "QueryVmfsConfigOptionRequestType";
-}
-impl x::Structure for QueryVmfsConfigOptionRequestType {}
-impl x::Fields for QueryVmfsConfigOptionRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryVmfsConfigOptionRequestType {
-    const NAME: &'static str = "QueryVmfsConfigOption";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<VmfsConfigOption>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryVmfsDatastoreCreateOptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVmfsDatastoreCreateOptionsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `vmfsMajorVersion`.
-    pub vmfs_major_version: Option<i32>,
-}
-impl x::SchemaType for QueryVmfsDatastoreCreateOptionsRequestType {
-    const TYPE_NAME: &'static str = "QueryVmfsDatastoreCreateOptionsRequestType";
-}
-impl x::Structure for QueryVmfsDatastoreCreateOptionsRequestType {}
-impl x::Fields for QueryVmfsDatastoreCreateOptionsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "devicePath" => r.read(&mut self.device_path),
-            "vmfsMajorVersion" => r.read_opt(&mut self.vmfs_major_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("devicePath", &self.device_path);
-        w.write_opt("vmfsMajorVersion", &self.vmfs_major_version);
-    }
-}
-impl x::Request for QueryVmfsDatastoreCreateOptionsRequestType {
-    const NAME: &'static str = "QueryVmfsDatastoreCreateOptions";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<VmfsDatastoreOption>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryVmfsDatastoreExpandOptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVmfsDatastoreExpandOptionsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryVmfsDatastoreExpandOptionsRequestType {
-    const TYPE_NAME: &'static str = "QueryVmfsDatastoreExpandOptionsRequestType";
-}
-impl x::Structure for QueryVmfsDatastoreExpandOptionsRequestType {}
-impl x::Fields for QueryVmfsDatastoreExpandOptionsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datastore" => r.read(&mut self.datastore),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("datastore", &self.datastore);
-    }
-}
-impl x::Request for QueryVmfsDatastoreExpandOptionsRequestType {
-    const NAME: &'static str = "QueryVmfsDatastoreExpandOptions";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<VmfsDatastoreOption>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryVmfsDatastoreExtendOptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVmfsDatastoreExtendOptionsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `suppressExpandCandidates`.
-    pub suppress_expand_candidates: Option<bool>,
-}
-impl x::SchemaType for QueryVmfsDatastoreExtendOptionsRequestType {
-    const TYPE_NAME: &'static str = "QueryVmfsDatastoreExtendOptionsRequestType";
-}
-impl x::Structure for QueryVmfsDatastoreExtendOptionsRequestType {}
-impl x::Fields for QueryVmfsDatastoreExtendOptionsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datastore" => r.read(&mut self.datastore),
-            "devicePath" => r.read(&mut self.device_path),
-            "suppressExpandCandidates" => {
-                r.read_opt(&mut self.suppress_expand_candidates)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("datastore", &self.datastore);
-        w.write("devicePath", &self.device_path);
-        w.write_opt("suppressExpandCandidates", &self.suppress_expand_candidates);
-    }
-}
-impl x::Request for QueryVmfsDatastoreExtendOptionsRequestType {
-    const NAME: &'static str = "QueryVmfsDatastoreExtendOptions";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<VmfsDatastoreOption>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryVnicStatusRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVnicStatusRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vnicDevice`.
-    pub vnic_device: String,
-}
-impl x::SchemaType for QueryVnicStatusRequestType {
-    const TYPE_NAME: &'static str = "QueryVnicStatusRequestType";
-}
-impl x::Structure for QueryVnicStatusRequestType {}
-impl x::Fields for QueryVnicStatusRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vnicDevice", &self.vnic_device);
-    }
-}
-impl x::Request for QueryVnicStatusRequestType {
-    const NAME: &'static str = "QueryVnicStatus";
-    const IDEMPOTENT: bool = true;
-    type Response = IscsiStatus;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryVsanObjectUuidsByFilterRequestType`.
-#[derive(Debug, PartialEq, Default)]
-pub struct QueryVsanObjectUuidsByFilterRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `uuids`.
-    pub uuids: Vec<String>,
-    /// `limit`.
-    pub limit: Option<i32>,
-    /// `version`.
-    pub version: Option<i32>,
-}
-impl x::SchemaType for QueryVsanObjectUuidsByFilterRequestType {
-    const TYPE_NAME: &'static str = "QueryVsanObjectUuidsByFilterRequestType";
-}
-impl x::Structure for QueryVsanObjectUuidsByFilterRequestType {}
-impl Clone for QueryVsanObjectUuidsByFilterRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            uuids: x::clone_vec(&self.uuids),
-            limit: self.limit,
-            version: self.version,
-        }
-    }
-}
-impl x::Fields for QueryVsanObjectUuidsByFilterRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "uuids" => r.read_push(&mut self.uuids),
-            "limit" => r.read_opt(&mut self.limit),
-            "version" => r.read_opt(&mut self.version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("uuids", &self.uuids);
-        w.write_opt("limit", &self.limit);
-        w.write_opt("version", &self.version);
-    }
-}
-impl x::Request for QueryVsanObjectUuidsByFilterRequestType {
-    const NAME: &'static str = "QueryVsanObjectUuidsByFilter";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<String>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryVsanObjectsRequestType`.
-#[derive(Debug, PartialEq, Default)]
-pub struct QueryVsanObjectsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `uuids`.
-    pub uuids: Vec<String>,
-}
-impl x::SchemaType for QueryVsanObjectsRequestType {
-    const TYPE_NAME: &'static str = "QueryVsanObjectsRequestType";
-}
-impl x::Structure for QueryVsanObjectsRequestType {}
-impl Clone for QueryVsanObjectsRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            uuids: x::clone_vec(&self.uuids),
-        }
-    }
-}
-impl x::Fields for QueryVsanObjectsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "uuids" => r.read_push(&mut self.uuids),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("uuids", &self.uuids);
-    }
-}
-impl x::Request for QueryVsanObjectsRequestType {
-    const NAME: &'static str = "QueryVsanObjects";
-    const IDEMPOTENT: bool = true;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryVsanStatisticsRequestType`.
-#[derive(Debug, PartialEq, Default)]
-pub struct QueryVsanStatisticsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `labels`.
-    pub labels: Vec<String>,
-}
-impl x::SchemaType for QueryVsanStatisticsRequestType {
-    const TYPE_NAME: &'static str = "QueryVsanStatisticsRequestType";
-}
-impl x::Structure for QueryVsanStatisticsRequestType {}
-impl Clone for QueryVsanStatisticsRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            labels: x::clone_vec(&self.labels),
-        }
-    }
-}
-impl x::Fields for QueryVsanStatisticsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "labels" => r.read_push(&mut self.labels),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("labels", &self.labels);
-    }
-}
-impl x::Request for QueryVsanStatisticsRequestType {
-    const NAME: &'static str = "QueryVsanStatistics";
-    const IDEMPOTENT: bool = true;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryVsanUpgradeStatusRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryVsanUpgradeStatusRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `cluster`.
-    pub cluster: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryVsanUpgradeStatusRequestType {
-    const TYPE_NAME: &'static str = "QueryVsanUpgradeStatusRequestType";
-}
-impl x::Structure for QueryVsanUpgradeStatusRequestType {}
-impl x::Fields for QueryVsanUpgradeStatusRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "cluster" => r.read(&mut self.cluster),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("cluster", &self.cluster);
-    }
-}
-impl x::Request for QueryVsanUpgradeStatusRequestType {
-    const NAME: &'static str = "QueryVsanUpgradeStatus";
-    const IDEMPOTENT: bool = true;
-    type Response = VsanUpgradeSystemUpgradeStatus;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
     }
 }

@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `RevertToCurrentSnapshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct RevertToCurrentSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -19,6 +19,16 @@ impl x::SchemaType for RevertToCurrentSnapshotRequestType {
     const TYPE_NAME: &'static str = "RevertToCurrentSnapshotRequestType";
 }
 impl x::Structure for RevertToCurrentSnapshotRequestType {}
+impl std::fmt::Debug for RevertToCurrentSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "RevertToCurrentSnapshotRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for RevertToCurrentSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for RevertToCurrentSnapshotRequestType {
     fn decode_field(
         &mut self,
@@ -54,7 +64,7 @@ impl x::Request for RevertToCurrentSnapshotRequestType {
     }
 }
 /// `RevertToSnapshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct RevertToSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -67,6 +77,16 @@ impl x::SchemaType for RevertToSnapshotRequestType {
     const TYPE_NAME: &'static str = "RevertToSnapshotRequestType";
 }
 impl x::Structure for RevertToSnapshotRequestType {}
+impl std::fmt::Debug for RevertToSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "RevertToSnapshotRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for RevertToSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for RevertToSnapshotRequestType {
     fn decode_field(
         &mut self,
@@ -104,7 +124,7 @@ impl x::Request for RevertToSnapshotRequestType {
 /// `RevertVStorageObjectExRequestType`.
 ///
 /// Since vSphere API 8.0.2.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct RevertVStorageObjectExRequestType {
     /// `_this`.
     ///
@@ -127,6 +147,16 @@ impl x::SchemaType for RevertVStorageObjectExRequestType {
     const TYPE_NAME: &'static str = "RevertVStorageObjectExRequestType";
 }
 impl x::Structure for RevertVStorageObjectExRequestType {}
+impl std::fmt::Debug for RevertVStorageObjectExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "RevertVStorageObjectExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for RevertVStorageObjectExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for RevertVStorageObjectExRequestType {
     fn decode_field(
         &mut self,
@@ -165,7 +195,7 @@ impl x::Request for RevertVStorageObjectExRequestType {
     }
 }
 /// `RevertVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct RevertVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -180,6 +210,16 @@ impl x::SchemaType for RevertVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "RevertVStorageObjectRequestType";
 }
 impl x::Structure for RevertVStorageObjectRequestType {}
+impl std::fmt::Debug for RevertVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "RevertVStorageObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for RevertVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for RevertVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -217,7 +257,7 @@ impl x::Request for RevertVStorageObjectRequestType {
     }
 }
 /// `RewindCollectorRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct RewindCollectorRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -226,6 +266,16 @@ impl x::SchemaType for RewindCollectorRequestType {
     const TYPE_NAME: &'static str = "RewindCollectorRequestType";
 }
 impl x::Structure for RewindCollectorRequestType {}
+impl std::fmt::Debug for RewindCollectorRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "RewindCollectorRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for RewindCollectorRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for RewindCollectorRequestType {
     fn decode_field(
         &mut self,
@@ -257,7 +307,7 @@ impl x::Request for RewindCollectorRequestType {
     }
 }
 /// `RunScheduledTaskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct RunScheduledTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -266,6 +316,16 @@ impl x::SchemaType for RunScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "RunScheduledTaskRequestType";
 }
 impl x::Structure for RunScheduledTaskRequestType {}
+impl std::fmt::Debug for RunScheduledTaskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "RunScheduledTaskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for RunScheduledTaskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for RunScheduledTaskRequestType {
     fn decode_field(
         &mut self,
@@ -297,7 +357,7 @@ impl x::Request for RunScheduledTaskRequestType {
     }
 }
 /// `RunVsanPhysicalDiskDiagnosticsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct RunVsanPhysicalDiskDiagnosticsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -308,6 +368,20 @@ impl x::SchemaType for RunVsanPhysicalDiskDiagnosticsRequestType {
     const TYPE_NAME: &'static str = "RunVsanPhysicalDiskDiagnosticsRequestType";
 }
 impl x::Structure for RunVsanPhysicalDiskDiagnosticsRequestType {}
+impl std::fmt::Debug for RunVsanPhysicalDiskDiagnosticsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "RunVsanPhysicalDiskDiagnosticsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for RunVsanPhysicalDiskDiagnosticsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for RunVsanPhysicalDiskDiagnosticsRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -349,7 +423,7 @@ impl x::Request for RunVsanPhysicalDiskDiagnosticsRequestType {
     }
 }
 /// `ScanHostPatchRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ScanHostPatchRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -362,6 +436,16 @@ impl x::SchemaType for ScanHostPatchRequestType {
     const TYPE_NAME: &'static str = "ScanHostPatchRequestType";
 }
 impl x::Structure for ScanHostPatchRequestType {}
+impl std::fmt::Debug for ScanHostPatchRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ScanHostPatchRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ScanHostPatchRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ScanHostPatchRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -406,7 +490,7 @@ impl x::Request for ScanHostPatchRequestType {
     }
 }
 /// `ScanHostPatchV2RequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ScanHostPatchV2RequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -421,6 +505,16 @@ impl x::SchemaType for ScanHostPatchV2RequestType {
     const TYPE_NAME: &'static str = "ScanHostPatchV2RequestType";
 }
 impl x::Structure for ScanHostPatchV2RequestType {}
+impl std::fmt::Debug for ScanHostPatchV2RequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ScanHostPatchV2RequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ScanHostPatchV2RequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ScanHostPatchV2RequestType {
     fn clone(&self) -> Self {
         Self {
@@ -468,7 +562,7 @@ impl x::Request for ScanHostPatchV2RequestType {
     }
 }
 /// `ScheduleReconcileDatastoreInventoryRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ScheduleReconcileDatastoreInventoryRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -483,6 +577,20 @@ impl x::SchemaType for ScheduleReconcileDatastoreInventoryRequestType {
     const TYPE_NAME: &'static str = "ScheduleReconcileDatastoreInventoryRequestType";
 }
 impl x::Structure for ScheduleReconcileDatastoreInventoryRequestType {}
+impl std::fmt::Debug for ScheduleReconcileDatastoreInventoryRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ScheduleReconcileDatastoreInventoryRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ScheduleReconcileDatastoreInventoryRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
     fn decode_field(
         &mut self,
@@ -526,7 +634,7 @@ impl x::Request for ScheduleReconcileDatastoreInventoryRequestType {
     }
 }
 /// `SearchDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SearchDatastoreRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -539,6 +647,16 @@ impl x::SchemaType for SearchDatastoreRequestType {
     const TYPE_NAME: &'static str = "SearchDatastoreRequestType";
 }
 impl x::Structure for SearchDatastoreRequestType {}
+impl std::fmt::Debug for SearchDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SearchDatastoreRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SearchDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SearchDatastoreRequestType {
     fn decode_field(
         &mut self,
@@ -574,7 +692,7 @@ impl x::Request for SearchDatastoreRequestType {
     }
 }
 /// `SearchDatastoreSubFoldersRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SearchDatastoreSubFoldersRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -587,6 +705,16 @@ impl x::SchemaType for SearchDatastoreSubFoldersRequestType {
     const TYPE_NAME: &'static str = "SearchDatastoreSubFoldersRequestType";
 }
 impl x::Structure for SearchDatastoreSubFoldersRequestType {}
+impl std::fmt::Debug for SearchDatastoreSubFoldersRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SearchDatastoreSubFoldersRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SearchDatastoreSubFoldersRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SearchDatastoreSubFoldersRequestType {
     fn decode_field(
         &mut self,
@@ -622,7 +750,7 @@ impl x::Request for SearchDatastoreSubFoldersRequestType {
     }
 }
 /// `SelectActivePartitionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SelectActivePartitionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -633,6 +761,16 @@ impl x::SchemaType for SelectActivePartitionRequestType {
     const TYPE_NAME: &'static str = "SelectActivePartitionRequestType";
 }
 impl x::Structure for SelectActivePartitionRequestType {}
+impl std::fmt::Debug for SelectActivePartitionRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SelectActivePartitionRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SelectActivePartitionRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SelectActivePartitionRequestType {
     fn decode_field(
         &mut self,
@@ -666,7 +804,7 @@ impl x::Request for SelectActivePartitionRequestType {
     }
 }
 /// `SelectVnicForNicTypeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SelectVnicForNicTypeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -679,6 +817,16 @@ impl x::SchemaType for SelectVnicForNicTypeRequestType {
     const TYPE_NAME: &'static str = "SelectVnicForNicTypeRequestType";
 }
 impl x::Structure for SelectVnicForNicTypeRequestType {}
+impl std::fmt::Debug for SelectVnicForNicTypeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SelectVnicForNicTypeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SelectVnicForNicTypeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SelectVnicForNicTypeRequestType {
     fn decode_field(
         &mut self,
@@ -714,7 +862,7 @@ impl x::Request for SelectVnicForNicTypeRequestType {
     }
 }
 /// `SelectVnicRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SelectVnicRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -725,6 +873,16 @@ impl x::SchemaType for SelectVnicRequestType {
     const TYPE_NAME: &'static str = "SelectVnicRequestType";
 }
 impl x::Structure for SelectVnicRequestType {}
+impl std::fmt::Debug for SelectVnicRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SelectVnicRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SelectVnicRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SelectVnicRequestType {
     fn decode_field(
         &mut self,
@@ -758,7 +916,7 @@ impl x::Request for SelectVnicRequestType {
     }
 }
 /// `SendNMIRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SendNMIRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -767,6 +925,16 @@ impl x::SchemaType for SendNMIRequestType {
     const TYPE_NAME: &'static str = "SendNMIRequestType";
 }
 impl x::Structure for SendNMIRequestType {}
+impl std::fmt::Debug for SendNMIRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SendNMIRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SendNMIRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SendNMIRequestType {
     fn decode_field(
         &mut self,
@@ -798,7 +966,7 @@ impl x::Request for SendNMIRequestType {
     }
 }
 /// `SendTestNotificationRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SendTestNotificationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -807,6 +975,16 @@ impl x::SchemaType for SendTestNotificationRequestType {
     const TYPE_NAME: &'static str = "SendTestNotificationRequestType";
 }
 impl x::Structure for SendTestNotificationRequestType {}
+impl std::fmt::Debug for SendTestNotificationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SendTestNotificationRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SendTestNotificationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SendTestNotificationRequestType {
     fn decode_field(
         &mut self,
@@ -838,7 +1016,7 @@ impl x::Request for SendTestNotificationRequestType {
     }
 }
 /// `SessionIsActiveRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SessionIsActiveRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -851,6 +1029,16 @@ impl x::SchemaType for SessionIsActiveRequestType {
     const TYPE_NAME: &'static str = "SessionIsActiveRequestType";
 }
 impl x::Structure for SessionIsActiveRequestType {}
+impl std::fmt::Debug for SessionIsActiveRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SessionIsActiveRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SessionIsActiveRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SessionIsActiveRequestType {
     fn decode_field(
         &mut self,
@@ -886,7 +1074,7 @@ impl x::Request for SessionIsActiveRequestType {
     }
 }
 /// `SetCollectorPageSizeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetCollectorPageSizeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -897,6 +1085,16 @@ impl x::SchemaType for SetCollectorPageSizeRequestType {
     const TYPE_NAME: &'static str = "SetCollectorPageSizeRequestType";
 }
 impl x::Structure for SetCollectorPageSizeRequestType {}
+impl std::fmt::Debug for SetCollectorPageSizeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetCollectorPageSizeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetCollectorPageSizeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetCollectorPageSizeRequestType {
     fn decode_field(
         &mut self,
@@ -930,7 +1128,7 @@ impl x::Request for SetCollectorPageSizeRequestType {
     }
 }
 /// `SetCryptoModeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetCryptoModeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -945,6 +1143,16 @@ impl x::SchemaType for SetCryptoModeRequestType {
     const TYPE_NAME: &'static str = "SetCryptoModeRequestType";
 }
 impl x::Structure for SetCryptoModeRequestType {}
+impl std::fmt::Debug for SetCryptoModeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetCryptoModeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetCryptoModeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetCryptoModeRequestType {
     fn decode_field(
         &mut self,
@@ -982,7 +1190,7 @@ impl x::Request for SetCryptoModeRequestType {
     }
 }
 /// `SetDefaultKmsClusterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetDefaultKmsClusterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -995,6 +1203,16 @@ impl x::SchemaType for SetDefaultKmsClusterRequestType {
     const TYPE_NAME: &'static str = "SetDefaultKmsClusterRequestType";
 }
 impl x::Structure for SetDefaultKmsClusterRequestType {}
+impl std::fmt::Debug for SetDefaultKmsClusterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetDefaultKmsClusterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetDefaultKmsClusterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetDefaultKmsClusterRequestType {
     fn decode_field(
         &mut self,
@@ -1030,7 +1248,7 @@ impl x::Request for SetDefaultKmsClusterRequestType {
     }
 }
 /// `SetDisplayTopologyRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct SetDisplayTopologyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1041,6 +1259,16 @@ impl x::SchemaType for SetDisplayTopologyRequestType {
     const TYPE_NAME: &'static str = "SetDisplayTopologyRequestType";
 }
 impl x::Structure for SetDisplayTopologyRequestType {}
+impl std::fmt::Debug for SetDisplayTopologyRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetDisplayTopologyRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetDisplayTopologyRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for SetDisplayTopologyRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1082,7 +1310,7 @@ impl x::Request for SetDisplayTopologyRequestType {
     }
 }
 /// `SetEntityPermissionsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct SetEntityPermissionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1095,6 +1323,16 @@ impl x::SchemaType for SetEntityPermissionsRequestType {
     const TYPE_NAME: &'static str = "SetEntityPermissionsRequestType";
 }
 impl x::Structure for SetEntityPermissionsRequestType {}
+impl std::fmt::Debug for SetEntityPermissionsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetEntityPermissionsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetEntityPermissionsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for SetEntityPermissionsRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1139,7 +1377,7 @@ impl x::Request for SetEntityPermissionsRequestType {
     }
 }
 /// `SetExtensionCertificateRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetExtensionCertificateRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1152,6 +1390,16 @@ impl x::SchemaType for SetExtensionCertificateRequestType {
     const TYPE_NAME: &'static str = "SetExtensionCertificateRequestType";
 }
 impl x::Structure for SetExtensionCertificateRequestType {}
+impl std::fmt::Debug for SetExtensionCertificateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetExtensionCertificateRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetExtensionCertificateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetExtensionCertificateRequestType {
     fn decode_field(
         &mut self,
@@ -1187,7 +1435,7 @@ impl x::Request for SetExtensionCertificateRequestType {
     }
 }
 /// `SetFieldRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetFieldRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1202,6 +1450,16 @@ impl x::SchemaType for SetFieldRequestType {
     const TYPE_NAME: &'static str = "SetFieldRequestType";
 }
 impl x::Structure for SetFieldRequestType {}
+impl std::fmt::Debug for SetFieldRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetFieldRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetFieldRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetFieldRequestType {
     fn decode_field(
         &mut self,
@@ -1241,7 +1499,7 @@ impl x::Request for SetFieldRequestType {
 /// `SetKeyCustomAttributesRequestType`.
 ///
 /// Since vSphere API 8.0.1.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetKeyCustomAttributesRequestType {
     /// `_this`.
     ///
@@ -1260,6 +1518,16 @@ impl x::SchemaType for SetKeyCustomAttributesRequestType {
     const TYPE_NAME: &'static str = "SetKeyCustomAttributesRequestType";
 }
 impl x::Structure for SetKeyCustomAttributesRequestType {}
+impl std::fmt::Debug for SetKeyCustomAttributesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetKeyCustomAttributesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetKeyCustomAttributesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetKeyCustomAttributesRequestType {
     fn decode_field(
         &mut self,
@@ -1296,7 +1564,7 @@ impl x::Request for SetKeyCustomAttributesRequestType {
     }
 }
 /// `SetLicenseEditionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetLicenseEditionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1309,6 +1577,16 @@ impl x::SchemaType for SetLicenseEditionRequestType {
     const TYPE_NAME: &'static str = "SetLicenseEditionRequestType";
 }
 impl x::Structure for SetLicenseEditionRequestType {}
+impl std::fmt::Debug for SetLicenseEditionRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetLicenseEditionRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetLicenseEditionRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetLicenseEditionRequestType {
     fn decode_field(
         &mut self,
@@ -1344,7 +1622,7 @@ impl x::Request for SetLicenseEditionRequestType {
     }
 }
 /// `SetLocaleRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetLocaleRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1355,6 +1633,16 @@ impl x::SchemaType for SetLocaleRequestType {
     const TYPE_NAME: &'static str = "SetLocaleRequestType";
 }
 impl x::Structure for SetLocaleRequestType {}
+impl std::fmt::Debug for SetLocaleRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetLocaleRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetLocaleRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetLocaleRequestType {
     fn decode_field(
         &mut self,
@@ -1390,7 +1678,7 @@ impl x::Request for SetLocaleRequestType {
 /// `SetMaxQueueDepthRequestType`.
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetMaxQueueDepthRequestType {
     /// `_this`.
     ///
@@ -1409,6 +1697,16 @@ impl x::SchemaType for SetMaxQueueDepthRequestType {
     const TYPE_NAME: &'static str = "SetMaxQueueDepthRequestType";
 }
 impl x::Structure for SetMaxQueueDepthRequestType {}
+impl std::fmt::Debug for SetMaxQueueDepthRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetMaxQueueDepthRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetMaxQueueDepthRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetMaxQueueDepthRequestType {
     fn decode_field(
         &mut self,
@@ -1445,7 +1743,7 @@ impl x::Request for SetMaxQueueDepthRequestType {
     }
 }
 /// `SetMultipathLunPolicyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetMultipathLunPolicyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1458,6 +1756,16 @@ impl x::SchemaType for SetMultipathLunPolicyRequestType {
     const TYPE_NAME: &'static str = "SetMultipathLunPolicyRequestType";
 }
 impl x::Structure for SetMultipathLunPolicyRequestType {}
+impl std::fmt::Debug for SetMultipathLunPolicyRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetMultipathLunPolicyRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetMultipathLunPolicyRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetMultipathLunPolicyRequestType {
     fn decode_field(
         &mut self,
@@ -1493,7 +1801,7 @@ impl x::Request for SetMultipathLunPolicyRequestType {
     }
 }
 /// `SetNFSUserRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetNFSUserRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1506,6 +1814,16 @@ impl x::SchemaType for SetNFSUserRequestType {
     const TYPE_NAME: &'static str = "SetNFSUserRequestType";
 }
 impl x::Structure for SetNFSUserRequestType {}
+impl std::fmt::Debug for SetNFSUserRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetNFSUserRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetNFSUserRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetNFSUserRequestType {
     fn decode_field(
         &mut self,
@@ -1524,7 +1842,7 @@ impl x::Fields for SetNFSUserRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("user", &self.user);
-        w.write("password", &self.password);
+        w.write_secret("password", &self.password);
     }
 }
 impl x::Request for SetNFSUserRequestType {
@@ -1541,7 +1859,7 @@ impl x::Request for SetNFSUserRequestType {
     }
 }
 /// `SetPublicKeyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetPublicKeyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1554,6 +1872,16 @@ impl x::SchemaType for SetPublicKeyRequestType {
     const TYPE_NAME: &'static str = "SetPublicKeyRequestType";
 }
 impl x::Structure for SetPublicKeyRequestType {}
+impl std::fmt::Debug for SetPublicKeyRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetPublicKeyRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetPublicKeyRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetPublicKeyRequestType {
     fn decode_field(
         &mut self,
@@ -1589,7 +1917,7 @@ impl x::Request for SetPublicKeyRequestType {
     }
 }
 /// `SetRegistryValueInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetRegistryValueInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1604,6 +1932,16 @@ impl x::SchemaType for SetRegistryValueInGuestRequestType {
     const TYPE_NAME: &'static str = "SetRegistryValueInGuestRequestType";
 }
 impl x::Structure for SetRegistryValueInGuestRequestType {}
+impl std::fmt::Debug for SetRegistryValueInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetRegistryValueInGuestRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetRegistryValueInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetRegistryValueInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -1641,7 +1979,7 @@ impl x::Request for SetRegistryValueInGuestRequestType {
     }
 }
 /// `SetScreenResolutionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetScreenResolutionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1654,6 +1992,16 @@ impl x::SchemaType for SetScreenResolutionRequestType {
     const TYPE_NAME: &'static str = "SetScreenResolutionRequestType";
 }
 impl x::Structure for SetScreenResolutionRequestType {}
+impl std::fmt::Debug for SetScreenResolutionRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetScreenResolutionRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetScreenResolutionRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetScreenResolutionRequestType {
     fn decode_field(
         &mut self,
@@ -1691,7 +2039,7 @@ impl x::Request for SetScreenResolutionRequestType {
 /// `SetServiceAccountRequestType`.
 ///
 /// Since vSphere API 8.0.2.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetServiceAccountRequestType {
     /// `_this`.
     ///
@@ -1710,6 +2058,16 @@ impl x::SchemaType for SetServiceAccountRequestType {
     const TYPE_NAME: &'static str = "SetServiceAccountRequestType";
 }
 impl x::Structure for SetServiceAccountRequestType {}
+impl std::fmt::Debug for SetServiceAccountRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetServiceAccountRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetServiceAccountRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetServiceAccountRequestType {
     fn decode_field(
         &mut self,
@@ -1746,7 +2104,7 @@ impl x::Request for SetServiceAccountRequestType {
     }
 }
 /// `SetTaskDescriptionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetTaskDescriptionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1757,6 +2115,16 @@ impl x::SchemaType for SetTaskDescriptionRequestType {
     const TYPE_NAME: &'static str = "SetTaskDescriptionRequestType";
 }
 impl x::Structure for SetTaskDescriptionRequestType {}
+impl std::fmt::Debug for SetTaskDescriptionRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetTaskDescriptionRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetTaskDescriptionRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetTaskDescriptionRequestType {
     fn decode_field(
         &mut self,
@@ -1790,7 +2158,7 @@ impl x::Request for SetTaskDescriptionRequestType {
     }
 }
 /// `SetTaskStateRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetTaskStateRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1805,6 +2173,16 @@ impl x::SchemaType for SetTaskStateRequestType {
     const TYPE_NAME: &'static str = "SetTaskStateRequestType";
 }
 impl x::Structure for SetTaskStateRequestType {}
+impl std::fmt::Debug for SetTaskStateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetTaskStateRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetTaskStateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetTaskStateRequestType {
     fn decode_field(
         &mut self,
@@ -1842,7 +2220,7 @@ impl x::Request for SetTaskStateRequestType {
     }
 }
 /// `SetVStorageObjectControlFlagsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct SetVStorageObjectControlFlagsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1857,6 +2235,20 @@ impl x::SchemaType for SetVStorageObjectControlFlagsRequestType {
     const TYPE_NAME: &'static str = "SetVStorageObjectControlFlagsRequestType";
 }
 impl x::Structure for SetVStorageObjectControlFlagsRequestType {}
+impl std::fmt::Debug for SetVStorageObjectControlFlagsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "SetVStorageObjectControlFlagsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for SetVStorageObjectControlFlagsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for SetVStorageObjectControlFlagsRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1906,7 +2298,7 @@ impl x::Request for SetVStorageObjectControlFlagsRequestType {
 /// `SetVirtualDiskUuidExRequestType`.
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetVirtualDiskUuidExRequestType {
     /// `_this`.
     ///
@@ -1929,6 +2321,16 @@ impl x::SchemaType for SetVirtualDiskUuidExRequestType {
     const TYPE_NAME: &'static str = "SetVirtualDiskUuidExRequestType";
 }
 impl x::Structure for SetVirtualDiskUuidExRequestType {}
+impl std::fmt::Debug for SetVirtualDiskUuidExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetVirtualDiskUuidExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetVirtualDiskUuidExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetVirtualDiskUuidExRequestType {
     fn decode_field(
         &mut self,
@@ -1967,7 +2369,7 @@ impl x::Request for SetVirtualDiskUuidExRequestType {
     }
 }
 /// `SetVirtualDiskUuidRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SetVirtualDiskUuidRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1982,6 +2384,16 @@ impl x::SchemaType for SetVirtualDiskUuidRequestType {
     const TYPE_NAME: &'static str = "SetVirtualDiskUuidRequestType";
 }
 impl x::Structure for SetVirtualDiskUuidRequestType {}
+impl std::fmt::Debug for SetVirtualDiskUuidRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SetVirtualDiskUuidRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SetVirtualDiskUuidRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SetVirtualDiskUuidRequestType {
     fn decode_field(
         &mut self,

@@ -5,10 +5,855 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualDisk` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualDisk {
+    /// The fields `VirtualDisk` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `capacityInKB`.
+    pub capacity_in_kb: i64,
+    /// `capacityInBytes`.
+    pub capacity_in_bytes: Option<i64>,
+    /// `shares`.
+    pub shares: Option<SharesInfo>,
+    /// `storageIOAllocation`.
+    pub storage_io_allocation: Option<StorageIOAllocationInfo>,
+    /// `diskObjectId`.
+    pub disk_object_id: Option<String>,
+    /// `vFlashCacheConfigInfo`.
+    pub vflash_cache_config_info: Option<VirtualDiskVFlashCacheConfigInfo>,
+    /// `iofilter`.
+    pub iofilter: Vec<String>,
+    /// `vDiskId`.
+    pub vdisk_id: Option<ID>,
+    /// `vDiskVersion`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vdisk_version: Option<i32>,
+    /// `virtualDiskFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub virtual_disk_format: Option<String>,
+    /// `nativeUnmanagedLinkedClone`.
+    pub native_unmanaged_linked_clone: Option<bool>,
+    /// `independentFilters`.
+    pub independent_filters: Vec<AnyVirtualMachineBaseIndependentFilterSpec>,
+    /// `guestReadOnly`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub guest_read_only: Option<bool>,
+    /// `diskChainBrokenIssue`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub disk_chain_broken_issue: Option<String>,
+}
+impl x::SchemaType for VirtualDisk {
+    const TYPE_NAME: &'static str = "VirtualDisk";
+}
+impl x::Structure for VirtualDisk {}
+impl std::fmt::Debug for VirtualDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDisk", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDisk {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualDisk {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device: self.virtual_device.clone(),
+            capacity_in_kb: self.capacity_in_kb,
+            capacity_in_bytes: self.capacity_in_bytes,
+            shares: self.shares.clone(),
+            storage_io_allocation: self.storage_io_allocation.clone(),
+            disk_object_id: self.disk_object_id.clone(),
+            vflash_cache_config_info: self.vflash_cache_config_info.clone(),
+            iofilter: x::clone_vec(&self.iofilter),
+            vdisk_id: self.vdisk_id.clone(),
+            vdisk_version: self.vdisk_version,
+            virtual_disk_format: self.virtual_disk_format.clone(),
+            native_unmanaged_linked_clone: self.native_unmanaged_linked_clone,
+            independent_filters: x::clone_vec(&self.independent_filters),
+            guest_read_only: self.guest_read_only,
+            disk_chain_broken_issue: self.disk_chain_broken_issue.clone(),
+        }
+    }
+}
+impl std::ops::Deref for VirtualDisk {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualDisk {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualDisk {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInKB" => r.read(&mut self.capacity_in_kb),
+            "capacityInBytes" => r.read_opt(&mut self.capacity_in_bytes),
+            "shares" => r.read_opt(&mut self.shares),
+            "storageIOAllocation" => r.read_opt(&mut self.storage_io_allocation),
+            "diskObjectId" => r.read_opt(&mut self.disk_object_id),
+            "vFlashCacheConfigInfo" => r.read_opt(&mut self.vflash_cache_config_info),
+            "iofilter" => r.read_push(&mut self.iofilter),
+            "vDiskId" => r.read_opt(&mut self.vdisk_id),
+            "vDiskVersion" => r.read_opt(&mut self.vdisk_version),
+            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
+            "nativeUnmanagedLinkedClone" => {
+                r.read_opt(&mut self.native_unmanaged_linked_clone)
+            }
+            "independentFilters" => r.read_push(&mut self.independent_filters),
+            "guestReadOnly" => r.read_opt(&mut self.guest_read_only),
+            "diskChainBrokenIssue" => r.read_opt(&mut self.disk_chain_broken_issue),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write("capacityInKB", &self.capacity_in_kb);
+        w.write_opt("capacityInBytes", &self.capacity_in_bytes);
+        w.write_opt("shares", &self.shares);
+        w.write_opt("storageIOAllocation", &self.storage_io_allocation);
+        w.write_opt("diskObjectId", &self.disk_object_id);
+        w.write_opt("vFlashCacheConfigInfo", &self.vflash_cache_config_info);
+        w.write_vec("iofilter", &self.iofilter);
+        w.write_opt("vDiskId", &self.vdisk_id);
+        if w.since(0x0800_0100, "VirtualDisk.vDiskVersion", self.vdisk_version.is_some())
+        {
+            w.write_opt("vDiskVersion", &self.vdisk_version);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualDisk.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
+        w.write_opt("nativeUnmanagedLinkedClone", &self.native_unmanaged_linked_clone);
+        w.write_vec("independentFilters", &self.independent_filters);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualDisk.guestReadOnly",
+                self.guest_read_only.is_some(),
+            )
+        {
+            w.write_opt("guestReadOnly", &self.guest_read_only);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualDisk.diskChainBrokenIssue",
+                self.disk_chain_broken_issue.is_some(),
+            )
+        {
+            w.write_opt("diskChainBrokenIssue", &self.disk_chain_broken_issue);
+        }
+    }
+}
+impl x::ArrayItem for VirtualDisk {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDisk";
+    const ITEM_TAG: &'static str = "VirtualDisk";
+}
+/// `VirtualDiskAntiAffinityRuleSpec` (extends `ClusterRuleInfo`).
+///
+/// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualDiskAntiAffinityRuleSpec {
+    /// The fields `VirtualDiskAntiAffinityRuleSpec` inherits from `ClusterRuleInfo`.
+    pub cluster_rule_info: ClusterRuleInfo,
+    /// `diskId`.
+    pub disk_id: Vec<i32>,
+}
+impl x::SchemaType for VirtualDiskAntiAffinityRuleSpec {
+    const TYPE_NAME: &'static str = "VirtualDiskAntiAffinityRuleSpec";
+}
+impl x::Structure for VirtualDiskAntiAffinityRuleSpec {}
+impl std::fmt::Debug for VirtualDiskAntiAffinityRuleSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskAntiAffinityRuleSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskAntiAffinityRuleSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualDiskAntiAffinityRuleSpec {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_rule_info: self.cluster_rule_info.clone(),
+            disk_id: x::clone_vec(&self.disk_id),
+        }
+    }
+}
+impl std::ops::Deref for VirtualDiskAntiAffinityRuleSpec {
+    type Target = ClusterRuleInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterRuleInfo {
+        &self.cluster_rule_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskAntiAffinityRuleSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterRuleInfo {
+        &mut self.cluster_rule_info
+    }
+}
+impl x::Fields for VirtualDiskAntiAffinityRuleSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read_push(&mut self.disk_id),
+            _ => return x::Fields::decode_field(&mut self.cluster_rule_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_rule_info, w);
+        w.write_vec("diskId", &self.disk_id);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VirtualDiskBlocksNotFullyProvisioned` (extends `DeviceBackingNotSupported`).
+///
+/// The fields of `DeviceBackingNotSupported` are in `device_backing_not_supported`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualDiskBlocksNotFullyProvisioned {
+    /// The fields `VirtualDiskBlocksNotFullyProvisioned` inherits from `DeviceBackingNotSupported`.
+    pub device_backing_not_supported: DeviceBackingNotSupported,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VirtualDiskBlocksNotFullyProvisioned {
+    const TYPE_NAME: &'static str = "VirtualDiskBlocksNotFullyProvisioned";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VirtualDiskBlocksNotFullyProvisioned {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VirtualDiskBlocksNotFullyProvisioned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskBlocksNotFullyProvisioned", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VirtualDiskBlocksNotFullyProvisioned {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VirtualDiskBlocksNotFullyProvisioned {
+    type Target = DeviceBackingNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceBackingNotSupported {
+        &self.device_backing_not_supported
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VirtualDiskBlocksNotFullyProvisioned {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceBackingNotSupported {
+        &mut self.device_backing_not_supported
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VirtualDiskBlocksNotFullyProvisioned {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.device_backing_not_supported, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.device_backing_not_supported, w);
+    }
+}
+/// `VirtualDiskConfigSpec` (extends `VirtualDeviceConfigSpec`).
+///
+/// The fields of `VirtualDeviceConfigSpec` are in `virtual_device_config_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualDiskConfigSpec {
+    /// The fields `VirtualDiskConfigSpec` inherits from `VirtualDeviceConfigSpec`.
+    pub virtual_device_config_spec: VirtualDeviceConfigSpec,
+    /// `diskMoveType`.
+    pub disk_move_type: Option<String>,
+    /// `migrateCache`.
+    pub migrate_cache: Option<bool>,
+}
+impl x::SchemaType for VirtualDiskConfigSpec {
+    const TYPE_NAME: &'static str = "VirtualDiskConfigSpec";
+}
+impl x::Structure for VirtualDiskConfigSpec {}
+impl std::fmt::Debug for VirtualDiskConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualDiskConfigSpec {
+    type Target = VirtualDeviceConfigSpec;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceConfigSpec {
+        &self.virtual_device_config_spec
+    }
+}
+impl std::ops::DerefMut for VirtualDiskConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceConfigSpec {
+        &mut self.virtual_device_config_spec
+    }
+}
+impl x::Fields for VirtualDiskConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "migrateCache" => r.read_opt(&mut self.migrate_cache),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_config_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_config_spec, w);
+        w.write_opt("diskMoveType", &self.disk_move_type);
+        w.write_opt("migrateCache", &self.migrate_cache);
+    }
+}
+/// `VirtualDiskDeltaDiskFormatsSupported` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualDiskDeltaDiskFormatsSupported {
+    /// `datastoreType`.
+    pub datastore_type: String,
+    /// `deltaDiskFormat`.
+    pub delta_disk_format: ChoiceOption,
+}
+impl x::SchemaType for VirtualDiskDeltaDiskFormatsSupported {
+    const TYPE_NAME: &'static str = "VirtualDiskDeltaDiskFormatsSupported";
+}
+impl x::Structure for VirtualDiskDeltaDiskFormatsSupported {}
+impl std::fmt::Debug for VirtualDiskDeltaDiskFormatsSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskDeltaDiskFormatsSupported", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskDeltaDiskFormatsSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualDiskDeltaDiskFormatsSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastoreType" => r.read(&mut self.datastore_type),
+            "deltaDiskFormat" => r.read(&mut self.delta_disk_format),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("datastoreType", &self.datastore_type);
+        w.write("deltaDiskFormat", &self.delta_disk_format);
+    }
+}
+impl x::ArrayItem for VirtualDiskDeltaDiskFormatsSupported {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDiskDeltaDiskFormatsSupported";
+    const ITEM_TAG: &'static str = "VirtualDiskDeltaDiskFormatsSupported";
+}
+/// `VirtualDiskFlatVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualDiskFlatVer1BackingInfo {
+    /// The fields `VirtualDiskFlatVer1BackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+    /// `diskMode`.
+    pub disk_mode: String,
+    /// `split`.
+    pub split: Option<bool>,
+    /// `writeThrough`.
+    pub write_through: Option<bool>,
+    /// `contentId`.
+    pub content_id: Option<String>,
+    /// `parent`.
+    pub parent: Option<Box<VirtualDiskFlatVer1BackingInfo>>,
+}
+impl x::SchemaType for VirtualDiskFlatVer1BackingInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskFlatVer1BackingInfo";
+}
+impl x::Structure for VirtualDiskFlatVer1BackingInfo {}
+impl std::fmt::Debug for VirtualDiskFlatVer1BackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskFlatVer1BackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskFlatVer1BackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualDiskFlatVer1BackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskFlatVer1BackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualDiskFlatVer1BackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read_opt(&mut self.split),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+        w.write("diskMode", &self.disk_mode);
+        w.write_opt("split", &self.split);
+        w.write_opt("writeThrough", &self.write_through);
+        w.write_opt("contentId", &self.content_id);
+        w.write_opt_box("parent", &self.parent);
+    }
+}
+/// `VirtualDiskFlatVer1BackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualDiskFlatVer1BackingOption {
+    /// The fields `VirtualDiskFlatVer1BackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+    /// `diskMode`.
+    pub disk_mode: ChoiceOption,
+    /// `split`.
+    pub split: BoolOption,
+    /// `writeThrough`.
+    pub write_through: BoolOption,
+    /// `growable`.
+    pub growable: bool,
+}
+impl x::SchemaType for VirtualDiskFlatVer1BackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskFlatVer1BackingOption";
+}
+impl x::Structure for VirtualDiskFlatVer1BackingOption {}
+impl std::fmt::Debug for VirtualDiskFlatVer1BackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskFlatVer1BackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskFlatVer1BackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualDiskFlatVer1BackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskFlatVer1BackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualDiskFlatVer1BackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read(&mut self.split),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+        w.write("diskMode", &self.disk_mode);
+        w.write("split", &self.split);
+        w.write("writeThrough", &self.write_through);
+        w.write("growable", &self.growable);
+    }
+}
+/// `VirtualDiskFlatVer2BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualDiskFlatVer2BackingInfo {
+    /// The fields `VirtualDiskFlatVer2BackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+    /// `diskMode`.
+    pub disk_mode: String,
+    /// `split`.
+    pub split: Option<bool>,
+    /// `writeThrough`.
+    pub write_through: Option<bool>,
+    /// `thinProvisioned`.
+    pub thin_provisioned: Option<bool>,
+    /// `eagerlyScrub`.
+    pub eagerly_scrub: Option<bool>,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `contentId`.
+    pub content_id: Option<String>,
+    /// `changeId`.
+    pub change_id: Option<String>,
+    /// `parent`.
+    pub parent: Option<Box<VirtualDiskFlatVer2BackingInfo>>,
+    /// `deltaDiskFormat`.
+    pub delta_disk_format: Option<String>,
+    /// `digestEnabled`.
+    pub digest_enabled: Option<bool>,
+    /// `deltaGrainSize`.
+    pub delta_grain_size: Option<i32>,
+    /// `deltaDiskFormatVariant`.
+    pub delta_disk_format_variant: Option<String>,
+    /// `sharing`.
+    pub sharing: Option<String>,
+    /// `keyId`.
+    pub key_id: Option<CryptoKeyId>,
+}
+impl x::SchemaType for VirtualDiskFlatVer2BackingInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskFlatVer2BackingInfo";
+}
+impl x::Structure for VirtualDiskFlatVer2BackingInfo {}
+impl std::fmt::Debug for VirtualDiskFlatVer2BackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskFlatVer2BackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskFlatVer2BackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualDiskFlatVer2BackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskFlatVer2BackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualDiskFlatVer2BackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read_opt(&mut self.split),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "thinProvisioned" => r.read_opt(&mut self.thin_provisioned),
+            "eagerlyScrub" => r.read_opt(&mut self.eagerly_scrub),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
+            "digestEnabled" => r.read_opt(&mut self.digest_enabled),
+            "deltaGrainSize" => r.read_opt(&mut self.delta_grain_size),
+            "deltaDiskFormatVariant" => r.read_opt(&mut self.delta_disk_format_variant),
+            "sharing" => r.read_opt(&mut self.sharing),
+            "keyId" => r.read_opt(&mut self.key_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+        w.write("diskMode", &self.disk_mode);
+        w.write_opt("split", &self.split);
+        w.write_opt("writeThrough", &self.write_through);
+        w.write_opt("thinProvisioned", &self.thin_provisioned);
+        w.write_opt("eagerlyScrub", &self.eagerly_scrub);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("contentId", &self.content_id);
+        w.write_opt("changeId", &self.change_id);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("deltaDiskFormat", &self.delta_disk_format);
+        w.write_opt("digestEnabled", &self.digest_enabled);
+        w.write_opt("deltaGrainSize", &self.delta_grain_size);
+        w.write_opt("deltaDiskFormatVariant", &self.delta_disk_format_variant);
+        w.write_opt("sharing", &self.sharing);
+        w.write_opt("keyId", &self.key_id);
+    }
+}
+/// `VirtualDiskFlatVer2BackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualDiskFlatVer2BackingOption {
+    /// The fields `VirtualDiskFlatVer2BackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+    /// `diskMode`.
+    pub disk_mode: ChoiceOption,
+    /// `split`.
+    pub split: BoolOption,
+    /// `writeThrough`.
+    pub write_through: BoolOption,
+    /// `growable`.
+    pub growable: bool,
+    /// `hotGrowable`.
+    pub hot_growable: bool,
+    /// `uuid`.
+    pub uuid: bool,
+    /// `thinProvisioned`.
+    pub thin_provisioned: Option<BoolOption>,
+    /// `eagerlyScrub`.
+    pub eagerly_scrub: Option<BoolOption>,
+    /// `deltaDiskFormat`.
+    pub delta_disk_format: Option<ChoiceOption>,
+    /// `deltaDiskFormatsSupported`.
+    pub delta_disk_formats_supported: Vec<VirtualDiskDeltaDiskFormatsSupported>,
+    /// `virtualDiskFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub virtual_disk_format: Option<ChoiceOption>,
+}
+impl x::SchemaType for VirtualDiskFlatVer2BackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskFlatVer2BackingOption";
+}
+impl x::Structure for VirtualDiskFlatVer2BackingOption {}
+impl std::fmt::Debug for VirtualDiskFlatVer2BackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskFlatVer2BackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskFlatVer2BackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualDiskFlatVer2BackingOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device_file_backing_option: self
+                .virtual_device_file_backing_option
+                .clone(),
+            disk_mode: self.disk_mode.clone(),
+            split: self.split.clone(),
+            write_through: self.write_through.clone(),
+            growable: self.growable,
+            hot_growable: self.hot_growable,
+            uuid: self.uuid,
+            thin_provisioned: self.thin_provisioned.clone(),
+            eagerly_scrub: self.eagerly_scrub.clone(),
+            delta_disk_format: self.delta_disk_format.clone(),
+            delta_disk_formats_supported: x::clone_vec(
+                &self.delta_disk_formats_supported,
+            ),
+            virtual_disk_format: self.virtual_disk_format.clone(),
+        }
+    }
+}
+impl std::ops::Deref for VirtualDiskFlatVer2BackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskFlatVer2BackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualDiskFlatVer2BackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read(&mut self.split),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "uuid" => r.read(&mut self.uuid),
+            "thinProvisioned" => r.read_opt(&mut self.thin_provisioned),
+            "eagerlyScrub" => r.read_opt(&mut self.eagerly_scrub),
+            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
+            "deltaDiskFormatsSupported" => {
+                r.read_push(&mut self.delta_disk_formats_supported)
+            }
+            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+        w.write("diskMode", &self.disk_mode);
+        w.write("split", &self.split);
+        w.write("writeThrough", &self.write_through);
+        w.write("growable", &self.growable);
+        w.write("hotGrowable", &self.hot_growable);
+        w.write("uuid", &self.uuid);
+        w.write_opt("thinProvisioned", &self.thin_provisioned);
+        w.write_opt("eagerlyScrub", &self.eagerly_scrub);
+        w.write_opt("deltaDiskFormat", &self.delta_disk_format);
+        w.write_vec("deltaDiskFormatsSupported", &self.delta_disk_formats_supported);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualDiskFlatVer2BackingOption.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
+    }
+}
+/// `VirtualDiskId` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualDiskId {
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `diskId`.
+    pub disk_id: i32,
+}
+impl x::SchemaType for VirtualDiskId {
+    const TYPE_NAME: &'static str = "VirtualDiskId";
+}
+impl x::Structure for VirtualDiskId {}
+impl std::fmt::Debug for VirtualDiskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskId", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskId {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualDiskId {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "diskId" => r.read(&mut self.disk_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vm", &self.vm);
+        w.write("diskId", &self.disk_id);
+    }
+}
+impl x::ArrayItem for VirtualDiskId {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDiskId";
+    const ITEM_TAG: &'static str = "VirtualDiskId";
+}
 /// `VirtualDiskLocalPMemBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 ///
 /// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskLocalPMemBackingInfo {
     /// The fields `VirtualDiskLocalPMemBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
     pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
@@ -25,6 +870,16 @@ impl x::SchemaType for VirtualDiskLocalPMemBackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskLocalPMemBackingInfo";
 }
 impl x::Structure for VirtualDiskLocalPMemBackingInfo {}
+impl std::fmt::Debug for VirtualDiskLocalPMemBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskLocalPMemBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskLocalPMemBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskLocalPMemBackingInfo {
     type Target = VirtualDeviceFileBackingInfo;
     #[inline]
@@ -71,7 +926,7 @@ impl x::Fields for VirtualDiskLocalPMemBackingInfo {
 /// `VirtualDiskLocalPMemBackingOption` (extends `VirtualDeviceFileBackingOption`).
 ///
 /// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskLocalPMemBackingOption {
     /// The fields `VirtualDiskLocalPMemBackingOption` inherits from `VirtualDeviceFileBackingOption`.
     pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
@@ -88,6 +943,16 @@ impl x::SchemaType for VirtualDiskLocalPMemBackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskLocalPMemBackingOption";
 }
 impl x::Structure for VirtualDiskLocalPMemBackingOption {}
+impl std::fmt::Debug for VirtualDiskLocalPMemBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskLocalPMemBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskLocalPMemBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskLocalPMemBackingOption {
     type Target = VirtualDeviceFileBackingOption;
     #[inline]
@@ -135,7 +1000,7 @@ impl x::Fields for VirtualDiskLocalPMemBackingOption {
 /// `VirtualDiskModeNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskModeNotSupported {
     /// The fields `VirtualDiskModeNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
@@ -148,6 +1013,18 @@ impl x::SchemaType for VirtualDiskModeNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for VirtualDiskModeNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VirtualDiskModeNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskModeNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VirtualDiskModeNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for VirtualDiskModeNotSupported {
     type Target = DeviceNotSupported;
@@ -185,7 +1062,7 @@ impl x::Fields for VirtualDiskModeNotSupported {
 /// `VirtualDiskOption` (extends `VirtualDeviceOption`).
 ///
 /// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskOption {
     /// The fields `VirtualDiskOption` inherits from `VirtualDeviceOption`.
     pub virtual_device_option: VirtualDeviceOption,
@@ -200,6 +1077,16 @@ impl x::SchemaType for VirtualDiskOption {
     const TYPE_NAME: &'static str = "VirtualDiskOption";
 }
 impl x::Structure for VirtualDiskOption {}
+impl std::fmt::Debug for VirtualDiskOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskOption {
     type Target = VirtualDeviceOption;
     #[inline]
@@ -236,7 +1123,7 @@ impl x::Fields for VirtualDiskOption {
     }
 }
 /// `VirtualDiskOptionVFlashCacheConfigOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskOptionVFlashCacheConfigOption {
     /// `cacheConsistencyType`.
     pub cache_consistency_type: ChoiceOption,
@@ -251,6 +1138,20 @@ impl x::SchemaType for VirtualDiskOptionVFlashCacheConfigOption {
     const TYPE_NAME: &'static str = "VirtualDiskOptionVFlashCacheConfigOption";
 }
 impl x::Structure for VirtualDiskOptionVFlashCacheConfigOption {}
+impl std::fmt::Debug for VirtualDiskOptionVFlashCacheConfigOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualDiskOptionVFlashCacheConfigOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualDiskOptionVFlashCacheConfigOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualDiskOptionVFlashCacheConfigOption {
     fn decode_field(
         &mut self,
@@ -277,7 +1178,7 @@ impl x::Fields for VirtualDiskOptionVFlashCacheConfigOption {
 /// `VirtualDiskPartitionedRawDiskVer2BackingInfo` (extends `VirtualDiskRawDiskVer2BackingInfo`).
 ///
 /// The fields of `VirtualDiskRawDiskVer2BackingInfo` are in `virtual_disk_raw_disk_ver2_backing_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualDiskPartitionedRawDiskVer2BackingInfo {
     /// The fields `VirtualDiskPartitionedRawDiskVer2BackingInfo` inherits from `VirtualDiskRawDiskVer2BackingInfo`.
     pub virtual_disk_raw_disk_ver2_backing_info: VirtualDiskRawDiskVer2BackingInfo,
@@ -288,6 +1189,20 @@ impl x::SchemaType for VirtualDiskPartitionedRawDiskVer2BackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskPartitionedRawDiskVer2BackingInfo";
 }
 impl x::Structure for VirtualDiskPartitionedRawDiskVer2BackingInfo {}
+impl std::fmt::Debug for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualDiskPartitionedRawDiskVer2BackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VirtualDiskPartitionedRawDiskVer2BackingInfo {
     fn clone(&self) -> Self {
         Self {
@@ -338,7 +1253,7 @@ impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingInfo {
 /// `VirtualDiskPartitionedRawDiskVer2BackingOption` (extends `VirtualDiskRawDiskVer2BackingOption`).
 ///
 /// The fields of `VirtualDiskRawDiskVer2BackingOption` are in `virtual_disk_raw_disk_ver2_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskPartitionedRawDiskVer2BackingOption {
     /// The fields `VirtualDiskPartitionedRawDiskVer2BackingOption` inherits from `VirtualDiskRawDiskVer2BackingOption`.
     pub virtual_disk_raw_disk_ver2_backing_option: VirtualDiskRawDiskVer2BackingOption,
@@ -347,6 +1262,20 @@ impl x::SchemaType for VirtualDiskPartitionedRawDiskVer2BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskPartitionedRawDiskVer2BackingOption";
 }
 impl x::Structure for VirtualDiskPartitionedRawDiskVer2BackingOption {}
+impl std::fmt::Debug for VirtualDiskPartitionedRawDiskVer2BackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualDiskPartitionedRawDiskVer2BackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualDiskPartitionedRawDiskVer2BackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskPartitionedRawDiskVer2BackingOption {
     type Target = VirtualDiskRawDiskVer2BackingOption;
     #[inline]
@@ -380,7 +1309,7 @@ impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingOption {
 /// `VirtualDiskRawDiskMappingVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 ///
 /// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskRawDiskMappingVer1BackingInfo {
     /// The fields `VirtualDiskRawDiskMappingVer1BackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
     pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
@@ -411,6 +1340,20 @@ impl x::SchemaType for VirtualDiskRawDiskMappingVer1BackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskRawDiskMappingVer1BackingInfo";
 }
 impl x::Structure for VirtualDiskRawDiskMappingVer1BackingInfo {}
+impl std::fmt::Debug for VirtualDiskRawDiskMappingVer1BackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualDiskRawDiskMappingVer1BackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualDiskRawDiskMappingVer1BackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskRawDiskMappingVer1BackingInfo {
     type Target = VirtualDeviceFileBackingInfo;
     #[inline]
@@ -471,7 +1414,7 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingInfo {
 /// `VirtualDiskRawDiskMappingVer1BackingOption` (extends `VirtualDeviceDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskRawDiskMappingVer1BackingOption {
     /// The fields `VirtualDiskRawDiskMappingVer1BackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
     pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
@@ -492,6 +1435,20 @@ impl x::SchemaType for VirtualDiskRawDiskMappingVer1BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskRawDiskMappingVer1BackingOption";
 }
 impl x::Structure for VirtualDiskRawDiskMappingVer1BackingOption {}
+impl std::fmt::Debug for VirtualDiskRawDiskMappingVer1BackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualDiskRawDiskMappingVer1BackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualDiskRawDiskMappingVer1BackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskRawDiskMappingVer1BackingOption {
     type Target = VirtualDeviceDeviceBackingOption;
     #[inline]
@@ -553,7 +1510,7 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
 /// `VirtualDiskRawDiskVer2BackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskRawDiskVer2BackingInfo {
     /// The fields `VirtualDiskRawDiskVer2BackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
     pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
@@ -570,6 +1527,16 @@ impl x::SchemaType for VirtualDiskRawDiskVer2BackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingInfo";
 }
 impl x::Structure for VirtualDiskRawDiskVer2BackingInfo {}
+impl std::fmt::Debug for VirtualDiskRawDiskVer2BackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskRawDiskVer2BackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskRawDiskVer2BackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskRawDiskVer2BackingInfo {
     type Target = VirtualDeviceDeviceBackingInfo;
     #[inline]
@@ -616,7 +1583,7 @@ impl x::Fields for VirtualDiskRawDiskVer2BackingInfo {
 /// `VirtualDiskRawDiskVer2BackingOption` (extends `VirtualDeviceDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskRawDiskVer2BackingOption {
     /// The fields `VirtualDiskRawDiskVer2BackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
     pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
@@ -629,6 +1596,16 @@ impl x::SchemaType for VirtualDiskRawDiskVer2BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingOption";
 }
 impl x::Structure for VirtualDiskRawDiskVer2BackingOption {}
+impl std::fmt::Debug for VirtualDiskRawDiskVer2BackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskRawDiskVer2BackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskRawDiskVer2BackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskRawDiskVer2BackingOption {
     type Target = VirtualDeviceDeviceBackingOption;
     #[inline]
@@ -673,7 +1650,7 @@ impl x::Fields for VirtualDiskRawDiskVer2BackingOption {
 /// `VirtualDiskRuleSpec` (extends `ClusterRuleInfo`).
 ///
 /// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualDiskRuleSpec {
     /// The fields `VirtualDiskRuleSpec` inherits from `ClusterRuleInfo`.
     pub cluster_rule_info: ClusterRuleInfo,
@@ -686,6 +1663,16 @@ impl x::SchemaType for VirtualDiskRuleSpec {
     const TYPE_NAME: &'static str = "VirtualDiskRuleSpec";
 }
 impl x::Structure for VirtualDiskRuleSpec {}
+impl std::fmt::Debug for VirtualDiskRuleSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskRuleSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskRuleSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VirtualDiskRuleSpec {
     fn clone(&self) -> Self {
         Self {
@@ -735,7 +1722,7 @@ impl x::ArrayItem for VirtualDiskRuleSpec {
 /// `VirtualDiskSeSparseBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 ///
 /// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskSeSparseBackingInfo {
     /// The fields `VirtualDiskSeSparseBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
     pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
@@ -764,6 +1751,16 @@ impl x::SchemaType for VirtualDiskSeSparseBackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskSeSparseBackingInfo";
 }
 impl x::Structure for VirtualDiskSeSparseBackingInfo {}
+impl std::fmt::Debug for VirtualDiskSeSparseBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskSeSparseBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskSeSparseBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskSeSparseBackingInfo {
     type Target = VirtualDeviceFileBackingInfo;
     #[inline]
@@ -822,7 +1819,7 @@ impl x::Fields for VirtualDiskSeSparseBackingInfo {
 /// `VirtualDiskSeSparseBackingOption` (extends `VirtualDeviceFileBackingOption`).
 ///
 /// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualDiskSeSparseBackingOption {
     /// The fields `VirtualDiskSeSparseBackingOption` inherits from `VirtualDeviceFileBackingOption`.
     pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
@@ -847,6 +1844,16 @@ impl x::SchemaType for VirtualDiskSeSparseBackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskSeSparseBackingOption";
 }
 impl x::Structure for VirtualDiskSeSparseBackingOption {}
+impl std::fmt::Debug for VirtualDiskSeSparseBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskSeSparseBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskSeSparseBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VirtualDiskSeSparseBackingOption {
     fn clone(&self) -> Self {
         Self {
@@ -927,7 +1934,7 @@ impl x::Fields for VirtualDiskSeSparseBackingOption {
 /// `VirtualDiskSparseVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 ///
 /// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskSparseVer1BackingInfo {
     /// The fields `VirtualDiskSparseVer1BackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
     pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
@@ -948,6 +1955,16 @@ impl x::SchemaType for VirtualDiskSparseVer1BackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskSparseVer1BackingInfo";
 }
 impl x::Structure for VirtualDiskSparseVer1BackingInfo {}
+impl std::fmt::Debug for VirtualDiskSparseVer1BackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskSparseVer1BackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskSparseVer1BackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskSparseVer1BackingInfo {
     type Target = VirtualDeviceFileBackingInfo;
     #[inline]
@@ -998,7 +2015,7 @@ impl x::Fields for VirtualDiskSparseVer1BackingInfo {
 /// `VirtualDiskSparseVer1BackingOption` (extends `VirtualDeviceFileBackingOption`).
 ///
 /// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskSparseVer1BackingOption {
     /// The fields `VirtualDiskSparseVer1BackingOption` inherits from `VirtualDeviceFileBackingOption`.
     pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
@@ -1015,6 +2032,16 @@ impl x::SchemaType for VirtualDiskSparseVer1BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskSparseVer1BackingOption";
 }
 impl x::Structure for VirtualDiskSparseVer1BackingOption {}
+impl std::fmt::Debug for VirtualDiskSparseVer1BackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskSparseVer1BackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskSparseVer1BackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskSparseVer1BackingOption {
     type Target = VirtualDeviceFileBackingOption;
     #[inline]
@@ -1061,7 +2088,7 @@ impl x::Fields for VirtualDiskSparseVer1BackingOption {
 /// `VirtualDiskSparseVer2BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 ///
 /// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskSparseVer2BackingInfo {
     /// The fields `VirtualDiskSparseVer2BackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
     pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
@@ -1088,6 +2115,16 @@ impl x::SchemaType for VirtualDiskSparseVer2BackingInfo {
     const TYPE_NAME: &'static str = "VirtualDiskSparseVer2BackingInfo";
 }
 impl x::Structure for VirtualDiskSparseVer2BackingInfo {}
+impl std::fmt::Debug for VirtualDiskSparseVer2BackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskSparseVer2BackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskSparseVer2BackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskSparseVer2BackingInfo {
     type Target = VirtualDeviceFileBackingInfo;
     #[inline]
@@ -1144,7 +2181,7 @@ impl x::Fields for VirtualDiskSparseVer2BackingInfo {
 /// `VirtualDiskSparseVer2BackingOption` (extends `VirtualDeviceFileBackingOption`).
 ///
 /// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskSparseVer2BackingOption {
     /// The fields `VirtualDiskSparseVer2BackingOption` inherits from `VirtualDeviceFileBackingOption`.
     pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
@@ -1169,6 +2206,16 @@ impl x::SchemaType for VirtualDiskSparseVer2BackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskSparseVer2BackingOption";
 }
 impl x::Structure for VirtualDiskSparseVer2BackingOption {}
+impl std::fmt::Debug for VirtualDiskSparseVer2BackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskSparseVer2BackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskSparseVer2BackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualDiskSparseVer2BackingOption {
     type Target = VirtualDeviceFileBackingOption;
     #[inline]
@@ -1229,7 +2276,7 @@ impl x::Fields for VirtualDiskSparseVer2BackingOption {
 /// `VirtualDiskSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVirtualDiskSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskSpec {
     /// `diskType`.
     pub disk_type: String,
@@ -1240,6 +2287,16 @@ impl x::SchemaType for VirtualDiskSpec {
     const TYPE_NAME: &'static str = "VirtualDiskSpec";
 }
 impl x::Structure for VirtualDiskSpec {}
+impl std::fmt::Debug for VirtualDiskSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualDiskSpec {
     fn decode_field(
         &mut self,
@@ -1260,7 +2317,7 @@ impl x::Fields for VirtualDiskSpec {
     }
 }
 /// `VirtualDiskVFlashCacheConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualDiskVFlashCacheConfigInfo {
     /// `vFlashModule`.
     pub vflash_module: Option<String>,
@@ -1277,6 +2334,16 @@ impl x::SchemaType for VirtualDiskVFlashCacheConfigInfo {
     const TYPE_NAME: &'static str = "VirtualDiskVFlashCacheConfigInfo";
 }
 impl x::Structure for VirtualDiskVFlashCacheConfigInfo {}
+impl std::fmt::Debug for VirtualDiskVFlashCacheConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualDiskVFlashCacheConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualDiskVFlashCacheConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualDiskVFlashCacheConfigInfo {
     fn decode_field(
         &mut self,
@@ -1305,7 +2372,7 @@ impl x::Fields for VirtualDiskVFlashCacheConfigInfo {
 /// `VirtualE1000` (extends `VirtualEthernetCard`).
 ///
 /// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualE1000 {
     /// The fields `VirtualE1000` inherits from `VirtualEthernetCard`.
     pub virtual_ethernet_card: VirtualEthernetCard,
@@ -1314,6 +2381,16 @@ impl x::SchemaType for VirtualE1000 {
     const TYPE_NAME: &'static str = "VirtualE1000";
 }
 impl x::Structure for VirtualE1000 {}
+impl std::fmt::Debug for VirtualE1000 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualE1000", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualE1000 {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualE1000 {
     type Target = VirtualEthernetCard;
     #[inline]
@@ -1343,7 +2420,7 @@ impl x::Fields for VirtualE1000 {
 /// `VirtualE1000Option` (extends `VirtualEthernetCardOption`).
 ///
 /// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualE1000Option {
     /// The fields `VirtualE1000Option` inherits from `VirtualEthernetCardOption`.
     pub virtual_ethernet_card_option: VirtualEthernetCardOption,
@@ -1352,6 +2429,16 @@ impl x::SchemaType for VirtualE1000Option {
     const TYPE_NAME: &'static str = "VirtualE1000Option";
 }
 impl x::Structure for VirtualE1000Option {}
+impl std::fmt::Debug for VirtualE1000Option {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualE1000Option", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualE1000Option {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualE1000Option {
     type Target = VirtualEthernetCardOption;
     #[inline]
@@ -1381,7 +2468,7 @@ impl x::Fields for VirtualE1000Option {
 /// `VirtualE1000e` (extends `VirtualEthernetCard`).
 ///
 /// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualE1000e {
     /// The fields `VirtualE1000e` inherits from `VirtualEthernetCard`.
     pub virtual_ethernet_card: VirtualEthernetCard,
@@ -1390,6 +2477,16 @@ impl x::SchemaType for VirtualE1000e {
     const TYPE_NAME: &'static str = "VirtualE1000e";
 }
 impl x::Structure for VirtualE1000e {}
+impl std::fmt::Debug for VirtualE1000e {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualE1000e", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualE1000e {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualE1000e {
     type Target = VirtualEthernetCard;
     #[inline]
@@ -1419,7 +2516,7 @@ impl x::Fields for VirtualE1000e {
 /// `VirtualE1000eOption` (extends `VirtualEthernetCardOption`).
 ///
 /// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualE1000eOption {
     /// The fields `VirtualE1000eOption` inherits from `VirtualEthernetCardOption`.
     pub virtual_ethernet_card_option: VirtualEthernetCardOption,
@@ -1428,6 +2525,16 @@ impl x::SchemaType for VirtualE1000eOption {
     const TYPE_NAME: &'static str = "VirtualE1000eOption";
 }
 impl x::Structure for VirtualE1000eOption {}
+impl std::fmt::Debug for VirtualE1000eOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualE1000eOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualE1000eOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualE1000eOption {
     type Target = VirtualEthernetCardOption;
     #[inline]
@@ -1457,7 +2564,7 @@ impl x::Fields for VirtualE1000eOption {
 /// `VirtualEnsoniq1371` (extends `VirtualSoundCard`).
 ///
 /// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEnsoniq1371 {
     /// The fields `VirtualEnsoniq1371` inherits from `VirtualSoundCard`.
     pub virtual_sound_card: VirtualSoundCard,
@@ -1466,6 +2573,16 @@ impl x::SchemaType for VirtualEnsoniq1371 {
     const TYPE_NAME: &'static str = "VirtualEnsoniq1371";
 }
 impl x::Structure for VirtualEnsoniq1371 {}
+impl std::fmt::Debug for VirtualEnsoniq1371 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualEnsoniq1371", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualEnsoniq1371 {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualEnsoniq1371 {
     type Target = VirtualSoundCard;
     #[inline]
@@ -1495,7 +2612,7 @@ impl x::Fields for VirtualEnsoniq1371 {
 /// `VirtualEnsoniq1371Option` (extends `VirtualSoundCardOption`).
 ///
 /// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEnsoniq1371Option {
     /// The fields `VirtualEnsoniq1371Option` inherits from `VirtualSoundCardOption`.
     pub virtual_sound_card_option: VirtualSoundCardOption,
@@ -1504,6 +2621,16 @@ impl x::SchemaType for VirtualEnsoniq1371Option {
     const TYPE_NAME: &'static str = "VirtualEnsoniq1371Option";
 }
 impl x::Structure for VirtualEnsoniq1371Option {}
+impl std::fmt::Debug for VirtualEnsoniq1371Option {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualEnsoniq1371Option", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualEnsoniq1371Option {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualEnsoniq1371Option {
     type Target = VirtualSoundCardOption;
     #[inline]
@@ -1533,7 +2660,7 @@ impl x::Fields for VirtualEnsoniq1371Option {
 /// `VirtualEthernetCard` (extends `VirtualDevice`).
 ///
 /// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEthernetCard {
     /// The fields `VirtualEthernetCard` inherits from `VirtualDevice`.
     pub virtual_device: VirtualDevice,
@@ -1558,6 +2685,16 @@ impl x::SchemaType for VirtualEthernetCard {
     const TYPE_NAME: &'static str = "VirtualEthernetCard";
 }
 impl x::Structure for VirtualEthernetCard {}
+impl std::fmt::Debug for VirtualEthernetCard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualEthernetCard", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualEthernetCard {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualEthernetCard {
     type Target = VirtualDevice;
     #[inline]
@@ -1607,7 +2744,7 @@ impl x::Fields for VirtualEthernetCard {
 /// `VirtualEthernetCardDVPortBackingOption` (extends `VirtualDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEthernetCardDVPortBackingOption {
     /// The fields `VirtualEthernetCardDVPortBackingOption` inherits from `VirtualDeviceBackingOption`.
     pub virtual_device_backing_option: VirtualDeviceBackingOption,
@@ -1616,6 +2753,16 @@ impl x::SchemaType for VirtualEthernetCardDVPortBackingOption {
     const TYPE_NAME: &'static str = "VirtualEthernetCardDVPortBackingOption";
 }
 impl x::Structure for VirtualEthernetCardDVPortBackingOption {}
+impl std::fmt::Debug for VirtualEthernetCardDVPortBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualEthernetCardDVPortBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualEthernetCardDVPortBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualEthernetCardDVPortBackingOption {
     type Target = VirtualDeviceBackingOption;
     #[inline]
@@ -1643,7 +2790,7 @@ impl x::Fields for VirtualEthernetCardDVPortBackingOption {
     }
 }
 /// `VirtualEthernetCardDistributedVirtualPortBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEthernetCardDistributedVirtualPortBackingInfo {
     /// `port`.
     pub port: DistributedVirtualSwitchPortConnection,
@@ -1652,6 +2799,20 @@ impl x::SchemaType for VirtualEthernetCardDistributedVirtualPortBackingInfo {
     const TYPE_NAME: &'static str = "VirtualEthernetCardDistributedVirtualPortBackingInfo";
 }
 impl x::Structure for VirtualEthernetCardDistributedVirtualPortBackingInfo {}
+impl std::fmt::Debug for VirtualEthernetCardDistributedVirtualPortBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardDistributedVirtualPortBackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualEthernetCardDistributedVirtualPortBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualEthernetCardDistributedVirtualPortBackingInfo {
     fn decode_field(
         &mut self,
@@ -1672,7 +2833,7 @@ impl x::Fields for VirtualEthernetCardDistributedVirtualPortBackingInfo {
 /// `VirtualEthernetCardLegacyNetworkBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEthernetCardLegacyNetworkBackingInfo {
     /// The fields `VirtualEthernetCardLegacyNetworkBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
     pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
@@ -1681,6 +2842,20 @@ impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingInfo {
     const TYPE_NAME: &'static str = "VirtualEthernetCardLegacyNetworkBackingInfo";
 }
 impl x::Structure for VirtualEthernetCardLegacyNetworkBackingInfo {}
+impl std::fmt::Debug for VirtualEthernetCardLegacyNetworkBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardLegacyNetworkBackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualEthernetCardLegacyNetworkBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualEthernetCardLegacyNetworkBackingInfo {
     type Target = VirtualDeviceDeviceBackingInfo;
     #[inline]
@@ -1710,7 +2885,7 @@ impl x::Fields for VirtualEthernetCardLegacyNetworkBackingInfo {
 /// `VirtualEthernetCardLegacyNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEthernetCardLegacyNetworkBackingOption {
     /// The fields `VirtualEthernetCardLegacyNetworkBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
     pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
@@ -1719,6 +2894,20 @@ impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingOption {
     const TYPE_NAME: &'static str = "VirtualEthernetCardLegacyNetworkBackingOption";
 }
 impl x::Structure for VirtualEthernetCardLegacyNetworkBackingOption {}
+impl std::fmt::Debug for VirtualEthernetCardLegacyNetworkBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardLegacyNetworkBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualEthernetCardLegacyNetworkBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualEthernetCardLegacyNetworkBackingOption {
     type Target = VirtualDeviceDeviceBackingOption;
     #[inline]
@@ -1748,7 +2937,7 @@ impl x::Fields for VirtualEthernetCardLegacyNetworkBackingOption {
 /// `VirtualEthernetCardNetworkBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEthernetCardNetworkBackingInfo {
     /// The fields `VirtualEthernetCardNetworkBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
     pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
@@ -1761,6 +2950,16 @@ impl x::SchemaType for VirtualEthernetCardNetworkBackingInfo {
     const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingInfo";
 }
 impl x::Structure for VirtualEthernetCardNetworkBackingInfo {}
+impl std::fmt::Debug for VirtualEthernetCardNetworkBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualEthernetCardNetworkBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualEthernetCardNetworkBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualEthernetCardNetworkBackingInfo {
     type Target = VirtualDeviceDeviceBackingInfo;
     #[inline]
@@ -1803,7 +3002,7 @@ impl x::Fields for VirtualEthernetCardNetworkBackingInfo {
 /// `VirtualEthernetCardNetworkBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEthernetCardNetworkBackingOption {
     /// The fields `VirtualEthernetCardNetworkBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
     pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
@@ -1812,6 +3011,20 @@ impl x::SchemaType for VirtualEthernetCardNetworkBackingOption {
     const TYPE_NAME: &'static str = "VirtualEthernetCardNetworkBackingOption";
 }
 impl x::Structure for VirtualEthernetCardNetworkBackingOption {}
+impl std::fmt::Debug for VirtualEthernetCardNetworkBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardNetworkBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualEthernetCardNetworkBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualEthernetCardNetworkBackingOption {
     type Target = VirtualDeviceDeviceBackingOption;
     #[inline]
@@ -1842,7 +3055,7 @@ impl x::Fields for VirtualEthernetCardNetworkBackingOption {
 /// `VirtualEthernetCardNotSupported` (extends `DeviceNotSupported`).
 ///
 /// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualEthernetCardNotSupported {
     /// The fields `VirtualEthernetCardNotSupported` inherits from `DeviceNotSupported`.
     pub device_not_supported: DeviceNotSupported,
@@ -1853,6 +3066,18 @@ impl x::SchemaType for VirtualEthernetCardNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for VirtualEthernetCardNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VirtualEthernetCardNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualEthernetCardNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VirtualEthernetCardNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for VirtualEthernetCardNotSupported {
     type Target = DeviceNotSupported;
@@ -1880,1135 +3105,5 @@ impl x::Fields for VirtualEthernetCardNotSupported {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.device_not_supported, w);
-    }
-}
-/// `VirtualEthernetCardOpaqueNetworkBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardOpaqueNetworkBackingInfo {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-}
-impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingInfo";
-}
-impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingInfo {}
-impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-    }
-}
-/// `VirtualEthernetCardOpaqueNetworkBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardOpaqueNetworkBackingOption {
-    /// The fields `VirtualEthernetCardOpaqueNetworkBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingOption {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingOption";
-}
-impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingOption {}
-impl std::ops::Deref for VirtualEthernetCardOpaqueNetworkBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualEthernetCardOpaqueNetworkBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualEthernetCardOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardOption {
-    /// The fields `VirtualEthernetCardOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `supportedOUI`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualEthernetCardOption {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardOption";
-}
-impl x::Structure for VirtualEthernetCardOption {}
-impl std::ops::Deref for VirtualEthernetCardOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualEthernetCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualEthernetCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualEthernetCardResourceAllocation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualEthernetCardResourceAllocation {
-    /// `reservation`.
-    pub reservation: Option<i64>,
-    /// `share`.
-    pub share: SharesInfo,
-    /// `limit`.
-    pub limit: Option<i64>,
-}
-impl x::SchemaType for VirtualEthernetCardResourceAllocation {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardResourceAllocation";
-}
-impl x::Structure for VirtualEthernetCardResourceAllocation {}
-impl x::Fields for VirtualEthernetCardResourceAllocation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reservation" => r.read_opt(&mut self.reservation),
-            "share" => r.read(&mut self.share),
-            "limit" => r.read_opt(&mut self.limit),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("reservation", &self.reservation);
-        w.write("share", &self.share);
-        w.write_opt("limit", &self.limit);
-    }
-}
-/// `VirtualFloppy` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppy {
-    /// The fields `VirtualFloppy` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualFloppy {
-    const TYPE_NAME: &'static str = "VirtualFloppy";
-}
-impl x::Structure for VirtualFloppy {}
-impl std::ops::Deref for VirtualFloppy {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualFloppy {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualFloppy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualFloppyDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyDeviceBackingInfo {
-    /// The fields `VirtualFloppyDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualFloppyDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingInfo";
-}
-impl x::Structure for VirtualFloppyDeviceBackingInfo {}
-impl std::ops::Deref for VirtualFloppyDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualFloppyDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualFloppyDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualFloppyDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyDeviceBackingOption {
-    /// The fields `VirtualFloppyDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualFloppyDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingOption";
-}
-impl x::Structure for VirtualFloppyDeviceBackingOption {}
-impl std::ops::Deref for VirtualFloppyDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualFloppyDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualFloppyDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualFloppyImageBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-///
-/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyImageBackingInfo {
-    /// The fields `VirtualFloppyImageBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
-    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
-}
-impl x::SchemaType for VirtualFloppyImageBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualFloppyImageBackingInfo";
-}
-impl x::Structure for VirtualFloppyImageBackingInfo {}
-impl std::ops::Deref for VirtualFloppyImageBackingInfo {
-    type Target = VirtualDeviceFileBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
-        &self.virtual_device_file_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualFloppyImageBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
-        &mut self.virtual_device_file_backing_info
-    }
-}
-impl x::Fields for VirtualFloppyImageBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
-    }
-}
-/// `VirtualFloppyImageBackingOption` (extends `VirtualDeviceFileBackingOption`).
-///
-/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyImageBackingOption {
-    /// The fields `VirtualFloppyImageBackingOption` inherits from `VirtualDeviceFileBackingOption`.
-    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
-}
-impl x::SchemaType for VirtualFloppyImageBackingOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyImageBackingOption";
-}
-impl x::Structure for VirtualFloppyImageBackingOption {}
-impl std::ops::Deref for VirtualFloppyImageBackingOption {
-    type Target = VirtualDeviceFileBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingOption {
-        &self.virtual_device_file_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualFloppyImageBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
-        &mut self.virtual_device_file_backing_option
-    }
-}
-impl x::Fields for VirtualFloppyImageBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
-    }
-}
-/// `VirtualFloppyOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyOption {
-    /// The fields `VirtualFloppyOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualFloppyOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyOption";
-}
-impl x::Structure for VirtualFloppyOption {}
-impl std::ops::Deref for VirtualFloppyOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualFloppyOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualFloppyOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualFloppyRemoteDeviceBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceRemoteDeviceBackingInfo` are in `virtual_device_remote_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyRemoteDeviceBackingInfo {
-    /// The fields `VirtualFloppyRemoteDeviceBackingInfo` inherits from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub virtual_device_remote_device_backing_info: VirtualDeviceRemoteDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualFloppyRemoteDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingInfo";
-}
-impl x::Structure for VirtualFloppyRemoteDeviceBackingInfo {}
-impl std::ops::Deref for VirtualFloppyRemoteDeviceBackingInfo {
-    type Target = VirtualDeviceRemoteDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingInfo {
-        &self.virtual_device_remote_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualFloppyRemoteDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingInfo {
-        &mut self.virtual_device_remote_device_backing_info
-    }
-}
-impl x::Fields for VirtualFloppyRemoteDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.virtual_device_remote_device_backing_info,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_info, w);
-    }
-}
-/// `VirtualFloppyRemoteDeviceBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceRemoteDeviceBackingOption` are in `virtual_device_remote_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualFloppyRemoteDeviceBackingOption {
-    /// The fields `VirtualFloppyRemoteDeviceBackingOption` inherits from `VirtualDeviceRemoteDeviceBackingOption`.
-    pub virtual_device_remote_device_backing_option: VirtualDeviceRemoteDeviceBackingOption,
-}
-impl x::SchemaType for VirtualFloppyRemoteDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingOption";
-}
-impl x::Structure for VirtualFloppyRemoteDeviceBackingOption {}
-impl std::ops::Deref for VirtualFloppyRemoteDeviceBackingOption {
-    type Target = VirtualDeviceRemoteDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingOption {
-        &self.virtual_device_remote_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualFloppyRemoteDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingOption {
-        &mut self.virtual_device_remote_device_backing_option
-    }
-}
-impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.virtual_device_remote_device_backing_option,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_option, w);
-    }
-}
-/// `VirtualHardware` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualHardware {
-    /// `numCPU`.
-    pub num_cpu: i32,
-    /// `numCoresPerSocket`.
-    pub num_cores_per_socket: Option<i32>,
-    /// `autoCoresPerSocket`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub auto_cores_per_socket: Option<bool>,
-    /// `memoryMB`.
-    pub memory_mb: i32,
-    /// `virtualICH7MPresent`.
-    pub virtual_ich7_m_present: Option<bool>,
-    /// `virtualSMCPresent`.
-    pub virtual_smc_present: Option<bool>,
-    /// `device`.
-    pub device: Vec<AnyVirtualDevice>,
-    /// `motherboardLayout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub motherboard_layout: Option<String>,
-    /// `simultaneousThreads`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub simultaneous_threads: Option<i32>,
-}
-impl x::SchemaType for VirtualHardware {
-    const TYPE_NAME: &'static str = "VirtualHardware";
-}
-impl x::Structure for VirtualHardware {}
-impl Clone for VirtualHardware {
-    fn clone(&self) -> Self {
-        Self {
-            num_cpu: self.num_cpu,
-            num_cores_per_socket: self.num_cores_per_socket,
-            auto_cores_per_socket: self.auto_cores_per_socket,
-            memory_mb: self.memory_mb,
-            virtual_ich7_m_present: self.virtual_ich7_m_present,
-            virtual_smc_present: self.virtual_smc_present,
-            device: x::clone_vec(&self.device),
-            motherboard_layout: self.motherboard_layout.clone(),
-            simultaneous_threads: self.simultaneous_threads,
-        }
-    }
-}
-impl x::Fields for VirtualHardware {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numCPU" => r.read(&mut self.num_cpu),
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
-            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
-            "memoryMB" => r.read(&mut self.memory_mb),
-            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
-            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
-            "device" => r.read_push(&mut self.device),
-            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
-            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numCPU", &self.num_cpu);
-        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardware.autoCoresPerSocket",
-                self.auto_cores_per_socket.is_some(),
-            )
-        {
-            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
-        }
-        w.write("memoryMB", &self.memory_mb);
-        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
-        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
-        w.write_vec("device", &self.device);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardware.motherboardLayout",
-                self.motherboard_layout.is_some(),
-            )
-        {
-            w.write_opt("motherboardLayout", &self.motherboard_layout);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardware.simultaneousThreads",
-                self.simultaneous_threads.is_some(),
-            )
-        {
-            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VirtualHardwareCompatibilityIssue` (extends `VmConfigFault`).
-///
-/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardwareCompatibilityIssue {
-    /// The fields `VirtualHardwareCompatibilityIssue` inherits from `VmConfigFault`.
-    pub vm_config_fault: VmConfigFault,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VirtualHardwareCompatibilityIssue {
-    const TYPE_NAME: &'static str = "VirtualHardwareCompatibilityIssue";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VirtualHardwareCompatibilityIssue {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VirtualHardwareCompatibilityIssue {
-    type Target = VmConfigFault;
-    #[inline]
-    fn deref(&self) -> &VmConfigFault {
-        &self.vm_config_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VirtualHardwareCompatibilityIssue {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmConfigFault {
-        &mut self.vm_config_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VirtualHardwareCompatibilityIssue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_config_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_config_fault, w);
-    }
-}
-/// `VirtualHardwareOption` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualHardwareOption {
-    /// `hwVersion`.
-    pub hw_version: i32,
-    /// `virtualDeviceOption`.
-    pub virtual_device_option: Vec<AnyVirtualDeviceOption>,
-    /// `deviceListReadonly`.
-    pub device_list_readonly: bool,
-    /// `numCPU`.
-    pub num_cpu: Vec<i32>,
-    /// `numCoresPerSocket`.
-    pub num_cores_per_socket: Option<IntOption>,
-    /// `autoCoresPerSocket`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub auto_cores_per_socket: Option<BoolOption>,
-    /// `numCpuReadonly`.
-    pub num_cpu_readonly: bool,
-    /// `memoryMB`.
-    pub memory_mb: LongOption,
-    /// `numPCIControllers`.
-    pub num_pci_controllers: IntOption,
-    /// `numIDEControllers`.
-    pub num_ide_controllers: IntOption,
-    /// `numUSBControllers`.
-    pub num_usb_controllers: IntOption,
-    /// `numUSBXHCIControllers`.
-    pub num_usbxhci_controllers: Option<IntOption>,
-    /// `numSIOControllers`.
-    pub num_sio_controllers: IntOption,
-    /// `numPS2Controllers`.
-    pub num_ps2_controllers: IntOption,
-    /// `licensingLimit`.
-    pub licensing_limit: Vec<String>,
-    /// `numSupportedWwnPorts`.
-    pub num_supported_wwn_ports: Option<IntOption>,
-    /// `numSupportedWwnNodes`.
-    pub num_supported_wwn_nodes: Option<IntOption>,
-    /// `resourceConfigOption`.
-    pub resource_config_option: Option<ResourceConfigOption>,
-    /// `numNVDIMMControllers`.
-    pub num_nvdimm_controllers: Option<IntOption>,
-    /// `numTPMDevices`.
-    pub num_tpm_devices: Option<IntOption>,
-    /// `numWDTDevices`.
-    pub num_wdt_devices: Option<IntOption>,
-    /// `numPrecisionClockDevices`.
-    pub num_precision_clock_devices: Option<IntOption>,
-    /// `epcMemoryMB`.
-    pub epc_memory_mb: Option<LongOption>,
-    /// `acpiHostBridgesFirmware`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub acpi_host_bridges_firmware: Vec<String>,
-    /// `numCpuSimultaneousThreads`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_cpu_simultaneous_threads: Option<IntOption>,
-    /// `numNumaNodes`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_numa_nodes: Option<IntOption>,
-    /// `numDeviceGroups`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub num_device_groups: Option<IntOption>,
-    /// `deviceGroupTypes`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_types: Vec<String>,
-}
-impl x::SchemaType for VirtualHardwareOption {
-    const TYPE_NAME: &'static str = "VirtualHardwareOption";
-}
-impl x::Structure for VirtualHardwareOption {}
-impl Clone for VirtualHardwareOption {
-    fn clone(&self) -> Self {
-        Self {
-            hw_version: self.hw_version,
-            virtual_device_option: x::clone_vec(&self.virtual_device_option),
-            device_list_readonly: self.device_list_readonly,
-            num_cpu: x::clone_vec(&self.num_cpu),
-            num_cores_per_socket: self.num_cores_per_socket.clone(),
-            auto_cores_per_socket: self.auto_cores_per_socket.clone(),
-            num_cpu_readonly: self.num_cpu_readonly,
-            memory_mb: self.memory_mb.clone(),
-            num_pci_controllers: self.num_pci_controllers.clone(),
-            num_ide_controllers: self.num_ide_controllers.clone(),
-            num_usb_controllers: self.num_usb_controllers.clone(),
-            num_usbxhci_controllers: self.num_usbxhci_controllers.clone(),
-            num_sio_controllers: self.num_sio_controllers.clone(),
-            num_ps2_controllers: self.num_ps2_controllers.clone(),
-            licensing_limit: x::clone_vec(&self.licensing_limit),
-            num_supported_wwn_ports: self.num_supported_wwn_ports.clone(),
-            num_supported_wwn_nodes: self.num_supported_wwn_nodes.clone(),
-            resource_config_option: self.resource_config_option.clone(),
-            num_nvdimm_controllers: self.num_nvdimm_controllers.clone(),
-            num_tpm_devices: self.num_tpm_devices.clone(),
-            num_wdt_devices: self.num_wdt_devices.clone(),
-            num_precision_clock_devices: self.num_precision_clock_devices.clone(),
-            epc_memory_mb: self.epc_memory_mb.clone(),
-            acpi_host_bridges_firmware: x::clone_vec(&self.acpi_host_bridges_firmware),
-            num_cpu_simultaneous_threads: self.num_cpu_simultaneous_threads.clone(),
-            num_numa_nodes: self.num_numa_nodes.clone(),
-            num_device_groups: self.num_device_groups.clone(),
-            device_group_types: x::clone_vec(&self.device_group_types),
-        }
-    }
-}
-impl x::Fields for VirtualHardwareOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hwVersion" => r.read(&mut self.hw_version),
-            "virtualDeviceOption" => r.read_push(&mut self.virtual_device_option),
-            "deviceListReadonly" => r.read(&mut self.device_list_readonly),
-            "numCPU" => r.read_push(&mut self.num_cpu),
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
-            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
-            "numCpuReadonly" => r.read(&mut self.num_cpu_readonly),
-            "memoryMB" => r.read(&mut self.memory_mb),
-            "numPCIControllers" => r.read(&mut self.num_pci_controllers),
-            "numIDEControllers" => r.read(&mut self.num_ide_controllers),
-            "numUSBControllers" => r.read(&mut self.num_usb_controllers),
-            "numUSBXHCIControllers" => r.read_opt(&mut self.num_usbxhci_controllers),
-            "numSIOControllers" => r.read(&mut self.num_sio_controllers),
-            "numPS2Controllers" => r.read(&mut self.num_ps2_controllers),
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "numSupportedWwnPorts" => r.read_opt(&mut self.num_supported_wwn_ports),
-            "numSupportedWwnNodes" => r.read_opt(&mut self.num_supported_wwn_nodes),
-            "resourceConfigOption" => r.read_opt(&mut self.resource_config_option),
-            "numNVDIMMControllers" => r.read_opt(&mut self.num_nvdimm_controllers),
-            "numTPMDevices" => r.read_opt(&mut self.num_tpm_devices),
-            "numWDTDevices" => r.read_opt(&mut self.num_wdt_devices),
-            "numPrecisionClockDevices" => {
-                r.read_opt(&mut self.num_precision_clock_devices)
-            }
-            "epcMemoryMB" => r.read_opt(&mut self.epc_memory_mb),
-            "acpiHostBridgesFirmware" => {
-                r.read_push(&mut self.acpi_host_bridges_firmware)
-            }
-            "numCpuSimultaneousThreads" => {
-                r.read_opt(&mut self.num_cpu_simultaneous_threads)
-            }
-            "numNumaNodes" => r.read_opt(&mut self.num_numa_nodes),
-            "numDeviceGroups" => r.read_opt(&mut self.num_device_groups),
-            "deviceGroupTypes" => r.read_push(&mut self.device_group_types),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hwVersion", &self.hw_version);
-        w.write_vec("virtualDeviceOption", &self.virtual_device_option);
-        w.write("deviceListReadonly", &self.device_list_readonly);
-        w.write_vec("numCPU", &self.num_cpu);
-        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.autoCoresPerSocket",
-                self.auto_cores_per_socket.is_some(),
-            )
-        {
-            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
-        }
-        w.write("numCpuReadonly", &self.num_cpu_readonly);
-        w.write("memoryMB", &self.memory_mb);
-        w.write("numPCIControllers", &self.num_pci_controllers);
-        w.write("numIDEControllers", &self.num_ide_controllers);
-        w.write("numUSBControllers", &self.num_usb_controllers);
-        w.write_opt("numUSBXHCIControllers", &self.num_usbxhci_controllers);
-        w.write("numSIOControllers", &self.num_sio_controllers);
-        w.write("numPS2Controllers", &self.num_ps2_controllers);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write_opt("numSupportedWwnPorts", &self.num_supported_wwn_ports);
-        w.write_opt("numSupportedWwnNodes", &self.num_supported_wwn_nodes);
-        w.write_opt("resourceConfigOption", &self.resource_config_option);
-        w.write_opt("numNVDIMMControllers", &self.num_nvdimm_controllers);
-        w.write_opt("numTPMDevices", &self.num_tpm_devices);
-        w.write_opt("numWDTDevices", &self.num_wdt_devices);
-        w.write_opt("numPrecisionClockDevices", &self.num_precision_clock_devices);
-        w.write_opt("epcMemoryMB", &self.epc_memory_mb);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.acpiHostBridgesFirmware",
-                !self.acpi_host_bridges_firmware.is_empty(),
-            )
-        {
-            w.write_vec("acpiHostBridgesFirmware", &self.acpi_host_bridges_firmware);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.numCpuSimultaneousThreads",
-                self.num_cpu_simultaneous_threads.is_some(),
-            )
-        {
-            w.write_opt("numCpuSimultaneousThreads", &self.num_cpu_simultaneous_threads);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.numNumaNodes",
-                self.num_numa_nodes.is_some(),
-            )
-        {
-            w.write_opt("numNumaNodes", &self.num_numa_nodes);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.numDeviceGroups",
-                self.num_device_groups.is_some(),
-            )
-        {
-            w.write_opt("numDeviceGroups", &self.num_device_groups);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualHardwareOption.deviceGroupTypes",
-                !self.device_group_types.is_empty(),
-            )
-        {
-            w.write_vec("deviceGroupTypes", &self.device_group_types);
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VirtualHardwareVersionNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
-///
-/// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHardwareVersionNotSupported {
-    /// The fields `VirtualHardwareVersionNotSupported` inherits from `VirtualHardwareCompatibilityIssue`.
-    pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
-    /// `hostName`.
-    pub host_name: String,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VirtualHardwareVersionNotSupported {
-    const TYPE_NAME: &'static str = "VirtualHardwareVersionNotSupported";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VirtualHardwareVersionNotSupported {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VirtualHardwareVersionNotSupported {
-    type Target = VirtualHardwareCompatibilityIssue;
-    #[inline]
-    fn deref(&self) -> &VirtualHardwareCompatibilityIssue {
-        &self.virtual_hardware_compatibility_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VirtualHardwareVersionNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
-        &mut self.virtual_hardware_compatibility_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VirtualHardwareVersionNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read(&mut self.host_name),
-            "host" => r.read(&mut self.host),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_hardware_compatibility_issue,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_hardware_compatibility_issue, w);
-        w.write("hostName", &self.host_name);
-        w.write("host", &self.host);
-    }
-}
-/// `VirtualHdAudioCard` (extends `VirtualSoundCard`).
-///
-/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHdAudioCard {
-    /// The fields `VirtualHdAudioCard` inherits from `VirtualSoundCard`.
-    pub virtual_sound_card: VirtualSoundCard,
-}
-impl x::SchemaType for VirtualHdAudioCard {
-    const TYPE_NAME: &'static str = "VirtualHdAudioCard";
-}
-impl x::Structure for VirtualHdAudioCard {}
-impl std::ops::Deref for VirtualHdAudioCard {
-    type Target = VirtualSoundCard;
-    #[inline]
-    fn deref(&self) -> &VirtualSoundCard {
-        &self.virtual_sound_card
-    }
-}
-impl std::ops::DerefMut for VirtualHdAudioCard {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
-        &mut self.virtual_sound_card
-    }
-}
-impl x::Fields for VirtualHdAudioCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_sound_card, w);
-    }
-}
-/// `VirtualHdAudioCardOption` (extends `VirtualSoundCardOption`).
-///
-/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualHdAudioCardOption {
-    /// The fields `VirtualHdAudioCardOption` inherits from `VirtualSoundCardOption`.
-    pub virtual_sound_card_option: VirtualSoundCardOption,
-}
-impl x::SchemaType for VirtualHdAudioCardOption {
-    const TYPE_NAME: &'static str = "VirtualHdAudioCardOption";
-}
-impl x::Structure for VirtualHdAudioCardOption {}
-impl std::ops::Deref for VirtualHdAudioCardOption {
-    type Target = VirtualSoundCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualSoundCardOption {
-        &self.virtual_sound_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualHdAudioCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
-        &mut self.virtual_sound_card_option
-    }
-}
-impl x::Fields for VirtualHdAudioCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
-    }
-}
-/// `VirtualIDEController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualIDEController {
-    /// The fields `VirtualIDEController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualIDEController {
-    const TYPE_NAME: &'static str = "VirtualIDEController";
-}
-impl x::Structure for VirtualIDEController {}
-impl std::ops::Deref for VirtualIDEController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualIDEController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualIDEController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualIDEControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualIDEControllerOption {
-    /// The fields `VirtualIDEControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numIDEDisks`.
-    pub num_ide_disks: IntOption,
-    /// `numIDECdroms`.
-    pub num_ide_cdroms: IntOption,
-}
-impl x::SchemaType for VirtualIDEControllerOption {
-    const TYPE_NAME: &'static str = "VirtualIDEControllerOption";
-}
-impl x::Structure for VirtualIDEControllerOption {}
-impl std::ops::Deref for VirtualIDEControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualIDEControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualIDEControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numIDEDisks" => r.read(&mut self.num_ide_disks),
-            "numIDECdroms" => r.read(&mut self.num_ide_cdroms),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numIDEDisks", &self.num_ide_disks);
-        w.write("numIDECdroms", &self.num_ide_cdroms);
-    }
-}
-/// `VirtualKeyboard` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualKeyboard {
-    /// The fields `VirtualKeyboard` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualKeyboard {
-    const TYPE_NAME: &'static str = "VirtualKeyboard";
-}
-impl x::Structure for VirtualKeyboard {}
-impl std::ops::Deref for VirtualKeyboard {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualKeyboard {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualKeyboard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
     }
 }

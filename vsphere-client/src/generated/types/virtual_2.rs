@@ -5,10 +5,1362 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualEthernetCardOpaqueNetworkBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualEthernetCardOpaqueNetworkBackingInfo {
+    /// `opaqueNetworkId`.
+    pub opaque_network_id: String,
+    /// `opaqueNetworkType`.
+    pub opaque_network_type: String,
+}
+impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingInfo";
+}
+impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingInfo {}
+impl std::fmt::Debug for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardOpaqueNetworkBackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("opaqueNetworkId", &self.opaque_network_id);
+        w.write("opaqueNetworkType", &self.opaque_network_type);
+    }
+}
+/// `VirtualEthernetCardOpaqueNetworkBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualEthernetCardOpaqueNetworkBackingOption {
+    /// The fields `VirtualEthernetCardOpaqueNetworkBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingOption {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingOption";
+}
+impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingOption {}
+impl std::fmt::Debug for VirtualEthernetCardOpaqueNetworkBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardOpaqueNetworkBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualEthernetCardOpaqueNetworkBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualEthernetCardOpaqueNetworkBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardOpaqueNetworkBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualEthernetCardOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualEthernetCardOption {
+    /// The fields `VirtualEthernetCardOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `supportedOUI`.
+    pub supported_oui: ChoiceOption,
+    /// `macType`.
+    pub mac_type: ChoiceOption,
+    /// `wakeOnLanEnabled`.
+    pub wake_on_lan_enabled: BoolOption,
+    /// `vmDirectPathGen2Supported`.
+    pub vm_direct_path_gen2_supported: Option<bool>,
+    /// `uptCompatibilityEnabled`.
+    pub upt_compatibility_enabled: Option<BoolOption>,
+}
+impl x::SchemaType for VirtualEthernetCardOption {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardOption";
+}
+impl x::Structure for VirtualEthernetCardOption {}
+impl std::fmt::Debug for VirtualEthernetCardOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualEthernetCardOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualEthernetCardOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualEthernetCardOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualEthernetCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
+            "vmDirectPathGen2Supported" => {
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
+            }
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("supportedOUI", &self.supported_oui);
+        w.write("macType", &self.mac_type);
+        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
+        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
+        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
+    }
+}
+/// `VirtualEthernetCardResourceAllocation` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualEthernetCardResourceAllocation {
+    /// `reservation`.
+    pub reservation: Option<i64>,
+    /// `share`.
+    pub share: SharesInfo,
+    /// `limit`.
+    pub limit: Option<i64>,
+}
+impl x::SchemaType for VirtualEthernetCardResourceAllocation {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardResourceAllocation";
+}
+impl x::Structure for VirtualEthernetCardResourceAllocation {}
+impl std::fmt::Debug for VirtualEthernetCardResourceAllocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualEthernetCardResourceAllocation", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualEthernetCardResourceAllocation {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualEthernetCardResourceAllocation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reservation" => r.read_opt(&mut self.reservation),
+            "share" => r.read(&mut self.share),
+            "limit" => r.read_opt(&mut self.limit),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("reservation", &self.reservation);
+        w.write("share", &self.share);
+        w.write_opt("limit", &self.limit);
+    }
+}
+/// `VirtualFloppy` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualFloppy {
+    /// The fields `VirtualFloppy` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualFloppy {
+    const TYPE_NAME: &'static str = "VirtualFloppy";
+}
+impl x::Structure for VirtualFloppy {}
+impl std::fmt::Debug for VirtualFloppy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualFloppy", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualFloppy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualFloppy {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualFloppy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualFloppy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualFloppyDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualFloppyDeviceBackingInfo {
+    /// The fields `VirtualFloppyDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualFloppyDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingInfo";
+}
+impl x::Structure for VirtualFloppyDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualFloppyDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualFloppyDeviceBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualFloppyDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualFloppyDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualFloppyDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualFloppyDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualFloppyDeviceBackingOption {
+    /// The fields `VirtualFloppyDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualFloppyDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyDeviceBackingOption";
+}
+impl x::Structure for VirtualFloppyDeviceBackingOption {}
+impl std::fmt::Debug for VirtualFloppyDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualFloppyDeviceBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualFloppyDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualFloppyDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualFloppyDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualFloppyImageBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualFloppyImageBackingInfo {
+    /// The fields `VirtualFloppyImageBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+}
+impl x::SchemaType for VirtualFloppyImageBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualFloppyImageBackingInfo";
+}
+impl x::Structure for VirtualFloppyImageBackingInfo {}
+impl std::fmt::Debug for VirtualFloppyImageBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualFloppyImageBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualFloppyImageBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualFloppyImageBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyImageBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualFloppyImageBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+    }
+}
+/// `VirtualFloppyImageBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualFloppyImageBackingOption {
+    /// The fields `VirtualFloppyImageBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+}
+impl x::SchemaType for VirtualFloppyImageBackingOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyImageBackingOption";
+}
+impl x::Structure for VirtualFloppyImageBackingOption {}
+impl std::fmt::Debug for VirtualFloppyImageBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualFloppyImageBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualFloppyImageBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualFloppyImageBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyImageBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualFloppyImageBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+    }
+}
+/// `VirtualFloppyOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualFloppyOption {
+    /// The fields `VirtualFloppyOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualFloppyOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyOption";
+}
+impl x::Structure for VirtualFloppyOption {}
+impl std::fmt::Debug for VirtualFloppyOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualFloppyOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualFloppyOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualFloppyOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualFloppyOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualFloppyRemoteDeviceBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceRemoteDeviceBackingInfo` are in `virtual_device_remote_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualFloppyRemoteDeviceBackingInfo {
+    /// The fields `VirtualFloppyRemoteDeviceBackingInfo` inherits from `VirtualDeviceRemoteDeviceBackingInfo`.
+    pub virtual_device_remote_device_backing_info: VirtualDeviceRemoteDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualFloppyRemoteDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingInfo";
+}
+impl x::Structure for VirtualFloppyRemoteDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualFloppyRemoteDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualFloppyRemoteDeviceBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualFloppyRemoteDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualFloppyRemoteDeviceBackingInfo {
+    type Target = VirtualDeviceRemoteDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingInfo {
+        &self.virtual_device_remote_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyRemoteDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingInfo {
+        &mut self.virtual_device_remote_device_backing_info
+    }
+}
+impl x::Fields for VirtualFloppyRemoteDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.virtual_device_remote_device_backing_info,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_info, w);
+    }
+}
+/// `VirtualFloppyRemoteDeviceBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceRemoteDeviceBackingOption` are in `virtual_device_remote_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualFloppyRemoteDeviceBackingOption {
+    /// The fields `VirtualFloppyRemoteDeviceBackingOption` inherits from `VirtualDeviceRemoteDeviceBackingOption`.
+    pub virtual_device_remote_device_backing_option: VirtualDeviceRemoteDeviceBackingOption,
+}
+impl x::SchemaType for VirtualFloppyRemoteDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualFloppyRemoteDeviceBackingOption";
+}
+impl x::Structure for VirtualFloppyRemoteDeviceBackingOption {}
+impl std::fmt::Debug for VirtualFloppyRemoteDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualFloppyRemoteDeviceBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualFloppyRemoteDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualFloppyRemoteDeviceBackingOption {
+    type Target = VirtualDeviceRemoteDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingOption {
+        &self.virtual_device_remote_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualFloppyRemoteDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingOption {
+        &mut self.virtual_device_remote_device_backing_option
+    }
+}
+impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.virtual_device_remote_device_backing_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_option, w);
+    }
+}
+/// `VirtualHardware` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualHardware {
+    /// `numCPU`.
+    pub num_cpu: i32,
+    /// `numCoresPerSocket`.
+    pub num_cores_per_socket: Option<i32>,
+    /// `autoCoresPerSocket`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_socket: Option<bool>,
+    /// `memoryMB`.
+    pub memory_mb: i32,
+    /// `virtualICH7MPresent`.
+    pub virtual_ich7_m_present: Option<bool>,
+    /// `virtualSMCPresent`.
+    pub virtual_smc_present: Option<bool>,
+    /// `device`.
+    pub device: Vec<AnyVirtualDevice>,
+    /// `motherboardLayout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub motherboard_layout: Option<String>,
+    /// `simultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub simultaneous_threads: Option<i32>,
+}
+impl x::SchemaType for VirtualHardware {
+    const TYPE_NAME: &'static str = "VirtualHardware";
+}
+impl x::Structure for VirtualHardware {}
+impl std::fmt::Debug for VirtualHardware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualHardware", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualHardware {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualHardware {
+    fn clone(&self) -> Self {
+        Self {
+            num_cpu: self.num_cpu,
+            num_cores_per_socket: self.num_cores_per_socket,
+            auto_cores_per_socket: self.auto_cores_per_socket,
+            memory_mb: self.memory_mb,
+            virtual_ich7_m_present: self.virtual_ich7_m_present,
+            virtual_smc_present: self.virtual_smc_present,
+            device: x::clone_vec(&self.device),
+            motherboard_layout: self.motherboard_layout.clone(),
+            simultaneous_threads: self.simultaneous_threads,
+        }
+    }
+}
+impl x::Fields for VirtualHardware {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numCPU" => r.read(&mut self.num_cpu),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
+            "memoryMB" => r.read(&mut self.memory_mb),
+            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
+            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
+            "device" => r.read_push(&mut self.device),
+            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
+            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("numCPU", &self.num_cpu);
+        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardware.autoCoresPerSocket",
+                self.auto_cores_per_socket.is_some(),
+            )
+        {
+            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
+        }
+        w.write("memoryMB", &self.memory_mb);
+        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
+        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
+        w.write_vec("device", &self.device);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardware.motherboardLayout",
+                self.motherboard_layout.is_some(),
+            )
+        {
+            w.write_opt("motherboardLayout", &self.motherboard_layout);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardware.simultaneousThreads",
+                self.simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VirtualHardwareCompatibilityIssue` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualHardwareCompatibilityIssue {
+    /// The fields `VirtualHardwareCompatibilityIssue` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VirtualHardwareCompatibilityIssue {
+    const TYPE_NAME: &'static str = "VirtualHardwareCompatibilityIssue";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VirtualHardwareCompatibilityIssue {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VirtualHardwareCompatibilityIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualHardwareCompatibilityIssue", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VirtualHardwareCompatibilityIssue {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VirtualHardwareCompatibilityIssue {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VirtualHardwareCompatibilityIssue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VirtualHardwareCompatibilityIssue {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_config_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_config_fault, w);
+    }
+}
+/// `VirtualHardwareOption` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualHardwareOption {
+    /// `hwVersion`.
+    pub hw_version: i32,
+    /// `virtualDeviceOption`.
+    pub virtual_device_option: Vec<AnyVirtualDeviceOption>,
+    /// `deviceListReadonly`.
+    pub device_list_readonly: bool,
+    /// `numCPU`.
+    pub num_cpu: Vec<i32>,
+    /// `numCoresPerSocket`.
+    pub num_cores_per_socket: Option<IntOption>,
+    /// `autoCoresPerSocket`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_socket: Option<BoolOption>,
+    /// `numCpuReadonly`.
+    pub num_cpu_readonly: bool,
+    /// `memoryMB`.
+    pub memory_mb: LongOption,
+    /// `numPCIControllers`.
+    pub num_pci_controllers: IntOption,
+    /// `numIDEControllers`.
+    pub num_ide_controllers: IntOption,
+    /// `numUSBControllers`.
+    pub num_usb_controllers: IntOption,
+    /// `numUSBXHCIControllers`.
+    pub num_usbxhci_controllers: Option<IntOption>,
+    /// `numSIOControllers`.
+    pub num_sio_controllers: IntOption,
+    /// `numPS2Controllers`.
+    pub num_ps2_controllers: IntOption,
+    /// `licensingLimit`.
+    pub licensing_limit: Vec<String>,
+    /// `numSupportedWwnPorts`.
+    pub num_supported_wwn_ports: Option<IntOption>,
+    /// `numSupportedWwnNodes`.
+    pub num_supported_wwn_nodes: Option<IntOption>,
+    /// `resourceConfigOption`.
+    pub resource_config_option: Option<ResourceConfigOption>,
+    /// `numNVDIMMControllers`.
+    pub num_nvdimm_controllers: Option<IntOption>,
+    /// `numTPMDevices`.
+    pub num_tpm_devices: Option<IntOption>,
+    /// `numWDTDevices`.
+    pub num_wdt_devices: Option<IntOption>,
+    /// `numPrecisionClockDevices`.
+    pub num_precision_clock_devices: Option<IntOption>,
+    /// `epcMemoryMB`.
+    pub epc_memory_mb: Option<LongOption>,
+    /// `acpiHostBridgesFirmware`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub acpi_host_bridges_firmware: Vec<String>,
+    /// `numCpuSimultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_cpu_simultaneous_threads: Option<IntOption>,
+    /// `numNumaNodes`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_numa_nodes: Option<IntOption>,
+    /// `numDeviceGroups`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub num_device_groups: Option<IntOption>,
+    /// `deviceGroupTypes`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_types: Vec<String>,
+}
+impl x::SchemaType for VirtualHardwareOption {
+    const TYPE_NAME: &'static str = "VirtualHardwareOption";
+}
+impl x::Structure for VirtualHardwareOption {}
+impl std::fmt::Debug for VirtualHardwareOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualHardwareOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualHardwareOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualHardwareOption {
+    fn clone(&self) -> Self {
+        Self {
+            hw_version: self.hw_version,
+            virtual_device_option: x::clone_vec(&self.virtual_device_option),
+            device_list_readonly: self.device_list_readonly,
+            num_cpu: x::clone_vec(&self.num_cpu),
+            num_cores_per_socket: self.num_cores_per_socket.clone(),
+            auto_cores_per_socket: self.auto_cores_per_socket.clone(),
+            num_cpu_readonly: self.num_cpu_readonly,
+            memory_mb: self.memory_mb.clone(),
+            num_pci_controllers: self.num_pci_controllers.clone(),
+            num_ide_controllers: self.num_ide_controllers.clone(),
+            num_usb_controllers: self.num_usb_controllers.clone(),
+            num_usbxhci_controllers: self.num_usbxhci_controllers.clone(),
+            num_sio_controllers: self.num_sio_controllers.clone(),
+            num_ps2_controllers: self.num_ps2_controllers.clone(),
+            licensing_limit: x::clone_vec(&self.licensing_limit),
+            num_supported_wwn_ports: self.num_supported_wwn_ports.clone(),
+            num_supported_wwn_nodes: self.num_supported_wwn_nodes.clone(),
+            resource_config_option: self.resource_config_option.clone(),
+            num_nvdimm_controllers: self.num_nvdimm_controllers.clone(),
+            num_tpm_devices: self.num_tpm_devices.clone(),
+            num_wdt_devices: self.num_wdt_devices.clone(),
+            num_precision_clock_devices: self.num_precision_clock_devices.clone(),
+            epc_memory_mb: self.epc_memory_mb.clone(),
+            acpi_host_bridges_firmware: x::clone_vec(&self.acpi_host_bridges_firmware),
+            num_cpu_simultaneous_threads: self.num_cpu_simultaneous_threads.clone(),
+            num_numa_nodes: self.num_numa_nodes.clone(),
+            num_device_groups: self.num_device_groups.clone(),
+            device_group_types: x::clone_vec(&self.device_group_types),
+        }
+    }
+}
+impl x::Fields for VirtualHardwareOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hwVersion" => r.read(&mut self.hw_version),
+            "virtualDeviceOption" => r.read_push(&mut self.virtual_device_option),
+            "deviceListReadonly" => r.read(&mut self.device_list_readonly),
+            "numCPU" => r.read_push(&mut self.num_cpu),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "autoCoresPerSocket" => r.read_opt(&mut self.auto_cores_per_socket),
+            "numCpuReadonly" => r.read(&mut self.num_cpu_readonly),
+            "memoryMB" => r.read(&mut self.memory_mb),
+            "numPCIControllers" => r.read(&mut self.num_pci_controllers),
+            "numIDEControllers" => r.read(&mut self.num_ide_controllers),
+            "numUSBControllers" => r.read(&mut self.num_usb_controllers),
+            "numUSBXHCIControllers" => r.read_opt(&mut self.num_usbxhci_controllers),
+            "numSIOControllers" => r.read(&mut self.num_sio_controllers),
+            "numPS2Controllers" => r.read(&mut self.num_ps2_controllers),
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "numSupportedWwnPorts" => r.read_opt(&mut self.num_supported_wwn_ports),
+            "numSupportedWwnNodes" => r.read_opt(&mut self.num_supported_wwn_nodes),
+            "resourceConfigOption" => r.read_opt(&mut self.resource_config_option),
+            "numNVDIMMControllers" => r.read_opt(&mut self.num_nvdimm_controllers),
+            "numTPMDevices" => r.read_opt(&mut self.num_tpm_devices),
+            "numWDTDevices" => r.read_opt(&mut self.num_wdt_devices),
+            "numPrecisionClockDevices" => {
+                r.read_opt(&mut self.num_precision_clock_devices)
+            }
+            "epcMemoryMB" => r.read_opt(&mut self.epc_memory_mb),
+            "acpiHostBridgesFirmware" => {
+                r.read_push(&mut self.acpi_host_bridges_firmware)
+            }
+            "numCpuSimultaneousThreads" => {
+                r.read_opt(&mut self.num_cpu_simultaneous_threads)
+            }
+            "numNumaNodes" => r.read_opt(&mut self.num_numa_nodes),
+            "numDeviceGroups" => r.read_opt(&mut self.num_device_groups),
+            "deviceGroupTypes" => r.read_push(&mut self.device_group_types),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hwVersion", &self.hw_version);
+        w.write_vec("virtualDeviceOption", &self.virtual_device_option);
+        w.write("deviceListReadonly", &self.device_list_readonly);
+        w.write_vec("numCPU", &self.num_cpu);
+        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.autoCoresPerSocket",
+                self.auto_cores_per_socket.is_some(),
+            )
+        {
+            w.write_opt("autoCoresPerSocket", &self.auto_cores_per_socket);
+        }
+        w.write("numCpuReadonly", &self.num_cpu_readonly);
+        w.write("memoryMB", &self.memory_mb);
+        w.write("numPCIControllers", &self.num_pci_controllers);
+        w.write("numIDEControllers", &self.num_ide_controllers);
+        w.write("numUSBControllers", &self.num_usb_controllers);
+        w.write_opt("numUSBXHCIControllers", &self.num_usbxhci_controllers);
+        w.write("numSIOControllers", &self.num_sio_controllers);
+        w.write("numPS2Controllers", &self.num_ps2_controllers);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write_opt("numSupportedWwnPorts", &self.num_supported_wwn_ports);
+        w.write_opt("numSupportedWwnNodes", &self.num_supported_wwn_nodes);
+        w.write_opt("resourceConfigOption", &self.resource_config_option);
+        w.write_opt("numNVDIMMControllers", &self.num_nvdimm_controllers);
+        w.write_opt("numTPMDevices", &self.num_tpm_devices);
+        w.write_opt("numWDTDevices", &self.num_wdt_devices);
+        w.write_opt("numPrecisionClockDevices", &self.num_precision_clock_devices);
+        w.write_opt("epcMemoryMB", &self.epc_memory_mb);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.acpiHostBridgesFirmware",
+                !self.acpi_host_bridges_firmware.is_empty(),
+            )
+        {
+            w.write_vec("acpiHostBridgesFirmware", &self.acpi_host_bridges_firmware);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.numCpuSimultaneousThreads",
+                self.num_cpu_simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("numCpuSimultaneousThreads", &self.num_cpu_simultaneous_threads);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.numNumaNodes",
+                self.num_numa_nodes.is_some(),
+            )
+        {
+            w.write_opt("numNumaNodes", &self.num_numa_nodes);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.numDeviceGroups",
+                self.num_device_groups.is_some(),
+            )
+        {
+            w.write_opt("numDeviceGroups", &self.num_device_groups);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualHardwareOption.deviceGroupTypes",
+                !self.device_group_types.is_empty(),
+            )
+        {
+            w.write_vec("deviceGroupTypes", &self.device_group_types);
+        }
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VirtualHardwareVersionNotSupported` (extends `VirtualHardwareCompatibilityIssue`).
+///
+/// The fields of `VirtualHardwareCompatibilityIssue` are in `virtual_hardware_compatibility_issue`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualHardwareVersionNotSupported {
+    /// The fields `VirtualHardwareVersionNotSupported` inherits from `VirtualHardwareCompatibilityIssue`.
+    pub virtual_hardware_compatibility_issue: VirtualHardwareCompatibilityIssue,
+    /// `hostName`.
+    pub host_name: String,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VirtualHardwareVersionNotSupported {
+    const TYPE_NAME: &'static str = "VirtualHardwareVersionNotSupported";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VirtualHardwareVersionNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VirtualHardwareVersionNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualHardwareVersionNotSupported", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VirtualHardwareVersionNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VirtualHardwareVersionNotSupported {
+    type Target = VirtualHardwareCompatibilityIssue;
+    #[inline]
+    fn deref(&self) -> &VirtualHardwareCompatibilityIssue {
+        &self.virtual_hardware_compatibility_issue
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VirtualHardwareVersionNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualHardwareCompatibilityIssue {
+        &mut self.virtual_hardware_compatibility_issue
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VirtualHardwareVersionNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read(&mut self.host_name),
+            "host" => r.read(&mut self.host),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_hardware_compatibility_issue,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_hardware_compatibility_issue, w);
+        w.write("hostName", &self.host_name);
+        w.write("host", &self.host);
+    }
+}
+/// `VirtualHdAudioCard` (extends `VirtualSoundCard`).
+///
+/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualHdAudioCard {
+    /// The fields `VirtualHdAudioCard` inherits from `VirtualSoundCard`.
+    pub virtual_sound_card: VirtualSoundCard,
+}
+impl x::SchemaType for VirtualHdAudioCard {
+    const TYPE_NAME: &'static str = "VirtualHdAudioCard";
+}
+impl x::Structure for VirtualHdAudioCard {}
+impl std::fmt::Debug for VirtualHdAudioCard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualHdAudioCard", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualHdAudioCard {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualHdAudioCard {
+    type Target = VirtualSoundCard;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCard {
+        &self.virtual_sound_card
+    }
+}
+impl std::ops::DerefMut for VirtualHdAudioCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
+        &mut self.virtual_sound_card
+    }
+}
+impl x::Fields for VirtualHdAudioCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card, w);
+    }
+}
+/// `VirtualHdAudioCardOption` (extends `VirtualSoundCardOption`).
+///
+/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualHdAudioCardOption {
+    /// The fields `VirtualHdAudioCardOption` inherits from `VirtualSoundCardOption`.
+    pub virtual_sound_card_option: VirtualSoundCardOption,
+}
+impl x::SchemaType for VirtualHdAudioCardOption {
+    const TYPE_NAME: &'static str = "VirtualHdAudioCardOption";
+}
+impl x::Structure for VirtualHdAudioCardOption {}
+impl std::fmt::Debug for VirtualHdAudioCardOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualHdAudioCardOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualHdAudioCardOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualHdAudioCardOption {
+    type Target = VirtualSoundCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCardOption {
+        &self.virtual_sound_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualHdAudioCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
+        &mut self.virtual_sound_card_option
+    }
+}
+impl x::Fields for VirtualHdAudioCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
+    }
+}
+/// `VirtualIDEController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualIDEController {
+    /// The fields `VirtualIDEController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualIDEController {
+    const TYPE_NAME: &'static str = "VirtualIDEController";
+}
+impl x::Structure for VirtualIDEController {}
+impl std::fmt::Debug for VirtualIDEController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualIDEController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualIDEController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualIDEController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualIDEController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualIDEController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualIDEControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualIDEControllerOption {
+    /// The fields `VirtualIDEControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numIDEDisks`.
+    pub num_ide_disks: IntOption,
+    /// `numIDECdroms`.
+    pub num_ide_cdroms: IntOption,
+}
+impl x::SchemaType for VirtualIDEControllerOption {
+    const TYPE_NAME: &'static str = "VirtualIDEControllerOption";
+}
+impl x::Structure for VirtualIDEControllerOption {}
+impl std::fmt::Debug for VirtualIDEControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualIDEControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualIDEControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualIDEControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualIDEControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualIDEControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numIDEDisks" => r.read(&mut self.num_ide_disks),
+            "numIDECdroms" => r.read(&mut self.num_ide_cdroms),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numIDEDisks", &self.num_ide_disks);
+        w.write("numIDECdroms", &self.num_ide_cdroms);
+    }
+}
+/// `VirtualKeyboard` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualKeyboard {
+    /// The fields `VirtualKeyboard` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualKeyboard {
+    const TYPE_NAME: &'static str = "VirtualKeyboard";
+}
+impl x::Structure for VirtualKeyboard {}
+impl std::fmt::Debug for VirtualKeyboard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualKeyboard", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualKeyboard {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualKeyboard {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualKeyboard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualKeyboard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
 /// `VirtualKeyboardOption` (extends `VirtualDeviceOption`).
 ///
 /// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualKeyboardOption {
     /// The fields `VirtualKeyboardOption` inherits from `VirtualDeviceOption`.
     pub virtual_device_option: VirtualDeviceOption,
@@ -17,6 +1369,16 @@ impl x::SchemaType for VirtualKeyboardOption {
     const TYPE_NAME: &'static str = "VirtualKeyboardOption";
 }
 impl x::Structure for VirtualKeyboardOption {}
+impl std::fmt::Debug for VirtualKeyboardOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualKeyboardOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualKeyboardOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualKeyboardOption {
     type Target = VirtualDeviceOption;
     #[inline]
@@ -46,7 +1408,7 @@ impl x::Fields for VirtualKeyboardOption {
 /// `VirtualLsiLogicController` (extends `VirtualSCSIController`).
 ///
 /// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualLsiLogicController {
     /// The fields `VirtualLsiLogicController` inherits from `VirtualSCSIController`.
     pub virtual_scsi_controller: VirtualSCSIController,
@@ -55,6 +1417,16 @@ impl x::SchemaType for VirtualLsiLogicController {
     const TYPE_NAME: &'static str = "VirtualLsiLogicController";
 }
 impl x::Structure for VirtualLsiLogicController {}
+impl std::fmt::Debug for VirtualLsiLogicController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualLsiLogicController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualLsiLogicController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualLsiLogicController {
     type Target = VirtualSCSIController;
     #[inline]
@@ -84,7 +1456,7 @@ impl x::Fields for VirtualLsiLogicController {
 /// `VirtualLsiLogicControllerOption` (extends `VirtualSCSIControllerOption`).
 ///
 /// The fields of `VirtualSCSIControllerOption` are in `virtual_scsi_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualLsiLogicControllerOption {
     /// The fields `VirtualLsiLogicControllerOption` inherits from `VirtualSCSIControllerOption`.
     pub virtual_scsi_controller_option: VirtualSCSIControllerOption,
@@ -93,6 +1465,16 @@ impl x::SchemaType for VirtualLsiLogicControllerOption {
     const TYPE_NAME: &'static str = "VirtualLsiLogicControllerOption";
 }
 impl x::Structure for VirtualLsiLogicControllerOption {}
+impl std::fmt::Debug for VirtualLsiLogicControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualLsiLogicControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualLsiLogicControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualLsiLogicControllerOption {
     type Target = VirtualSCSIControllerOption;
     #[inline]
@@ -122,7 +1504,7 @@ impl x::Fields for VirtualLsiLogicControllerOption {
 /// `VirtualLsiLogicSASController` (extends `VirtualSCSIController`).
 ///
 /// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualLsiLogicSASController {
     /// The fields `VirtualLsiLogicSASController` inherits from `VirtualSCSIController`.
     pub virtual_scsi_controller: VirtualSCSIController,
@@ -131,6 +1513,16 @@ impl x::SchemaType for VirtualLsiLogicSASController {
     const TYPE_NAME: &'static str = "VirtualLsiLogicSASController";
 }
 impl x::Structure for VirtualLsiLogicSASController {}
+impl std::fmt::Debug for VirtualLsiLogicSASController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualLsiLogicSASController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualLsiLogicSASController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualLsiLogicSASController {
     type Target = VirtualSCSIController;
     #[inline]
@@ -160,7 +1552,7 @@ impl x::Fields for VirtualLsiLogicSASController {
 /// `VirtualLsiLogicSASControllerOption` (extends `VirtualSCSIControllerOption`).
 ///
 /// The fields of `VirtualSCSIControllerOption` are in `virtual_scsi_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualLsiLogicSASControllerOption {
     /// The fields `VirtualLsiLogicSASControllerOption` inherits from `VirtualSCSIControllerOption`.
     pub virtual_scsi_controller_option: VirtualSCSIControllerOption,
@@ -169,6 +1561,16 @@ impl x::SchemaType for VirtualLsiLogicSASControllerOption {
     const TYPE_NAME: &'static str = "VirtualLsiLogicSASControllerOption";
 }
 impl x::Structure for VirtualLsiLogicSASControllerOption {}
+impl std::fmt::Debug for VirtualLsiLogicSASControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualLsiLogicSASControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualLsiLogicSASControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualLsiLogicSASControllerOption {
     type Target = VirtualSCSIControllerOption;
     #[inline]
@@ -196,7 +1598,7 @@ impl x::Fields for VirtualLsiLogicSASControllerOption {
     }
 }
 /// `VirtualMachineAffinityInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualMachineAffinityInfo {
     /// `affinitySet`.
     pub affinity_set: Vec<i32>,
@@ -205,6 +1607,16 @@ impl x::SchemaType for VirtualMachineAffinityInfo {
     const TYPE_NAME: &'static str = "VirtualMachineAffinityInfo";
 }
 impl x::Structure for VirtualMachineAffinityInfo {}
+impl std::fmt::Debug for VirtualMachineAffinityInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineAffinityInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineAffinityInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VirtualMachineAffinityInfo {
     fn clone(&self) -> Self {
         Self {
@@ -232,12 +1644,26 @@ impl x::Fields for VirtualMachineAffinityInfo {
 /// `VirtualMachineBaseIndependentFilterSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVirtualMachineBaseIndependentFilterSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineBaseIndependentFilterSpec {}
 impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
     const TYPE_NAME: &'static str = "VirtualMachineBaseIndependentFilterSpec";
 }
 impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
+impl std::fmt::Debug for VirtualMachineBaseIndependentFilterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineBaseIndependentFilterSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineBaseIndependentFilterSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
     fn decode_field(
         &mut self,
@@ -249,7 +1675,7 @@ impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `VirtualMachineBootOptions` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualMachineBootOptions {
     /// `bootDelay`.
     pub boot_delay: Option<i64>,
@@ -270,6 +1696,16 @@ impl x::SchemaType for VirtualMachineBootOptions {
     const TYPE_NAME: &'static str = "VirtualMachineBootOptions";
 }
 impl x::Structure for VirtualMachineBootOptions {}
+impl std::fmt::Debug for VirtualMachineBootOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineBootOptions", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineBootOptions {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VirtualMachineBootOptions {
     fn clone(&self) -> Self {
         Self {
@@ -313,12 +1749,26 @@ impl x::Fields for VirtualMachineBootOptions {
     }
 }
 /// `VirtualMachineBootOptionsBootableCdromDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineBootOptionsBootableCdromDevice {}
 impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
     const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableCdromDevice";
 }
 impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
+impl std::fmt::Debug for VirtualMachineBootOptionsBootableCdromDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableCdromDevice",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineBootOptionsBootableCdromDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
     fn decode_field(
         &mut self,
@@ -332,12 +1782,26 @@ impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
 /// `VirtualMachineBootOptionsBootableDevice` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVirtualMachineBootOptionsBootableDevice`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineBootOptionsBootableDevice {}
 impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
     const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDevice";
 }
 impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
+impl std::fmt::Debug for VirtualMachineBootOptionsBootableDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableDevice",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineBootOptionsBootableDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineBootOptionsBootableDevice {
     fn decode_field(
         &mut self,
@@ -349,7 +1813,7 @@ impl x::Fields for VirtualMachineBootOptionsBootableDevice {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `VirtualMachineBootOptionsBootableDiskDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineBootOptionsBootableDiskDevice {
     /// `deviceKey`.
     pub device_key: i32,
@@ -358,6 +1822,20 @@ impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
     const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDiskDevice";
 }
 impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
+impl std::fmt::Debug for VirtualMachineBootOptionsBootableDiskDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableDiskDevice",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineBootOptionsBootableDiskDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
     fn decode_field(
         &mut self,
@@ -376,7 +1854,7 @@ impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
     }
 }
 /// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineBootOptionsBootableEthernetDevice {
     /// `deviceKey`.
     pub device_key: i32,
@@ -385,6 +1863,20 @@ impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
     const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableEthernetDevice";
 }
 impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
+impl std::fmt::Debug for VirtualMachineBootOptionsBootableEthernetDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableEthernetDevice",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineBootOptionsBootableEthernetDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
     fn decode_field(
         &mut self,
@@ -403,12 +1895,26 @@ impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
     }
 }
 /// `VirtualMachineBootOptionsBootableFloppyDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineBootOptionsBootableFloppyDevice {}
 impl x::SchemaType for VirtualMachineBootOptionsBootableFloppyDevice {
     const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableFloppyDevice";
 }
 impl x::Structure for VirtualMachineBootOptionsBootableFloppyDevice {}
+impl std::fmt::Debug for VirtualMachineBootOptionsBootableFloppyDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableFloppyDevice",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineBootOptionsBootableFloppyDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineBootOptionsBootableFloppyDevice {
     fn decode_field(
         &mut self,
@@ -420,7 +1926,7 @@ impl x::Fields for VirtualMachineBootOptionsBootableFloppyDevice {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `VirtualMachineCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineCapability {
     /// `snapshotOperationsSupported`.
     pub snapshot_operations_supported: bool,
@@ -543,6 +2049,16 @@ impl x::SchemaType for VirtualMachineCapability {
     const TYPE_NAME: &'static str = "VirtualMachineCapability";
 }
 impl x::Structure for VirtualMachineCapability {}
+impl std::fmt::Debug for VirtualMachineCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineCapability", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineCapability {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineCapability {
     fn decode_field(
         &mut self,
@@ -789,7 +2305,7 @@ impl x::Fields for VirtualMachineCapability {
 /// `VirtualMachineCdromInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineCdromInfo {
     /// The fields `VirtualMachineCdromInfo` inherits from `VirtualMachineTargetInfo`.
     pub virtual_machine_target_info: VirtualMachineTargetInfo,
@@ -800,6 +2316,16 @@ impl x::SchemaType for VirtualMachineCdromInfo {
     const TYPE_NAME: &'static str = "VirtualMachineCdromInfo";
 }
 impl x::Structure for VirtualMachineCdromInfo {}
+impl std::fmt::Debug for VirtualMachineCdromInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineCdromInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineCdromInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualMachineCdromInfo {
     type Target = VirtualMachineTargetInfo;
     #[inline]
@@ -844,7 +2370,7 @@ impl x::ArrayItem for VirtualMachineCdromInfo {
 /// `VirtualMachineCertThumbprint` (extends `DynamicData`).
 ///
 /// Since vSphere API 7.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineCertThumbprint {
     /// `thumbprint`.
     ///
@@ -859,6 +2385,16 @@ impl x::SchemaType for VirtualMachineCertThumbprint {
     const TYPE_NAME: &'static str = "VirtualMachineCertThumbprint";
 }
 impl x::Structure for VirtualMachineCertThumbprint {}
+impl std::fmt::Debug for VirtualMachineCertThumbprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineCertThumbprint", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineCertThumbprint {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineCertThumbprint {
     fn decode_field(
         &mut self,
@@ -884,7 +2420,7 @@ impl x::ArrayItem for VirtualMachineCertThumbprint {
     const ITEM_TAG: &'static str = "VirtualMachineCertThumbprint";
 }
 /// `VirtualMachineCloneSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineCloneSpec {
     /// `location`.
     pub location: VirtualMachineRelocateSpec,
@@ -909,6 +2445,16 @@ impl x::SchemaType for VirtualMachineCloneSpec {
     const TYPE_NAME: &'static str = "VirtualMachineCloneSpec";
 }
 impl x::Structure for VirtualMachineCloneSpec {}
+impl std::fmt::Debug for VirtualMachineCloneSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineCloneSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineCloneSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineCloneSpec {
     fn decode_field(
         &mut self,
@@ -947,1863 +2493,4 @@ impl x::Fields for VirtualMachineCloneSpec {
             w.write_opt("tpmProvisionPolicy", &self.tpm_provision_policy);
         }
     }
-}
-/// `VirtualMachineConfigInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineConfigInfo {
-    /// `changeVersion`.
-    pub change_version: String,
-    /// `modified`.
-    pub modified: x::DateTime,
-    /// `name`.
-    pub name: String,
-    /// `guestFullName`.
-    pub guest_full_name: String,
-    /// `version`.
-    pub version: String,
-    /// `uuid`.
-    pub uuid: String,
-    /// `createDate`.
-    pub create_date: Option<x::DateTime>,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<String>,
-    /// `npivNodeWorldWideName`.
-    pub npiv_node_world_wide_name: Vec<i64>,
-    /// `npivPortWorldWideName`.
-    pub npiv_port_world_wide_name: Vec<i64>,
-    /// `npivWorldWideNameType`.
-    pub npiv_world_wide_name_type: Option<String>,
-    /// `npivDesiredNodeWwns`.
-    pub npiv_desired_node_wwns: Option<i16>,
-    /// `npivDesiredPortWwns`.
-    pub npiv_desired_port_wwns: Option<i16>,
-    /// `npivTemporaryDisabled`.
-    pub npiv_temporary_disabled: Option<bool>,
-    /// `npivOnNonRdmDisks`.
-    pub npiv_on_non_rdm_disks: Option<bool>,
-    /// `locationId`.
-    pub location_id: Option<String>,
-    /// `template`.
-    pub template: bool,
-    /// `guestId`.
-    pub guest_id: String,
-    /// `alternateGuestName`.
-    pub alternate_guest_name: String,
-    /// `annotation`.
-    pub annotation: Option<String>,
-    /// `files`.
-    pub files: VirtualMachineFileInfo,
-    /// `tools`.
-    pub tools: Option<ToolsConfigInfo>,
-    /// `flags`.
-    pub flags: VirtualMachineFlagInfo,
-    /// `consolePreferences`.
-    pub console_preferences: Option<VirtualMachineConsolePreferences>,
-    /// `defaultPowerOps`.
-    pub default_power_ops: VirtualMachineDefaultPowerOpInfo,
-    /// `rebootPowerOff`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub reboot_power_off: Option<bool>,
-    /// `hardware`.
-    pub hardware: VirtualHardware,
-    /// `vcpuConfig`.
-    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
-    /// `cpuAllocation`.
-    pub cpu_allocation: Option<ResourceAllocationInfo>,
-    /// `memoryAllocation`.
-    pub memory_allocation: Option<ResourceAllocationInfo>,
-    /// `latencySensitivity`.
-    pub latency_sensitivity: Option<LatencySensitivity>,
-    /// `memoryHotAddEnabled`.
-    pub memory_hot_add_enabled: Option<bool>,
-    /// `cpuHotAddEnabled`.
-    pub cpu_hot_add_enabled: Option<bool>,
-    /// `cpuHotRemoveEnabled`.
-    pub cpu_hot_remove_enabled: Option<bool>,
-    /// `hotPlugMemoryLimit`.
-    pub hot_plug_memory_limit: Option<i64>,
-    /// `hotPlugMemoryIncrementSize`.
-    pub hot_plug_memory_increment_size: Option<i64>,
-    /// `cpuAffinity`.
-    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `memoryAffinity`.
-    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `networkShaper`.
-    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `cpuFeatureMask`.
-    pub cpu_feature_mask: Vec<HostCpuIdInfo>,
-    /// `datastoreUrl`.
-    pub datastore_url: Vec<VirtualMachineConfigInfoDatastoreUrlPair>,
-    /// `swapPlacement`.
-    pub swap_placement: Option<String>,
-    /// `bootOptions`.
-    pub boot_options: Option<VirtualMachineBootOptions>,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-    /// `repConfig`.
-    pub rep_config: Option<ReplicationConfigSpec>,
-    /// `vAppConfig`.
-    pub vapp_config: Option<AnyVmConfigInfo>,
-    /// `vAssertsEnabled`.
-    pub vasserts_enabled: Option<bool>,
-    /// `changeTrackingEnabled`.
-    pub change_tracking_enabled: Option<bool>,
-    /// `firmware`.
-    pub firmware: Option<String>,
-    /// `maxMksConnections`.
-    pub max_mks_connections: Option<i32>,
-    /// `guestAutoLockEnabled`.
-    pub guest_auto_lock_enabled: Option<bool>,
-    /// `managedBy`.
-    pub managed_by: Option<ManagedByInfo>,
-    /// `memoryReservationLockedToMax`.
-    pub memory_reservation_locked_to_max: Option<bool>,
-    /// `initialOverhead`.
-    pub initial_overhead: Option<VirtualMachineConfigInfoOverheadInfo>,
-    /// `nestedHVEnabled`.
-    pub nested_hv_enabled: Option<bool>,
-    /// `vPMCEnabled`.
-    pub vpmc_enabled: Option<bool>,
-    /// `scheduledHardwareUpgradeInfo`.
-    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
-    /// `forkConfigInfo`.
-    pub fork_config_info: Option<VirtualMachineForkConfigInfo>,
-    /// `vFlashCacheReservation`.
-    pub vflash_cache_reservation: Option<i64>,
-    /// `vmxConfigChecksum`.
-    pub vmx_config_checksum: Option<Vec<u8>>,
-    /// `messageBusTunnelEnabled`.
-    pub message_bus_tunnel_enabled: Option<bool>,
-    /// `vmStorageObjectId`.
-    pub vm_storage_object_id: Option<String>,
-    /// `swapStorageObjectId`.
-    pub swap_storage_object_id: Option<String>,
-    /// `keyId`.
-    pub key_id: Option<CryptoKeyId>,
-    /// `guestIntegrityInfo`.
-    pub guest_integrity_info: Option<VirtualMachineGuestIntegrityInfo>,
-    /// `migrateEncryption`.
-    pub migrate_encryption: Option<String>,
-    /// `sgxInfo`.
-    pub sgx_info: Option<VirtualMachineSgxInfo>,
-    /// `contentLibItemInfo`.
-    pub content_lib_item_info: Option<VirtualMachineContentLibraryItemInfo>,
-    /// `ftEncryptionMode`.
-    pub ft_encryption_mode: Option<String>,
-    /// `guestMonitoringModeInfo`.
-    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
-    /// `sevEnabled`.
-    pub sev_enabled: Option<bool>,
-    /// `numaInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_info: Option<VirtualMachineVirtualNumaInfo>,
-    /// `pmemFailoverEnabled`.
-    pub pmem_failover_enabled: Option<bool>,
-    /// `vmxStatsCollectionEnabled`.
-    ///
-    /// Since vSphere API 7.0.3.1.
-    pub vmx_stats_collection_enabled: Option<bool>,
-    /// `vmOpNotificationToAppEnabled`.
-    pub vm_op_notification_to_app_enabled: Option<bool>,
-    /// `vmOpNotificationTimeout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vm_op_notification_timeout: Option<i64>,
-    /// `deviceSwap`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
-    /// `pmem`.
-    pub pmem: Option<VirtualMachineVirtualPMem>,
-    /// `deviceGroups`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
-    /// `fixedPassthruHotPlugEnabled`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub fixed_passthru_hot_plug_enabled: Option<bool>,
-    /// `metroFtEnabled`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub metro_ft_enabled: Option<bool>,
-    /// `vmxRuntimeConfig`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub vmx_runtime_config: Vec<AnyOptionValue>,
-    /// `metroFtHostGroup`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub metro_ft_host_group: Option<String>,
-    /// `tdxEnabled`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub tdx_enabled: Option<bool>,
-    /// `sevSnpEnabled`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub sev_snp_enabled: Option<bool>,
-    /// `guestArchitecture`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub guest_architecture: Option<String>,
-}
-impl x::SchemaType for VirtualMachineConfigInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigInfo";
-}
-impl x::Structure for VirtualMachineConfigInfo {}
-impl Clone for VirtualMachineConfigInfo {
-    fn clone(&self) -> Self {
-        Self {
-            change_version: self.change_version.clone(),
-            modified: self.modified.clone(),
-            name: self.name.clone(),
-            guest_full_name: self.guest_full_name.clone(),
-            version: self.version.clone(),
-            uuid: self.uuid.clone(),
-            create_date: self.create_date.clone(),
-            instance_uuid: self.instance_uuid.clone(),
-            npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
-            npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
-            npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
-            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
-            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
-            npiv_temporary_disabled: self.npiv_temporary_disabled,
-            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
-            location_id: self.location_id.clone(),
-            template: self.template,
-            guest_id: self.guest_id.clone(),
-            alternate_guest_name: self.alternate_guest_name.clone(),
-            annotation: self.annotation.clone(),
-            files: self.files.clone(),
-            tools: self.tools.clone(),
-            flags: self.flags.clone(),
-            console_preferences: self.console_preferences.clone(),
-            default_power_ops: self.default_power_ops.clone(),
-            reboot_power_off: self.reboot_power_off,
-            hardware: self.hardware.clone(),
-            vcpu_config: x::clone_vec(&self.vcpu_config),
-            cpu_allocation: self.cpu_allocation.clone(),
-            memory_allocation: self.memory_allocation.clone(),
-            latency_sensitivity: self.latency_sensitivity.clone(),
-            memory_hot_add_enabled: self.memory_hot_add_enabled,
-            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
-            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
-            hot_plug_memory_limit: self.hot_plug_memory_limit,
-            hot_plug_memory_increment_size: self.hot_plug_memory_increment_size,
-            cpu_affinity: self.cpu_affinity.clone(),
-            memory_affinity: self.memory_affinity.clone(),
-            network_shaper: self.network_shaper.clone(),
-            extra_config: x::clone_vec(&self.extra_config),
-            cpu_feature_mask: x::clone_vec(&self.cpu_feature_mask),
-            datastore_url: x::clone_vec(&self.datastore_url),
-            swap_placement: self.swap_placement.clone(),
-            boot_options: self.boot_options.clone(),
-            ft_info: self.ft_info.clone(),
-            rep_config: self.rep_config.clone(),
-            vapp_config: self.vapp_config.clone(),
-            vasserts_enabled: self.vasserts_enabled,
-            change_tracking_enabled: self.change_tracking_enabled,
-            firmware: self.firmware.clone(),
-            max_mks_connections: self.max_mks_connections,
-            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
-            managed_by: self.managed_by.clone(),
-            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
-            initial_overhead: self.initial_overhead.clone(),
-            nested_hv_enabled: self.nested_hv_enabled,
-            vpmc_enabled: self.vpmc_enabled,
-            scheduled_hardware_upgrade_info: self
-                .scheduled_hardware_upgrade_info
-                .clone(),
-            fork_config_info: self.fork_config_info.clone(),
-            vflash_cache_reservation: self.vflash_cache_reservation,
-            vmx_config_checksum: self.vmx_config_checksum.clone(),
-            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
-            vm_storage_object_id: self.vm_storage_object_id.clone(),
-            swap_storage_object_id: self.swap_storage_object_id.clone(),
-            key_id: self.key_id.clone(),
-            guest_integrity_info: self.guest_integrity_info.clone(),
-            migrate_encryption: self.migrate_encryption.clone(),
-            sgx_info: self.sgx_info.clone(),
-            content_lib_item_info: self.content_lib_item_info.clone(),
-            ft_encryption_mode: self.ft_encryption_mode.clone(),
-            guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
-            sev_enabled: self.sev_enabled,
-            numa_info: self.numa_info.clone(),
-            pmem_failover_enabled: self.pmem_failover_enabled,
-            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
-            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
-            vm_op_notification_timeout: self.vm_op_notification_timeout,
-            device_swap: self.device_swap.clone(),
-            pmem: self.pmem.clone(),
-            device_groups: self.device_groups.clone(),
-            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
-            metro_ft_enabled: self.metro_ft_enabled,
-            vmx_runtime_config: x::clone_vec(&self.vmx_runtime_config),
-            metro_ft_host_group: self.metro_ft_host_group.clone(),
-            tdx_enabled: self.tdx_enabled,
-            sev_snp_enabled: self.sev_snp_enabled,
-            guest_architecture: self.guest_architecture.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeVersion" => r.read(&mut self.change_version),
-            "modified" => r.read(&mut self.modified),
-            "name" => r.read(&mut self.name),
-            "guestFullName" => r.read(&mut self.guest_full_name),
-            "version" => r.read(&mut self.version),
-            "uuid" => r.read(&mut self.uuid),
-            "createDate" => r.read_opt(&mut self.create_date),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
-            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
-            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
-            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
-            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
-            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
-            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
-            "locationId" => r.read_opt(&mut self.location_id),
-            "template" => r.read(&mut self.template),
-            "guestId" => r.read(&mut self.guest_id),
-            "alternateGuestName" => r.read(&mut self.alternate_guest_name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "files" => r.read(&mut self.files),
-            "tools" => r.read_opt(&mut self.tools),
-            "flags" => r.read(&mut self.flags),
-            "consolePreferences" => r.read_opt(&mut self.console_preferences),
-            "defaultPowerOps" => r.read(&mut self.default_power_ops),
-            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
-            "hardware" => r.read(&mut self.hardware),
-            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
-            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
-            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
-            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
-            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
-            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
-            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
-            "hotPlugMemoryLimit" => r.read_opt(&mut self.hot_plug_memory_limit),
-            "hotPlugMemoryIncrementSize" => {
-                r.read_opt(&mut self.hot_plug_memory_increment_size)
-            }
-            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
-            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
-            "networkShaper" => r.read_opt(&mut self.network_shaper),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
-            "datastoreUrl" => r.read_push(&mut self.datastore_url),
-            "swapPlacement" => r.read_opt(&mut self.swap_placement),
-            "bootOptions" => r.read_opt(&mut self.boot_options),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            "repConfig" => r.read_opt(&mut self.rep_config),
-            "vAppConfig" => r.read_opt(&mut self.vapp_config),
-            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
-            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
-            "firmware" => r.read_opt(&mut self.firmware),
-            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
-            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
-            "managedBy" => r.read_opt(&mut self.managed_by),
-            "memoryReservationLockedToMax" => {
-                r.read_opt(&mut self.memory_reservation_locked_to_max)
-            }
-            "initialOverhead" => r.read_opt(&mut self.initial_overhead),
-            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
-            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
-            "scheduledHardwareUpgradeInfo" => {
-                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
-            }
-            "forkConfigInfo" => r.read_opt(&mut self.fork_config_info),
-            "vFlashCacheReservation" => r.read_opt(&mut self.vflash_cache_reservation),
-            "vmxConfigChecksum" => r.read_opt(&mut self.vmx_config_checksum),
-            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
-            "vmStorageObjectId" => r.read_opt(&mut self.vm_storage_object_id),
-            "swapStorageObjectId" => r.read_opt(&mut self.swap_storage_object_id),
-            "keyId" => r.read_opt(&mut self.key_id),
-            "guestIntegrityInfo" => r.read_opt(&mut self.guest_integrity_info),
-            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
-            "sgxInfo" => r.read_opt(&mut self.sgx_info),
-            "contentLibItemInfo" => r.read_opt(&mut self.content_lib_item_info),
-            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
-            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
-            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
-            "numaInfo" => r.read_opt(&mut self.numa_info),
-            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
-            "vmxStatsCollectionEnabled" => {
-                r.read_opt(&mut self.vmx_stats_collection_enabled)
-            }
-            "vmOpNotificationToAppEnabled" => {
-                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
-            }
-            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
-            "deviceSwap" => r.read_opt(&mut self.device_swap),
-            "pmem" => r.read_opt(&mut self.pmem),
-            "deviceGroups" => r.read_opt(&mut self.device_groups),
-            "fixedPassthruHotPlugEnabled" => {
-                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
-            }
-            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
-            "vmxRuntimeConfig" => r.read_push(&mut self.vmx_runtime_config),
-            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
-            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
-            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
-            "guestArchitecture" => r.read_opt(&mut self.guest_architecture),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("changeVersion", &self.change_version);
-        w.write("modified", &self.modified);
-        w.write("name", &self.name);
-        w.write("guestFullName", &self.guest_full_name);
-        w.write("version", &self.version);
-        w.write("uuid", &self.uuid);
-        w.write_opt("createDate", &self.create_date);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
-        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
-        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
-        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
-        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
-        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
-        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
-        w.write_opt("locationId", &self.location_id);
-        w.write("template", &self.template);
-        w.write("guestId", &self.guest_id);
-        w.write("alternateGuestName", &self.alternate_guest_name);
-        w.write_opt("annotation", &self.annotation);
-        w.write("files", &self.files);
-        w.write_opt("tools", &self.tools);
-        w.write("flags", &self.flags);
-        w.write_opt("consolePreferences", &self.console_preferences);
-        w.write("defaultPowerOps", &self.default_power_ops);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.rebootPowerOff",
-                self.reboot_power_off.is_some(),
-            )
-        {
-            w.write_opt("rebootPowerOff", &self.reboot_power_off);
-        }
-        w.write("hardware", &self.hardware);
-        w.write_vec("vcpuConfig", &self.vcpu_config);
-        w.write_opt("cpuAllocation", &self.cpu_allocation);
-        w.write_opt("memoryAllocation", &self.memory_allocation);
-        w.write_opt("latencySensitivity", &self.latency_sensitivity);
-        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
-        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
-        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
-        w.write_opt("hotPlugMemoryLimit", &self.hot_plug_memory_limit);
-        w.write_opt("hotPlugMemoryIncrementSize", &self.hot_plug_memory_increment_size);
-        w.write_opt("cpuAffinity", &self.cpu_affinity);
-        w.write_opt("memoryAffinity", &self.memory_affinity);
-        w.write_opt("networkShaper", &self.network_shaper);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
-        w.write_vec("datastoreUrl", &self.datastore_url);
-        w.write_opt("swapPlacement", &self.swap_placement);
-        w.write_opt("bootOptions", &self.boot_options);
-        w.write_opt("ftInfo", &self.ft_info);
-        w.write_opt("repConfig", &self.rep_config);
-        w.write_opt("vAppConfig", &self.vapp_config);
-        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
-        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
-        w.write_opt("firmware", &self.firmware);
-        w.write_opt("maxMksConnections", &self.max_mks_connections);
-        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
-        w.write_opt("managedBy", &self.managed_by);
-        w.write_opt(
-            "memoryReservationLockedToMax",
-            &self.memory_reservation_locked_to_max,
-        );
-        w.write_opt("initialOverhead", &self.initial_overhead);
-        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
-        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
-        w.write_opt(
-            "scheduledHardwareUpgradeInfo",
-            &self.scheduled_hardware_upgrade_info,
-        );
-        w.write_opt("forkConfigInfo", &self.fork_config_info);
-        w.write_opt("vFlashCacheReservation", &self.vflash_cache_reservation);
-        w.write_opt("vmxConfigChecksum", &self.vmx_config_checksum);
-        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
-        w.write_opt("vmStorageObjectId", &self.vm_storage_object_id);
-        w.write_opt("swapStorageObjectId", &self.swap_storage_object_id);
-        w.write_opt("keyId", &self.key_id);
-        w.write_opt("guestIntegrityInfo", &self.guest_integrity_info);
-        w.write_opt("migrateEncryption", &self.migrate_encryption);
-        w.write_opt("sgxInfo", &self.sgx_info);
-        w.write_opt("contentLibItemInfo", &self.content_lib_item_info);
-        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
-        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
-        w.write_opt("sevEnabled", &self.sev_enabled);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.numaInfo",
-                self.numa_info.is_some(),
-            )
-        {
-            w.write_opt("numaInfo", &self.numa_info);
-        }
-        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
-        if w
-            .since(
-                0x0700_0301,
-                "VirtualMachineConfigInfo.vmxStatsCollectionEnabled",
-                self.vmx_stats_collection_enabled.is_some(),
-            )
-        {
-            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
-        }
-        w.write_opt(
-            "vmOpNotificationToAppEnabled",
-            &self.vm_op_notification_to_app_enabled,
-        );
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.vmOpNotificationTimeout",
-                self.vm_op_notification_timeout.is_some(),
-            )
-        {
-            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.deviceSwap",
-                self.device_swap.is_some(),
-            )
-        {
-            w.write_opt("deviceSwap", &self.device_swap);
-        }
-        w.write_opt("pmem", &self.pmem);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.deviceGroups",
-                self.device_groups.is_some(),
-            )
-        {
-            w.write_opt("deviceGroups", &self.device_groups);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "VirtualMachineConfigInfo.fixedPassthruHotPlugEnabled",
-                self.fixed_passthru_hot_plug_enabled.is_some(),
-            )
-        {
-            w.write_opt(
-                "fixedPassthruHotPlugEnabled",
-                &self.fixed_passthru_hot_plug_enabled,
-            );
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VirtualMachineConfigInfo.metroFtEnabled",
-                self.metro_ft_enabled.is_some(),
-            )
-        {
-            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigInfo.vmxRuntimeConfig",
-                !self.vmx_runtime_config.is_empty(),
-            )
-        {
-            w.write_vec("vmxRuntimeConfig", &self.vmx_runtime_config);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VirtualMachineConfigInfo.metroFtHostGroup",
-                self.metro_ft_host_group.is_some(),
-            )
-        {
-            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigInfo.tdxEnabled",
-                self.tdx_enabled.is_some(),
-            )
-        {
-            w.write_opt("tdxEnabled", &self.tdx_enabled);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigInfo.sevSnpEnabled",
-                self.sev_snp_enabled.is_some(),
-            )
-        {
-            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineConfigInfo.guestArchitecture",
-                self.guest_architecture.is_some(),
-            )
-        {
-            w.write_opt("guestArchitecture", &self.guest_architecture);
-        }
-    }
-}
-/// `VirtualMachineConfigInfoDatastoreUrlPair` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigInfoDatastoreUrlPair {
-    /// `name`.
-    pub name: String,
-    /// `url`.
-    pub url: String,
-}
-impl x::SchemaType for VirtualMachineConfigInfoDatastoreUrlPair {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigInfoDatastoreUrlPair";
-}
-impl x::Structure for VirtualMachineConfigInfoDatastoreUrlPair {}
-impl x::Fields for VirtualMachineConfigInfoDatastoreUrlPair {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "url" => r.read(&mut self.url),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("url", &self.url);
-    }
-}
-impl x::ArrayItem for VirtualMachineConfigInfoDatastoreUrlPair {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigInfoDatastoreUrlPair";
-    const ITEM_TAG: &'static str = "VirtualMachineConfigInfoDatastoreUrlPair";
-}
-/// `VirtualMachineConfigInfoOverheadInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigInfoOverheadInfo {
-    /// `initialMemoryReservation`.
-    pub initial_memory_reservation: Option<i64>,
-    /// `initialSwapReservation`.
-    pub initial_swap_reservation: Option<i64>,
-}
-impl x::SchemaType for VirtualMachineConfigInfoOverheadInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigInfoOverheadInfo";
-}
-impl x::Structure for VirtualMachineConfigInfoOverheadInfo {}
-impl x::Fields for VirtualMachineConfigInfoOverheadInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "initialMemoryReservation" => {
-                r.read_opt(&mut self.initial_memory_reservation)
-            }
-            "initialSwapReservation" => r.read_opt(&mut self.initial_swap_reservation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("initialMemoryReservation", &self.initial_memory_reservation);
-        w.write_opt("initialSwapReservation", &self.initial_swap_reservation);
-    }
-}
-/// `VirtualMachineConfigOption` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineConfigOption {
-    /// `version`.
-    pub version: String,
-    /// `description`.
-    pub description: String,
-    /// `guestOSDescriptor`.
-    pub guest_os_descriptor: Vec<GuestOsDescriptor>,
-    /// `guestOSDefaultIndex`.
-    pub guest_os_default_index: i32,
-    /// `hardwareOptions`.
-    pub hardware_options: VirtualHardwareOption,
-    /// `capabilities`.
-    pub capabilities: VirtualMachineCapability,
-    /// `datastore`.
-    pub datastore: DatastoreOption,
-    /// `defaultDevice`.
-    pub default_device: Vec<AnyVirtualDevice>,
-    /// `supportedMonitorType`.
-    pub supported_monitor_type: Vec<String>,
-    /// `supportedOvfEnvironmentTransport`.
-    pub supported_ovf_environment_transport: Vec<String>,
-    /// `supportedOvfInstallTransport`.
-    pub supported_ovf_install_transport: Vec<String>,
-    /// `propertyRelations`.
-    pub property_relations: Vec<VirtualMachinePropertyRelation>,
-}
-impl x::SchemaType for VirtualMachineConfigOption {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigOption";
-}
-impl x::Structure for VirtualMachineConfigOption {}
-impl Clone for VirtualMachineConfigOption {
-    fn clone(&self) -> Self {
-        Self {
-            version: self.version.clone(),
-            description: self.description.clone(),
-            guest_os_descriptor: x::clone_vec(&self.guest_os_descriptor),
-            guest_os_default_index: self.guest_os_default_index,
-            hardware_options: self.hardware_options.clone(),
-            capabilities: self.capabilities.clone(),
-            datastore: self.datastore.clone(),
-            default_device: x::clone_vec(&self.default_device),
-            supported_monitor_type: x::clone_vec(&self.supported_monitor_type),
-            supported_ovf_environment_transport: x::clone_vec(
-                &self.supported_ovf_environment_transport,
-            ),
-            supported_ovf_install_transport: x::clone_vec(
-                &self.supported_ovf_install_transport,
-            ),
-            property_relations: x::clone_vec(&self.property_relations),
-        }
-    }
-}
-impl x::Fields for VirtualMachineConfigOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "description" => r.read(&mut self.description),
-            "guestOSDescriptor" => r.read_push(&mut self.guest_os_descriptor),
-            "guestOSDefaultIndex" => r.read(&mut self.guest_os_default_index),
-            "hardwareOptions" => r.read(&mut self.hardware_options),
-            "capabilities" => r.read(&mut self.capabilities),
-            "datastore" => r.read(&mut self.datastore),
-            "defaultDevice" => r.read_push(&mut self.default_device),
-            "supportedMonitorType" => r.read_push(&mut self.supported_monitor_type),
-            "supportedOvfEnvironmentTransport" => {
-                r.read_push(&mut self.supported_ovf_environment_transport)
-            }
-            "supportedOvfInstallTransport" => {
-                r.read_push(&mut self.supported_ovf_install_transport)
-            }
-            "propertyRelations" => r.read_push(&mut self.property_relations),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write("description", &self.description);
-        w.write_vec("guestOSDescriptor", &self.guest_os_descriptor);
-        w.write("guestOSDefaultIndex", &self.guest_os_default_index);
-        w.write("hardwareOptions", &self.hardware_options);
-        w.write("capabilities", &self.capabilities);
-        w.write("datastore", &self.datastore);
-        w.write_vec("defaultDevice", &self.default_device);
-        w.write_vec("supportedMonitorType", &self.supported_monitor_type);
-        w.write_vec(
-            "supportedOvfEnvironmentTransport",
-            &self.supported_ovf_environment_transport,
-        );
-        w.write_vec(
-            "supportedOvfInstallTransport",
-            &self.supported_ovf_install_transport,
-        );
-        w.write_vec("propertyRelations", &self.property_relations);
-    }
-}
-/// `VirtualMachineConfigOptionDescriptor` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineConfigOptionDescriptor {
-    /// `key`.
-    pub key: String,
-    /// `description`.
-    pub description: Option<String>,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-    /// `createSupported`.
-    pub create_supported: Option<bool>,
-    /// `defaultConfigOption`.
-    pub default_config_option: Option<bool>,
-    /// `runSupported`.
-    pub run_supported: Option<bool>,
-    /// `upgradeSupported`.
-    pub upgrade_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineConfigOptionDescriptor {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigOptionDescriptor";
-}
-impl x::Structure for VirtualMachineConfigOptionDescriptor {}
-impl Clone for VirtualMachineConfigOptionDescriptor {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            description: self.description.clone(),
-            host: x::clone_vec(&self.host),
-            create_supported: self.create_supported,
-            default_config_option: self.default_config_option,
-            run_supported: self.run_supported,
-            upgrade_supported: self.upgrade_supported,
-        }
-    }
-}
-impl x::Fields for VirtualMachineConfigOptionDescriptor {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "description" => r.read_opt(&mut self.description),
-            "host" => r.read_push(&mut self.host),
-            "createSupported" => r.read_opt(&mut self.create_supported),
-            "defaultConfigOption" => r.read_opt(&mut self.default_config_option),
-            "runSupported" => r.read_opt(&mut self.run_supported),
-            "upgradeSupported" => r.read_opt(&mut self.upgrade_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("description", &self.description);
-        w.write_vec("host", &self.host);
-        w.write_opt("createSupported", &self.create_supported);
-        w.write_opt("defaultConfigOption", &self.default_config_option);
-        w.write_opt("runSupported", &self.run_supported);
-        w.write_opt("upgradeSupported", &self.upgrade_supported);
-    }
-}
-impl x::ArrayItem for VirtualMachineConfigOptionDescriptor {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigOptionDescriptor";
-    const ITEM_TAG: &'static str = "VirtualMachineConfigOptionDescriptor";
-}
-/// `VirtualMachineConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineConfigSpec {
-    /// `changeVersion`.
-    pub change_version: Option<String>,
-    /// `name`.
-    pub name: Option<String>,
-    /// `version`.
-    pub version: Option<String>,
-    /// `createDate`.
-    pub create_date: Option<x::DateTime>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<String>,
-    /// `npivNodeWorldWideName`.
-    pub npiv_node_world_wide_name: Vec<i64>,
-    /// `npivPortWorldWideName`.
-    pub npiv_port_world_wide_name: Vec<i64>,
-    /// `npivWorldWideNameType`.
-    pub npiv_world_wide_name_type: Option<String>,
-    /// `npivDesiredNodeWwns`.
-    pub npiv_desired_node_wwns: Option<i16>,
-    /// `npivDesiredPortWwns`.
-    pub npiv_desired_port_wwns: Option<i16>,
-    /// `npivTemporaryDisabled`.
-    pub npiv_temporary_disabled: Option<bool>,
-    /// `npivOnNonRdmDisks`.
-    pub npiv_on_non_rdm_disks: Option<bool>,
-    /// `npivWorldWideNameOp`.
-    pub npiv_world_wide_name_op: Option<String>,
-    /// `locationId`.
-    pub location_id: Option<String>,
-    /// `guestId`.
-    pub guest_id: Option<String>,
-    /// `alternateGuestName`.
-    pub alternate_guest_name: Option<String>,
-    /// `annotation`.
-    pub annotation: Option<String>,
-    /// `files`.
-    pub files: Option<VirtualMachineFileInfo>,
-    /// `tools`.
-    pub tools: Option<ToolsConfigInfo>,
-    /// `flags`.
-    pub flags: Option<VirtualMachineFlagInfo>,
-    /// `consolePreferences`.
-    pub console_preferences: Option<VirtualMachineConsolePreferences>,
-    /// `powerOpInfo`.
-    pub power_op_info: Option<VirtualMachineDefaultPowerOpInfo>,
-    /// `rebootPowerOff`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub reboot_power_off: Option<bool>,
-    /// `numCPUs`.
-    pub num_cpus: Option<i32>,
-    /// `vcpuConfig`.
-    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
-    /// `numCoresPerSocket`.
-    pub num_cores_per_socket: Option<i32>,
-    /// `memoryMB`.
-    pub memory_mb: Option<i64>,
-    /// `memoryHotAddEnabled`.
-    pub memory_hot_add_enabled: Option<bool>,
-    /// `cpuHotAddEnabled`.
-    pub cpu_hot_add_enabled: Option<bool>,
-    /// `cpuHotRemoveEnabled`.
-    pub cpu_hot_remove_enabled: Option<bool>,
-    /// `virtualICH7MPresent`.
-    pub virtual_ich7_m_present: Option<bool>,
-    /// `virtualSMCPresent`.
-    pub virtual_smc_present: Option<bool>,
-    /// `deviceChange`.
-    pub device_change: Vec<AnyVirtualDeviceConfigSpec>,
-    /// `cpuAllocation`.
-    pub cpu_allocation: Option<ResourceAllocationInfo>,
-    /// `memoryAllocation`.
-    pub memory_allocation: Option<ResourceAllocationInfo>,
-    /// `latencySensitivity`.
-    pub latency_sensitivity: Option<LatencySensitivity>,
-    /// `cpuAffinity`.
-    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `memoryAffinity`.
-    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `networkShaper`.
-    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
-    /// `cpuFeatureMask`.
-    pub cpu_feature_mask: Vec<VirtualMachineCpuIdInfoSpec>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `swapPlacement`.
-    pub swap_placement: Option<String>,
-    /// `bootOptions`.
-    pub boot_options: Option<VirtualMachineBootOptions>,
-    /// `vAppConfig`.
-    pub vapp_config: Option<AnyVmConfigSpec>,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-    /// `repConfig`.
-    pub rep_config: Option<ReplicationConfigSpec>,
-    /// `vAppConfigRemoved`.
-    pub vapp_config_removed: Option<bool>,
-    /// `vAssertsEnabled`.
-    pub vasserts_enabled: Option<bool>,
-    /// `changeTrackingEnabled`.
-    pub change_tracking_enabled: Option<bool>,
-    /// `firmware`.
-    pub firmware: Option<String>,
-    /// `maxMksConnections`.
-    pub max_mks_connections: Option<i32>,
-    /// `guestAutoLockEnabled`.
-    pub guest_auto_lock_enabled: Option<bool>,
-    /// `managedBy`.
-    pub managed_by: Option<ManagedByInfo>,
-    /// `memoryReservationLockedToMax`.
-    pub memory_reservation_locked_to_max: Option<bool>,
-    /// `nestedHVEnabled`.
-    pub nested_hv_enabled: Option<bool>,
-    /// `vPMCEnabled`.
-    pub vpmc_enabled: Option<bool>,
-    /// `scheduledHardwareUpgradeInfo`.
-    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
-    /// `vmProfile`.
-    pub vm_profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `messageBusTunnelEnabled`.
-    pub message_bus_tunnel_enabled: Option<bool>,
-    /// `crypto`.
-    pub crypto: Option<AnyCryptoSpec>,
-    /// `migrateEncryption`.
-    pub migrate_encryption: Option<String>,
-    /// `sgxInfo`.
-    pub sgx_info: Option<VirtualMachineSgxInfo>,
-    /// `ftEncryptionMode`.
-    pub ft_encryption_mode: Option<String>,
-    /// `guestMonitoringModeInfo`.
-    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
-    /// `sevEnabled`.
-    pub sev_enabled: Option<bool>,
-    /// `virtualNuma`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub virtual_numa: Option<VirtualMachineVirtualNuma>,
-    /// `motherboardLayout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub motherboard_layout: Option<String>,
-    /// `pmemFailoverEnabled`.
-    pub pmem_failover_enabled: Option<bool>,
-    /// `vmxStatsCollectionEnabled`.
-    ///
-    /// Since vSphere API 7.0.3.1.
-    pub vmx_stats_collection_enabled: Option<bool>,
-    /// `vmOpNotificationToAppEnabled`.
-    pub vm_op_notification_to_app_enabled: Option<bool>,
-    /// `vmOpNotificationTimeout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vm_op_notification_timeout: Option<i64>,
-    /// `deviceSwap`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
-    /// `simultaneousThreads`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub simultaneous_threads: Option<i32>,
-    /// `pmem`.
-    pub pmem: Option<VirtualMachineVirtualPMem>,
-    /// `deviceGroups`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
-    /// `fixedPassthruHotPlugEnabled`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub fixed_passthru_hot_plug_enabled: Option<bool>,
-    /// `metroFtEnabled`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub metro_ft_enabled: Option<bool>,
-    /// `metroFtHostGroup`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub metro_ft_host_group: Option<String>,
-    /// `tdxEnabled`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub tdx_enabled: Option<bool>,
-    /// `sevSnpEnabled`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub sev_snp_enabled: Option<bool>,
-    /// `tagSpecs`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tag_specs: Vec<TagSpec>,
-    /// `vmPlacementPolicies`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
-}
-impl x::SchemaType for VirtualMachineConfigSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigSpec";
-}
-impl x::Structure for VirtualMachineConfigSpec {}
-impl Clone for VirtualMachineConfigSpec {
-    fn clone(&self) -> Self {
-        Self {
-            change_version: self.change_version.clone(),
-            name: self.name.clone(),
-            version: self.version.clone(),
-            create_date: self.create_date.clone(),
-            uuid: self.uuid.clone(),
-            instance_uuid: self.instance_uuid.clone(),
-            npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
-            npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
-            npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
-            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
-            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
-            npiv_temporary_disabled: self.npiv_temporary_disabled,
-            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
-            npiv_world_wide_name_op: self.npiv_world_wide_name_op.clone(),
-            location_id: self.location_id.clone(),
-            guest_id: self.guest_id.clone(),
-            alternate_guest_name: self.alternate_guest_name.clone(),
-            annotation: self.annotation.clone(),
-            files: self.files.clone(),
-            tools: self.tools.clone(),
-            flags: self.flags.clone(),
-            console_preferences: self.console_preferences.clone(),
-            power_op_info: self.power_op_info.clone(),
-            reboot_power_off: self.reboot_power_off,
-            num_cpus: self.num_cpus,
-            vcpu_config: x::clone_vec(&self.vcpu_config),
-            num_cores_per_socket: self.num_cores_per_socket,
-            memory_mb: self.memory_mb,
-            memory_hot_add_enabled: self.memory_hot_add_enabled,
-            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
-            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
-            virtual_ich7_m_present: self.virtual_ich7_m_present,
-            virtual_smc_present: self.virtual_smc_present,
-            device_change: x::clone_vec(&self.device_change),
-            cpu_allocation: self.cpu_allocation.clone(),
-            memory_allocation: self.memory_allocation.clone(),
-            latency_sensitivity: self.latency_sensitivity.clone(),
-            cpu_affinity: self.cpu_affinity.clone(),
-            memory_affinity: self.memory_affinity.clone(),
-            network_shaper: self.network_shaper.clone(),
-            cpu_feature_mask: x::clone_vec(&self.cpu_feature_mask),
-            extra_config: x::clone_vec(&self.extra_config),
-            swap_placement: self.swap_placement.clone(),
-            boot_options: self.boot_options.clone(),
-            vapp_config: self.vapp_config.clone(),
-            ft_info: self.ft_info.clone(),
-            rep_config: self.rep_config.clone(),
-            vapp_config_removed: self.vapp_config_removed,
-            vasserts_enabled: self.vasserts_enabled,
-            change_tracking_enabled: self.change_tracking_enabled,
-            firmware: self.firmware.clone(),
-            max_mks_connections: self.max_mks_connections,
-            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
-            managed_by: self.managed_by.clone(),
-            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
-            nested_hv_enabled: self.nested_hv_enabled,
-            vpmc_enabled: self.vpmc_enabled,
-            scheduled_hardware_upgrade_info: self
-                .scheduled_hardware_upgrade_info
-                .clone(),
-            vm_profile: x::clone_vec(&self.vm_profile),
-            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
-            crypto: self.crypto.clone(),
-            migrate_encryption: self.migrate_encryption.clone(),
-            sgx_info: self.sgx_info.clone(),
-            ft_encryption_mode: self.ft_encryption_mode.clone(),
-            guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
-            sev_enabled: self.sev_enabled,
-            virtual_numa: self.virtual_numa.clone(),
-            motherboard_layout: self.motherboard_layout.clone(),
-            pmem_failover_enabled: self.pmem_failover_enabled,
-            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
-            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
-            vm_op_notification_timeout: self.vm_op_notification_timeout,
-            device_swap: self.device_swap.clone(),
-            simultaneous_threads: self.simultaneous_threads,
-            pmem: self.pmem.clone(),
-            device_groups: self.device_groups.clone(),
-            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
-            metro_ft_enabled: self.metro_ft_enabled,
-            metro_ft_host_group: self.metro_ft_host_group.clone(),
-            tdx_enabled: self.tdx_enabled,
-            sev_snp_enabled: self.sev_snp_enabled,
-            tag_specs: x::clone_vec(&self.tag_specs),
-            vm_placement_policies: x::clone_vec(&self.vm_placement_policies),
-        }
-    }
-}
-impl x::Fields for VirtualMachineConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeVersion" => r.read_opt(&mut self.change_version),
-            "name" => r.read_opt(&mut self.name),
-            "version" => r.read_opt(&mut self.version),
-            "createDate" => r.read_opt(&mut self.create_date),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
-            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
-            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
-            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
-            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
-            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
-            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
-            "npivWorldWideNameOp" => r.read_opt(&mut self.npiv_world_wide_name_op),
-            "locationId" => r.read_opt(&mut self.location_id),
-            "guestId" => r.read_opt(&mut self.guest_id),
-            "alternateGuestName" => r.read_opt(&mut self.alternate_guest_name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "files" => r.read_opt(&mut self.files),
-            "tools" => r.read_opt(&mut self.tools),
-            "flags" => r.read_opt(&mut self.flags),
-            "consolePreferences" => r.read_opt(&mut self.console_preferences),
-            "powerOpInfo" => r.read_opt(&mut self.power_op_info),
-            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
-            "numCPUs" => r.read_opt(&mut self.num_cpus),
-            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
-            "memoryMB" => r.read_opt(&mut self.memory_mb),
-            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
-            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
-            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
-            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
-            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
-            "deviceChange" => r.read_push(&mut self.device_change),
-            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
-            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
-            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
-            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
-            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
-            "networkShaper" => r.read_opt(&mut self.network_shaper),
-            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "swapPlacement" => r.read_opt(&mut self.swap_placement),
-            "bootOptions" => r.read_opt(&mut self.boot_options),
-            "vAppConfig" => r.read_opt(&mut self.vapp_config),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            "repConfig" => r.read_opt(&mut self.rep_config),
-            "vAppConfigRemoved" => r.read_opt(&mut self.vapp_config_removed),
-            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
-            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
-            "firmware" => r.read_opt(&mut self.firmware),
-            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
-            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
-            "managedBy" => r.read_opt(&mut self.managed_by),
-            "memoryReservationLockedToMax" => {
-                r.read_opt(&mut self.memory_reservation_locked_to_max)
-            }
-            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
-            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
-            "scheduledHardwareUpgradeInfo" => {
-                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
-            }
-            "vmProfile" => r.read_push(&mut self.vm_profile),
-            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
-            "crypto" => r.read_opt(&mut self.crypto),
-            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
-            "sgxInfo" => r.read_opt(&mut self.sgx_info),
-            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
-            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
-            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
-            "virtualNuma" => r.read_opt(&mut self.virtual_numa),
-            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
-            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
-            "vmxStatsCollectionEnabled" => {
-                r.read_opt(&mut self.vmx_stats_collection_enabled)
-            }
-            "vmOpNotificationToAppEnabled" => {
-                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
-            }
-            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
-            "deviceSwap" => r.read_opt(&mut self.device_swap),
-            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
-            "pmem" => r.read_opt(&mut self.pmem),
-            "deviceGroups" => r.read_opt(&mut self.device_groups),
-            "fixedPassthruHotPlugEnabled" => {
-                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
-            }
-            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
-            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
-            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
-            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
-            "tagSpecs" => r.read_push(&mut self.tag_specs),
-            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeVersion", &self.change_version);
-        w.write_opt("name", &self.name);
-        w.write_opt("version", &self.version);
-        w.write_opt("createDate", &self.create_date);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
-        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
-        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
-        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
-        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
-        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
-        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
-        w.write_opt("npivWorldWideNameOp", &self.npiv_world_wide_name_op);
-        w.write_opt("locationId", &self.location_id);
-        w.write_opt("guestId", &self.guest_id);
-        w.write_opt("alternateGuestName", &self.alternate_guest_name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("files", &self.files);
-        w.write_opt("tools", &self.tools);
-        w.write_opt("flags", &self.flags);
-        w.write_opt("consolePreferences", &self.console_preferences);
-        w.write_opt("powerOpInfo", &self.power_op_info);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.rebootPowerOff",
-                self.reboot_power_off.is_some(),
-            )
-        {
-            w.write_opt("rebootPowerOff", &self.reboot_power_off);
-        }
-        w.write_opt("numCPUs", &self.num_cpus);
-        w.write_vec("vcpuConfig", &self.vcpu_config);
-        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
-        w.write_opt("memoryMB", &self.memory_mb);
-        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
-        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
-        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
-        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
-        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
-        w.write_vec("deviceChange", &self.device_change);
-        w.write_opt("cpuAllocation", &self.cpu_allocation);
-        w.write_opt("memoryAllocation", &self.memory_allocation);
-        w.write_opt("latencySensitivity", &self.latency_sensitivity);
-        w.write_opt("cpuAffinity", &self.cpu_affinity);
-        w.write_opt("memoryAffinity", &self.memory_affinity);
-        w.write_opt("networkShaper", &self.network_shaper);
-        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_opt("swapPlacement", &self.swap_placement);
-        w.write_opt("bootOptions", &self.boot_options);
-        w.write_opt("vAppConfig", &self.vapp_config);
-        w.write_opt("ftInfo", &self.ft_info);
-        w.write_opt("repConfig", &self.rep_config);
-        w.write_opt("vAppConfigRemoved", &self.vapp_config_removed);
-        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
-        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
-        w.write_opt("firmware", &self.firmware);
-        w.write_opt("maxMksConnections", &self.max_mks_connections);
-        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
-        w.write_opt("managedBy", &self.managed_by);
-        w.write_opt(
-            "memoryReservationLockedToMax",
-            &self.memory_reservation_locked_to_max,
-        );
-        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
-        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
-        w.write_opt(
-            "scheduledHardwareUpgradeInfo",
-            &self.scheduled_hardware_upgrade_info,
-        );
-        w.write_vec("vmProfile", &self.vm_profile);
-        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
-        w.write_opt("crypto", &self.crypto);
-        w.write_opt("migrateEncryption", &self.migrate_encryption);
-        w.write_opt("sgxInfo", &self.sgx_info);
-        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
-        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
-        w.write_opt("sevEnabled", &self.sev_enabled);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.virtualNuma",
-                self.virtual_numa.is_some(),
-            )
-        {
-            w.write_opt("virtualNuma", &self.virtual_numa);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.motherboardLayout",
-                self.motherboard_layout.is_some(),
-            )
-        {
-            w.write_opt("motherboardLayout", &self.motherboard_layout);
-        }
-        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
-        if w
-            .since(
-                0x0700_0301,
-                "VirtualMachineConfigSpec.vmxStatsCollectionEnabled",
-                self.vmx_stats_collection_enabled.is_some(),
-            )
-        {
-            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
-        }
-        w.write_opt(
-            "vmOpNotificationToAppEnabled",
-            &self.vm_op_notification_to_app_enabled,
-        );
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.vmOpNotificationTimeout",
-                self.vm_op_notification_timeout.is_some(),
-            )
-        {
-            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.deviceSwap",
-                self.device_swap.is_some(),
-            )
-        {
-            w.write_opt("deviceSwap", &self.device_swap);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.simultaneousThreads",
-                self.simultaneous_threads.is_some(),
-            )
-        {
-            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
-        }
-        w.write_opt("pmem", &self.pmem);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigSpec.deviceGroups",
-                self.device_groups.is_some(),
-            )
-        {
-            w.write_opt("deviceGroups", &self.device_groups);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "VirtualMachineConfigSpec.fixedPassthruHotPlugEnabled",
-                self.fixed_passthru_hot_plug_enabled.is_some(),
-            )
-        {
-            w.write_opt(
-                "fixedPassthruHotPlugEnabled",
-                &self.fixed_passthru_hot_plug_enabled,
-            );
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VirtualMachineConfigSpec.metroFtEnabled",
-                self.metro_ft_enabled.is_some(),
-            )
-        {
-            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VirtualMachineConfigSpec.metroFtHostGroup",
-                self.metro_ft_host_group.is_some(),
-            )
-        {
-            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigSpec.tdxEnabled",
-                self.tdx_enabled.is_some(),
-            )
-        {
-            w.write_opt("tdxEnabled", &self.tdx_enabled);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigSpec.sevSnpEnabled",
-                self.sev_snp_enabled.is_some(),
-            )
-        {
-            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineConfigSpec.tagSpecs",
-                !self.tag_specs.is_empty(),
-            )
-        {
-            w.write_vec("tagSpecs", &self.tag_specs);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineConfigSpec.vmPlacementPolicies",
-                !self.vm_placement_policies.is_empty(),
-            )
-        {
-            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
-        }
-    }
-}
-impl x::ArrayItem for VirtualMachineConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigSpec";
-    const ITEM_TAG: &'static str = "VirtualMachineConfigSpec";
-}
-/// `VirtualMachineConfigSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConfigSummary {
-    /// `name`.
-    pub name: String,
-    /// `template`.
-    pub template: bool,
-    /// `vmPathName`.
-    pub vm_path_name: String,
-    /// `memorySizeMB`.
-    pub memory_size_mb: Option<i32>,
-    /// `cpuReservation`.
-    pub cpu_reservation: Option<i32>,
-    /// `memoryReservation`.
-    pub memory_reservation: Option<i32>,
-    /// `numCpu`.
-    pub num_cpu: Option<i32>,
-    /// `numEthernetCards`.
-    pub num_ethernet_cards: Option<i32>,
-    /// `numVirtualDisks`.
-    pub num_virtual_disks: Option<i32>,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<String>,
-    /// `guestId`.
-    pub guest_id: Option<String>,
-    /// `guestFullName`.
-    pub guest_full_name: Option<String>,
-    /// `annotation`.
-    pub annotation: Option<String>,
-    /// `product`.
-    pub product: Option<VAppProductInfo>,
-    /// `installBootRequired`.
-    pub install_boot_required: Option<bool>,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-    /// `managedBy`.
-    pub managed_by: Option<ManagedByInfo>,
-    /// `tpmPresent`.
-    pub tpm_present: Option<bool>,
-    /// `numVmiopBackings`.
-    pub num_vmiop_backings: Option<i32>,
-    /// `hwVersion`.
-    pub hw_version: Option<String>,
-}
-impl x::SchemaType for VirtualMachineConfigSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigSummary";
-}
-impl x::Structure for VirtualMachineConfigSummary {}
-impl x::Fields for VirtualMachineConfigSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "template" => r.read(&mut self.template),
-            "vmPathName" => r.read(&mut self.vm_path_name),
-            "memorySizeMB" => r.read_opt(&mut self.memory_size_mb),
-            "cpuReservation" => r.read_opt(&mut self.cpu_reservation),
-            "memoryReservation" => r.read_opt(&mut self.memory_reservation),
-            "numCpu" => r.read_opt(&mut self.num_cpu),
-            "numEthernetCards" => r.read_opt(&mut self.num_ethernet_cards),
-            "numVirtualDisks" => r.read_opt(&mut self.num_virtual_disks),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            "guestId" => r.read_opt(&mut self.guest_id),
-            "guestFullName" => r.read_opt(&mut self.guest_full_name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "product" => r.read_opt(&mut self.product),
-            "installBootRequired" => r.read_opt(&mut self.install_boot_required),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            "managedBy" => r.read_opt(&mut self.managed_by),
-            "tpmPresent" => r.read_opt(&mut self.tpm_present),
-            "numVmiopBackings" => r.read_opt(&mut self.num_vmiop_backings),
-            "hwVersion" => r.read_opt(&mut self.hw_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("template", &self.template);
-        w.write("vmPathName", &self.vm_path_name);
-        w.write_opt("memorySizeMB", &self.memory_size_mb);
-        w.write_opt("cpuReservation", &self.cpu_reservation);
-        w.write_opt("memoryReservation", &self.memory_reservation);
-        w.write_opt("numCpu", &self.num_cpu);
-        w.write_opt("numEthernetCards", &self.num_ethernet_cards);
-        w.write_opt("numVirtualDisks", &self.num_virtual_disks);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-        w.write_opt("guestId", &self.guest_id);
-        w.write_opt("guestFullName", &self.guest_full_name);
-        w.write_opt("annotation", &self.annotation);
-        w.write_opt("product", &self.product);
-        w.write_opt("installBootRequired", &self.install_boot_required);
-        w.write_opt("ftInfo", &self.ft_info);
-        w.write_opt("managedBy", &self.managed_by);
-        w.write_opt("tpmPresent", &self.tpm_present);
-        w.write_opt("numVmiopBackings", &self.num_vmiop_backings);
-        w.write_opt("hwVersion", &self.hw_version);
-    }
-}
-/// `VirtualMachineConnection` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineConnection`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConnection {
-    /// `label`.
-    pub label: String,
-    /// `client`.
-    pub client: String,
-    /// `userName`.
-    pub user_name: String,
-}
-impl x::SchemaType for VirtualMachineConnection {
-    const TYPE_NAME: &'static str = "VirtualMachineConnection";
-}
-impl x::Structure for VirtualMachineConnection {}
-impl x::Fields for VirtualMachineConnection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "label" => r.read(&mut self.label),
-            "client" => r.read(&mut self.client),
-            "userName" => r.read(&mut self.user_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("label", &self.label);
-        w.write("client", &self.client);
-        w.write("userName", &self.user_name);
-    }
-}
-/// `VirtualMachineConsolePreferences` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineConsolePreferences {
-    /// `powerOnWhenOpened`.
-    pub power_on_when_opened: Option<bool>,
-    /// `enterFullScreenOnPowerOn`.
-    pub enter_full_screen_on_power_on: Option<bool>,
-    /// `closeOnPowerOffOrSuspend`.
-    pub close_on_power_off_or_suspend: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineConsolePreferences {
-    const TYPE_NAME: &'static str = "VirtualMachineConsolePreferences";
-}
-impl x::Structure for VirtualMachineConsolePreferences {}
-impl x::Fields for VirtualMachineConsolePreferences {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "powerOnWhenOpened" => r.read_opt(&mut self.power_on_when_opened),
-            "enterFullScreenOnPowerOn" => {
-                r.read_opt(&mut self.enter_full_screen_on_power_on)
-            }
-            "closeOnPowerOffOrSuspend" => {
-                r.read_opt(&mut self.close_on_power_off_or_suspend)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("powerOnWhenOpened", &self.power_on_when_opened);
-        w.write_opt("enterFullScreenOnPowerOn", &self.enter_full_screen_on_power_on);
-        w.write_opt("closeOnPowerOffOrSuspend", &self.close_on_power_off_or_suspend);
-    }
-}
-/// `VirtualMachineContentLibraryItemInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineContentLibraryItemInfo {
-    /// `contentLibraryItemUuid`.
-    pub content_library_item_uuid: String,
-    /// `contentLibraryItemVersion`.
-    pub content_library_item_version: Option<String>,
-}
-impl x::SchemaType for VirtualMachineContentLibraryItemInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineContentLibraryItemInfo";
-}
-impl x::Structure for VirtualMachineContentLibraryItemInfo {}
-impl x::Fields for VirtualMachineContentLibraryItemInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "contentLibraryItemUuid" => r.read(&mut self.content_library_item_uuid),
-            "contentLibraryItemVersion" => {
-                r.read_opt(&mut self.content_library_item_version)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("contentLibraryItemUuid", &self.content_library_item_uuid);
-        w.write_opt("contentLibraryItemVersion", &self.content_library_item_version);
-    }
-}
-/// `VirtualMachineCpuIdInfoSpec` (extends `ArrayUpdateSpec`).
-///
-/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineCpuIdInfoSpec {
-    /// The fields `VirtualMachineCpuIdInfoSpec` inherits from `ArrayUpdateSpec`.
-    pub array_update_spec: ArrayUpdateSpec,
-    /// `info`.
-    pub info: Option<HostCpuIdInfo>,
-}
-impl x::SchemaType for VirtualMachineCpuIdInfoSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineCpuIdInfoSpec";
-}
-impl x::Structure for VirtualMachineCpuIdInfoSpec {}
-impl std::ops::Deref for VirtualMachineCpuIdInfoSpec {
-    type Target = ArrayUpdateSpec;
-    #[inline]
-    fn deref(&self) -> &ArrayUpdateSpec {
-        &self.array_update_spec
-    }
-}
-impl std::ops::DerefMut for VirtualMachineCpuIdInfoSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
-        &mut self.array_update_spec
-    }
-}
-impl x::Fields for VirtualMachineCpuIdInfoSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "info" => r.read_opt(&mut self.info),
-            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.array_update_spec, w);
-        w.write_opt("info", &self.info);
-    }
-}
-impl x::ArrayItem for VirtualMachineCpuIdInfoSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineCpuIdInfoSpec";
-    const ITEM_TAG: &'static str = "VirtualMachineCpuIdInfoSpec";
-}
-/// `VirtualMachineDatastoreInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineDatastoreInfo {
-    /// The fields `VirtualMachineDatastoreInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `datastore`.
-    pub datastore: DatastoreSummary,
-    /// `capability`.
-    pub capability: DatastoreCapability,
-    /// `maxFileSize`.
-    pub max_file_size: i64,
-    /// `maxVirtualDiskCapacity`.
-    pub max_virtual_disk_capacity: Option<i64>,
-    /// `maxPhysicalRDMFileSize`.
-    pub max_physical_rdm_file_size: Option<i64>,
-    /// `maxVirtualRDMFileSize`.
-    pub max_virtual_rdm_file_size: Option<i64>,
-    /// `mode`.
-    pub mode: String,
-    /// `vStorageSupport`.
-    pub vstorage_support: Option<String>,
-    /// `supportedVDiskFormats`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub supported_vdisk_formats: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineDatastoreInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDatastoreInfo";
-}
-impl x::Structure for VirtualMachineDatastoreInfo {}
-impl Clone for VirtualMachineDatastoreInfo {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
-            datastore: self.datastore.clone(),
-            capability: self.capability.clone(),
-            max_file_size: self.max_file_size,
-            max_virtual_disk_capacity: self.max_virtual_disk_capacity,
-            max_physical_rdm_file_size: self.max_physical_rdm_file_size,
-            max_virtual_rdm_file_size: self.max_virtual_rdm_file_size,
-            mode: self.mode.clone(),
-            vstorage_support: self.vstorage_support.clone(),
-            supported_vdisk_formats: x::clone_vec(&self.supported_vdisk_formats),
-        }
-    }
-}
-impl std::ops::Deref for VirtualMachineDatastoreInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineDatastoreInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineDatastoreInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read(&mut self.datastore),
-            "capability" => r.read(&mut self.capability),
-            "maxFileSize" => r.read(&mut self.max_file_size),
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
-            "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size),
-            "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size),
-            "mode" => r.read(&mut self.mode),
-            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
-            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("datastore", &self.datastore);
-        w.write("capability", &self.capability);
-        w.write("maxFileSize", &self.max_file_size);
-        w.write_opt("maxVirtualDiskCapacity", &self.max_virtual_disk_capacity);
-        w.write_opt("maxPhysicalRDMFileSize", &self.max_physical_rdm_file_size);
-        w.write_opt("maxVirtualRDMFileSize", &self.max_virtual_rdm_file_size);
-        w.write("mode", &self.mode);
-        w.write_opt("vStorageSupport", &self.vstorage_support);
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineDatastoreInfo.supportedVDiskFormats",
-                !self.supported_vdisk_formats.is_empty(),
-            )
-        {
-            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
-        }
-    }
-}
-impl x::ArrayItem for VirtualMachineDatastoreInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineDatastoreInfo";
 }

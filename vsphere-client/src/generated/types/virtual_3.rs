@@ -5,8 +5,1991 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineConfigInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineConfigInfo {
+    /// `changeVersion`.
+    pub change_version: String,
+    /// `modified`.
+    pub modified: x::DateTime,
+    /// `name`.
+    pub name: String,
+    /// `guestFullName`.
+    pub guest_full_name: String,
+    /// `version`.
+    pub version: String,
+    /// `uuid`.
+    pub uuid: String,
+    /// `createDate`.
+    pub create_date: Option<x::DateTime>,
+    /// `instanceUuid`.
+    pub instance_uuid: Option<String>,
+    /// `npivNodeWorldWideName`.
+    pub npiv_node_world_wide_name: Vec<i64>,
+    /// `npivPortWorldWideName`.
+    pub npiv_port_world_wide_name: Vec<i64>,
+    /// `npivWorldWideNameType`.
+    pub npiv_world_wide_name_type: Option<String>,
+    /// `npivDesiredNodeWwns`.
+    pub npiv_desired_node_wwns: Option<i16>,
+    /// `npivDesiredPortWwns`.
+    pub npiv_desired_port_wwns: Option<i16>,
+    /// `npivTemporaryDisabled`.
+    pub npiv_temporary_disabled: Option<bool>,
+    /// `npivOnNonRdmDisks`.
+    pub npiv_on_non_rdm_disks: Option<bool>,
+    /// `locationId`.
+    pub location_id: Option<String>,
+    /// `template`.
+    pub template: bool,
+    /// `guestId`.
+    pub guest_id: String,
+    /// `alternateGuestName`.
+    pub alternate_guest_name: String,
+    /// `annotation`.
+    pub annotation: Option<String>,
+    /// `files`.
+    pub files: VirtualMachineFileInfo,
+    /// `tools`.
+    pub tools: Option<ToolsConfigInfo>,
+    /// `flags`.
+    pub flags: VirtualMachineFlagInfo,
+    /// `consolePreferences`.
+    pub console_preferences: Option<VirtualMachineConsolePreferences>,
+    /// `defaultPowerOps`.
+    pub default_power_ops: VirtualMachineDefaultPowerOpInfo,
+    /// `rebootPowerOff`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub reboot_power_off: Option<bool>,
+    /// `hardware`.
+    pub hardware: VirtualHardware,
+    /// `vcpuConfig`.
+    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
+    /// `cpuAllocation`.
+    pub cpu_allocation: Option<ResourceAllocationInfo>,
+    /// `memoryAllocation`.
+    pub memory_allocation: Option<ResourceAllocationInfo>,
+    /// `latencySensitivity`.
+    pub latency_sensitivity: Option<LatencySensitivity>,
+    /// `memoryHotAddEnabled`.
+    pub memory_hot_add_enabled: Option<bool>,
+    /// `cpuHotAddEnabled`.
+    pub cpu_hot_add_enabled: Option<bool>,
+    /// `cpuHotRemoveEnabled`.
+    pub cpu_hot_remove_enabled: Option<bool>,
+    /// `hotPlugMemoryLimit`.
+    pub hot_plug_memory_limit: Option<i64>,
+    /// `hotPlugMemoryIncrementSize`.
+    pub hot_plug_memory_increment_size: Option<i64>,
+    /// `cpuAffinity`.
+    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `memoryAffinity`.
+    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `networkShaper`.
+    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+    /// `cpuFeatureMask`.
+    pub cpu_feature_mask: Vec<HostCpuIdInfo>,
+    /// `datastoreUrl`.
+    pub datastore_url: Vec<VirtualMachineConfigInfoDatastoreUrlPair>,
+    /// `swapPlacement`.
+    pub swap_placement: Option<String>,
+    /// `bootOptions`.
+    pub boot_options: Option<VirtualMachineBootOptions>,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+    /// `repConfig`.
+    pub rep_config: Option<ReplicationConfigSpec>,
+    /// `vAppConfig`.
+    pub vapp_config: Option<AnyVmConfigInfo>,
+    /// `vAssertsEnabled`.
+    pub vasserts_enabled: Option<bool>,
+    /// `changeTrackingEnabled`.
+    pub change_tracking_enabled: Option<bool>,
+    /// `firmware`.
+    pub firmware: Option<String>,
+    /// `maxMksConnections`.
+    pub max_mks_connections: Option<i32>,
+    /// `guestAutoLockEnabled`.
+    pub guest_auto_lock_enabled: Option<bool>,
+    /// `managedBy`.
+    pub managed_by: Option<ManagedByInfo>,
+    /// `memoryReservationLockedToMax`.
+    pub memory_reservation_locked_to_max: Option<bool>,
+    /// `initialOverhead`.
+    pub initial_overhead: Option<VirtualMachineConfigInfoOverheadInfo>,
+    /// `nestedHVEnabled`.
+    pub nested_hv_enabled: Option<bool>,
+    /// `vPMCEnabled`.
+    pub vpmc_enabled: Option<bool>,
+    /// `scheduledHardwareUpgradeInfo`.
+    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
+    /// `forkConfigInfo`.
+    pub fork_config_info: Option<VirtualMachineForkConfigInfo>,
+    /// `vFlashCacheReservation`.
+    pub vflash_cache_reservation: Option<i64>,
+    /// `vmxConfigChecksum`.
+    pub vmx_config_checksum: Option<Vec<u8>>,
+    /// `messageBusTunnelEnabled`.
+    pub message_bus_tunnel_enabled: Option<bool>,
+    /// `vmStorageObjectId`.
+    pub vm_storage_object_id: Option<String>,
+    /// `swapStorageObjectId`.
+    pub swap_storage_object_id: Option<String>,
+    /// `keyId`.
+    pub key_id: Option<CryptoKeyId>,
+    /// `guestIntegrityInfo`.
+    pub guest_integrity_info: Option<VirtualMachineGuestIntegrityInfo>,
+    /// `migrateEncryption`.
+    pub migrate_encryption: Option<String>,
+    /// `sgxInfo`.
+    pub sgx_info: Option<VirtualMachineSgxInfo>,
+    /// `contentLibItemInfo`.
+    pub content_lib_item_info: Option<VirtualMachineContentLibraryItemInfo>,
+    /// `ftEncryptionMode`.
+    pub ft_encryption_mode: Option<String>,
+    /// `guestMonitoringModeInfo`.
+    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
+    /// `sevEnabled`.
+    pub sev_enabled: Option<bool>,
+    /// `numaInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_info: Option<VirtualMachineVirtualNumaInfo>,
+    /// `pmemFailoverEnabled`.
+    pub pmem_failover_enabled: Option<bool>,
+    /// `vmxStatsCollectionEnabled`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub vmx_stats_collection_enabled: Option<bool>,
+    /// `vmOpNotificationToAppEnabled`.
+    pub vm_op_notification_to_app_enabled: Option<bool>,
+    /// `vmOpNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vm_op_notification_timeout: Option<i64>,
+    /// `deviceSwap`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
+    /// `pmem`.
+    pub pmem: Option<VirtualMachineVirtualPMem>,
+    /// `deviceGroups`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
+    /// `fixedPassthruHotPlugEnabled`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub fixed_passthru_hot_plug_enabled: Option<bool>,
+    /// `metroFtEnabled`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_enabled: Option<bool>,
+    /// `vmxRuntimeConfig`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vmx_runtime_config: Vec<AnyOptionValue>,
+    /// `metroFtHostGroup`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_host_group: Option<String>,
+    /// `tdxEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_enabled: Option<bool>,
+    /// `sevSnpEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sev_snp_enabled: Option<bool>,
+    /// `guestArchitecture`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub guest_architecture: Option<String>,
+}
+impl x::SchemaType for VirtualMachineConfigInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigInfo";
+}
+impl x::Structure for VirtualMachineConfigInfo {}
+impl std::fmt::Debug for VirtualMachineConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            change_version: self.change_version.clone(),
+            modified: self.modified.clone(),
+            name: self.name.clone(),
+            guest_full_name: self.guest_full_name.clone(),
+            version: self.version.clone(),
+            uuid: self.uuid.clone(),
+            create_date: self.create_date.clone(),
+            instance_uuid: self.instance_uuid.clone(),
+            npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
+            npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
+            npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
+            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
+            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
+            npiv_temporary_disabled: self.npiv_temporary_disabled,
+            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
+            location_id: self.location_id.clone(),
+            template: self.template,
+            guest_id: self.guest_id.clone(),
+            alternate_guest_name: self.alternate_guest_name.clone(),
+            annotation: self.annotation.clone(),
+            files: self.files.clone(),
+            tools: self.tools.clone(),
+            flags: self.flags.clone(),
+            console_preferences: self.console_preferences.clone(),
+            default_power_ops: self.default_power_ops.clone(),
+            reboot_power_off: self.reboot_power_off,
+            hardware: self.hardware.clone(),
+            vcpu_config: x::clone_vec(&self.vcpu_config),
+            cpu_allocation: self.cpu_allocation.clone(),
+            memory_allocation: self.memory_allocation.clone(),
+            latency_sensitivity: self.latency_sensitivity.clone(),
+            memory_hot_add_enabled: self.memory_hot_add_enabled,
+            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
+            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
+            hot_plug_memory_limit: self.hot_plug_memory_limit,
+            hot_plug_memory_increment_size: self.hot_plug_memory_increment_size,
+            cpu_affinity: self.cpu_affinity.clone(),
+            memory_affinity: self.memory_affinity.clone(),
+            network_shaper: self.network_shaper.clone(),
+            extra_config: x::clone_vec(&self.extra_config),
+            cpu_feature_mask: x::clone_vec(&self.cpu_feature_mask),
+            datastore_url: x::clone_vec(&self.datastore_url),
+            swap_placement: self.swap_placement.clone(),
+            boot_options: self.boot_options.clone(),
+            ft_info: self.ft_info.clone(),
+            rep_config: self.rep_config.clone(),
+            vapp_config: self.vapp_config.clone(),
+            vasserts_enabled: self.vasserts_enabled,
+            change_tracking_enabled: self.change_tracking_enabled,
+            firmware: self.firmware.clone(),
+            max_mks_connections: self.max_mks_connections,
+            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
+            managed_by: self.managed_by.clone(),
+            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
+            initial_overhead: self.initial_overhead.clone(),
+            nested_hv_enabled: self.nested_hv_enabled,
+            vpmc_enabled: self.vpmc_enabled,
+            scheduled_hardware_upgrade_info: self
+                .scheduled_hardware_upgrade_info
+                .clone(),
+            fork_config_info: self.fork_config_info.clone(),
+            vflash_cache_reservation: self.vflash_cache_reservation,
+            vmx_config_checksum: self.vmx_config_checksum.clone(),
+            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
+            vm_storage_object_id: self.vm_storage_object_id.clone(),
+            swap_storage_object_id: self.swap_storage_object_id.clone(),
+            key_id: self.key_id.clone(),
+            guest_integrity_info: self.guest_integrity_info.clone(),
+            migrate_encryption: self.migrate_encryption.clone(),
+            sgx_info: self.sgx_info.clone(),
+            content_lib_item_info: self.content_lib_item_info.clone(),
+            ft_encryption_mode: self.ft_encryption_mode.clone(),
+            guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
+            sev_enabled: self.sev_enabled,
+            numa_info: self.numa_info.clone(),
+            pmem_failover_enabled: self.pmem_failover_enabled,
+            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
+            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
+            vm_op_notification_timeout: self.vm_op_notification_timeout,
+            device_swap: self.device_swap.clone(),
+            pmem: self.pmem.clone(),
+            device_groups: self.device_groups.clone(),
+            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
+            metro_ft_enabled: self.metro_ft_enabled,
+            vmx_runtime_config: x::clone_vec(&self.vmx_runtime_config),
+            metro_ft_host_group: self.metro_ft_host_group.clone(),
+            tdx_enabled: self.tdx_enabled,
+            sev_snp_enabled: self.sev_snp_enabled,
+            guest_architecture: self.guest_architecture.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeVersion" => r.read(&mut self.change_version),
+            "modified" => r.read(&mut self.modified),
+            "name" => r.read(&mut self.name),
+            "guestFullName" => r.read(&mut self.guest_full_name),
+            "version" => r.read(&mut self.version),
+            "uuid" => r.read(&mut self.uuid),
+            "createDate" => r.read_opt(&mut self.create_date),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
+            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
+            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
+            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
+            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
+            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
+            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
+            "locationId" => r.read_opt(&mut self.location_id),
+            "template" => r.read(&mut self.template),
+            "guestId" => r.read(&mut self.guest_id),
+            "alternateGuestName" => r.read(&mut self.alternate_guest_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "files" => r.read(&mut self.files),
+            "tools" => r.read_opt(&mut self.tools),
+            "flags" => r.read(&mut self.flags),
+            "consolePreferences" => r.read_opt(&mut self.console_preferences),
+            "defaultPowerOps" => r.read(&mut self.default_power_ops),
+            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
+            "hardware" => r.read(&mut self.hardware),
+            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
+            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
+            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
+            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
+            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
+            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
+            "hotPlugMemoryLimit" => r.read_opt(&mut self.hot_plug_memory_limit),
+            "hotPlugMemoryIncrementSize" => {
+                r.read_opt(&mut self.hot_plug_memory_increment_size)
+            }
+            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
+            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
+            "networkShaper" => r.read_opt(&mut self.network_shaper),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
+            "datastoreUrl" => r.read_push(&mut self.datastore_url),
+            "swapPlacement" => r.read_opt(&mut self.swap_placement),
+            "bootOptions" => r.read_opt(&mut self.boot_options),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "repConfig" => r.read_opt(&mut self.rep_config),
+            "vAppConfig" => r.read_opt(&mut self.vapp_config),
+            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
+            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
+            "firmware" => r.read_opt(&mut self.firmware),
+            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
+            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
+            "managedBy" => r.read_opt(&mut self.managed_by),
+            "memoryReservationLockedToMax" => {
+                r.read_opt(&mut self.memory_reservation_locked_to_max)
+            }
+            "initialOverhead" => r.read_opt(&mut self.initial_overhead),
+            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
+            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
+            "scheduledHardwareUpgradeInfo" => {
+                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
+            }
+            "forkConfigInfo" => r.read_opt(&mut self.fork_config_info),
+            "vFlashCacheReservation" => r.read_opt(&mut self.vflash_cache_reservation),
+            "vmxConfigChecksum" => r.read_opt(&mut self.vmx_config_checksum),
+            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
+            "vmStorageObjectId" => r.read_opt(&mut self.vm_storage_object_id),
+            "swapStorageObjectId" => r.read_opt(&mut self.swap_storage_object_id),
+            "keyId" => r.read_opt(&mut self.key_id),
+            "guestIntegrityInfo" => r.read_opt(&mut self.guest_integrity_info),
+            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "contentLibItemInfo" => r.read_opt(&mut self.content_lib_item_info),
+            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
+            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
+            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
+            "numaInfo" => r.read_opt(&mut self.numa_info),
+            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
+            "vmxStatsCollectionEnabled" => {
+                r.read_opt(&mut self.vmx_stats_collection_enabled)
+            }
+            "vmOpNotificationToAppEnabled" => {
+                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
+            }
+            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
+            "deviceSwap" => r.read_opt(&mut self.device_swap),
+            "pmem" => r.read_opt(&mut self.pmem),
+            "deviceGroups" => r.read_opt(&mut self.device_groups),
+            "fixedPassthruHotPlugEnabled" => {
+                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
+            }
+            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
+            "vmxRuntimeConfig" => r.read_push(&mut self.vmx_runtime_config),
+            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
+            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
+            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
+            "guestArchitecture" => r.read_opt(&mut self.guest_architecture),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("changeVersion", &self.change_version);
+        w.write("modified", &self.modified);
+        w.write("name", &self.name);
+        w.write("guestFullName", &self.guest_full_name);
+        w.write("version", &self.version);
+        w.write("uuid", &self.uuid);
+        w.write_opt("createDate", &self.create_date);
+        w.write_opt("instanceUuid", &self.instance_uuid);
+        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
+        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
+        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
+        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
+        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
+        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
+        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
+        w.write_opt("locationId", &self.location_id);
+        w.write("template", &self.template);
+        w.write("guestId", &self.guest_id);
+        w.write("alternateGuestName", &self.alternate_guest_name);
+        w.write_opt("annotation", &self.annotation);
+        w.write("files", &self.files);
+        w.write_opt("tools", &self.tools);
+        w.write("flags", &self.flags);
+        w.write_opt("consolePreferences", &self.console_preferences);
+        w.write("defaultPowerOps", &self.default_power_ops);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.rebootPowerOff",
+                self.reboot_power_off.is_some(),
+            )
+        {
+            w.write_opt("rebootPowerOff", &self.reboot_power_off);
+        }
+        w.write("hardware", &self.hardware);
+        w.write_vec("vcpuConfig", &self.vcpu_config);
+        w.write_opt("cpuAllocation", &self.cpu_allocation);
+        w.write_opt("memoryAllocation", &self.memory_allocation);
+        w.write_opt("latencySensitivity", &self.latency_sensitivity);
+        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
+        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
+        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
+        w.write_opt("hotPlugMemoryLimit", &self.hot_plug_memory_limit);
+        w.write_opt("hotPlugMemoryIncrementSize", &self.hot_plug_memory_increment_size);
+        w.write_opt("cpuAffinity", &self.cpu_affinity);
+        w.write_opt("memoryAffinity", &self.memory_affinity);
+        w.write_opt("networkShaper", &self.network_shaper);
+        w.write_vec("extraConfig", &self.extra_config);
+        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
+        w.write_vec("datastoreUrl", &self.datastore_url);
+        w.write_opt("swapPlacement", &self.swap_placement);
+        w.write_opt("bootOptions", &self.boot_options);
+        w.write_opt("ftInfo", &self.ft_info);
+        w.write_opt("repConfig", &self.rep_config);
+        w.write_opt("vAppConfig", &self.vapp_config);
+        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
+        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
+        w.write_opt("firmware", &self.firmware);
+        w.write_opt("maxMksConnections", &self.max_mks_connections);
+        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
+        w.write_opt("managedBy", &self.managed_by);
+        w.write_opt(
+            "memoryReservationLockedToMax",
+            &self.memory_reservation_locked_to_max,
+        );
+        w.write_opt("initialOverhead", &self.initial_overhead);
+        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
+        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
+        w.write_opt(
+            "scheduledHardwareUpgradeInfo",
+            &self.scheduled_hardware_upgrade_info,
+        );
+        w.write_opt("forkConfigInfo", &self.fork_config_info);
+        w.write_opt("vFlashCacheReservation", &self.vflash_cache_reservation);
+        w.write_opt("vmxConfigChecksum", &self.vmx_config_checksum);
+        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
+        w.write_opt("vmStorageObjectId", &self.vm_storage_object_id);
+        w.write_opt("swapStorageObjectId", &self.swap_storage_object_id);
+        w.write_opt("keyId", &self.key_id);
+        w.write_opt("guestIntegrityInfo", &self.guest_integrity_info);
+        w.write_opt("migrateEncryption", &self.migrate_encryption);
+        w.write_opt("sgxInfo", &self.sgx_info);
+        w.write_opt("contentLibItemInfo", &self.content_lib_item_info);
+        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
+        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
+        w.write_opt("sevEnabled", &self.sev_enabled);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.numaInfo",
+                self.numa_info.is_some(),
+            )
+        {
+            w.write_opt("numaInfo", &self.numa_info);
+        }
+        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
+        if w
+            .since(
+                0x0700_0301,
+                "VirtualMachineConfigInfo.vmxStatsCollectionEnabled",
+                self.vmx_stats_collection_enabled.is_some(),
+            )
+        {
+            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
+        }
+        w.write_opt(
+            "vmOpNotificationToAppEnabled",
+            &self.vm_op_notification_to_app_enabled,
+        );
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.vmOpNotificationTimeout",
+                self.vm_op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.deviceSwap",
+                self.device_swap.is_some(),
+            )
+        {
+            w.write_opt("deviceSwap", &self.device_swap);
+        }
+        w.write_opt("pmem", &self.pmem);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.deviceGroups",
+                self.device_groups.is_some(),
+            )
+        {
+            w.write_opt("deviceGroups", &self.device_groups);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineConfigInfo.fixedPassthruHotPlugEnabled",
+                self.fixed_passthru_hot_plug_enabled.is_some(),
+            )
+        {
+            w.write_opt(
+                "fixedPassthruHotPlugEnabled",
+                &self.fixed_passthru_hot_plug_enabled,
+            );
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigInfo.metroFtEnabled",
+                self.metro_ft_enabled.is_some(),
+            )
+        {
+            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigInfo.vmxRuntimeConfig",
+                !self.vmx_runtime_config.is_empty(),
+            )
+        {
+            w.write_vec("vmxRuntimeConfig", &self.vmx_runtime_config);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigInfo.metroFtHostGroup",
+                self.metro_ft_host_group.is_some(),
+            )
+        {
+            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigInfo.tdxEnabled",
+                self.tdx_enabled.is_some(),
+            )
+        {
+            w.write_opt("tdxEnabled", &self.tdx_enabled);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigInfo.sevSnpEnabled",
+                self.sev_snp_enabled.is_some(),
+            )
+        {
+            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineConfigInfo.guestArchitecture",
+                self.guest_architecture.is_some(),
+            )
+        {
+            w.write_opt("guestArchitecture", &self.guest_architecture);
+        }
+    }
+}
+/// `VirtualMachineConfigInfoDatastoreUrlPair` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineConfigInfoDatastoreUrlPair {
+    /// `name`.
+    pub name: String,
+    /// `url`.
+    pub url: String,
+}
+impl x::SchemaType for VirtualMachineConfigInfoDatastoreUrlPair {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigInfoDatastoreUrlPair";
+}
+impl x::Structure for VirtualMachineConfigInfoDatastoreUrlPair {}
+impl std::fmt::Debug for VirtualMachineConfigInfoDatastoreUrlPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineConfigInfoDatastoreUrlPair",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineConfigInfoDatastoreUrlPair {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineConfigInfoDatastoreUrlPair {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("url", &self.url);
+    }
+}
+impl x::ArrayItem for VirtualMachineConfigInfoDatastoreUrlPair {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigInfoDatastoreUrlPair";
+    const ITEM_TAG: &'static str = "VirtualMachineConfigInfoDatastoreUrlPair";
+}
+/// `VirtualMachineConfigInfoOverheadInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineConfigInfoOverheadInfo {
+    /// `initialMemoryReservation`.
+    pub initial_memory_reservation: Option<i64>,
+    /// `initialSwapReservation`.
+    pub initial_swap_reservation: Option<i64>,
+}
+impl x::SchemaType for VirtualMachineConfigInfoOverheadInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigInfoOverheadInfo";
+}
+impl x::Structure for VirtualMachineConfigInfoOverheadInfo {}
+impl std::fmt::Debug for VirtualMachineConfigInfoOverheadInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineConfigInfoOverheadInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineConfigInfoOverheadInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineConfigInfoOverheadInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "initialMemoryReservation" => {
+                r.read_opt(&mut self.initial_memory_reservation)
+            }
+            "initialSwapReservation" => r.read_opt(&mut self.initial_swap_reservation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("initialMemoryReservation", &self.initial_memory_reservation);
+        w.write_opt("initialSwapReservation", &self.initial_swap_reservation);
+    }
+}
+/// `VirtualMachineConfigOption` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineConfigOption {
+    /// `version`.
+    pub version: String,
+    /// `description`.
+    pub description: String,
+    /// `guestOSDescriptor`.
+    pub guest_os_descriptor: Vec<GuestOsDescriptor>,
+    /// `guestOSDefaultIndex`.
+    pub guest_os_default_index: i32,
+    /// `hardwareOptions`.
+    pub hardware_options: VirtualHardwareOption,
+    /// `capabilities`.
+    pub capabilities: VirtualMachineCapability,
+    /// `datastore`.
+    pub datastore: DatastoreOption,
+    /// `defaultDevice`.
+    pub default_device: Vec<AnyVirtualDevice>,
+    /// `supportedMonitorType`.
+    pub supported_monitor_type: Vec<String>,
+    /// `supportedOvfEnvironmentTransport`.
+    pub supported_ovf_environment_transport: Vec<String>,
+    /// `supportedOvfInstallTransport`.
+    pub supported_ovf_install_transport: Vec<String>,
+    /// `propertyRelations`.
+    pub property_relations: Vec<VirtualMachinePropertyRelation>,
+}
+impl x::SchemaType for VirtualMachineConfigOption {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigOption";
+}
+impl x::Structure for VirtualMachineConfigOption {}
+impl std::fmt::Debug for VirtualMachineConfigOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineConfigOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineConfigOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineConfigOption {
+    fn clone(&self) -> Self {
+        Self {
+            version: self.version.clone(),
+            description: self.description.clone(),
+            guest_os_descriptor: x::clone_vec(&self.guest_os_descriptor),
+            guest_os_default_index: self.guest_os_default_index,
+            hardware_options: self.hardware_options.clone(),
+            capabilities: self.capabilities.clone(),
+            datastore: self.datastore.clone(),
+            default_device: x::clone_vec(&self.default_device),
+            supported_monitor_type: x::clone_vec(&self.supported_monitor_type),
+            supported_ovf_environment_transport: x::clone_vec(
+                &self.supported_ovf_environment_transport,
+            ),
+            supported_ovf_install_transport: x::clone_vec(
+                &self.supported_ovf_install_transport,
+            ),
+            property_relations: x::clone_vec(&self.property_relations),
+        }
+    }
+}
+impl x::Fields for VirtualMachineConfigOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "description" => r.read(&mut self.description),
+            "guestOSDescriptor" => r.read_push(&mut self.guest_os_descriptor),
+            "guestOSDefaultIndex" => r.read(&mut self.guest_os_default_index),
+            "hardwareOptions" => r.read(&mut self.hardware_options),
+            "capabilities" => r.read(&mut self.capabilities),
+            "datastore" => r.read(&mut self.datastore),
+            "defaultDevice" => r.read_push(&mut self.default_device),
+            "supportedMonitorType" => r.read_push(&mut self.supported_monitor_type),
+            "supportedOvfEnvironmentTransport" => {
+                r.read_push(&mut self.supported_ovf_environment_transport)
+            }
+            "supportedOvfInstallTransport" => {
+                r.read_push(&mut self.supported_ovf_install_transport)
+            }
+            "propertyRelations" => r.read_push(&mut self.property_relations),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write("description", &self.description);
+        w.write_vec("guestOSDescriptor", &self.guest_os_descriptor);
+        w.write("guestOSDefaultIndex", &self.guest_os_default_index);
+        w.write("hardwareOptions", &self.hardware_options);
+        w.write("capabilities", &self.capabilities);
+        w.write("datastore", &self.datastore);
+        w.write_vec("defaultDevice", &self.default_device);
+        w.write_vec("supportedMonitorType", &self.supported_monitor_type);
+        w.write_vec(
+            "supportedOvfEnvironmentTransport",
+            &self.supported_ovf_environment_transport,
+        );
+        w.write_vec(
+            "supportedOvfInstallTransport",
+            &self.supported_ovf_install_transport,
+        );
+        w.write_vec("propertyRelations", &self.property_relations);
+    }
+}
+/// `VirtualMachineConfigOptionDescriptor` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineConfigOptionDescriptor {
+    /// `key`.
+    pub key: String,
+    /// `description`.
+    pub description: Option<String>,
+    /// `host`.
+    pub host: Vec<x::ManagedObjectReference>,
+    /// `createSupported`.
+    pub create_supported: Option<bool>,
+    /// `defaultConfigOption`.
+    pub default_config_option: Option<bool>,
+    /// `runSupported`.
+    pub run_supported: Option<bool>,
+    /// `upgradeSupported`.
+    pub upgrade_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineConfigOptionDescriptor {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigOptionDescriptor";
+}
+impl x::Structure for VirtualMachineConfigOptionDescriptor {}
+impl std::fmt::Debug for VirtualMachineConfigOptionDescriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineConfigOptionDescriptor", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineConfigOptionDescriptor {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineConfigOptionDescriptor {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            description: self.description.clone(),
+            host: x::clone_vec(&self.host),
+            create_supported: self.create_supported,
+            default_config_option: self.default_config_option,
+            run_supported: self.run_supported,
+            upgrade_supported: self.upgrade_supported,
+        }
+    }
+}
+impl x::Fields for VirtualMachineConfigOptionDescriptor {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "description" => r.read_opt(&mut self.description),
+            "host" => r.read_push(&mut self.host),
+            "createSupported" => r.read_opt(&mut self.create_supported),
+            "defaultConfigOption" => r.read_opt(&mut self.default_config_option),
+            "runSupported" => r.read_opt(&mut self.run_supported),
+            "upgradeSupported" => r.read_opt(&mut self.upgrade_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("description", &self.description);
+        w.write_vec("host", &self.host);
+        w.write_opt("createSupported", &self.create_supported);
+        w.write_opt("defaultConfigOption", &self.default_config_option);
+        w.write_opt("runSupported", &self.run_supported);
+        w.write_opt("upgradeSupported", &self.upgrade_supported);
+    }
+}
+impl x::ArrayItem for VirtualMachineConfigOptionDescriptor {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigOptionDescriptor";
+    const ITEM_TAG: &'static str = "VirtualMachineConfigOptionDescriptor";
+}
+/// `VirtualMachineConfigSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineConfigSpec {
+    /// `changeVersion`.
+    pub change_version: Option<String>,
+    /// `name`.
+    pub name: Option<String>,
+    /// `version`.
+    pub version: Option<String>,
+    /// `createDate`.
+    pub create_date: Option<x::DateTime>,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `instanceUuid`.
+    pub instance_uuid: Option<String>,
+    /// `npivNodeWorldWideName`.
+    pub npiv_node_world_wide_name: Vec<i64>,
+    /// `npivPortWorldWideName`.
+    pub npiv_port_world_wide_name: Vec<i64>,
+    /// `npivWorldWideNameType`.
+    pub npiv_world_wide_name_type: Option<String>,
+    /// `npivDesiredNodeWwns`.
+    pub npiv_desired_node_wwns: Option<i16>,
+    /// `npivDesiredPortWwns`.
+    pub npiv_desired_port_wwns: Option<i16>,
+    /// `npivTemporaryDisabled`.
+    pub npiv_temporary_disabled: Option<bool>,
+    /// `npivOnNonRdmDisks`.
+    pub npiv_on_non_rdm_disks: Option<bool>,
+    /// `npivWorldWideNameOp`.
+    pub npiv_world_wide_name_op: Option<String>,
+    /// `locationId`.
+    pub location_id: Option<String>,
+    /// `guestId`.
+    pub guest_id: Option<String>,
+    /// `alternateGuestName`.
+    pub alternate_guest_name: Option<String>,
+    /// `annotation`.
+    pub annotation: Option<String>,
+    /// `files`.
+    pub files: Option<VirtualMachineFileInfo>,
+    /// `tools`.
+    pub tools: Option<ToolsConfigInfo>,
+    /// `flags`.
+    pub flags: Option<VirtualMachineFlagInfo>,
+    /// `consolePreferences`.
+    pub console_preferences: Option<VirtualMachineConsolePreferences>,
+    /// `powerOpInfo`.
+    pub power_op_info: Option<VirtualMachineDefaultPowerOpInfo>,
+    /// `rebootPowerOff`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub reboot_power_off: Option<bool>,
+    /// `numCPUs`.
+    pub num_cpus: Option<i32>,
+    /// `vcpuConfig`.
+    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
+    /// `numCoresPerSocket`.
+    pub num_cores_per_socket: Option<i32>,
+    /// `memoryMB`.
+    pub memory_mb: Option<i64>,
+    /// `memoryHotAddEnabled`.
+    pub memory_hot_add_enabled: Option<bool>,
+    /// `cpuHotAddEnabled`.
+    pub cpu_hot_add_enabled: Option<bool>,
+    /// `cpuHotRemoveEnabled`.
+    pub cpu_hot_remove_enabled: Option<bool>,
+    /// `virtualICH7MPresent`.
+    pub virtual_ich7_m_present: Option<bool>,
+    /// `virtualSMCPresent`.
+    pub virtual_smc_present: Option<bool>,
+    /// `deviceChange`.
+    pub device_change: Vec<AnyVirtualDeviceConfigSpec>,
+    /// `cpuAllocation`.
+    pub cpu_allocation: Option<ResourceAllocationInfo>,
+    /// `memoryAllocation`.
+    pub memory_allocation: Option<ResourceAllocationInfo>,
+    /// `latencySensitivity`.
+    pub latency_sensitivity: Option<LatencySensitivity>,
+    /// `cpuAffinity`.
+    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `memoryAffinity`.
+    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `networkShaper`.
+    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
+    /// `cpuFeatureMask`.
+    pub cpu_feature_mask: Vec<VirtualMachineCpuIdInfoSpec>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+    /// `swapPlacement`.
+    pub swap_placement: Option<String>,
+    /// `bootOptions`.
+    pub boot_options: Option<VirtualMachineBootOptions>,
+    /// `vAppConfig`.
+    pub vapp_config: Option<AnyVmConfigSpec>,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+    /// `repConfig`.
+    pub rep_config: Option<ReplicationConfigSpec>,
+    /// `vAppConfigRemoved`.
+    pub vapp_config_removed: Option<bool>,
+    /// `vAssertsEnabled`.
+    pub vasserts_enabled: Option<bool>,
+    /// `changeTrackingEnabled`.
+    pub change_tracking_enabled: Option<bool>,
+    /// `firmware`.
+    pub firmware: Option<String>,
+    /// `maxMksConnections`.
+    pub max_mks_connections: Option<i32>,
+    /// `guestAutoLockEnabled`.
+    pub guest_auto_lock_enabled: Option<bool>,
+    /// `managedBy`.
+    pub managed_by: Option<ManagedByInfo>,
+    /// `memoryReservationLockedToMax`.
+    pub memory_reservation_locked_to_max: Option<bool>,
+    /// `nestedHVEnabled`.
+    pub nested_hv_enabled: Option<bool>,
+    /// `vPMCEnabled`.
+    pub vpmc_enabled: Option<bool>,
+    /// `scheduledHardwareUpgradeInfo`.
+    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
+    /// `vmProfile`.
+    pub vm_profile: Vec<AnyVirtualMachineProfileSpec>,
+    /// `messageBusTunnelEnabled`.
+    pub message_bus_tunnel_enabled: Option<bool>,
+    /// `crypto`.
+    pub crypto: Option<AnyCryptoSpec>,
+    /// `migrateEncryption`.
+    pub migrate_encryption: Option<String>,
+    /// `sgxInfo`.
+    pub sgx_info: Option<VirtualMachineSgxInfo>,
+    /// `ftEncryptionMode`.
+    pub ft_encryption_mode: Option<String>,
+    /// `guestMonitoringModeInfo`.
+    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
+    /// `sevEnabled`.
+    pub sev_enabled: Option<bool>,
+    /// `virtualNuma`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub virtual_numa: Option<VirtualMachineVirtualNuma>,
+    /// `motherboardLayout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub motherboard_layout: Option<String>,
+    /// `pmemFailoverEnabled`.
+    pub pmem_failover_enabled: Option<bool>,
+    /// `vmxStatsCollectionEnabled`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub vmx_stats_collection_enabled: Option<bool>,
+    /// `vmOpNotificationToAppEnabled`.
+    pub vm_op_notification_to_app_enabled: Option<bool>,
+    /// `vmOpNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vm_op_notification_timeout: Option<i64>,
+    /// `deviceSwap`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
+    /// `simultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub simultaneous_threads: Option<i32>,
+    /// `pmem`.
+    pub pmem: Option<VirtualMachineVirtualPMem>,
+    /// `deviceGroups`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
+    /// `fixedPassthruHotPlugEnabled`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub fixed_passthru_hot_plug_enabled: Option<bool>,
+    /// `metroFtEnabled`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_enabled: Option<bool>,
+    /// `metroFtHostGroup`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_host_group: Option<String>,
+    /// `tdxEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_enabled: Option<bool>,
+    /// `sevSnpEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sev_snp_enabled: Option<bool>,
+    /// `tagSpecs`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tag_specs: Vec<TagSpec>,
+    /// `vmPlacementPolicies`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
+}
+impl x::SchemaType for VirtualMachineConfigSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigSpec";
+}
+impl x::Structure for VirtualMachineConfigSpec {}
+impl std::fmt::Debug for VirtualMachineConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            change_version: self.change_version.clone(),
+            name: self.name.clone(),
+            version: self.version.clone(),
+            create_date: self.create_date.clone(),
+            uuid: self.uuid.clone(),
+            instance_uuid: self.instance_uuid.clone(),
+            npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
+            npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
+            npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
+            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
+            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
+            npiv_temporary_disabled: self.npiv_temporary_disabled,
+            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
+            npiv_world_wide_name_op: self.npiv_world_wide_name_op.clone(),
+            location_id: self.location_id.clone(),
+            guest_id: self.guest_id.clone(),
+            alternate_guest_name: self.alternate_guest_name.clone(),
+            annotation: self.annotation.clone(),
+            files: self.files.clone(),
+            tools: self.tools.clone(),
+            flags: self.flags.clone(),
+            console_preferences: self.console_preferences.clone(),
+            power_op_info: self.power_op_info.clone(),
+            reboot_power_off: self.reboot_power_off,
+            num_cpus: self.num_cpus,
+            vcpu_config: x::clone_vec(&self.vcpu_config),
+            num_cores_per_socket: self.num_cores_per_socket,
+            memory_mb: self.memory_mb,
+            memory_hot_add_enabled: self.memory_hot_add_enabled,
+            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
+            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
+            virtual_ich7_m_present: self.virtual_ich7_m_present,
+            virtual_smc_present: self.virtual_smc_present,
+            device_change: x::clone_vec(&self.device_change),
+            cpu_allocation: self.cpu_allocation.clone(),
+            memory_allocation: self.memory_allocation.clone(),
+            latency_sensitivity: self.latency_sensitivity.clone(),
+            cpu_affinity: self.cpu_affinity.clone(),
+            memory_affinity: self.memory_affinity.clone(),
+            network_shaper: self.network_shaper.clone(),
+            cpu_feature_mask: x::clone_vec(&self.cpu_feature_mask),
+            extra_config: x::clone_vec(&self.extra_config),
+            swap_placement: self.swap_placement.clone(),
+            boot_options: self.boot_options.clone(),
+            vapp_config: self.vapp_config.clone(),
+            ft_info: self.ft_info.clone(),
+            rep_config: self.rep_config.clone(),
+            vapp_config_removed: self.vapp_config_removed,
+            vasserts_enabled: self.vasserts_enabled,
+            change_tracking_enabled: self.change_tracking_enabled,
+            firmware: self.firmware.clone(),
+            max_mks_connections: self.max_mks_connections,
+            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
+            managed_by: self.managed_by.clone(),
+            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
+            nested_hv_enabled: self.nested_hv_enabled,
+            vpmc_enabled: self.vpmc_enabled,
+            scheduled_hardware_upgrade_info: self
+                .scheduled_hardware_upgrade_info
+                .clone(),
+            vm_profile: x::clone_vec(&self.vm_profile),
+            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
+            crypto: self.crypto.clone(),
+            migrate_encryption: self.migrate_encryption.clone(),
+            sgx_info: self.sgx_info.clone(),
+            ft_encryption_mode: self.ft_encryption_mode.clone(),
+            guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
+            sev_enabled: self.sev_enabled,
+            virtual_numa: self.virtual_numa.clone(),
+            motherboard_layout: self.motherboard_layout.clone(),
+            pmem_failover_enabled: self.pmem_failover_enabled,
+            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
+            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
+            vm_op_notification_timeout: self.vm_op_notification_timeout,
+            device_swap: self.device_swap.clone(),
+            simultaneous_threads: self.simultaneous_threads,
+            pmem: self.pmem.clone(),
+            device_groups: self.device_groups.clone(),
+            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
+            metro_ft_enabled: self.metro_ft_enabled,
+            metro_ft_host_group: self.metro_ft_host_group.clone(),
+            tdx_enabled: self.tdx_enabled,
+            sev_snp_enabled: self.sev_snp_enabled,
+            tag_specs: x::clone_vec(&self.tag_specs),
+            vm_placement_policies: x::clone_vec(&self.vm_placement_policies),
+        }
+    }
+}
+impl x::Fields for VirtualMachineConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeVersion" => r.read_opt(&mut self.change_version),
+            "name" => r.read_opt(&mut self.name),
+            "version" => r.read_opt(&mut self.version),
+            "createDate" => r.read_opt(&mut self.create_date),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
+            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
+            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
+            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
+            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
+            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
+            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
+            "npivWorldWideNameOp" => r.read_opt(&mut self.npiv_world_wide_name_op),
+            "locationId" => r.read_opt(&mut self.location_id),
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "alternateGuestName" => r.read_opt(&mut self.alternate_guest_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "files" => r.read_opt(&mut self.files),
+            "tools" => r.read_opt(&mut self.tools),
+            "flags" => r.read_opt(&mut self.flags),
+            "consolePreferences" => r.read_opt(&mut self.console_preferences),
+            "powerOpInfo" => r.read_opt(&mut self.power_op_info),
+            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
+            "numCPUs" => r.read_opt(&mut self.num_cpus),
+            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "memoryMB" => r.read_opt(&mut self.memory_mb),
+            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
+            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
+            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
+            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
+            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
+            "deviceChange" => r.read_push(&mut self.device_change),
+            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
+            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
+            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
+            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
+            "networkShaper" => r.read_opt(&mut self.network_shaper),
+            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "swapPlacement" => r.read_opt(&mut self.swap_placement),
+            "bootOptions" => r.read_opt(&mut self.boot_options),
+            "vAppConfig" => r.read_opt(&mut self.vapp_config),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "repConfig" => r.read_opt(&mut self.rep_config),
+            "vAppConfigRemoved" => r.read_opt(&mut self.vapp_config_removed),
+            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
+            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
+            "firmware" => r.read_opt(&mut self.firmware),
+            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
+            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
+            "managedBy" => r.read_opt(&mut self.managed_by),
+            "memoryReservationLockedToMax" => {
+                r.read_opt(&mut self.memory_reservation_locked_to_max)
+            }
+            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
+            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
+            "scheduledHardwareUpgradeInfo" => {
+                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
+            }
+            "vmProfile" => r.read_push(&mut self.vm_profile),
+            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
+            "crypto" => r.read_opt(&mut self.crypto),
+            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
+            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
+            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
+            "virtualNuma" => r.read_opt(&mut self.virtual_numa),
+            "motherboardLayout" => r.read_opt(&mut self.motherboard_layout),
+            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
+            "vmxStatsCollectionEnabled" => {
+                r.read_opt(&mut self.vmx_stats_collection_enabled)
+            }
+            "vmOpNotificationToAppEnabled" => {
+                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
+            }
+            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
+            "deviceSwap" => r.read_opt(&mut self.device_swap),
+            "simultaneousThreads" => r.read_opt(&mut self.simultaneous_threads),
+            "pmem" => r.read_opt(&mut self.pmem),
+            "deviceGroups" => r.read_opt(&mut self.device_groups),
+            "fixedPassthruHotPlugEnabled" => {
+                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
+            }
+            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
+            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
+            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
+            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
+            "tagSpecs" => r.read_push(&mut self.tag_specs),
+            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeVersion", &self.change_version);
+        w.write_opt("name", &self.name);
+        w.write_opt("version", &self.version);
+        w.write_opt("createDate", &self.create_date);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("instanceUuid", &self.instance_uuid);
+        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
+        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
+        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
+        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
+        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
+        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
+        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
+        w.write_opt("npivWorldWideNameOp", &self.npiv_world_wide_name_op);
+        w.write_opt("locationId", &self.location_id);
+        w.write_opt("guestId", &self.guest_id);
+        w.write_opt("alternateGuestName", &self.alternate_guest_name);
+        w.write_opt("annotation", &self.annotation);
+        w.write_opt("files", &self.files);
+        w.write_opt("tools", &self.tools);
+        w.write_opt("flags", &self.flags);
+        w.write_opt("consolePreferences", &self.console_preferences);
+        w.write_opt("powerOpInfo", &self.power_op_info);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.rebootPowerOff",
+                self.reboot_power_off.is_some(),
+            )
+        {
+            w.write_opt("rebootPowerOff", &self.reboot_power_off);
+        }
+        w.write_opt("numCPUs", &self.num_cpus);
+        w.write_vec("vcpuConfig", &self.vcpu_config);
+        w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
+        w.write_opt("memoryMB", &self.memory_mb);
+        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
+        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
+        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
+        w.write_opt("virtualICH7MPresent", &self.virtual_ich7_m_present);
+        w.write_opt("virtualSMCPresent", &self.virtual_smc_present);
+        w.write_vec("deviceChange", &self.device_change);
+        w.write_opt("cpuAllocation", &self.cpu_allocation);
+        w.write_opt("memoryAllocation", &self.memory_allocation);
+        w.write_opt("latencySensitivity", &self.latency_sensitivity);
+        w.write_opt("cpuAffinity", &self.cpu_affinity);
+        w.write_opt("memoryAffinity", &self.memory_affinity);
+        w.write_opt("networkShaper", &self.network_shaper);
+        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
+        w.write_vec("extraConfig", &self.extra_config);
+        w.write_opt("swapPlacement", &self.swap_placement);
+        w.write_opt("bootOptions", &self.boot_options);
+        w.write_opt("vAppConfig", &self.vapp_config);
+        w.write_opt("ftInfo", &self.ft_info);
+        w.write_opt("repConfig", &self.rep_config);
+        w.write_opt("vAppConfigRemoved", &self.vapp_config_removed);
+        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
+        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
+        w.write_opt("firmware", &self.firmware);
+        w.write_opt("maxMksConnections", &self.max_mks_connections);
+        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
+        w.write_opt("managedBy", &self.managed_by);
+        w.write_opt(
+            "memoryReservationLockedToMax",
+            &self.memory_reservation_locked_to_max,
+        );
+        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
+        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
+        w.write_opt(
+            "scheduledHardwareUpgradeInfo",
+            &self.scheduled_hardware_upgrade_info,
+        );
+        w.write_vec("vmProfile", &self.vm_profile);
+        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
+        w.write_opt("crypto", &self.crypto);
+        w.write_opt("migrateEncryption", &self.migrate_encryption);
+        w.write_opt("sgxInfo", &self.sgx_info);
+        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
+        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
+        w.write_opt("sevEnabled", &self.sev_enabled);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.virtualNuma",
+                self.virtual_numa.is_some(),
+            )
+        {
+            w.write_opt("virtualNuma", &self.virtual_numa);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.motherboardLayout",
+                self.motherboard_layout.is_some(),
+            )
+        {
+            w.write_opt("motherboardLayout", &self.motherboard_layout);
+        }
+        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
+        if w
+            .since(
+                0x0700_0301,
+                "VirtualMachineConfigSpec.vmxStatsCollectionEnabled",
+                self.vmx_stats_collection_enabled.is_some(),
+            )
+        {
+            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
+        }
+        w.write_opt(
+            "vmOpNotificationToAppEnabled",
+            &self.vm_op_notification_to_app_enabled,
+        );
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.vmOpNotificationTimeout",
+                self.vm_op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.deviceSwap",
+                self.device_swap.is_some(),
+            )
+        {
+            w.write_opt("deviceSwap", &self.device_swap);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.simultaneousThreads",
+                self.simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt("simultaneousThreads", &self.simultaneous_threads);
+        }
+        w.write_opt("pmem", &self.pmem);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigSpec.deviceGroups",
+                self.device_groups.is_some(),
+            )
+        {
+            w.write_opt("deviceGroups", &self.device_groups);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineConfigSpec.fixedPassthruHotPlugEnabled",
+                self.fixed_passthru_hot_plug_enabled.is_some(),
+            )
+        {
+            w.write_opt(
+                "fixedPassthruHotPlugEnabled",
+                &self.fixed_passthru_hot_plug_enabled,
+            );
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigSpec.metroFtEnabled",
+                self.metro_ft_enabled.is_some(),
+            )
+        {
+            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigSpec.metroFtHostGroup",
+                self.metro_ft_host_group.is_some(),
+            )
+        {
+            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigSpec.tdxEnabled",
+                self.tdx_enabled.is_some(),
+            )
+        {
+            w.write_opt("tdxEnabled", &self.tdx_enabled);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigSpec.sevSnpEnabled",
+                self.sev_snp_enabled.is_some(),
+            )
+        {
+            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineConfigSpec.tagSpecs",
+                !self.tag_specs.is_empty(),
+            )
+        {
+            w.write_vec("tagSpecs", &self.tag_specs);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineConfigSpec.vmPlacementPolicies",
+                !self.vm_placement_policies.is_empty(),
+            )
+        {
+            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
+        }
+    }
+}
+impl x::ArrayItem for VirtualMachineConfigSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineConfigSpec";
+    const ITEM_TAG: &'static str = "VirtualMachineConfigSpec";
+}
+/// `VirtualMachineConfigSummary` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineConfigSummary {
+    /// `name`.
+    pub name: String,
+    /// `template`.
+    pub template: bool,
+    /// `vmPathName`.
+    pub vm_path_name: String,
+    /// `memorySizeMB`.
+    pub memory_size_mb: Option<i32>,
+    /// `cpuReservation`.
+    pub cpu_reservation: Option<i32>,
+    /// `memoryReservation`.
+    pub memory_reservation: Option<i32>,
+    /// `numCpu`.
+    pub num_cpu: Option<i32>,
+    /// `numEthernetCards`.
+    pub num_ethernet_cards: Option<i32>,
+    /// `numVirtualDisks`.
+    pub num_virtual_disks: Option<i32>,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `instanceUuid`.
+    pub instance_uuid: Option<String>,
+    /// `guestId`.
+    pub guest_id: Option<String>,
+    /// `guestFullName`.
+    pub guest_full_name: Option<String>,
+    /// `annotation`.
+    pub annotation: Option<String>,
+    /// `product`.
+    pub product: Option<VAppProductInfo>,
+    /// `installBootRequired`.
+    pub install_boot_required: Option<bool>,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+    /// `managedBy`.
+    pub managed_by: Option<ManagedByInfo>,
+    /// `tpmPresent`.
+    pub tpm_present: Option<bool>,
+    /// `numVmiopBackings`.
+    pub num_vmiop_backings: Option<i32>,
+    /// `hwVersion`.
+    pub hw_version: Option<String>,
+}
+impl x::SchemaType for VirtualMachineConfigSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigSummary";
+}
+impl x::Structure for VirtualMachineConfigSummary {}
+impl std::fmt::Debug for VirtualMachineConfigSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineConfigSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineConfigSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineConfigSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "template" => r.read(&mut self.template),
+            "vmPathName" => r.read(&mut self.vm_path_name),
+            "memorySizeMB" => r.read_opt(&mut self.memory_size_mb),
+            "cpuReservation" => r.read_opt(&mut self.cpu_reservation),
+            "memoryReservation" => r.read_opt(&mut self.memory_reservation),
+            "numCpu" => r.read_opt(&mut self.num_cpu),
+            "numEthernetCards" => r.read_opt(&mut self.num_ethernet_cards),
+            "numVirtualDisks" => r.read_opt(&mut self.num_virtual_disks),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "guestFullName" => r.read_opt(&mut self.guest_full_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "product" => r.read_opt(&mut self.product),
+            "installBootRequired" => r.read_opt(&mut self.install_boot_required),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "managedBy" => r.read_opt(&mut self.managed_by),
+            "tpmPresent" => r.read_opt(&mut self.tpm_present),
+            "numVmiopBackings" => r.read_opt(&mut self.num_vmiop_backings),
+            "hwVersion" => r.read_opt(&mut self.hw_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("template", &self.template);
+        w.write("vmPathName", &self.vm_path_name);
+        w.write_opt("memorySizeMB", &self.memory_size_mb);
+        w.write_opt("cpuReservation", &self.cpu_reservation);
+        w.write_opt("memoryReservation", &self.memory_reservation);
+        w.write_opt("numCpu", &self.num_cpu);
+        w.write_opt("numEthernetCards", &self.num_ethernet_cards);
+        w.write_opt("numVirtualDisks", &self.num_virtual_disks);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("instanceUuid", &self.instance_uuid);
+        w.write_opt("guestId", &self.guest_id);
+        w.write_opt("guestFullName", &self.guest_full_name);
+        w.write_opt("annotation", &self.annotation);
+        w.write_opt("product", &self.product);
+        w.write_opt("installBootRequired", &self.install_boot_required);
+        w.write_opt("ftInfo", &self.ft_info);
+        w.write_opt("managedBy", &self.managed_by);
+        w.write_opt("tpmPresent", &self.tpm_present);
+        w.write_opt("numVmiopBackings", &self.num_vmiop_backings);
+        w.write_opt("hwVersion", &self.hw_version);
+    }
+}
+/// `VirtualMachineConnection` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineConnection`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VirtualMachineConnection {
+    /// `label`.
+    pub label: String,
+    /// `client`.
+    pub client: String,
+    /// `userName`.
+    pub user_name: String,
+}
+impl x::SchemaType for VirtualMachineConnection {
+    const TYPE_NAME: &'static str = "VirtualMachineConnection";
+}
+impl x::Structure for VirtualMachineConnection {}
+impl std::fmt::Debug for VirtualMachineConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineConnection", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineConnection {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineConnection {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "label" => r.read(&mut self.label),
+            "client" => r.read(&mut self.client),
+            "userName" => r.read(&mut self.user_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("label", &self.label);
+        w.write("client", &self.client);
+        w.write("userName", &self.user_name);
+    }
+}
+/// `VirtualMachineConsolePreferences` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineConsolePreferences {
+    /// `powerOnWhenOpened`.
+    pub power_on_when_opened: Option<bool>,
+    /// `enterFullScreenOnPowerOn`.
+    pub enter_full_screen_on_power_on: Option<bool>,
+    /// `closeOnPowerOffOrSuspend`.
+    pub close_on_power_off_or_suspend: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineConsolePreferences {
+    const TYPE_NAME: &'static str = "VirtualMachineConsolePreferences";
+}
+impl x::Structure for VirtualMachineConsolePreferences {}
+impl std::fmt::Debug for VirtualMachineConsolePreferences {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineConsolePreferences", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineConsolePreferences {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineConsolePreferences {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "powerOnWhenOpened" => r.read_opt(&mut self.power_on_when_opened),
+            "enterFullScreenOnPowerOn" => {
+                r.read_opt(&mut self.enter_full_screen_on_power_on)
+            }
+            "closeOnPowerOffOrSuspend" => {
+                r.read_opt(&mut self.close_on_power_off_or_suspend)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("powerOnWhenOpened", &self.power_on_when_opened);
+        w.write_opt("enterFullScreenOnPowerOn", &self.enter_full_screen_on_power_on);
+        w.write_opt("closeOnPowerOffOrSuspend", &self.close_on_power_off_or_suspend);
+    }
+}
+/// `VirtualMachineContentLibraryItemInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineContentLibraryItemInfo {
+    /// `contentLibraryItemUuid`.
+    pub content_library_item_uuid: String,
+    /// `contentLibraryItemVersion`.
+    pub content_library_item_version: Option<String>,
+}
+impl x::SchemaType for VirtualMachineContentLibraryItemInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineContentLibraryItemInfo";
+}
+impl x::Structure for VirtualMachineContentLibraryItemInfo {}
+impl std::fmt::Debug for VirtualMachineContentLibraryItemInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineContentLibraryItemInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineContentLibraryItemInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineContentLibraryItemInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "contentLibraryItemUuid" => r.read(&mut self.content_library_item_uuid),
+            "contentLibraryItemVersion" => {
+                r.read_opt(&mut self.content_library_item_version)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("contentLibraryItemUuid", &self.content_library_item_uuid);
+        w.write_opt("contentLibraryItemVersion", &self.content_library_item_version);
+    }
+}
+/// `VirtualMachineCpuIdInfoSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineCpuIdInfoSpec {
+    /// The fields `VirtualMachineCpuIdInfoSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
+    /// `info`.
+    pub info: Option<HostCpuIdInfo>,
+}
+impl x::SchemaType for VirtualMachineCpuIdInfoSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineCpuIdInfoSpec";
+}
+impl x::Structure for VirtualMachineCpuIdInfoSpec {}
+impl std::fmt::Debug for VirtualMachineCpuIdInfoSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineCpuIdInfoSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineCpuIdInfoSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineCpuIdInfoSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for VirtualMachineCpuIdInfoSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
+impl x::Fields for VirtualMachineCpuIdInfoSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "info" => r.read_opt(&mut self.info),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.array_update_spec, w);
+        w.write_opt("info", &self.info);
+    }
+}
+impl x::ArrayItem for VirtualMachineCpuIdInfoSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineCpuIdInfoSpec";
+    const ITEM_TAG: &'static str = "VirtualMachineCpuIdInfoSpec";
+}
+/// `VirtualMachineDatastoreInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualMachineDatastoreInfo {
+    /// The fields `VirtualMachineDatastoreInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `datastore`.
+    pub datastore: DatastoreSummary,
+    /// `capability`.
+    pub capability: DatastoreCapability,
+    /// `maxFileSize`.
+    pub max_file_size: i64,
+    /// `maxVirtualDiskCapacity`.
+    pub max_virtual_disk_capacity: Option<i64>,
+    /// `maxPhysicalRDMFileSize`.
+    pub max_physical_rdm_file_size: Option<i64>,
+    /// `maxVirtualRDMFileSize`.
+    pub max_virtual_rdm_file_size: Option<i64>,
+    /// `mode`.
+    pub mode: String,
+    /// `vStorageSupport`.
+    pub vstorage_support: Option<String>,
+    /// `supportedVDiskFormats`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub supported_vdisk_formats: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineDatastoreInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDatastoreInfo";
+}
+impl x::Structure for VirtualMachineDatastoreInfo {}
+impl std::fmt::Debug for VirtualMachineDatastoreInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDatastoreInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDatastoreInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineDatastoreInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            datastore: self.datastore.clone(),
+            capability: self.capability.clone(),
+            max_file_size: self.max_file_size,
+            max_virtual_disk_capacity: self.max_virtual_disk_capacity,
+            max_physical_rdm_file_size: self.max_physical_rdm_file_size,
+            max_virtual_rdm_file_size: self.max_virtual_rdm_file_size,
+            mode: self.mode.clone(),
+            vstorage_support: self.vstorage_support.clone(),
+            supported_vdisk_formats: x::clone_vec(&self.supported_vdisk_formats),
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineDatastoreInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineDatastoreInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineDatastoreInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "capability" => r.read(&mut self.capability),
+            "maxFileSize" => r.read(&mut self.max_file_size),
+            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
+            "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size),
+            "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size),
+            "mode" => r.read(&mut self.mode),
+            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
+            "supportedVDiskFormats" => r.read_push(&mut self.supported_vdisk_formats),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("datastore", &self.datastore);
+        w.write("capability", &self.capability);
+        w.write("maxFileSize", &self.max_file_size);
+        w.write_opt("maxVirtualDiskCapacity", &self.max_virtual_disk_capacity);
+        w.write_opt("maxPhysicalRDMFileSize", &self.max_physical_rdm_file_size);
+        w.write_opt("maxVirtualRDMFileSize", &self.max_virtual_rdm_file_size);
+        w.write("mode", &self.mode);
+        w.write_opt("vStorageSupport", &self.vstorage_support);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineDatastoreInfo.supportedVDiskFormats",
+                !self.supported_vdisk_formats.is_empty(),
+            )
+        {
+            w.write_vec("supportedVDiskFormats", &self.supported_vdisk_formats);
+        }
+    }
+}
+impl x::ArrayItem for VirtualMachineDatastoreInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineDatastoreInfo";
+}
 /// `VirtualMachineDatastoreVolumeOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineDatastoreVolumeOption {
     /// `fileSystemType`.
     pub file_system_type: String,
@@ -17,6 +2000,16 @@ impl x::SchemaType for VirtualMachineDatastoreVolumeOption {
     const TYPE_NAME: &'static str = "VirtualMachineDatastoreVolumeOption";
 }
 impl x::Structure for VirtualMachineDatastoreVolumeOption {}
+impl std::fmt::Debug for VirtualMachineDatastoreVolumeOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDatastoreVolumeOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDatastoreVolumeOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineDatastoreVolumeOption {
     fn decode_field(
         &mut self,
@@ -41,7 +2034,7 @@ impl x::ArrayItem for VirtualMachineDatastoreVolumeOption {
     const ITEM_TAG: &'static str = "VirtualMachineDatastoreVolumeOption";
 }
 /// `VirtualMachineDefaultPowerOpInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineDefaultPowerOpInfo {
     /// `powerOffType`.
     pub power_off_type: Option<String>,
@@ -62,6 +2055,16 @@ impl x::SchemaType for VirtualMachineDefaultPowerOpInfo {
     const TYPE_NAME: &'static str = "VirtualMachineDefaultPowerOpInfo";
 }
 impl x::Structure for VirtualMachineDefaultPowerOpInfo {}
+impl std::fmt::Debug for VirtualMachineDefaultPowerOpInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDefaultPowerOpInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDefaultPowerOpInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineDefaultPowerOpInfo {
     fn decode_field(
         &mut self,
@@ -92,12 +2095,22 @@ impl x::Fields for VirtualMachineDefaultPowerOpInfo {
     }
 }
 /// `VirtualMachineDefaultProfileSpec` (extends `VirtualMachineProfileSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineDefaultProfileSpec {}
 impl x::SchemaType for VirtualMachineDefaultProfileSpec {
     const TYPE_NAME: &'static str = "VirtualMachineDefaultProfileSpec";
 }
 impl x::Structure for VirtualMachineDefaultProfileSpec {}
+impl std::fmt::Debug for VirtualMachineDefaultProfileSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDefaultProfileSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDefaultProfileSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineDefaultProfileSpec {
     fn decode_field(
         &mut self,
@@ -109,7 +2122,7 @@ impl x::Fields for VirtualMachineDefaultProfileSpec {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `VirtualMachineDefinedProfileSpec` (extends `VirtualMachineProfileSpec`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualMachineDefinedProfileSpec {
     /// `profileId`.
     pub profile_id: String,
@@ -124,6 +2137,16 @@ impl x::SchemaType for VirtualMachineDefinedProfileSpec {
     const TYPE_NAME: &'static str = "VirtualMachineDefinedProfileSpec";
 }
 impl x::Structure for VirtualMachineDefinedProfileSpec {}
+impl std::fmt::Debug for VirtualMachineDefinedProfileSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDefinedProfileSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDefinedProfileSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VirtualMachineDefinedProfileSpec {
     fn clone(&self) -> Self {
         Self {
@@ -158,7 +2181,7 @@ impl x::Fields for VirtualMachineDefinedProfileSpec {
     }
 }
 /// `VirtualMachineDeviceRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineDeviceRuntimeInfo {
     /// `runtimeState`.
     pub runtime_state: AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState,
@@ -169,6 +2192,16 @@ impl x::SchemaType for VirtualMachineDeviceRuntimeInfo {
     const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfo";
 }
 impl x::Structure for VirtualMachineDeviceRuntimeInfo {}
+impl std::fmt::Debug for VirtualMachineDeviceRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDeviceRuntimeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDeviceRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineDeviceRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -195,12 +2228,26 @@ impl x::ArrayItem for VirtualMachineDeviceRuntimeInfo {
 /// `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
 impl x::SchemaType for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState";
 }
 impl x::Structure for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
+impl std::fmt::Debug for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     fn decode_field(
         &mut self,
@@ -212,7 +2259,7 @@ impl x::Fields for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState` (extends `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
     /// `vmDirectPathGen2Active`.
     pub vm_direct_path_gen2_active: bool,
@@ -245,6 +2292,20 @@ impl x::SchemaType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntime
     const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState";
 }
 impl x::Structure for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {}
+impl std::fmt::Debug for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
     fn clone(&self) -> Self {
         Self {
@@ -346,7 +2407,7 @@ impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStat
 /// `VirtualMachineDiskDeviceInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualMachineDiskDeviceInfo {
     /// The fields `VirtualMachineDiskDeviceInfo` inherits from `VirtualMachineTargetInfo`.
     pub virtual_machine_target_info: VirtualMachineTargetInfo,
@@ -359,6 +2420,16 @@ impl x::SchemaType for VirtualMachineDiskDeviceInfo {
     const TYPE_NAME: &'static str = "VirtualMachineDiskDeviceInfo";
 }
 impl x::Structure for VirtualMachineDiskDeviceInfo {}
+impl std::fmt::Debug for VirtualMachineDiskDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDiskDeviceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDiskDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VirtualMachineDiskDeviceInfo {
     fn clone(&self) -> Self {
         Self {
@@ -408,7 +2479,7 @@ impl x::Fields for VirtualMachineDiskDeviceInfo {
     }
 }
 /// `VirtualMachineDisplayTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineDisplayTopology {
     /// `x`.
     pub x: i32,
@@ -423,6 +2494,16 @@ impl x::SchemaType for VirtualMachineDisplayTopology {
     const TYPE_NAME: &'static str = "VirtualMachineDisplayTopology";
 }
 impl x::Structure for VirtualMachineDisplayTopology {}
+impl std::fmt::Debug for VirtualMachineDisplayTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDisplayTopology", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDisplayTopology {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineDisplayTopology {
     fn decode_field(
         &mut self,
@@ -453,7 +2534,7 @@ impl x::ArrayItem for VirtualMachineDisplayTopology {
 /// `VirtualMachineDvxClassInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualMachineDvxClassInfo {
     /// `deviceClass`.
     ///
@@ -476,6 +2557,16 @@ impl x::SchemaType for VirtualMachineDvxClassInfo {
     const TYPE_NAME: &'static str = "VirtualMachineDvxClassInfo";
 }
 impl x::Structure for VirtualMachineDvxClassInfo {}
+impl std::fmt::Debug for VirtualMachineDvxClassInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDvxClassInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDvxClassInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VirtualMachineDvxClassInfo {
     fn clone(&self) -> Self {
         Self {
@@ -517,7 +2608,7 @@ impl x::ArrayItem for VirtualMachineDvxClassInfo {
 /// `VirtualMachineDynamicPassthroughInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineDynamicPassthroughInfo {
     /// The fields `VirtualMachineDynamicPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
     pub virtual_machine_target_info: VirtualMachineTargetInfo,
@@ -536,6 +2627,16 @@ impl x::SchemaType for VirtualMachineDynamicPassthroughInfo {
     const TYPE_NAME: &'static str = "VirtualMachineDynamicPassthroughInfo";
 }
 impl x::Structure for VirtualMachineDynamicPassthroughInfo {}
+impl std::fmt::Debug for VirtualMachineDynamicPassthroughInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineDynamicPassthroughInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineDynamicPassthroughInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VirtualMachineDynamicPassthroughInfo {
     type Target = VirtualMachineTargetInfo;
     #[inline]
@@ -586,12 +2687,26 @@ impl x::ArrayItem for VirtualMachineDynamicPassthroughInfo {
     const ITEM_TAG: &'static str = "VirtualMachineDynamicPassthroughInfo";
 }
 /// `VirtualMachineEmptyIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineEmptyIndependentFilterSpec {}
 impl x::SchemaType for VirtualMachineEmptyIndependentFilterSpec {
     const TYPE_NAME: &'static str = "VirtualMachineEmptyIndependentFilterSpec";
 }
 impl x::Structure for VirtualMachineEmptyIndependentFilterSpec {}
+impl std::fmt::Debug for VirtualMachineEmptyIndependentFilterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineEmptyIndependentFilterSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineEmptyIndependentFilterSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineEmptyIndependentFilterSpec {
     fn decode_field(
         &mut self,
@@ -603,12 +2718,22 @@ impl x::Fields for VirtualMachineEmptyIndependentFilterSpec {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `VirtualMachineEmptyProfileSpec` (extends `VirtualMachineProfileSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineEmptyProfileSpec {}
 impl x::SchemaType for VirtualMachineEmptyProfileSpec {
     const TYPE_NAME: &'static str = "VirtualMachineEmptyProfileSpec";
 }
 impl x::Structure for VirtualMachineEmptyProfileSpec {}
+impl std::fmt::Debug for VirtualMachineEmptyProfileSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineEmptyProfileSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineEmptyProfileSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineEmptyProfileSpec {
     fn decode_field(
         &mut self,
@@ -620,7 +2745,7 @@ impl x::Fields for VirtualMachineEmptyProfileSpec {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `VirtualMachineFeatureRequirement` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineFeatureRequirement {
     /// `key`.
     pub key: String,
@@ -633,6 +2758,16 @@ impl x::SchemaType for VirtualMachineFeatureRequirement {
     const TYPE_NAME: &'static str = "VirtualMachineFeatureRequirement";
 }
 impl x::Structure for VirtualMachineFeatureRequirement {}
+impl std::fmt::Debug for VirtualMachineFeatureRequirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFeatureRequirement", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFeatureRequirement {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineFeatureRequirement {
     fn decode_field(
         &mut self,
@@ -659,7 +2794,7 @@ impl x::ArrayItem for VirtualMachineFeatureRequirement {
     const ITEM_TAG: &'static str = "VirtualMachineFeatureRequirement";
 }
 /// `VirtualMachineFileInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualMachineFileInfo {
     /// `vmPathName`.
     pub vm_path_name: Option<String>,
@@ -676,6 +2811,16 @@ impl x::SchemaType for VirtualMachineFileInfo {
     const TYPE_NAME: &'static str = "VirtualMachineFileInfo";
 }
 impl x::Structure for VirtualMachineFileInfo {}
+impl std::fmt::Debug for VirtualMachineFileInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VirtualMachineFileInfo {
     fn decode_field(
         &mut self,
@@ -699,2306 +2844,5 @@ impl x::Fields for VirtualMachineFileInfo {
         w.write_opt("suspendDirectory", &self.suspend_directory);
         w.write_opt("logDirectory", &self.log_directory);
         w.write_opt("ftMetadataDirectory", &self.ft_metadata_directory);
-    }
-}
-/// `VirtualMachineFileLayout` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineFileLayout {
-    /// `configFile`.
-    pub config_file: Vec<String>,
-    /// `logFile`.
-    pub log_file: Vec<String>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineFileLayoutDiskLayout>,
-    /// `snapshot`.
-    pub snapshot: Vec<VirtualMachineFileLayoutSnapshotLayout>,
-    /// `swapFile`.
-    pub swap_file: Option<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayout";
-}
-impl x::Structure for VirtualMachineFileLayout {}
-impl Clone for VirtualMachineFileLayout {
-    fn clone(&self) -> Self {
-        Self {
-            config_file: x::clone_vec(&self.config_file),
-            log_file: x::clone_vec(&self.log_file),
-            disk: x::clone_vec(&self.disk),
-            snapshot: x::clone_vec(&self.snapshot),
-            swap_file: self.swap_file.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "configFile" => r.read_push(&mut self.config_file),
-            "logFile" => r.read_push(&mut self.log_file),
-            "disk" => r.read_push(&mut self.disk),
-            "snapshot" => r.read_push(&mut self.snapshot),
-            "swapFile" => r.read_opt(&mut self.swap_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("configFile", &self.config_file);
-        w.write_vec("logFile", &self.log_file);
-        w.write_vec("disk", &self.disk);
-        w.write_vec("snapshot", &self.snapshot);
-        w.write_opt("swapFile", &self.swap_file);
-    }
-}
-/// `VirtualMachineFileLayoutDiskLayout` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineFileLayoutDiskLayout {
-    /// `key`.
-    pub key: i32,
-    /// `diskFile`.
-    pub disk_file: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutDiskLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutDiskLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutDiskLayout {}
-impl Clone for VirtualMachineFileLayoutDiskLayout {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key,
-            disk_file: x::clone_vec(&self.disk_file),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutDiskLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "diskFile" => r.read_push(&mut self.disk_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("diskFile", &self.disk_file);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutDiskLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutDiskLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutDiskLayout";
-}
-/// `VirtualMachineFileLayoutEx` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineFileLayoutEx {
-    /// `file`.
-    pub file: Vec<VirtualMachineFileLayoutExFileInfo>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineFileLayoutExDiskLayout>,
-    /// `snapshot`.
-    pub snapshot: Vec<VirtualMachineFileLayoutExSnapshotLayout>,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineFileLayoutEx {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutEx";
-}
-impl x::Structure for VirtualMachineFileLayoutEx {}
-impl Clone for VirtualMachineFileLayoutEx {
-    fn clone(&self) -> Self {
-        Self {
-            file: x::clone_vec(&self.file),
-            disk: x::clone_vec(&self.disk),
-            snapshot: x::clone_vec(&self.snapshot),
-            timestamp: self.timestamp.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutEx {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "file" => r.read_push(&mut self.file),
-            "disk" => r.read_push(&mut self.disk),
-            "snapshot" => r.read_push(&mut self.snapshot),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("file", &self.file);
-        w.write_vec("disk", &self.disk);
-        w.write_vec("snapshot", &self.snapshot);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineFileLayoutExDiskLayout` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineFileLayoutExDiskLayout {
-    /// `key`.
-    pub key: i32,
-    /// `virtualDiskFormat`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub virtual_disk_format: Option<String>,
-    /// `chain`.
-    pub chain: Vec<VirtualMachineFileLayoutExDiskUnit>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutExDiskLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutExDiskLayout {}
-impl Clone for VirtualMachineFileLayoutExDiskLayout {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key,
-            virtual_disk_format: self.virtual_disk_format.clone(),
-            chain: x::clone_vec(&self.chain),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
-            "chain" => r.read_push(&mut self.chain),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineFileLayoutExDiskLayout.virtualDiskFormat",
-                self.virtual_disk_format.is_some(),
-            )
-        {
-            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
-        }
-        w.write_vec("chain", &self.chain);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutExDiskLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExDiskLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExDiskLayout";
-}
-/// `VirtualMachineFileLayoutExDiskUnit` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineFileLayoutExDiskUnit {
-    /// `fileKey`.
-    pub file_key: Vec<i32>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutExDiskUnit {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskUnit";
-}
-impl x::Structure for VirtualMachineFileLayoutExDiskUnit {}
-impl Clone for VirtualMachineFileLayoutExDiskUnit {
-    fn clone(&self) -> Self {
-        Self {
-            file_key: x::clone_vec(&self.file_key),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutExDiskUnit {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileKey" => r.read_push(&mut self.file_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("fileKey", &self.file_key);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutExDiskUnit {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExDiskUnit";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExDiskUnit";
-}
-/// `VirtualMachineFileLayoutExFileInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFileLayoutExFileInfo {
-    /// `key`.
-    pub key: i32,
-    /// `name`.
-    pub name: String,
-    /// `type`.
-    pub type_: String,
-    /// `size`.
-    pub size: i64,
-    /// `uniqueSize`.
-    pub unique_size: Option<i64>,
-    /// `backingObjectId`.
-    pub backing_object_id: Option<String>,
-    /// `accessible`.
-    pub accessible: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutExFileInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExFileInfo";
-}
-impl x::Structure for VirtualMachineFileLayoutExFileInfo {}
-impl x::Fields for VirtualMachineFileLayoutExFileInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "type" => r.read(&mut self.type_),
-            "size" => r.read(&mut self.size),
-            "uniqueSize" => r.read_opt(&mut self.unique_size),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "accessible" => r.read_opt(&mut self.accessible),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("type", &self.type_);
-        w.write("size", &self.size);
-        w.write_opt("uniqueSize", &self.unique_size);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write_opt("accessible", &self.accessible);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutExFileInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExFileInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExFileInfo";
-}
-/// `VirtualMachineFileLayoutExSnapshotLayout` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineFileLayoutExSnapshotLayout {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `dataKey`.
-    pub data_key: i32,
-    /// `memoryKey`.
-    pub memory_key: Option<i32>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineFileLayoutExDiskLayout>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutExSnapshotLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutExSnapshotLayout {}
-impl Clone for VirtualMachineFileLayoutExSnapshotLayout {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            data_key: self.data_key,
-            memory_key: self.memory_key,
-            disk: x::clone_vec(&self.disk),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutExSnapshotLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "dataKey" => r.read(&mut self.data_key),
-            "memoryKey" => r.read_opt(&mut self.memory_key),
-            "disk" => r.read_push(&mut self.disk),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("dataKey", &self.data_key);
-        w.write_opt("memoryKey", &self.memory_key);
-        w.write_vec("disk", &self.disk);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutExSnapshotLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExSnapshotLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
-}
-/// `VirtualMachineFileLayoutSnapshotLayout` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineFileLayoutSnapshotLayout {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `snapshotFile`.
-    pub snapshot_file: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutSnapshotLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutSnapshotLayout {}
-impl Clone for VirtualMachineFileLayoutSnapshotLayout {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            snapshot_file: x::clone_vec(&self.snapshot_file),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutSnapshotLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "snapshotFile" => r.read_push(&mut self.snapshot_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("snapshotFile", &self.snapshot_file);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutSnapshotLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutSnapshotLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
-}
-/// `VirtualMachineFlagInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFlagInfo {
-    /// `disableAcceleration`.
-    pub disable_acceleration: Option<bool>,
-    /// `enableLogging`.
-    pub enable_logging: Option<bool>,
-    /// `useToe`.
-    pub use_toe: Option<bool>,
-    /// `runWithDebugInfo`.
-    pub run_with_debug_info: Option<bool>,
-    /// `monitorType`.
-    pub monitor_type: Option<String>,
-    /// `htSharing`.
-    pub ht_sharing: Option<String>,
-    /// `snapshotDisabled`.
-    pub snapshot_disabled: Option<bool>,
-    /// `snapshotLocked`.
-    pub snapshot_locked: Option<bool>,
-    /// `diskUuidEnabled`.
-    pub disk_uuid_enabled: Option<bool>,
-    /// `virtualMmuUsage`.
-    pub virtual_mmu_usage: Option<String>,
-    /// `virtualExecUsage`.
-    pub virtual_exec_usage: Option<String>,
-    /// `snapshotPowerOffBehavior`.
-    pub snapshot_power_off_behavior: Option<String>,
-    /// `recordReplayEnabled`.
-    pub record_replay_enabled: Option<bool>,
-    /// `faultToleranceType`.
-    pub fault_tolerance_type: Option<String>,
-    /// `cbrcCacheEnabled`.
-    pub cbrc_cache_enabled: Option<bool>,
-    /// `vvtdEnabled`.
-    pub vvtd_enabled: Option<bool>,
-    /// `vbsEnabled`.
-    pub vbs_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineFlagInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFlagInfo";
-}
-impl x::Structure for VirtualMachineFlagInfo {}
-impl x::Fields for VirtualMachineFlagInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration),
-            "enableLogging" => r.read_opt(&mut self.enable_logging),
-            "useToe" => r.read_opt(&mut self.use_toe),
-            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info),
-            "monitorType" => r.read_opt(&mut self.monitor_type),
-            "htSharing" => r.read_opt(&mut self.ht_sharing),
-            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled),
-            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked),
-            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
-            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage),
-            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage),
-            "snapshotPowerOffBehavior" => {
-                r.read_opt(&mut self.snapshot_power_off_behavior)
-            }
-            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled),
-            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type),
-            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled),
-            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled),
-            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("disableAcceleration", &self.disable_acceleration);
-        w.write_opt("enableLogging", &self.enable_logging);
-        w.write_opt("useToe", &self.use_toe);
-        w.write_opt("runWithDebugInfo", &self.run_with_debug_info);
-        w.write_opt("monitorType", &self.monitor_type);
-        w.write_opt("htSharing", &self.ht_sharing);
-        w.write_opt("snapshotDisabled", &self.snapshot_disabled);
-        w.write_opt("snapshotLocked", &self.snapshot_locked);
-        w.write_opt("diskUuidEnabled", &self.disk_uuid_enabled);
-        w.write_opt("virtualMmuUsage", &self.virtual_mmu_usage);
-        w.write_opt("virtualExecUsage", &self.virtual_exec_usage);
-        w.write_opt("snapshotPowerOffBehavior", &self.snapshot_power_off_behavior);
-        w.write_opt("recordReplayEnabled", &self.record_replay_enabled);
-        w.write_opt("faultToleranceType", &self.fault_tolerance_type);
-        w.write_opt("cbrcCacheEnabled", &self.cbrc_cache_enabled);
-        w.write_opt("vvtdEnabled", &self.vvtd_enabled);
-        w.write_opt("vbsEnabled", &self.vbs_enabled);
-    }
-}
-/// `VirtualMachineFloppyInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFloppyInfo {
-    /// The fields `VirtualMachineFloppyInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-}
-impl x::SchemaType for VirtualMachineFloppyInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFloppyInfo";
-}
-impl x::Structure for VirtualMachineFloppyInfo {}
-impl std::ops::Deref for VirtualMachineFloppyInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineFloppyInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineFloppyInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-    }
-}
-impl x::ArrayItem for VirtualMachineFloppyInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFloppyInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineFloppyInfo";
-}
-/// `VirtualMachineForkConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineForkConfigInfo {
-    /// `parentEnabled`.
-    pub parent_enabled: Option<bool>,
-    /// `childForkGroupId`.
-    pub child_fork_group_id: Option<String>,
-    /// `parentForkGroupId`.
-    pub parent_fork_group_id: Option<String>,
-    /// `childType`.
-    pub child_type: Option<String>,
-}
-impl x::SchemaType for VirtualMachineForkConfigInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfo";
-}
-impl x::Structure for VirtualMachineForkConfigInfo {}
-impl x::Fields for VirtualMachineForkConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "parentEnabled" => r.read_opt(&mut self.parent_enabled),
-            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id),
-            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id),
-            "childType" => r.read_opt(&mut self.child_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("parentEnabled", &self.parent_enabled);
-        w.write_opt("childForkGroupId", &self.child_fork_group_id);
-        w.write_opt("parentForkGroupId", &self.parent_fork_group_id);
-        w.write_opt("childType", &self.child_type);
-    }
-}
-/// `VirtualMachineGuestIntegrityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestIntegrityInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineGuestIntegrityInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestIntegrityInfo";
-}
-impl x::Structure for VirtualMachineGuestIntegrityInfo {}
-impl x::Fields for VirtualMachineGuestIntegrityInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-    }
-}
-/// `VirtualMachineGuestMonitoringModeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestMonitoringModeInfo {
-    /// `gmmFile`.
-    pub gmm_file: Option<String>,
-    /// `gmmAppliance`.
-    pub gmm_appliance: Option<String>,
-}
-impl x::SchemaType for VirtualMachineGuestMonitoringModeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestMonitoringModeInfo";
-}
-impl x::Structure for VirtualMachineGuestMonitoringModeInfo {}
-impl x::Fields for VirtualMachineGuestMonitoringModeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gmmFile" => r.read_opt(&mut self.gmm_file),
-            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("gmmFile", &self.gmm_file);
-        w.write_opt("gmmAppliance", &self.gmm_appliance);
-    }
-}
-/// `VirtualMachineGuestQuiesceSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineGuestQuiesceSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestQuiesceSpec {
-    /// `timeout`.
-    pub timeout: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineGuestQuiesceSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestQuiesceSpec";
-}
-impl x::Structure for VirtualMachineGuestQuiesceSpec {}
-impl x::Fields for VirtualMachineGuestQuiesceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "timeout" => r.read_opt(&mut self.timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("timeout", &self.timeout);
-    }
-}
-/// `VirtualMachineGuestRebootStatus` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineGuestRebootStatus {
-    /// `rebootRequested`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub reboot_requested: bool,
-    /// `requestingComponents`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub requesting_components: Vec<String>,
-    /// `requestTimestamp`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub request_timestamp: Option<x::DateTime>,
-}
-impl x::SchemaType for VirtualMachineGuestRebootStatus {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestRebootStatus";
-}
-impl x::Structure for VirtualMachineGuestRebootStatus {}
-impl Clone for VirtualMachineGuestRebootStatus {
-    fn clone(&self) -> Self {
-        Self {
-            reboot_requested: self.reboot_requested,
-            requesting_components: x::clone_vec(&self.requesting_components),
-            request_timestamp: self.request_timestamp.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineGuestRebootStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rebootRequested" => r.read(&mut self.reboot_requested),
-            "requestingComponents" => r.read_push(&mut self.requesting_components),
-            "requestTimestamp" => r.read_opt(&mut self.request_timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type VirtualMachineGuestRebootStatus", true);
-        w.write("rebootRequested", &self.reboot_requested);
-        w.write_vec("requestingComponents", &self.requesting_components);
-        w.write_opt("requestTimestamp", &self.request_timestamp);
-    }
-}
-/// `VirtualMachineGuestSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestSummary {
-    /// `guestId`.
-    pub guest_id: Option<String>,
-    /// `guestFullName`.
-    pub guest_full_name: Option<String>,
-    /// `toolsStatus`.
-    pub tools_status: Option<VirtualMachineToolsStatus>,
-    /// `toolsVersionStatus`.
-    pub tools_version_status: Option<String>,
-    /// `toolsVersionStatus2`.
-    pub tools_version_status2: Option<String>,
-    /// `toolsRunningStatus`.
-    pub tools_running_status: Option<String>,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `hwVersion`.
-    pub hw_version: Option<String>,
-}
-impl x::SchemaType for VirtualMachineGuestSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestSummary";
-}
-impl x::Structure for VirtualMachineGuestSummary {}
-impl x::Fields for VirtualMachineGuestSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "guestId" => r.read_opt(&mut self.guest_id),
-            "guestFullName" => r.read_opt(&mut self.guest_full_name),
-            "toolsStatus" => r.read_opt(&mut self.tools_status),
-            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status),
-            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2),
-            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status),
-            "hostName" => r.read_opt(&mut self.host_name),
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "hwVersion" => r.read_opt(&mut self.hw_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("guestId", &self.guest_id);
-        w.write_opt("guestFullName", &self.guest_full_name);
-        w.write_opt("toolsStatus", &self.tools_status);
-        w.write_opt("toolsVersionStatus", &self.tools_version_status);
-        w.write_opt("toolsVersionStatus2", &self.tools_version_status2);
-        w.write_opt("toolsRunningStatus", &self.tools_running_status);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("hwVersion", &self.hw_version);
-    }
-}
-/// `VirtualMachineIdeDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
-///
-/// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineIdeDiskDeviceInfo {
-    /// The fields `VirtualMachineIdeDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
-    pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
-    /// `partitionTable`.
-    pub partition_table: Vec<VirtualMachineIdeDiskDevicePartitionInfo>,
-}
-impl x::SchemaType for VirtualMachineIdeDiskDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDeviceInfo";
-}
-impl x::Structure for VirtualMachineIdeDiskDeviceInfo {}
-impl Clone for VirtualMachineIdeDiskDeviceInfo {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_machine_disk_device_info: self
-                .virtual_machine_disk_device_info
-                .clone(),
-            partition_table: x::clone_vec(&self.partition_table),
-        }
-    }
-}
-impl std::ops::Deref for VirtualMachineIdeDiskDeviceInfo {
-    type Target = VirtualMachineDiskDeviceInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineDiskDeviceInfo {
-        &self.virtual_machine_disk_device_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineIdeDiskDeviceInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineDiskDeviceInfo {
-        &mut self.virtual_machine_disk_device_info
-    }
-}
-impl x::Fields for VirtualMachineIdeDiskDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partitionTable" => r.read_push(&mut self.partition_table),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_disk_device_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_disk_device_info, w);
-        w.write_vec("partitionTable", &self.partition_table);
-    }
-}
-impl x::ArrayItem for VirtualMachineIdeDiskDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDeviceInfo";
-}
-/// `VirtualMachineIdeDiskDevicePartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineIdeDiskDevicePartitionInfo {
-    /// `id`.
-    pub id: i32,
-    /// `capacity`.
-    pub capacity: i32,
-}
-impl x::SchemaType for VirtualMachineIdeDiskDevicePartitionInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
-}
-impl x::Structure for VirtualMachineIdeDiskDevicePartitionInfo {}
-impl x::Fields for VirtualMachineIdeDiskDevicePartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("capacity", &self.capacity);
-    }
-}
-impl x::ArrayItem for VirtualMachineIdeDiskDevicePartitionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDevicePartitionInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
-}
-/// `VirtualMachineImportSpec` (extends `ImportSpec`).
-///
-/// The fields of `ImportSpec` are in `import_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineImportSpec {
-    /// The fields `VirtualMachineImportSpec` inherits from `ImportSpec`.
-    pub import_spec: ImportSpec,
-    /// `configSpec`.
-    pub config_spec: VirtualMachineConfigSpec,
-    /// `resPoolEntity`.
-    pub res_pool_entity: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for VirtualMachineImportSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineImportSpec";
-}
-impl x::Structure for VirtualMachineImportSpec {}
-impl std::ops::Deref for VirtualMachineImportSpec {
-    type Target = ImportSpec;
-    #[inline]
-    fn deref(&self) -> &ImportSpec {
-        &self.import_spec
-    }
-}
-impl std::ops::DerefMut for VirtualMachineImportSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ImportSpec {
-        &mut self.import_spec
-    }
-}
-impl x::Fields for VirtualMachineImportSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "configSpec" => r.read(&mut self.config_spec),
-            "resPoolEntity" => r.read_opt(&mut self.res_pool_entity),
-            _ => return x::Fields::decode_field(&mut self.import_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.import_spec, w);
-        w.write("configSpec", &self.config_spec);
-        w.write_opt("resPoolEntity", &self.res_pool_entity);
-    }
-}
-/// `VirtualMachineIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineIndependentFilterSpec {
-    /// `filterName`.
-    pub filter_name: String,
-    /// `filterClass`.
-    pub filter_class: Option<String>,
-    /// `filterCapabilities`.
-    pub filter_capabilities: Vec<KeyValue>,
-}
-impl x::SchemaType for VirtualMachineIndependentFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineIndependentFilterSpec";
-}
-impl x::Structure for VirtualMachineIndependentFilterSpec {}
-impl Clone for VirtualMachineIndependentFilterSpec {
-    fn clone(&self) -> Self {
-        Self {
-            filter_name: self.filter_name.clone(),
-            filter_class: self.filter_class.clone(),
-            filter_capabilities: x::clone_vec(&self.filter_capabilities),
-        }
-    }
-}
-impl x::Fields for VirtualMachineIndependentFilterSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "filterName" => r.read(&mut self.filter_name),
-            "filterClass" => r.read_opt(&mut self.filter_class),
-            "filterCapabilities" => r.read_push(&mut self.filter_capabilities),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("filterName", &self.filter_name);
-        w.write_opt("filterClass", &self.filter_class);
-        w.write_vec("filterCapabilities", &self.filter_capabilities);
-    }
-}
-/// `VirtualMachineInstantCloneSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineInstantCloneSpec {
-    /// `name`.
-    pub name: String,
-    /// `location`.
-    pub location: VirtualMachineRelocateSpec,
-    /// `config`.
-    pub config: Vec<AnyOptionValue>,
-    /// `biosUuid`.
-    pub bios_uuid: Option<String>,
-}
-impl x::SchemaType for VirtualMachineInstantCloneSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineInstantCloneSpec";
-}
-impl x::Structure for VirtualMachineInstantCloneSpec {}
-impl Clone for VirtualMachineInstantCloneSpec {
-    fn clone(&self) -> Self {
-        Self {
-            name: self.name.clone(),
-            location: self.location.clone(),
-            config: x::clone_vec(&self.config),
-            bios_uuid: self.bios_uuid.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineInstantCloneSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "location" => r.read(&mut self.location),
-            "config" => r.read_push(&mut self.config),
-            "biosUuid" => r.read_opt(&mut self.bios_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("location", &self.location);
-        w.write_vec("config", &self.config);
-        w.write_opt("biosUuid", &self.bios_uuid);
-    }
-}
-/// `VirtualMachineLegacyNetworkSwitchInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineLegacyNetworkSwitchInfo {
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for VirtualMachineLegacyNetworkSwitchInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineLegacyNetworkSwitchInfo";
-}
-impl x::Structure for VirtualMachineLegacyNetworkSwitchInfo {}
-impl x::Fields for VirtualMachineLegacyNetworkSwitchInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-    }
-}
-impl x::ArrayItem for VirtualMachineLegacyNetworkSwitchInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineLegacyNetworkSwitchInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineLegacyNetworkSwitchInfo";
-}
-/// `VirtualMachineMemoryReservationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMemoryReservationInfo {
-    /// `virtualMachineMin`.
-    pub virtual_machine_min: i64,
-    /// `virtualMachineMax`.
-    pub virtual_machine_max: i64,
-    /// `virtualMachineReserved`.
-    pub virtual_machine_reserved: i64,
-    /// `allocationPolicy`.
-    pub allocation_policy: String,
-}
-impl x::SchemaType for VirtualMachineMemoryReservationInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationInfo";
-}
-impl x::Structure for VirtualMachineMemoryReservationInfo {}
-impl x::Fields for VirtualMachineMemoryReservationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualMachineMin" => r.read(&mut self.virtual_machine_min),
-            "virtualMachineMax" => r.read(&mut self.virtual_machine_max),
-            "virtualMachineReserved" => r.read(&mut self.virtual_machine_reserved),
-            "allocationPolicy" => r.read(&mut self.allocation_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("virtualMachineMin", &self.virtual_machine_min);
-        w.write("virtualMachineMax", &self.virtual_machine_max);
-        w.write("virtualMachineReserved", &self.virtual_machine_reserved);
-        w.write("allocationPolicy", &self.allocation_policy);
-    }
-}
-/// `VirtualMachineMemoryReservationSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMemoryReservationSpec {
-    /// `virtualMachineReserved`.
-    pub virtual_machine_reserved: Option<i64>,
-    /// `allocationPolicy`.
-    pub allocation_policy: Option<String>,
-}
-impl x::SchemaType for VirtualMachineMemoryReservationSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationSpec";
-}
-impl x::Structure for VirtualMachineMemoryReservationSpec {}
-impl x::Fields for VirtualMachineMemoryReservationSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualMachineReserved" => r.read_opt(&mut self.virtual_machine_reserved),
-            "allocationPolicy" => r.read_opt(&mut self.allocation_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("virtualMachineReserved", &self.virtual_machine_reserved);
-        w.write_opt("allocationPolicy", &self.allocation_policy);
-    }
-}
-/// `VirtualMachineMessage` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineMessage {
-    /// `id`.
-    pub id: String,
-    /// `argument`.
-    pub argument: Vec<x::Value>,
-    /// `text`.
-    pub text: Option<String>,
-}
-impl x::SchemaType for VirtualMachineMessage {
-    const TYPE_NAME: &'static str = "VirtualMachineMessage";
-}
-impl x::Structure for VirtualMachineMessage {}
-impl Clone for VirtualMachineMessage {
-    fn clone(&self) -> Self {
-        Self {
-            id: self.id.clone(),
-            argument: x::clone_vec(&self.argument),
-            text: self.text.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineMessage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "argument" => r.read_push(&mut self.argument),
-            "text" => r.read_opt(&mut self.text),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_vec("argument", &self.argument);
-        w.write_opt("text", &self.text);
-    }
-}
-impl x::ArrayItem for VirtualMachineMessage {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMessage";
-    const ITEM_TAG: &'static str = "VirtualMachineMessage";
-}
-/// `VirtualMachineMetadataManagerVmMetadata` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMetadataManagerVmMetadata {
-    /// `vmId`.
-    pub vm_id: String,
-    /// `metadata`.
-    pub metadata: Option<String>,
-}
-impl x::SchemaType for VirtualMachineMetadataManagerVmMetadata {
-    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadata";
-}
-impl x::Structure for VirtualMachineMetadataManagerVmMetadata {}
-impl x::Fields for VirtualMachineMetadataManagerVmMetadata {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmId" => r.read(&mut self.vm_id),
-            "metadata" => r.read_opt(&mut self.metadata),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vmId", &self.vm_id);
-        w.write_opt("metadata", &self.metadata);
-    }
-}
-/// `VirtualMachineMetadataManagerVmMetadataInput` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMetadataManagerVmMetadataInput {
-    /// `operation`.
-    pub operation: String,
-    /// `vmMetadata`.
-    pub vm_metadata: VirtualMachineMetadataManagerVmMetadata,
-}
-impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataInput {
-    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataInput";
-}
-impl x::Structure for VirtualMachineMetadataManagerVmMetadataInput {}
-impl x::Fields for VirtualMachineMetadataManagerVmMetadataInput {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "vmMetadata" => r.read(&mut self.vm_metadata),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write("vmMetadata", &self.vm_metadata);
-    }
-}
-impl x::ArrayItem for VirtualMachineMetadataManagerVmMetadataInput {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMetadataManagerVmMetadataInput";
-    const ITEM_TAG: &'static str = "VirtualMachineMetadataManagerVmMetadataInput";
-}
-/// `VirtualMachineMetadataManagerVmMetadataOwner` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMetadataManagerVmMetadataOwner {
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataOwner {
-    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataOwner";
-}
-impl x::Structure for VirtualMachineMetadataManagerVmMetadataOwner {}
-impl x::Fields for VirtualMachineMetadataManagerVmMetadataOwner {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-    }
-}
-/// `VirtualMachineMetadataManagerVmMetadataResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMetadataManagerVmMetadataResult {
-    /// `vmMetadata`.
-    pub vm_metadata: VirtualMachineMetadataManagerVmMetadata,
-    /// `error`.
-    pub error: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataResult {
-    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataResult";
-}
-impl x::Structure for VirtualMachineMetadataManagerVmMetadataResult {}
-impl x::Fields for VirtualMachineMetadataManagerVmMetadataResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmMetadata" => r.read(&mut self.vm_metadata),
-            "error" => r.read_opt(&mut self.error),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vmMetadata", &self.vm_metadata);
-        w.write_opt("error", &self.error);
-    }
-}
-impl x::ArrayItem for VirtualMachineMetadataManagerVmMetadataResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMetadataManagerVmMetadataResult";
-    const ITEM_TAG: &'static str = "VirtualMachineMetadataManagerVmMetadataResult";
-}
-/// `VirtualMachineMksConnection` (extends `VirtualMachineConnection`).
-///
-/// The fields of `VirtualMachineConnection` are in `virtual_machine_connection`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMksConnection {
-    /// The fields `VirtualMachineMksConnection` inherits from `VirtualMachineConnection`.
-    pub virtual_machine_connection: VirtualMachineConnection,
-}
-impl x::SchemaType for VirtualMachineMksConnection {
-    const TYPE_NAME: &'static str = "VirtualMachineMksConnection";
-}
-impl x::Structure for VirtualMachineMksConnection {}
-impl std::ops::Deref for VirtualMachineMksConnection {
-    type Target = VirtualMachineConnection;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineConnection {
-        &self.virtual_machine_connection
-    }
-}
-impl std::ops::DerefMut for VirtualMachineMksConnection {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineConnection {
-        &mut self.virtual_machine_connection
-    }
-}
-impl x::Fields for VirtualMachineMksConnection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_connection, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_connection, w);
-    }
-}
-/// `VirtualMachineMksTicket` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineMksTicket {
-    /// `ticket`.
-    pub ticket: String,
-    /// `cfgFile`.
-    pub cfg_file: String,
-    /// `host`.
-    pub host: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-}
-impl x::SchemaType for VirtualMachineMksTicket {
-    const TYPE_NAME: &'static str = "VirtualMachineMksTicket";
-}
-impl x::Structure for VirtualMachineMksTicket {}
-impl x::Fields for VirtualMachineMksTicket {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ticket" => r.read(&mut self.ticket),
-            "cfgFile" => r.read(&mut self.cfg_file),
-            "host" => r.read_opt(&mut self.host),
-            "port" => r.read_opt(&mut self.port),
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ticket", &self.ticket);
-        w.write("cfgFile", &self.cfg_file);
-        w.write_opt("host", &self.host);
-        w.write_opt("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-    }
-}
-/// `VirtualMachineNetworkInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineNetworkInfo {
-    /// The fields `VirtualMachineNetworkInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `network`.
-    pub network: AnyNetworkSummary,
-    /// `vswitch`.
-    pub vswitch: Option<String>,
-}
-impl x::SchemaType for VirtualMachineNetworkInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineNetworkInfo";
-}
-impl x::Structure for VirtualMachineNetworkInfo {}
-impl std::ops::Deref for VirtualMachineNetworkInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineNetworkInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            "vswitch" => r.read_opt(&mut self.vswitch),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("network", &self.network);
-        w.write_opt("vswitch", &self.vswitch);
-    }
-}
-impl x::ArrayItem for VirtualMachineNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineNetworkInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineNetworkInfo";
-}
-/// `VirtualMachineNetworkShaperInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineNetworkShaperInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `peakBps`.
-    pub peak_bps: Option<i64>,
-    /// `averageBps`.
-    pub average_bps: Option<i64>,
-    /// `burstSize`.
-    pub burst_size: Option<i64>,
-}
-impl x::SchemaType for VirtualMachineNetworkShaperInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineNetworkShaperInfo";
-}
-impl x::Structure for VirtualMachineNetworkShaperInfo {}
-impl x::Fields for VirtualMachineNetworkShaperInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "peakBps" => r.read_opt(&mut self.peak_bps),
-            "averageBps" => r.read_opt(&mut self.average_bps),
-            "burstSize" => r.read_opt(&mut self.burst_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("peakBps", &self.peak_bps);
-        w.write_opt("averageBps", &self.average_bps);
-        w.write_opt("burstSize", &self.burst_size);
-    }
-}
-/// `VirtualMachineParallelInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineParallelInfo {
-    /// The fields `VirtualMachineParallelInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-}
-impl x::SchemaType for VirtualMachineParallelInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineParallelInfo";
-}
-impl x::Structure for VirtualMachineParallelInfo {}
-impl std::ops::Deref for VirtualMachineParallelInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineParallelInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineParallelInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-    }
-}
-impl x::ArrayItem for VirtualMachineParallelInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineParallelInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineParallelInfo";
-}
-/// `VirtualMachinePciPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// Fields of this type hold [`AnyVirtualMachinePciPassthroughInfo`], which also carries its subtypes.
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachinePciPassthroughInfo {
-    /// The fields `VirtualMachinePciPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `pciDevice`.
-    pub pci_device: HostPciDevice,
-    /// `systemId`.
-    pub system_id: String,
-}
-impl x::SchemaType for VirtualMachinePciPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachinePciPassthroughInfo";
-}
-impl x::Structure for VirtualMachinePciPassthroughInfo {}
-impl std::ops::Deref for VirtualMachinePciPassthroughInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachinePciPassthroughInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachinePciPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pciDevice" => r.read(&mut self.pci_device),
-            "systemId" => r.read(&mut self.system_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("pciDevice", &self.pci_device);
-        w.write("systemId", &self.system_id);
-    }
-}
-/// `VirtualMachinePciSharedGpuPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachinePciSharedGpuPassthroughInfo {
-    /// The fields `VirtualMachinePciSharedGpuPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `vgpu`.
-    pub vgpu: String,
-}
-impl x::SchemaType for VirtualMachinePciSharedGpuPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
-}
-impl x::Structure for VirtualMachinePciSharedGpuPassthroughInfo {}
-impl std::ops::Deref for VirtualMachinePciSharedGpuPassthroughInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachinePciSharedGpuPassthroughInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachinePciSharedGpuPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read(&mut self.vgpu),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("vgpu", &self.vgpu);
-    }
-}
-impl x::ArrayItem for VirtualMachinePciSharedGpuPassthroughInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePciSharedGpuPassthroughInfo";
-    const ITEM_TAG: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
-}
-/// `VirtualMachinePrecisionClockInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachinePrecisionClockInfo {
-    /// The fields `VirtualMachinePrecisionClockInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `systemClockProtocol`.
-    pub system_clock_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualMachinePrecisionClockInfo {
-    const TYPE_NAME: &'static str = "VirtualMachinePrecisionClockInfo";
-}
-impl x::Structure for VirtualMachinePrecisionClockInfo {}
-impl std::ops::Deref for VirtualMachinePrecisionClockInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachinePrecisionClockInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachinePrecisionClockInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write_opt("systemClockProtocol", &self.system_clock_protocol);
-    }
-}
-impl x::ArrayItem for VirtualMachinePrecisionClockInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePrecisionClockInfo";
-    const ITEM_TAG: &'static str = "VirtualMachinePrecisionClockInfo";
-}
-/// `VirtualMachineProfileDetails` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineProfileDetails {
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `diskProfileDetails`.
-    pub disk_profile_details: Vec<VirtualMachineProfileDetailsDiskProfileDetails>,
-}
-impl x::SchemaType for VirtualMachineProfileDetails {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileDetails";
-}
-impl x::Structure for VirtualMachineProfileDetails {}
-impl Clone for VirtualMachineProfileDetails {
-    fn clone(&self) -> Self {
-        Self {
-            profile: x::clone_vec(&self.profile),
-            disk_profile_details: x::clone_vec(&self.disk_profile_details),
-        }
-    }
-}
-impl x::Fields for VirtualMachineProfileDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "profile" => r.read_push(&mut self.profile),
-            "diskProfileDetails" => r.read_push(&mut self.disk_profile_details),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("profile", &self.profile);
-        w.write_vec("diskProfileDetails", &self.disk_profile_details);
-    }
-}
-/// `VirtualMachineProfileDetailsDiskProfileDetails` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineProfileDetailsDiskProfileDetails {
-    /// `diskId`.
-    pub disk_id: i32,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-}
-impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
-}
-impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
-impl Clone for VirtualMachineProfileDetailsDiskProfileDetails {
-    fn clone(&self) -> Self {
-        Self {
-            disk_id: self.disk_id,
-            profile: x::clone_vec(&self.profile),
-        }
-    }
-}
-impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskId" => r.read(&mut self.disk_id),
-            "profile" => r.read_push(&mut self.profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskId", &self.disk_id);
-        w.write_vec("profile", &self.profile);
-    }
-}
-impl x::ArrayItem for VirtualMachineProfileDetailsDiskProfileDetails {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineProfileDetailsDiskProfileDetails";
-    const ITEM_TAG: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
-}
-/// `VirtualMachineProfileRawData` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileRawData {
-    /// `extensionKey`.
-    pub extension_key: String,
-    /// `objectData`.
-    pub object_data: Option<String>,
-}
-impl x::SchemaType for VirtualMachineProfileRawData {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileRawData";
-}
-impl x::Structure for VirtualMachineProfileRawData {}
-impl x::Fields for VirtualMachineProfileRawData {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extensionKey" => r.read(&mut self.extension_key),
-            "objectData" => r.read_opt(&mut self.object_data),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("extensionKey", &self.extension_key);
-        w.write_opt("objectData", &self.object_data);
-    }
-}
-/// `VirtualMachineProfileSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineProfileSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineProfileSpec {}
-impl x::SchemaType for VirtualMachineProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineProfileSpec";
-}
-impl x::Structure for VirtualMachineProfileSpec {}
-impl x::Fields for VirtualMachineProfileSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachinePropertyRelation` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachinePropertyRelation {
-    /// `key`.
-    pub key: DynamicProperty,
-    /// `relations`.
-    pub relations: Vec<DynamicProperty>,
-}
-impl x::SchemaType for VirtualMachinePropertyRelation {
-    const TYPE_NAME: &'static str = "VirtualMachinePropertyRelation";
-}
-impl x::Structure for VirtualMachinePropertyRelation {}
-impl Clone for VirtualMachinePropertyRelation {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            relations: x::clone_vec(&self.relations),
-        }
-    }
-}
-impl x::Fields for VirtualMachinePropertyRelation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "relations" => r.read_push(&mut self.relations),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("relations", &self.relations);
-    }
-}
-impl x::ArrayItem for VirtualMachinePropertyRelation {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePropertyRelation";
-    const ITEM_TAG: &'static str = "VirtualMachinePropertyRelation";
-}
-/// `VirtualMachineQuestionInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineQuestionInfo {
-    /// `id`.
-    pub id: String,
-    /// `text`.
-    pub text: String,
-    /// `choice`.
-    pub choice: ChoiceOption,
-    /// `message`.
-    pub message: Vec<VirtualMachineMessage>,
-}
-impl x::SchemaType for VirtualMachineQuestionInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineQuestionInfo";
-}
-impl x::Structure for VirtualMachineQuestionInfo {}
-impl Clone for VirtualMachineQuestionInfo {
-    fn clone(&self) -> Self {
-        Self {
-            id: self.id.clone(),
-            text: self.text.clone(),
-            choice: self.choice.clone(),
-            message: x::clone_vec(&self.message),
-        }
-    }
-}
-impl x::Fields for VirtualMachineQuestionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "text" => r.read(&mut self.text),
-            "choice" => r.read(&mut self.choice),
-            "message" => r.read_push(&mut self.message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("text", &self.text);
-        w.write("choice", &self.choice);
-        w.write_vec("message", &self.message);
-    }
-}
-/// `VirtualMachineQuickStats` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineQuickStats {
-    /// `overallCpuUsage`.
-    pub overall_cpu_usage: Option<i32>,
-    /// `overallCpuDemand`.
-    pub overall_cpu_demand: Option<i32>,
-    /// `overallCpuReadiness`.
-    pub overall_cpu_readiness: Option<i32>,
-    /// `guestMemoryUsage`.
-    pub guest_memory_usage: Option<i32>,
-    /// `hostMemoryUsage`.
-    pub host_memory_usage: Option<i32>,
-    /// `guestHeartbeatStatus`.
-    pub guest_heartbeat_status: ManagedEntityStatus,
-    /// `distributedCpuEntitlement`.
-    pub distributed_cpu_entitlement: Option<i32>,
-    /// `distributedMemoryEntitlement`.
-    pub distributed_memory_entitlement: Option<i32>,
-    /// `staticCpuEntitlement`.
-    pub static_cpu_entitlement: Option<i32>,
-    /// `staticMemoryEntitlement`.
-    pub static_memory_entitlement: Option<i32>,
-    /// `grantedMemory`.
-    pub granted_memory: Option<i32>,
-    /// `privateMemory`.
-    pub private_memory: Option<i32>,
-    /// `sharedMemory`.
-    pub shared_memory: Option<i32>,
-    /// `swappedMemory`.
-    pub swapped_memory: Option<i32>,
-    /// `balloonedMemory`.
-    pub ballooned_memory: Option<i32>,
-    /// `consumedOverheadMemory`.
-    pub consumed_overhead_memory: Option<i32>,
-    /// `ftLogBandwidth`.
-    pub ft_log_bandwidth: Option<i32>,
-    /// `ftSecondaryLatency`.
-    pub ft_secondary_latency: Option<i32>,
-    /// `ftLatencyStatus`.
-    pub ft_latency_status: Option<ManagedEntityStatus>,
-    /// `compressedMemory`.
-    pub compressed_memory: Option<i64>,
-    /// `uptimeSeconds`.
-    pub uptime_seconds: Option<i32>,
-    /// `ssdSwappedMemory`.
-    pub ssd_swapped_memory: Option<i64>,
-    /// `activeMemory`.
-    pub active_memory: Option<i32>,
-    /// `memoryTierStats`.
-    pub memory_tier_stats: Vec<VirtualMachineQuickStatsMemoryTierStats>,
-}
-impl x::SchemaType for VirtualMachineQuickStats {
-    const TYPE_NAME: &'static str = "VirtualMachineQuickStats";
-}
-impl x::Structure for VirtualMachineQuickStats {}
-impl Clone for VirtualMachineQuickStats {
-    fn clone(&self) -> Self {
-        Self {
-            overall_cpu_usage: self.overall_cpu_usage,
-            overall_cpu_demand: self.overall_cpu_demand,
-            overall_cpu_readiness: self.overall_cpu_readiness,
-            guest_memory_usage: self.guest_memory_usage,
-            host_memory_usage: self.host_memory_usage,
-            guest_heartbeat_status: self.guest_heartbeat_status.clone(),
-            distributed_cpu_entitlement: self.distributed_cpu_entitlement,
-            distributed_memory_entitlement: self.distributed_memory_entitlement,
-            static_cpu_entitlement: self.static_cpu_entitlement,
-            static_memory_entitlement: self.static_memory_entitlement,
-            granted_memory: self.granted_memory,
-            private_memory: self.private_memory,
-            shared_memory: self.shared_memory,
-            swapped_memory: self.swapped_memory,
-            ballooned_memory: self.ballooned_memory,
-            consumed_overhead_memory: self.consumed_overhead_memory,
-            ft_log_bandwidth: self.ft_log_bandwidth,
-            ft_secondary_latency: self.ft_secondary_latency,
-            ft_latency_status: self.ft_latency_status.clone(),
-            compressed_memory: self.compressed_memory,
-            uptime_seconds: self.uptime_seconds,
-            ssd_swapped_memory: self.ssd_swapped_memory,
-            active_memory: self.active_memory,
-            memory_tier_stats: x::clone_vec(&self.memory_tier_stats),
-        }
-    }
-}
-impl x::Fields for VirtualMachineQuickStats {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
-            "overallCpuDemand" => r.read_opt(&mut self.overall_cpu_demand),
-            "overallCpuReadiness" => r.read_opt(&mut self.overall_cpu_readiness),
-            "guestMemoryUsage" => r.read_opt(&mut self.guest_memory_usage),
-            "hostMemoryUsage" => r.read_opt(&mut self.host_memory_usage),
-            "guestHeartbeatStatus" => r.read(&mut self.guest_heartbeat_status),
-            "distributedCpuEntitlement" => {
-                r.read_opt(&mut self.distributed_cpu_entitlement)
-            }
-            "distributedMemoryEntitlement" => {
-                r.read_opt(&mut self.distributed_memory_entitlement)
-            }
-            "staticCpuEntitlement" => r.read_opt(&mut self.static_cpu_entitlement),
-            "staticMemoryEntitlement" => r.read_opt(&mut self.static_memory_entitlement),
-            "grantedMemory" => r.read_opt(&mut self.granted_memory),
-            "privateMemory" => r.read_opt(&mut self.private_memory),
-            "sharedMemory" => r.read_opt(&mut self.shared_memory),
-            "swappedMemory" => r.read_opt(&mut self.swapped_memory),
-            "balloonedMemory" => r.read_opt(&mut self.ballooned_memory),
-            "consumedOverheadMemory" => r.read_opt(&mut self.consumed_overhead_memory),
-            "ftLogBandwidth" => r.read_opt(&mut self.ft_log_bandwidth),
-            "ftSecondaryLatency" => r.read_opt(&mut self.ft_secondary_latency),
-            "ftLatencyStatus" => r.read_opt(&mut self.ft_latency_status),
-            "compressedMemory" => r.read_opt(&mut self.compressed_memory),
-            "uptimeSeconds" => r.read_opt(&mut self.uptime_seconds),
-            "ssdSwappedMemory" => r.read_opt(&mut self.ssd_swapped_memory),
-            "activeMemory" => r.read_opt(&mut self.active_memory),
-            "memoryTierStats" => r.read_push(&mut self.memory_tier_stats),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
-        w.write_opt("overallCpuDemand", &self.overall_cpu_demand);
-        w.write_opt("overallCpuReadiness", &self.overall_cpu_readiness);
-        w.write_opt("guestMemoryUsage", &self.guest_memory_usage);
-        w.write_opt("hostMemoryUsage", &self.host_memory_usage);
-        w.write("guestHeartbeatStatus", &self.guest_heartbeat_status);
-        w.write_opt("distributedCpuEntitlement", &self.distributed_cpu_entitlement);
-        w.write_opt(
-            "distributedMemoryEntitlement",
-            &self.distributed_memory_entitlement,
-        );
-        w.write_opt("staticCpuEntitlement", &self.static_cpu_entitlement);
-        w.write_opt("staticMemoryEntitlement", &self.static_memory_entitlement);
-        w.write_opt("grantedMemory", &self.granted_memory);
-        w.write_opt("privateMemory", &self.private_memory);
-        w.write_opt("sharedMemory", &self.shared_memory);
-        w.write_opt("swappedMemory", &self.swapped_memory);
-        w.write_opt("balloonedMemory", &self.ballooned_memory);
-        w.write_opt("consumedOverheadMemory", &self.consumed_overhead_memory);
-        w.write_opt("ftLogBandwidth", &self.ft_log_bandwidth);
-        w.write_opt("ftSecondaryLatency", &self.ft_secondary_latency);
-        w.write_opt("ftLatencyStatus", &self.ft_latency_status);
-        w.write_opt("compressedMemory", &self.compressed_memory);
-        w.write_opt("uptimeSeconds", &self.uptime_seconds);
-        w.write_opt("ssdSwappedMemory", &self.ssd_swapped_memory);
-        w.write_opt("activeMemory", &self.active_memory);
-        w.write_vec("memoryTierStats", &self.memory_tier_stats);
-    }
-}
-/// `VirtualMachineQuickStatsMemoryTierStats` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineQuickStatsMemoryTierStats {
-    /// `memoryTierType`.
-    pub memory_tier_type: String,
-    /// `readBandwidth`.
-    pub read_bandwidth: i64,
-}
-impl x::SchemaType for VirtualMachineQuickStatsMemoryTierStats {
-    const TYPE_NAME: &'static str = "VirtualMachineQuickStatsMemoryTierStats";
-}
-impl x::Structure for VirtualMachineQuickStatsMemoryTierStats {}
-impl x::Fields for VirtualMachineQuickStatsMemoryTierStats {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "memoryTierType" => r.read(&mut self.memory_tier_type),
-            "readBandwidth" => r.read(&mut self.read_bandwidth),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("memoryTierType", &self.memory_tier_type);
-        w.write("readBandwidth", &self.read_bandwidth);
-    }
-}
-impl x::ArrayItem for VirtualMachineQuickStatsMemoryTierStats {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineQuickStatsMemoryTierStats";
-    const ITEM_TAG: &'static str = "VirtualMachineQuickStatsMemoryTierStats";
-}
-/// `VirtualMachineRelocateSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineRelocateSpec {
-    /// `service`.
-    pub service: Option<ServiceLocator>,
-    /// `folder`.
-    pub folder: Option<x::ManagedObjectReference>,
-    /// `datastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `diskMoveType`.
-    pub disk_move_type: Option<String>,
-    /// `pool`.
-    pub pool: Option<x::ManagedObjectReference>,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineRelocateSpecDiskLocator>,
-    /// `transform`.
-    pub transform: Option<VirtualMachineRelocateTransformation>,
-    /// `deviceChange`.
-    pub device_change: Vec<AnyVirtualDeviceConfigSpec>,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `cryptoSpec`.
-    pub crypto_spec: Option<AnyCryptoSpec>,
-    /// `tagSpecs`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub tag_specs: Vec<TagSpec>,
-    /// `vmPlacementPolicies`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
-}
-impl x::SchemaType for VirtualMachineRelocateSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpec";
-}
-impl x::Structure for VirtualMachineRelocateSpec {}
-impl Clone for VirtualMachineRelocateSpec {
-    fn clone(&self) -> Self {
-        Self {
-            service: self.service.clone(),
-            folder: self.folder.clone(),
-            datastore: self.datastore.clone(),
-            disk_move_type: self.disk_move_type.clone(),
-            pool: self.pool.clone(),
-            host: self.host.clone(),
-            disk: x::clone_vec(&self.disk),
-            transform: self.transform.clone(),
-            device_change: x::clone_vec(&self.device_change),
-            profile: x::clone_vec(&self.profile),
-            crypto_spec: self.crypto_spec.clone(),
-            tag_specs: x::clone_vec(&self.tag_specs),
-            vm_placement_policies: x::clone_vec(&self.vm_placement_policies),
-        }
-    }
-}
-impl x::Fields for VirtualMachineRelocateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "service" => r.read_opt(&mut self.service),
-            "folder" => r.read_opt(&mut self.folder),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
-            "pool" => r.read_opt(&mut self.pool),
-            "host" => r.read_opt(&mut self.host),
-            "disk" => r.read_push(&mut self.disk),
-            "transform" => r.read_opt(&mut self.transform),
-            "deviceChange" => r.read_push(&mut self.device_change),
-            "profile" => r.read_push(&mut self.profile),
-            "cryptoSpec" => r.read_opt(&mut self.crypto_spec),
-            "tagSpecs" => r.read_push(&mut self.tag_specs),
-            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("service", &self.service);
-        w.write_opt("folder", &self.folder);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("diskMoveType", &self.disk_move_type);
-        w.write_opt("pool", &self.pool);
-        w.write_opt("host", &self.host);
-        w.write_vec("disk", &self.disk);
-        w.write_opt("transform", &self.transform);
-        w.write_vec("deviceChange", &self.device_change);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("cryptoSpec", &self.crypto_spec);
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRelocateSpec.tagSpecs",
-                !self.tag_specs.is_empty(),
-            )
-        {
-            w.write_vec("tagSpecs", &self.tag_specs);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRelocateSpec.vmPlacementPolicies",
-                !self.vm_placement_policies.is_empty(),
-            )
-        {
-            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
-        }
-    }
-}
-/// `VirtualMachineRelocateSpecDiskLocator` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineRelocateSpecDiskLocator {
-    /// `diskId`.
-    pub disk_id: i32,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `diskMoveType`.
-    pub disk_move_type: Option<String>,
-    /// `diskBackingInfo`.
-    pub disk_backing_info: Option<AnyVirtualDeviceBackingInfo>,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `backing`.
-    pub backing: Option<VirtualMachineRelocateSpecDiskLocatorBackingSpec>,
-    /// `filterSpec`.
-    pub filter_spec: Vec<AnyVirtualMachineBaseIndependentFilterSpec>,
-}
-impl x::SchemaType for VirtualMachineRelocateSpecDiskLocator {
-    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpecDiskLocator";
-}
-impl x::Structure for VirtualMachineRelocateSpecDiskLocator {}
-impl Clone for VirtualMachineRelocateSpecDiskLocator {
-    fn clone(&self) -> Self {
-        Self {
-            disk_id: self.disk_id,
-            datastore: self.datastore.clone(),
-            disk_move_type: self.disk_move_type.clone(),
-            disk_backing_info: self.disk_backing_info.clone(),
-            profile: x::clone_vec(&self.profile),
-            backing: self.backing.clone(),
-            filter_spec: x::clone_vec(&self.filter_spec),
-        }
-    }
-}
-impl x::Fields for VirtualMachineRelocateSpecDiskLocator {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskId" => r.read(&mut self.disk_id),
-            "datastore" => r.read(&mut self.datastore),
-            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
-            "diskBackingInfo" => r.read_opt(&mut self.disk_backing_info),
-            "profile" => r.read_push(&mut self.profile),
-            "backing" => r.read_opt(&mut self.backing),
-            "filterSpec" => r.read_push(&mut self.filter_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskId", &self.disk_id);
-        w.write("datastore", &self.datastore);
-        w.write_opt("diskMoveType", &self.disk_move_type);
-        w.write_opt("diskBackingInfo", &self.disk_backing_info);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("backing", &self.backing);
-        w.write_vec("filterSpec", &self.filter_spec);
-    }
-}
-impl x::ArrayItem for VirtualMachineRelocateSpecDiskLocator {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineRelocateSpecDiskLocator";
-    const ITEM_TAG: &'static str = "VirtualMachineRelocateSpecDiskLocator";
-}
-/// `VirtualMachineRelocateSpecDiskLocatorBackingSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineRelocateSpecDiskLocatorBackingSpec {
-    /// `parent`.
-    pub parent: Option<Box<VirtualMachineRelocateSpecDiskLocatorBackingSpec>>,
-    /// `crypto`.
-    pub crypto: Option<AnyCryptoSpec>,
-}
-impl x::SchemaType for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpecDiskLocatorBackingSpec";
-}
-impl x::Structure for VirtualMachineRelocateSpecDiskLocatorBackingSpec {}
-impl x::Fields for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "parent" => r.read_opt_box(&mut self.parent),
-            "crypto" => r.read_opt(&mut self.crypto),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("crypto", &self.crypto);
     }
 }

@@ -5,340 +5,991 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineRuntimeInfo {
-    /// `device`.
-    pub device: Vec<VirtualMachineDeviceRuntimeInfo>,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `connectionState`.
-    pub connection_state: VirtualMachineConnectionState,
-    /// `powerState`.
-    pub power_state: VirtualMachinePowerState,
-    /// `vmFailoverInProgress`.
-    pub vm_failover_in_progress: Option<bool>,
-    /// `faultToleranceState`.
-    pub fault_tolerance_state: Option<VirtualMachineFaultToleranceState>,
-    /// `dasVmProtection`.
-    pub das_vm_protection: Option<VirtualMachineRuntimeInfoDasProtectionState>,
-    /// `toolsInstallerMounted`.
-    pub tools_installer_mounted: bool,
-    /// `suspendTime`.
-    pub suspend_time: Option<x::DateTime>,
-    /// `bootTime`.
-    pub boot_time: Option<x::DateTime>,
-    /// `suspendInterval`.
-    pub suspend_interval: Option<i64>,
-    /// `question`.
-    pub question: Option<VirtualMachineQuestionInfo>,
-    /// `memoryOverhead`.
-    pub memory_overhead: Option<i64>,
-    /// `maxCpuUsage`.
-    pub max_cpu_usage: Option<i32>,
-    /// `maxMemoryUsage`.
-    pub max_memory_usage: Option<i32>,
-    /// `numMksConnections`.
-    pub num_mks_connections: i32,
-    /// `recordReplayState`.
-    pub record_replay_state: Option<VirtualMachineRecordReplayState>,
-    /// `cleanPowerOff`.
-    pub clean_power_off: Option<bool>,
-    /// `needSecondaryReason`.
-    pub need_secondary_reason: Option<String>,
-    /// `onlineStandby`.
-    pub online_standby: Option<bool>,
-    /// `minRequiredEVCModeKey`.
-    pub min_required_evc_mode_key: Option<String>,
-    /// `consolidationNeeded`.
-    pub consolidation_needed: Option<bool>,
-    /// `offlineFeatureRequirement`.
-    pub offline_feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-    /// `featureRequirement`.
-    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-    /// `featureMask`.
-    pub feature_mask: Vec<HostFeatureMask>,
-    /// `vFlashCacheAllocation`.
-    pub vflash_cache_allocation: Option<i64>,
-    /// `paused`.
-    pub paused: Option<bool>,
-    /// `snapshotInBackground`.
-    pub snapshot_in_background: Option<bool>,
-    /// `quiescedForkParent`.
-    pub quiesced_fork_parent: Option<bool>,
-    /// `instantCloneFrozen`.
-    pub instant_clone_frozen: Option<bool>,
-    /// `cryptoState`.
-    pub crypto_state: Option<String>,
-    /// `suspendedToMemory`.
-    pub suspended_to_memory: Option<bool>,
-    /// `opNotificationTimeout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub op_notification_timeout: Option<i64>,
-    /// `iommuActive`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub iommu_active: Option<bool>,
-    /// `consolidateWorkTotal`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub consolidate_work_total: Option<i64>,
-    /// `consolidateWorkDone`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub consolidate_work_done: Option<i64>,
-    /// `diskChainBroken`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub disk_chain_broken: Option<bool>,
+/// `VirtualMachineFileLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayout {
+    /// `configFile`.
+    pub config_file: Vec<String>,
+    /// `logFile`.
+    pub log_file: Vec<String>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineFileLayoutDiskLayout>,
+    /// `snapshot`.
+    pub snapshot: Vec<VirtualMachineFileLayoutSnapshotLayout>,
+    /// `swapFile`.
+    pub swap_file: Option<String>,
 }
-impl x::SchemaType for VirtualMachineRuntimeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfo";
+impl x::SchemaType for VirtualMachineFileLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayout";
 }
-impl x::Structure for VirtualMachineRuntimeInfo {}
-impl Clone for VirtualMachineRuntimeInfo {
+impl x::Structure for VirtualMachineFileLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayout", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayout {
     fn clone(&self) -> Self {
         Self {
-            device: x::clone_vec(&self.device),
-            host: self.host.clone(),
-            connection_state: self.connection_state.clone(),
-            power_state: self.power_state.clone(),
-            vm_failover_in_progress: self.vm_failover_in_progress,
-            fault_tolerance_state: self.fault_tolerance_state.clone(),
-            das_vm_protection: self.das_vm_protection.clone(),
-            tools_installer_mounted: self.tools_installer_mounted,
-            suspend_time: self.suspend_time.clone(),
-            boot_time: self.boot_time.clone(),
-            suspend_interval: self.suspend_interval,
-            question: self.question.clone(),
-            memory_overhead: self.memory_overhead,
-            max_cpu_usage: self.max_cpu_usage,
-            max_memory_usage: self.max_memory_usage,
-            num_mks_connections: self.num_mks_connections,
-            record_replay_state: self.record_replay_state.clone(),
-            clean_power_off: self.clean_power_off,
-            need_secondary_reason: self.need_secondary_reason.clone(),
-            online_standby: self.online_standby,
-            min_required_evc_mode_key: self.min_required_evc_mode_key.clone(),
-            consolidation_needed: self.consolidation_needed,
-            offline_feature_requirement: x::clone_vec(&self.offline_feature_requirement),
-            feature_requirement: x::clone_vec(&self.feature_requirement),
-            feature_mask: x::clone_vec(&self.feature_mask),
-            vflash_cache_allocation: self.vflash_cache_allocation,
-            paused: self.paused,
-            snapshot_in_background: self.snapshot_in_background,
-            quiesced_fork_parent: self.quiesced_fork_parent,
-            instant_clone_frozen: self.instant_clone_frozen,
-            crypto_state: self.crypto_state.clone(),
-            suspended_to_memory: self.suspended_to_memory,
-            op_notification_timeout: self.op_notification_timeout,
-            iommu_active: self.iommu_active,
-            consolidate_work_total: self.consolidate_work_total,
-            consolidate_work_done: self.consolidate_work_done,
-            disk_chain_broken: self.disk_chain_broken,
+            config_file: x::clone_vec(&self.config_file),
+            log_file: x::clone_vec(&self.log_file),
+            disk: x::clone_vec(&self.disk),
+            snapshot: x::clone_vec(&self.snapshot),
+            swap_file: self.swap_file.clone(),
         }
     }
 }
-impl x::Fields for VirtualMachineRuntimeInfo {
+impl x::Fields for VirtualMachineFileLayout {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "device" => r.read_push(&mut self.device),
-            "host" => r.read_opt(&mut self.host),
-            "connectionState" => r.read(&mut self.connection_state),
-            "powerState" => r.read(&mut self.power_state),
-            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress),
-            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state),
-            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection),
-            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted),
-            "suspendTime" => r.read_opt(&mut self.suspend_time),
-            "bootTime" => r.read_opt(&mut self.boot_time),
-            "suspendInterval" => r.read_opt(&mut self.suspend_interval),
-            "question" => r.read_opt(&mut self.question),
-            "memoryOverhead" => r.read_opt(&mut self.memory_overhead),
-            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage),
-            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage),
-            "numMksConnections" => r.read(&mut self.num_mks_connections),
-            "recordReplayState" => r.read_opt(&mut self.record_replay_state),
-            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off),
-            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason),
-            "onlineStandby" => r.read_opt(&mut self.online_standby),
-            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key),
-            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed),
-            "offlineFeatureRequirement" => {
-                r.read_push(&mut self.offline_feature_requirement)
+            "configFile" => r.read_push(&mut self.config_file),
+            "logFile" => r.read_push(&mut self.log_file),
+            "disk" => r.read_push(&mut self.disk),
+            "snapshot" => r.read_push(&mut self.snapshot),
+            "swapFile" => r.read_opt(&mut self.swap_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("configFile", &self.config_file);
+        w.write_vec("logFile", &self.log_file);
+        w.write_vec("disk", &self.disk);
+        w.write_vec("snapshot", &self.snapshot);
+        w.write_opt("swapFile", &self.swap_file);
+    }
+}
+/// `VirtualMachineFileLayoutDiskLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutDiskLayout {
+    /// `key`.
+    pub key: i32,
+    /// `diskFile`.
+    pub disk_file: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutDiskLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutDiskLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutDiskLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayoutDiskLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutDiskLayout", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutDiskLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutDiskLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key,
+            disk_file: x::clone_vec(&self.disk_file),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutDiskLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "diskFile" => r.read_push(&mut self.disk_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("diskFile", &self.disk_file);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutDiskLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutDiskLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutDiskLayout";
+}
+/// `VirtualMachineFileLayoutEx` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutEx {
+    /// `file`.
+    pub file: Vec<VirtualMachineFileLayoutExFileInfo>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineFileLayoutExDiskLayout>,
+    /// `snapshot`.
+    pub snapshot: Vec<VirtualMachineFileLayoutExSnapshotLayout>,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineFileLayoutEx {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutEx";
+}
+impl x::Structure for VirtualMachineFileLayoutEx {}
+impl std::fmt::Debug for VirtualMachineFileLayoutEx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutEx", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutEx {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutEx {
+    fn clone(&self) -> Self {
+        Self {
+            file: x::clone_vec(&self.file),
+            disk: x::clone_vec(&self.disk),
+            snapshot: x::clone_vec(&self.snapshot),
+            timestamp: self.timestamp.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutEx {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "file" => r.read_push(&mut self.file),
+            "disk" => r.read_push(&mut self.disk),
+            "snapshot" => r.read_push(&mut self.snapshot),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("file", &self.file);
+        w.write_vec("disk", &self.disk);
+        w.write_vec("snapshot", &self.snapshot);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineFileLayoutExDiskLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutExDiskLayout {
+    /// `key`.
+    pub key: i32,
+    /// `virtualDiskFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub virtual_disk_format: Option<String>,
+    /// `chain`.
+    pub chain: Vec<VirtualMachineFileLayoutExDiskUnit>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutExDiskLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutExDiskLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayoutExDiskLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutExDiskLayout", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutExDiskLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutExDiskLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key,
+            virtual_disk_format: self.virtual_disk_format.clone(),
+            chain: x::clone_vec(&self.chain),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
+            "chain" => r.read_push(&mut self.chain),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineFileLayoutExDiskLayout.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
+        w.write_vec("chain", &self.chain);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutExDiskLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExDiskLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExDiskLayout";
+}
+/// `VirtualMachineFileLayoutExDiskUnit` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutExDiskUnit {
+    /// `fileKey`.
+    pub file_key: Vec<i32>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutExDiskUnit {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskUnit";
+}
+impl x::Structure for VirtualMachineFileLayoutExDiskUnit {}
+impl std::fmt::Debug for VirtualMachineFileLayoutExDiskUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutExDiskUnit", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutExDiskUnit {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutExDiskUnit {
+    fn clone(&self) -> Self {
+        Self {
+            file_key: x::clone_vec(&self.file_key),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutExDiskUnit {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileKey" => r.read_push(&mut self.file_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("fileKey", &self.file_key);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutExDiskUnit {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExDiskUnit";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExDiskUnit";
+}
+/// `VirtualMachineFileLayoutExFileInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineFileLayoutExFileInfo {
+    /// `key`.
+    pub key: i32,
+    /// `name`.
+    pub name: String,
+    /// `type`.
+    pub type_: String,
+    /// `size`.
+    pub size: i64,
+    /// `uniqueSize`.
+    pub unique_size: Option<i64>,
+    /// `backingObjectId`.
+    pub backing_object_id: Option<String>,
+    /// `accessible`.
+    pub accessible: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutExFileInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExFileInfo";
+}
+impl x::Structure for VirtualMachineFileLayoutExFileInfo {}
+impl std::fmt::Debug for VirtualMachineFileLayoutExFileInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutExFileInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutExFileInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutExFileInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "size" => r.read(&mut self.size),
+            "uniqueSize" => r.read_opt(&mut self.unique_size),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "accessible" => r.read_opt(&mut self.accessible),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("type", &self.type_);
+        w.write("size", &self.size);
+        w.write_opt("uniqueSize", &self.unique_size);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write_opt("accessible", &self.accessible);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutExFileInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExFileInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExFileInfo";
+}
+/// `VirtualMachineFileLayoutExSnapshotLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutExSnapshotLayout {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `dataKey`.
+    pub data_key: i32,
+    /// `memoryKey`.
+    pub memory_key: Option<i32>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineFileLayoutExDiskLayout>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutExSnapshotLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutExSnapshotLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayoutExSnapshotLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineFileLayoutExSnapshotLayout",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutExSnapshotLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutExSnapshotLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            data_key: self.data_key,
+            memory_key: self.memory_key,
+            disk: x::clone_vec(&self.disk),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutExSnapshotLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "dataKey" => r.read(&mut self.data_key),
+            "memoryKey" => r.read_opt(&mut self.memory_key),
+            "disk" => r.read_push(&mut self.disk),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("dataKey", &self.data_key);
+        w.write_opt("memoryKey", &self.memory_key);
+        w.write_vec("disk", &self.disk);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutExSnapshotLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExSnapshotLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
+}
+/// `VirtualMachineFileLayoutSnapshotLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutSnapshotLayout {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `snapshotFile`.
+    pub snapshot_file: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutSnapshotLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutSnapshotLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayoutSnapshotLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutSnapshotLayout", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutSnapshotLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutSnapshotLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            snapshot_file: x::clone_vec(&self.snapshot_file),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutSnapshotLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "snapshotFile" => r.read_push(&mut self.snapshot_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("snapshotFile", &self.snapshot_file);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutSnapshotLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutSnapshotLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
+}
+/// `VirtualMachineFlagInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineFlagInfo {
+    /// `disableAcceleration`.
+    pub disable_acceleration: Option<bool>,
+    /// `enableLogging`.
+    pub enable_logging: Option<bool>,
+    /// `useToe`.
+    pub use_toe: Option<bool>,
+    /// `runWithDebugInfo`.
+    pub run_with_debug_info: Option<bool>,
+    /// `monitorType`.
+    pub monitor_type: Option<String>,
+    /// `htSharing`.
+    pub ht_sharing: Option<String>,
+    /// `snapshotDisabled`.
+    pub snapshot_disabled: Option<bool>,
+    /// `snapshotLocked`.
+    pub snapshot_locked: Option<bool>,
+    /// `diskUuidEnabled`.
+    pub disk_uuid_enabled: Option<bool>,
+    /// `virtualMmuUsage`.
+    pub virtual_mmu_usage: Option<String>,
+    /// `virtualExecUsage`.
+    pub virtual_exec_usage: Option<String>,
+    /// `snapshotPowerOffBehavior`.
+    pub snapshot_power_off_behavior: Option<String>,
+    /// `recordReplayEnabled`.
+    pub record_replay_enabled: Option<bool>,
+    /// `faultToleranceType`.
+    pub fault_tolerance_type: Option<String>,
+    /// `cbrcCacheEnabled`.
+    pub cbrc_cache_enabled: Option<bool>,
+    /// `vvtdEnabled`.
+    pub vvtd_enabled: Option<bool>,
+    /// `vbsEnabled`.
+    pub vbs_enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineFlagInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFlagInfo";
+}
+impl x::Structure for VirtualMachineFlagInfo {}
+impl std::fmt::Debug for VirtualMachineFlagInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFlagInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFlagInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineFlagInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration),
+            "enableLogging" => r.read_opt(&mut self.enable_logging),
+            "useToe" => r.read_opt(&mut self.use_toe),
+            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info),
+            "monitorType" => r.read_opt(&mut self.monitor_type),
+            "htSharing" => r.read_opt(&mut self.ht_sharing),
+            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled),
+            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked),
+            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
+            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage),
+            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage),
+            "snapshotPowerOffBehavior" => {
+                r.read_opt(&mut self.snapshot_power_off_behavior)
             }
-            "featureRequirement" => r.read_push(&mut self.feature_requirement),
-            "featureMask" => r.read_push(&mut self.feature_mask),
-            "vFlashCacheAllocation" => r.read_opt(&mut self.vflash_cache_allocation),
-            "paused" => r.read_opt(&mut self.paused),
-            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
-            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
-            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
-            "cryptoState" => r.read_opt(&mut self.crypto_state),
-            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
-            "opNotificationTimeout" => r.read_opt(&mut self.op_notification_timeout),
-            "iommuActive" => r.read_opt(&mut self.iommu_active),
-            "consolidateWorkTotal" => r.read_opt(&mut self.consolidate_work_total),
-            "consolidateWorkDone" => r.read_opt(&mut self.consolidate_work_done),
-            "diskChainBroken" => r.read_opt(&mut self.disk_chain_broken),
+            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled),
+            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type),
+            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled),
+            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled),
+            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("device", &self.device);
-        w.write_opt("host", &self.host);
-        w.write("connectionState", &self.connection_state);
-        w.write("powerState", &self.power_state);
-        w.write_opt("vmFailoverInProgress", &self.vm_failover_in_progress);
-        w.write_opt("faultToleranceState", &self.fault_tolerance_state);
-        w.write_opt("dasVmProtection", &self.das_vm_protection);
-        w.write("toolsInstallerMounted", &self.tools_installer_mounted);
-        w.write_opt("suspendTime", &self.suspend_time);
-        w.write_opt("bootTime", &self.boot_time);
-        w.write_opt("suspendInterval", &self.suspend_interval);
-        w.write_opt("question", &self.question);
-        w.write_opt("memoryOverhead", &self.memory_overhead);
-        w.write_opt("maxCpuUsage", &self.max_cpu_usage);
-        w.write_opt("maxMemoryUsage", &self.max_memory_usage);
-        w.write("numMksConnections", &self.num_mks_connections);
-        w.write_opt("recordReplayState", &self.record_replay_state);
-        w.write_opt("cleanPowerOff", &self.clean_power_off);
-        w.write_opt("needSecondaryReason", &self.need_secondary_reason);
-        w.write_opt("onlineStandby", &self.online_standby);
-        w.write_opt("minRequiredEVCModeKey", &self.min_required_evc_mode_key);
-        w.write_opt("consolidationNeeded", &self.consolidation_needed);
-        w.write_vec("offlineFeatureRequirement", &self.offline_feature_requirement);
-        w.write_vec("featureRequirement", &self.feature_requirement);
-        w.write_vec("featureMask", &self.feature_mask);
-        w.write_opt("vFlashCacheAllocation", &self.vflash_cache_allocation);
-        w.write_opt("paused", &self.paused);
-        w.write_opt("snapshotInBackground", &self.snapshot_in_background);
-        w.write_opt("quiescedForkParent", &self.quiesced_fork_parent);
-        w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
-        w.write_opt("cryptoState", &self.crypto_state);
-        w.write_opt("suspendedToMemory", &self.suspended_to_memory);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineRuntimeInfo.opNotificationTimeout",
-                self.op_notification_timeout.is_some(),
-            )
-        {
-            w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "VirtualMachineRuntimeInfo.iommuActive",
-                self.iommu_active.is_some(),
-            )
-        {
-            w.write_opt("iommuActive", &self.iommu_active);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.consolidateWorkTotal",
-                self.consolidate_work_total.is_some(),
-            )
-        {
-            w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.consolidateWorkDone",
-                self.consolidate_work_done.is_some(),
-            )
-        {
-            w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.diskChainBroken",
-                self.disk_chain_broken.is_some(),
-            )
-        {
-            w.write_opt("diskChainBroken", &self.disk_chain_broken);
-        }
+        w.write_opt("disableAcceleration", &self.disable_acceleration);
+        w.write_opt("enableLogging", &self.enable_logging);
+        w.write_opt("useToe", &self.use_toe);
+        w.write_opt("runWithDebugInfo", &self.run_with_debug_info);
+        w.write_opt("monitorType", &self.monitor_type);
+        w.write_opt("htSharing", &self.ht_sharing);
+        w.write_opt("snapshotDisabled", &self.snapshot_disabled);
+        w.write_opt("snapshotLocked", &self.snapshot_locked);
+        w.write_opt("diskUuidEnabled", &self.disk_uuid_enabled);
+        w.write_opt("virtualMmuUsage", &self.virtual_mmu_usage);
+        w.write_opt("virtualExecUsage", &self.virtual_exec_usage);
+        w.write_opt("snapshotPowerOffBehavior", &self.snapshot_power_off_behavior);
+        w.write_opt("recordReplayEnabled", &self.record_replay_enabled);
+        w.write_opt("faultToleranceType", &self.fault_tolerance_type);
+        w.write_opt("cbrcCacheEnabled", &self.cbrc_cache_enabled);
+        w.write_opt("vvtdEnabled", &self.vvtd_enabled);
+        w.write_opt("vbsEnabled", &self.vbs_enabled);
     }
 }
-/// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineRuntimeInfoDasProtectionState {
-    /// `dasProtected`.
-    pub das_protected: bool,
+/// `VirtualMachineFloppyInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineFloppyInfo {
+    /// The fields `VirtualMachineFloppyInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
 }
-impl x::SchemaType for VirtualMachineRuntimeInfoDasProtectionState {
-    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfoDasProtectionState";
+impl x::SchemaType for VirtualMachineFloppyInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFloppyInfo";
 }
-impl x::Structure for VirtualMachineRuntimeInfoDasProtectionState {}
-impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
+impl x::Structure for VirtualMachineFloppyInfo {}
+impl std::fmt::Debug for VirtualMachineFloppyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFloppyInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFloppyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineFloppyInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineFloppyInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineFloppyInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineFloppyInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFloppyInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineFloppyInfo";
+}
+/// `VirtualMachineForkConfigInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineForkConfigInfo {
+    /// `parentEnabled`.
+    pub parent_enabled: Option<bool>,
+    /// `childForkGroupId`.
+    pub child_fork_group_id: Option<String>,
+    /// `parentForkGroupId`.
+    pub parent_fork_group_id: Option<String>,
+    /// `childType`.
+    pub child_type: Option<String>,
+}
+impl x::SchemaType for VirtualMachineForkConfigInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfo";
+}
+impl x::Structure for VirtualMachineForkConfigInfo {}
+impl std::fmt::Debug for VirtualMachineForkConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineForkConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineForkConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineForkConfigInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "dasProtected" => r.read(&mut self.das_protected),
+            "parentEnabled" => r.read_opt(&mut self.parent_enabled),
+            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id),
+            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id),
+            "childType" => r.read_opt(&mut self.child_type),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dasProtected", &self.das_protected);
+        w.write_opt("parentEnabled", &self.parent_enabled);
+        w.write_opt("childForkGroupId", &self.child_fork_group_id);
+        w.write_opt("parentForkGroupId", &self.parent_fork_group_id);
+        w.write_opt("childType", &self.child_type);
     }
 }
-/// `VirtualMachineScsiDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
+/// `VirtualMachineGuestIntegrityInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineGuestIntegrityInfo {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineGuestIntegrityInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestIntegrityInfo";
+}
+impl x::Structure for VirtualMachineGuestIntegrityInfo {}
+impl std::fmt::Debug for VirtualMachineGuestIntegrityInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineGuestIntegrityInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineGuestIntegrityInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineGuestIntegrityInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+    }
+}
+/// `VirtualMachineGuestMonitoringModeInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineGuestMonitoringModeInfo {
+    /// `gmmFile`.
+    pub gmm_file: Option<String>,
+    /// `gmmAppliance`.
+    pub gmm_appliance: Option<String>,
+}
+impl x::SchemaType for VirtualMachineGuestMonitoringModeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestMonitoringModeInfo";
+}
+impl x::Structure for VirtualMachineGuestMonitoringModeInfo {}
+impl std::fmt::Debug for VirtualMachineGuestMonitoringModeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineGuestMonitoringModeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineGuestMonitoringModeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineGuestMonitoringModeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gmmFile" => r.read_opt(&mut self.gmm_file),
+            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("gmmFile", &self.gmm_file);
+        w.write_opt("gmmAppliance", &self.gmm_appliance);
+    }
+}
+/// `VirtualMachineGuestQuiesceSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineGuestQuiesceSpec`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VirtualMachineGuestQuiesceSpec {
+    /// `timeout`.
+    pub timeout: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineGuestQuiesceSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestQuiesceSpec";
+}
+impl x::Structure for VirtualMachineGuestQuiesceSpec {}
+impl std::fmt::Debug for VirtualMachineGuestQuiesceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineGuestQuiesceSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineGuestQuiesceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineGuestQuiesceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeout" => r.read_opt(&mut self.timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("timeout", &self.timeout);
+    }
+}
+/// `VirtualMachineGuestRebootStatus` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Default)]
+pub struct VirtualMachineGuestRebootStatus {
+    /// `rebootRequested`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub reboot_requested: bool,
+    /// `requestingComponents`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub requesting_components: Vec<String>,
+    /// `requestTimestamp`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub request_timestamp: Option<x::DateTime>,
+}
+impl x::SchemaType for VirtualMachineGuestRebootStatus {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestRebootStatus";
+}
+impl x::Structure for VirtualMachineGuestRebootStatus {}
+impl std::fmt::Debug for VirtualMachineGuestRebootStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineGuestRebootStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineGuestRebootStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineGuestRebootStatus {
+    fn clone(&self) -> Self {
+        Self {
+            reboot_requested: self.reboot_requested,
+            requesting_components: x::clone_vec(&self.requesting_components),
+            request_timestamp: self.request_timestamp.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineGuestRebootStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rebootRequested" => r.read(&mut self.reboot_requested),
+            "requestingComponents" => r.read_push(&mut self.requesting_components),
+            "requestTimestamp" => r.read_opt(&mut self.request_timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VirtualMachineGuestRebootStatus", true);
+        w.write("rebootRequested", &self.reboot_requested);
+        w.write_vec("requestingComponents", &self.requesting_components);
+        w.write_opt("requestTimestamp", &self.request_timestamp);
+    }
+}
+/// `VirtualMachineGuestSummary` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineGuestSummary {
+    /// `guestId`.
+    pub guest_id: Option<String>,
+    /// `guestFullName`.
+    pub guest_full_name: Option<String>,
+    /// `toolsStatus`.
+    pub tools_status: Option<VirtualMachineToolsStatus>,
+    /// `toolsVersionStatus`.
+    pub tools_version_status: Option<String>,
+    /// `toolsVersionStatus2`.
+    pub tools_version_status2: Option<String>,
+    /// `toolsRunningStatus`.
+    pub tools_running_status: Option<String>,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `ipAddress`.
+    pub ip_address: Option<String>,
+    /// `hwVersion`.
+    pub hw_version: Option<String>,
+}
+impl x::SchemaType for VirtualMachineGuestSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestSummary";
+}
+impl x::Structure for VirtualMachineGuestSummary {}
+impl std::fmt::Debug for VirtualMachineGuestSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineGuestSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineGuestSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineGuestSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "guestFullName" => r.read_opt(&mut self.guest_full_name),
+            "toolsStatus" => r.read_opt(&mut self.tools_status),
+            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status),
+            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2),
+            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "hwVersion" => r.read_opt(&mut self.hw_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("guestId", &self.guest_id);
+        w.write_opt("guestFullName", &self.guest_full_name);
+        w.write_opt("toolsStatus", &self.tools_status);
+        w.write_opt("toolsVersionStatus", &self.tools_version_status);
+        w.write_opt("toolsVersionStatus2", &self.tools_version_status2);
+        w.write_opt("toolsRunningStatus", &self.tools_running_status);
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("ipAddress", &self.ip_address);
+        w.write_opt("hwVersion", &self.hw_version);
+    }
+}
+/// `VirtualMachineIdeDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
 ///
 /// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineScsiDiskDeviceInfo {
-    /// The fields `VirtualMachineScsiDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
+#[derive(Default)]
+pub struct VirtualMachineIdeDiskDeviceInfo {
+    /// The fields `VirtualMachineIdeDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
     pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
-    /// `disk`.
-    pub disk: Option<HostScsiDisk>,
-    /// `transportHint`.
-    pub transport_hint: Option<String>,
-    /// `lunNumber`.
-    pub lun_number: Option<i32>,
+    /// `partitionTable`.
+    pub partition_table: Vec<VirtualMachineIdeDiskDevicePartitionInfo>,
 }
-impl x::SchemaType for VirtualMachineScsiDiskDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineScsiDiskDeviceInfo";
+impl x::SchemaType for VirtualMachineIdeDiskDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDeviceInfo";
 }
-impl x::Structure for VirtualMachineScsiDiskDeviceInfo {}
-impl std::ops::Deref for VirtualMachineScsiDiskDeviceInfo {
+impl x::Structure for VirtualMachineIdeDiskDeviceInfo {}
+impl std::fmt::Debug for VirtualMachineIdeDiskDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineIdeDiskDeviceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineIdeDiskDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineIdeDiskDeviceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_disk_device_info: self
+                .virtual_machine_disk_device_info
+                .clone(),
+            partition_table: x::clone_vec(&self.partition_table),
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineIdeDiskDeviceInfo {
     type Target = VirtualMachineDiskDeviceInfo;
     #[inline]
     fn deref(&self) -> &VirtualMachineDiskDeviceInfo {
         &self.virtual_machine_disk_device_info
     }
 }
-impl std::ops::DerefMut for VirtualMachineScsiDiskDeviceInfo {
+impl std::ops::DerefMut for VirtualMachineIdeDiskDeviceInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualMachineDiskDeviceInfo {
         &mut self.virtual_machine_disk_device_info
     }
 }
-impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
+impl x::Fields for VirtualMachineIdeDiskDeviceInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "disk" => r.read_opt(&mut self.disk),
-            "transportHint" => r.read_opt(&mut self.transport_hint),
-            "lunNumber" => r.read_opt(&mut self.lun_number),
+            "partitionTable" => r.read_push(&mut self.partition_table),
             _ => {
                 return x::Fields::decode_field(
                     &mut self.virtual_machine_disk_device_info,
@@ -352,746 +1003,212 @@ impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_machine_disk_device_info, w);
-        w.write_opt("disk", &self.disk);
-        w.write_opt("transportHint", &self.transport_hint);
-        w.write_opt("lunNumber", &self.lun_number);
+        w.write_vec("partitionTable", &self.partition_table);
     }
 }
-impl x::ArrayItem for VirtualMachineScsiDiskDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiDiskDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineScsiDiskDeviceInfo";
+impl x::ArrayItem for VirtualMachineIdeDiskDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDeviceInfo";
 }
-/// `VirtualMachineScsiPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineScsiPassthroughInfo {
-    /// The fields `VirtualMachineScsiPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `scsiClass`.
-    pub scsi_class: String,
-    /// `vendor`.
-    pub vendor: String,
-    /// `physicalUnitNumber`.
-    pub physical_unit_number: i32,
-}
-impl x::SchemaType for VirtualMachineScsiPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineScsiPassthroughInfo";
-}
-impl x::Structure for VirtualMachineScsiPassthroughInfo {}
-impl std::ops::Deref for VirtualMachineScsiPassthroughInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineScsiPassthroughInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineScsiPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "scsiClass" => r.read(&mut self.scsi_class),
-            "vendor" => r.read(&mut self.vendor),
-            "physicalUnitNumber" => r.read(&mut self.physical_unit_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("scsiClass", &self.scsi_class);
-        w.write("vendor", &self.vendor);
-        w.write("physicalUnitNumber", &self.physical_unit_number);
-    }
-}
-impl x::ArrayItem for VirtualMachineScsiPassthroughInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiPassthroughInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineScsiPassthroughInfo";
-}
-/// `VirtualMachineSerialInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSerialInfo {
-    /// The fields `VirtualMachineSerialInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-}
-impl x::SchemaType for VirtualMachineSerialInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSerialInfo";
-}
-impl x::Structure for VirtualMachineSerialInfo {}
-impl std::ops::Deref for VirtualMachineSerialInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSerialInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineSerialInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-    }
-}
-impl x::ArrayItem for VirtualMachineSerialInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSerialInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSerialInfo";
-}
-/// `VirtualMachineSgxInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSgxInfo {
-    /// `epcSize`.
-    pub epc_size: i64,
-    /// `flcMode`.
-    pub flc_mode: Option<String>,
-    /// `lePubKeyHash`.
-    pub le_pub_key_hash: Option<String>,
-    /// `requireAttestation`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub require_attestation: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSgxInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSgxInfo";
-}
-impl x::Structure for VirtualMachineSgxInfo {}
-impl x::Fields for VirtualMachineSgxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "epcSize" => r.read(&mut self.epc_size),
-            "flcMode" => r.read_opt(&mut self.flc_mode),
-            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
-            "requireAttestation" => r.read_opt(&mut self.require_attestation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("epcSize", &self.epc_size);
-        w.write_opt("flcMode", &self.flc_mode);
-        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineSgxInfo.requireAttestation",
-                self.require_attestation.is_some(),
-            )
-        {
-            w.write_opt("requireAttestation", &self.require_attestation);
-        }
-    }
-}
-/// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineSgxTargetInfo {
-    /// The fields `VirtualMachineSgxTargetInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `maxEpcSize`.
-    pub max_epc_size: i64,
-    /// `flcModes`.
-    pub flc_modes: Vec<String>,
-    /// `lePubKeyHashes`.
-    pub le_pub_key_hashes: Vec<String>,
-    /// `requireAttestationSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub require_attestation_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSgxTargetInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSgxTargetInfo";
-}
-impl x::Structure for VirtualMachineSgxTargetInfo {}
-impl Clone for VirtualMachineSgxTargetInfo {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
-            max_epc_size: self.max_epc_size,
-            flc_modes: x::clone_vec(&self.flc_modes),
-            le_pub_key_hashes: x::clone_vec(&self.le_pub_key_hashes),
-            require_attestation_supported: self.require_attestation_supported,
-        }
-    }
-}
-impl std::ops::Deref for VirtualMachineSgxTargetInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSgxTargetInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineSgxTargetInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "maxEpcSize" => r.read(&mut self.max_epc_size),
-            "flcModes" => r.read_push(&mut self.flc_modes),
-            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
-            "requireAttestationSupported" => {
-                r.read_opt(&mut self.require_attestation_supported)
-            }
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("maxEpcSize", &self.max_epc_size);
-        w.write_vec("flcModes", &self.flc_modes);
-        w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineSgxTargetInfo.requireAttestationSupported",
-                self.require_attestation_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "requireAttestationSupported",
-                &self.require_attestation_supported,
-            );
-        }
-    }
-}
-/// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineSnapshotInfo {
-    /// `currentSnapshot`.
-    pub current_snapshot: Option<x::ManagedObjectReference>,
-    /// `rootSnapshotList`.
-    pub root_snapshot_list: Vec<VirtualMachineSnapshotTree>,
-}
-impl x::SchemaType for VirtualMachineSnapshotInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSnapshotInfo";
-}
-impl x::Structure for VirtualMachineSnapshotInfo {}
-impl Clone for VirtualMachineSnapshotInfo {
-    fn clone(&self) -> Self {
-        Self {
-            current_snapshot: self.current_snapshot.clone(),
-            root_snapshot_list: x::clone_vec(&self.root_snapshot_list),
-        }
-    }
-}
-impl x::Fields for VirtualMachineSnapshotInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "currentSnapshot" => r.read_opt(&mut self.current_snapshot),
-            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("currentSnapshot", &self.current_snapshot);
-        w.write_vec("rootSnapshotList", &self.root_snapshot_list);
-    }
-}
-/// `VirtualMachineSnapshotTree` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineSnapshotTree {
-    /// `snapshot`.
-    pub snapshot: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `description`.
-    pub description: String,
+/// `VirtualMachineIdeDiskDevicePartitionInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineIdeDiskDevicePartitionInfo {
     /// `id`.
-    pub id: Option<i32>,
-    /// `createTime`.
-    pub create_time: x::DateTime,
-    /// `state`.
-    pub state: VirtualMachinePowerState,
-    /// `quiesced`.
-    pub quiesced: bool,
-    /// `backupManifest`.
-    pub backup_manifest: Option<String>,
-    /// `childSnapshotList`.
-    pub child_snapshot_list: Vec<VirtualMachineSnapshotTree>,
-    /// `replaySupported`.
-    pub replay_supported: Option<bool>,
+    pub id: i32,
+    /// `capacity`.
+    pub capacity: i32,
 }
-impl x::SchemaType for VirtualMachineSnapshotTree {
-    const TYPE_NAME: &'static str = "VirtualMachineSnapshotTree";
+impl x::SchemaType for VirtualMachineIdeDiskDevicePartitionInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
 }
-impl x::Structure for VirtualMachineSnapshotTree {}
-impl Clone for VirtualMachineSnapshotTree {
+impl x::Structure for VirtualMachineIdeDiskDevicePartitionInfo {}
+impl std::fmt::Debug for VirtualMachineIdeDiskDevicePartitionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineIdeDiskDevicePartitionInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineIdeDiskDevicePartitionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineIdeDiskDevicePartitionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("capacity", &self.capacity);
+    }
+}
+impl x::ArrayItem for VirtualMachineIdeDiskDevicePartitionInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDevicePartitionInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
+}
+/// `VirtualMachineImportSpec` (extends `ImportSpec`).
+///
+/// The fields of `ImportSpec` are in `import_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineImportSpec {
+    /// The fields `VirtualMachineImportSpec` inherits from `ImportSpec`.
+    pub import_spec: ImportSpec,
+    /// `configSpec`.
+    pub config_spec: VirtualMachineConfigSpec,
+    /// `resPoolEntity`.
+    pub res_pool_entity: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for VirtualMachineImportSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineImportSpec";
+}
+impl x::Structure for VirtualMachineImportSpec {}
+impl std::fmt::Debug for VirtualMachineImportSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineImportSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineImportSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineImportSpec {
+    type Target = ImportSpec;
+    #[inline]
+    fn deref(&self) -> &ImportSpec {
+        &self.import_spec
+    }
+}
+impl std::ops::DerefMut for VirtualMachineImportSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ImportSpec {
+        &mut self.import_spec
+    }
+}
+impl x::Fields for VirtualMachineImportSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "configSpec" => r.read(&mut self.config_spec),
+            "resPoolEntity" => r.read_opt(&mut self.res_pool_entity),
+            _ => return x::Fields::decode_field(&mut self.import_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.import_spec, w);
+        w.write("configSpec", &self.config_spec);
+        w.write_opt("resPoolEntity", &self.res_pool_entity);
+    }
+}
+/// `VirtualMachineIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
+#[derive(Default)]
+pub struct VirtualMachineIndependentFilterSpec {
+    /// `filterName`.
+    pub filter_name: String,
+    /// `filterClass`.
+    pub filter_class: Option<String>,
+    /// `filterCapabilities`.
+    pub filter_capabilities: Vec<KeyValue>,
+}
+impl x::SchemaType for VirtualMachineIndependentFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineIndependentFilterSpec";
+}
+impl x::Structure for VirtualMachineIndependentFilterSpec {}
+impl std::fmt::Debug for VirtualMachineIndependentFilterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineIndependentFilterSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineIndependentFilterSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineIndependentFilterSpec {
     fn clone(&self) -> Self {
         Self {
-            snapshot: self.snapshot.clone(),
-            vm: self.vm.clone(),
-            name: self.name.clone(),
-            description: self.description.clone(),
-            id: self.id,
-            create_time: self.create_time.clone(),
-            state: self.state.clone(),
-            quiesced: self.quiesced,
-            backup_manifest: self.backup_manifest.clone(),
-            child_snapshot_list: x::clone_vec(&self.child_snapshot_list),
-            replay_supported: self.replay_supported,
+            filter_name: self.filter_name.clone(),
+            filter_class: self.filter_class.clone(),
+            filter_capabilities: x::clone_vec(&self.filter_capabilities),
         }
     }
 }
-impl x::Fields for VirtualMachineSnapshotTree {
+impl x::Fields for VirtualMachineIndependentFilterSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "snapshot" => r.read(&mut self.snapshot),
-            "vm" => r.read(&mut self.vm),
-            "name" => r.read(&mut self.name),
-            "description" => r.read(&mut self.description),
-            "id" => r.read_opt(&mut self.id),
-            "createTime" => r.read(&mut self.create_time),
-            "state" => r.read(&mut self.state),
-            "quiesced" => r.read(&mut self.quiesced),
-            "backupManifest" => r.read_opt(&mut self.backup_manifest),
-            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list),
-            "replaySupported" => r.read_opt(&mut self.replay_supported),
+            "filterName" => r.read(&mut self.filter_name),
+            "filterClass" => r.read_opt(&mut self.filter_class),
+            "filterCapabilities" => r.read_push(&mut self.filter_capabilities),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("snapshot", &self.snapshot);
-        w.write("vm", &self.vm);
-        w.write("name", &self.name);
-        w.write("description", &self.description);
-        w.write_opt("id", &self.id);
-        w.write("createTime", &self.create_time);
-        w.write("state", &self.state);
-        w.write("quiesced", &self.quiesced);
-        w.write_opt("backupManifest", &self.backup_manifest);
-        w.write_vec("childSnapshotList", &self.child_snapshot_list);
-        w.write_opt("replaySupported", &self.replay_supported);
+        w.write("filterName", &self.filter_name);
+        w.write_opt("filterClass", &self.filter_class);
+        w.write_vec("filterCapabilities", &self.filter_capabilities);
     }
 }
-impl x::ArrayItem for VirtualMachineSnapshotTree {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSnapshotTree";
-    const ITEM_TAG: &'static str = "VirtualMachineSnapshotTree";
-}
-/// `VirtualMachineSoundInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSoundInfo {
-    /// The fields `VirtualMachineSoundInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-}
-impl x::SchemaType for VirtualMachineSoundInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSoundInfo";
-}
-impl x::Structure for VirtualMachineSoundInfo {}
-impl std::ops::Deref for VirtualMachineSoundInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSoundInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineSoundInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-    }
-}
-impl x::ArrayItem for VirtualMachineSoundInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSoundInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSoundInfo";
-}
-/// `VirtualMachineSriovDevicePoolInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineSriovDevicePoolInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSriovDevicePoolInfo {
-    /// `key`.
-    pub key: String,
-}
-impl x::SchemaType for VirtualMachineSriovDevicePoolInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovDevicePoolInfo";
-}
-impl x::Structure for VirtualMachineSriovDevicePoolInfo {}
-impl x::Fields for VirtualMachineSriovDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `VirtualMachineSriovInfo` (extends `VirtualMachinePciPassthroughInfo`).
-///
-/// The fields of `VirtualMachinePciPassthroughInfo` are in `virtual_machine_pci_passthrough_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSriovInfo {
-    /// The fields `VirtualMachineSriovInfo` inherits from `VirtualMachinePciPassthroughInfo`.
-    pub virtual_machine_pci_passthrough_info: VirtualMachinePciPassthroughInfo,
-    /// `virtualFunction`.
-    pub virtual_function: bool,
-    /// `pnic`.
-    pub pnic: Option<String>,
-    /// `devicePool`.
-    pub device_pool: Option<AnyVirtualMachineSriovDevicePoolInfo>,
-}
-impl x::SchemaType for VirtualMachineSriovInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovInfo";
-}
-impl x::Structure for VirtualMachineSriovInfo {}
-impl std::ops::Deref for VirtualMachineSriovInfo {
-    type Target = VirtualMachinePciPassthroughInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachinePciPassthroughInfo {
-        &self.virtual_machine_pci_passthrough_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSriovInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachinePciPassthroughInfo {
-        &mut self.virtual_machine_pci_passthrough_info
-    }
-}
-impl x::Fields for VirtualMachineSriovInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualFunction" => r.read(&mut self.virtual_function),
-            "pnic" => r.read_opt(&mut self.pnic),
-            "devicePool" => r.read_opt(&mut self.device_pool),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_pci_passthrough_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_pci_passthrough_info, w);
-        w.write("virtualFunction", &self.virtual_function);
-        w.write_opt("pnic", &self.pnic);
-        w.write_opt("devicePool", &self.device_pool);
-    }
-}
-impl x::ArrayItem for VirtualMachineSriovInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSriovInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSriovInfo";
-}
-/// `VirtualMachineSriovNetworkDevicePoolInfo` (extends `VirtualMachineSriovDevicePoolInfo`).
-///
-/// The fields of `VirtualMachineSriovDevicePoolInfo` are in `virtual_machine_sriov_device_pool_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSriovNetworkDevicePoolInfo {
-    /// The fields `VirtualMachineSriovNetworkDevicePoolInfo` inherits from `VirtualMachineSriovDevicePoolInfo`.
-    pub virtual_machine_sriov_device_pool_info: VirtualMachineSriovDevicePoolInfo,
-    /// `switchKey`.
-    pub switch_key: Option<String>,
-    /// `switchUuid`.
-    pub switch_uuid: Option<String>,
-}
-impl x::SchemaType for VirtualMachineSriovNetworkDevicePoolInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovNetworkDevicePoolInfo";
-}
-impl x::Structure for VirtualMachineSriovNetworkDevicePoolInfo {}
-impl std::ops::Deref for VirtualMachineSriovNetworkDevicePoolInfo {
-    type Target = VirtualMachineSriovDevicePoolInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineSriovDevicePoolInfo {
-        &self.virtual_machine_sriov_device_pool_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSriovNetworkDevicePoolInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineSriovDevicePoolInfo {
-        &mut self.virtual_machine_sriov_device_pool_info
-    }
-}
-impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "switchKey" => r.read_opt(&mut self.switch_key),
-            "switchUuid" => r.read_opt(&mut self.switch_uuid),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_sriov_device_pool_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_sriov_device_pool_info, w);
-        w.write_opt("switchKey", &self.switch_key);
-        w.write_opt("switchUuid", &self.switch_uuid);
-    }
-}
-/// `VirtualMachineStorageInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineStorageInfo {
-    /// `perDatastoreUsage`.
-    pub per_datastore_usage: Vec<VirtualMachineUsageOnDatastore>,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineStorageInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineStorageInfo";
-}
-impl x::Structure for VirtualMachineStorageInfo {}
-impl Clone for VirtualMachineStorageInfo {
-    fn clone(&self) -> Self {
-        Self {
-            per_datastore_usage: x::clone_vec(&self.per_datastore_usage),
-            timestamp: self.timestamp.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineStorageInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineStorageSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineStorageSummary {
-    /// `committed`.
-    pub committed: i64,
-    /// `uncommitted`.
-    pub uncommitted: i64,
-    /// `unshared`.
-    pub unshared: i64,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineStorageSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineStorageSummary";
-}
-impl x::Structure for VirtualMachineStorageSummary {}
-impl x::Fields for VirtualMachineStorageSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "committed" => r.read(&mut self.committed),
-            "uncommitted" => r.read(&mut self.uncommitted),
-            "unshared" => r.read(&mut self.unshared),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("committed", &self.committed);
-        w.write("uncommitted", &self.uncommitted);
-        w.write("unshared", &self.unshared);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineSummary` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineSummary {
-    /// `vm`.
-    pub vm: Option<x::ManagedObjectReference>,
-    /// `runtime`.
-    pub runtime: VirtualMachineRuntimeInfo,
-    /// `guest`.
-    pub guest: Option<VirtualMachineGuestSummary>,
-    /// `config`.
-    pub config: VirtualMachineConfigSummary,
-    /// `storage`.
-    pub storage: Option<VirtualMachineStorageSummary>,
-    /// `quickStats`.
-    pub quick_stats: VirtualMachineQuickStats,
-    /// `overallStatus`.
-    pub overall_status: ManagedEntityStatus,
-    /// `customValue`.
-    pub custom_value: Vec<AnyCustomFieldValue>,
-}
-impl x::SchemaType for VirtualMachineSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineSummary";
-}
-impl x::Structure for VirtualMachineSummary {}
-impl Clone for VirtualMachineSummary {
-    fn clone(&self) -> Self {
-        Self {
-            vm: self.vm.clone(),
-            runtime: self.runtime.clone(),
-            guest: self.guest.clone(),
-            config: self.config.clone(),
-            storage: self.storage.clone(),
-            quick_stats: self.quick_stats.clone(),
-            overall_status: self.overall_status.clone(),
-            custom_value: x::clone_vec(&self.custom_value),
-        }
-    }
-}
-impl x::Fields for VirtualMachineSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read_opt(&mut self.vm),
-            "runtime" => r.read(&mut self.runtime),
-            "guest" => r.read_opt(&mut self.guest),
-            "config" => r.read(&mut self.config),
-            "storage" => r.read_opt(&mut self.storage),
-            "quickStats" => r.read(&mut self.quick_stats),
-            "overallStatus" => r.read(&mut self.overall_status),
-            "customValue" => r.read_push(&mut self.custom_value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vm", &self.vm);
-        w.write("runtime", &self.runtime);
-        w.write_opt("guest", &self.guest);
-        w.write("config", &self.config);
-        w.write_opt("storage", &self.storage);
-        w.write("quickStats", &self.quick_stats);
-        w.write("overallStatus", &self.overall_status);
-        w.write_vec("customValue", &self.custom_value);
-    }
-}
-impl x::ArrayItem for VirtualMachineSummary {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSummary";
-    const ITEM_TAG: &'static str = "VirtualMachineSummary";
-}
-/// `VirtualMachineTargetInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineTargetInfo {
+/// `VirtualMachineInstantCloneSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineInstantCloneSpec {
     /// `name`.
     pub name: String,
-    /// `configurationTag`.
-    pub configuration_tag: Vec<String>,
+    /// `location`.
+    pub location: VirtualMachineRelocateSpec,
+    /// `config`.
+    pub config: Vec<AnyOptionValue>,
+    /// `biosUuid`.
+    pub bios_uuid: Option<String>,
 }
-impl x::SchemaType for VirtualMachineTargetInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineTargetInfo";
+impl x::SchemaType for VirtualMachineInstantCloneSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineInstantCloneSpec";
 }
-impl x::Structure for VirtualMachineTargetInfo {}
-impl Clone for VirtualMachineTargetInfo {
+impl x::Structure for VirtualMachineInstantCloneSpec {}
+impl std::fmt::Debug for VirtualMachineInstantCloneSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineInstantCloneSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineInstantCloneSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineInstantCloneSpec {
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
-            configuration_tag: x::clone_vec(&self.configuration_tag),
+            location: self.location.clone(),
+            config: x::clone_vec(&self.config),
+            bios_uuid: self.bios_uuid.clone(),
         }
     }
 }
-impl x::Fields for VirtualMachineTargetInfo {
+impl x::Fields for VirtualMachineInstantCloneSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1099,7 +1216,9 @@ impl x::Fields for VirtualMachineTargetInfo {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "location" => r.read(&mut self.location),
+            "config" => r.read_push(&mut self.config),
+            "biosUuid" => r.read_opt(&mut self.bios_uuid),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1107,12 +1226,435 @@ impl x::Fields for VirtualMachineTargetInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("location", &self.location);
+        w.write_vec("config", &self.config);
+        w.write_opt("biosUuid", &self.bios_uuid);
     }
 }
-/// `VirtualMachineTicket` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineTicket {
+/// `VirtualMachineLegacyNetworkSwitchInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineLegacyNetworkSwitchInfo {
+    /// `name`.
+    pub name: String,
+}
+impl x::SchemaType for VirtualMachineLegacyNetworkSwitchInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineLegacyNetworkSwitchInfo";
+}
+impl x::Structure for VirtualMachineLegacyNetworkSwitchInfo {}
+impl std::fmt::Debug for VirtualMachineLegacyNetworkSwitchInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineLegacyNetworkSwitchInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineLegacyNetworkSwitchInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineLegacyNetworkSwitchInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+    }
+}
+impl x::ArrayItem for VirtualMachineLegacyNetworkSwitchInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineLegacyNetworkSwitchInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineLegacyNetworkSwitchInfo";
+}
+/// `VirtualMachineMemoryReservationInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineMemoryReservationInfo {
+    /// `virtualMachineMin`.
+    pub virtual_machine_min: i64,
+    /// `virtualMachineMax`.
+    pub virtual_machine_max: i64,
+    /// `virtualMachineReserved`.
+    pub virtual_machine_reserved: i64,
+    /// `allocationPolicy`.
+    pub allocation_policy: String,
+}
+impl x::SchemaType for VirtualMachineMemoryReservationInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationInfo";
+}
+impl x::Structure for VirtualMachineMemoryReservationInfo {}
+impl std::fmt::Debug for VirtualMachineMemoryReservationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineMemoryReservationInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineMemoryReservationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineMemoryReservationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualMachineMin" => r.read(&mut self.virtual_machine_min),
+            "virtualMachineMax" => r.read(&mut self.virtual_machine_max),
+            "virtualMachineReserved" => r.read(&mut self.virtual_machine_reserved),
+            "allocationPolicy" => r.read(&mut self.allocation_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("virtualMachineMin", &self.virtual_machine_min);
+        w.write("virtualMachineMax", &self.virtual_machine_max);
+        w.write("virtualMachineReserved", &self.virtual_machine_reserved);
+        w.write("allocationPolicy", &self.allocation_policy);
+    }
+}
+/// `VirtualMachineMemoryReservationSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineMemoryReservationSpec {
+    /// `virtualMachineReserved`.
+    pub virtual_machine_reserved: Option<i64>,
+    /// `allocationPolicy`.
+    pub allocation_policy: Option<String>,
+}
+impl x::SchemaType for VirtualMachineMemoryReservationSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationSpec";
+}
+impl x::Structure for VirtualMachineMemoryReservationSpec {}
+impl std::fmt::Debug for VirtualMachineMemoryReservationSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineMemoryReservationSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineMemoryReservationSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineMemoryReservationSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualMachineReserved" => r.read_opt(&mut self.virtual_machine_reserved),
+            "allocationPolicy" => r.read_opt(&mut self.allocation_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("virtualMachineReserved", &self.virtual_machine_reserved);
+        w.write_opt("allocationPolicy", &self.allocation_policy);
+    }
+}
+/// `VirtualMachineMessage` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineMessage {
+    /// `id`.
+    pub id: String,
+    /// `argument`.
+    pub argument: Vec<x::Value>,
+    /// `text`.
+    pub text: Option<String>,
+}
+impl x::SchemaType for VirtualMachineMessage {
+    const TYPE_NAME: &'static str = "VirtualMachineMessage";
+}
+impl x::Structure for VirtualMachineMessage {}
+impl std::fmt::Debug for VirtualMachineMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineMessage", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineMessage {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineMessage {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            argument: x::clone_vec(&self.argument),
+            text: self.text.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineMessage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "argument" => r.read_push(&mut self.argument),
+            "text" => r.read_opt(&mut self.text),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write_vec("argument", &self.argument);
+        w.write_opt("text", &self.text);
+    }
+}
+impl x::ArrayItem for VirtualMachineMessage {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMessage";
+    const ITEM_TAG: &'static str = "VirtualMachineMessage";
+}
+/// `VirtualMachineMetadataManagerVmMetadata` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineMetadataManagerVmMetadata {
+    /// `vmId`.
+    pub vm_id: String,
+    /// `metadata`.
+    pub metadata: Option<String>,
+}
+impl x::SchemaType for VirtualMachineMetadataManagerVmMetadata {
+    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadata";
+}
+impl x::Structure for VirtualMachineMetadataManagerVmMetadata {}
+impl std::fmt::Debug for VirtualMachineMetadataManagerVmMetadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineMetadataManagerVmMetadata",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineMetadataManagerVmMetadata {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineMetadataManagerVmMetadata {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmId" => r.read(&mut self.vm_id),
+            "metadata" => r.read_opt(&mut self.metadata),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vmId", &self.vm_id);
+        w.write_opt("metadata", &self.metadata);
+    }
+}
+/// `VirtualMachineMetadataManagerVmMetadataInput` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineMetadataManagerVmMetadataInput {
+    /// `operation`.
+    pub operation: String,
+    /// `vmMetadata`.
+    pub vm_metadata: VirtualMachineMetadataManagerVmMetadata,
+}
+impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataInput {
+    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataInput";
+}
+impl x::Structure for VirtualMachineMetadataManagerVmMetadataInput {}
+impl std::fmt::Debug for VirtualMachineMetadataManagerVmMetadataInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineMetadataManagerVmMetadataInput",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineMetadataManagerVmMetadataInput {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineMetadataManagerVmMetadataInput {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "vmMetadata" => r.read(&mut self.vm_metadata),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("operation", &self.operation);
+        w.write("vmMetadata", &self.vm_metadata);
+    }
+}
+impl x::ArrayItem for VirtualMachineMetadataManagerVmMetadataInput {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMetadataManagerVmMetadataInput";
+    const ITEM_TAG: &'static str = "VirtualMachineMetadataManagerVmMetadataInput";
+}
+/// `VirtualMachineMetadataManagerVmMetadataOwner` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineMetadataManagerVmMetadataOwner {
+    /// `name`.
+    pub name: String,
+}
+impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataOwner {
+    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataOwner";
+}
+impl x::Structure for VirtualMachineMetadataManagerVmMetadataOwner {}
+impl std::fmt::Debug for VirtualMachineMetadataManagerVmMetadataOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineMetadataManagerVmMetadataOwner",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineMetadataManagerVmMetadataOwner {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineMetadataManagerVmMetadataOwner {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+    }
+}
+/// `VirtualMachineMetadataManagerVmMetadataResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineMetadataManagerVmMetadataResult {
+    /// `vmMetadata`.
+    pub vm_metadata: VirtualMachineMetadataManagerVmMetadata,
+    /// `error`.
+    pub error: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataResult {
+    const TYPE_NAME: &'static str = "VirtualMachineMetadataManagerVmMetadataResult";
+}
+impl x::Structure for VirtualMachineMetadataManagerVmMetadataResult {}
+impl std::fmt::Debug for VirtualMachineMetadataManagerVmMetadataResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineMetadataManagerVmMetadataResult",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineMetadataManagerVmMetadataResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineMetadataManagerVmMetadataResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmMetadata" => r.read(&mut self.vm_metadata),
+            "error" => r.read_opt(&mut self.error),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vmMetadata", &self.vm_metadata);
+        w.write_opt("error", &self.error);
+    }
+}
+impl x::ArrayItem for VirtualMachineMetadataManagerVmMetadataResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineMetadataManagerVmMetadataResult";
+    const ITEM_TAG: &'static str = "VirtualMachineMetadataManagerVmMetadataResult";
+}
+/// `VirtualMachineMksConnection` (extends `VirtualMachineConnection`).
+///
+/// The fields of `VirtualMachineConnection` are in `virtual_machine_connection`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineMksConnection {
+    /// The fields `VirtualMachineMksConnection` inherits from `VirtualMachineConnection`.
+    pub virtual_machine_connection: VirtualMachineConnection,
+}
+impl x::SchemaType for VirtualMachineMksConnection {
+    const TYPE_NAME: &'static str = "VirtualMachineMksConnection";
+}
+impl x::Structure for VirtualMachineMksConnection {}
+impl std::fmt::Debug for VirtualMachineMksConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineMksConnection", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineMksConnection {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineMksConnection {
+    type Target = VirtualMachineConnection;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineConnection {
+        &self.virtual_machine_connection
+    }
+}
+impl std::ops::DerefMut for VirtualMachineMksConnection {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineConnection {
+        &mut self.virtual_machine_connection
+    }
+}
+impl x::Fields for VirtualMachineMksConnection {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_connection, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_connection, w);
+    }
+}
+/// `VirtualMachineMksTicket` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineMksTicket {
     /// `ticket`.
     pub ticket: String,
     /// `cfgFile`.
@@ -1123,36 +1665,22 @@ pub struct VirtualMachineTicket {
     pub port: Option<i32>,
     /// `sslThumbprint`.
     pub ssl_thumbprint: Option<String>,
-    /// `certThumbprintList`.
-    ///
-    /// Since vSphere API 7.0.3.1.
-    pub cert_thumbprint_list: Vec<VirtualMachineCertThumbprint>,
-    /// `sslCertificate`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub ssl_certificate: Option<String>,
-    /// `url`.
-    pub url: Option<String>,
 }
-impl x::SchemaType for VirtualMachineTicket {
-    const TYPE_NAME: &'static str = "VirtualMachineTicket";
+impl x::SchemaType for VirtualMachineMksTicket {
+    const TYPE_NAME: &'static str = "VirtualMachineMksTicket";
 }
-impl x::Structure for VirtualMachineTicket {}
-impl Clone for VirtualMachineTicket {
-    fn clone(&self) -> Self {
-        Self {
-            ticket: self.ticket.clone(),
-            cfg_file: self.cfg_file.clone(),
-            host: self.host.clone(),
-            port: self.port,
-            ssl_thumbprint: self.ssl_thumbprint.clone(),
-            cert_thumbprint_list: x::clone_vec(&self.cert_thumbprint_list),
-            ssl_certificate: self.ssl_certificate.clone(),
-            url: self.url.clone(),
-        }
+impl x::Structure for VirtualMachineMksTicket {}
+impl std::fmt::Debug for VirtualMachineMksTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineMksTicket", x::fields_ref(self))
     }
 }
-impl x::Fields for VirtualMachineTicket {
+impl PartialEq for VirtualMachineMksTicket {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineMksTicket {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1164,151 +1692,67 @@ impl x::Fields for VirtualMachineTicket {
             "host" => r.read_opt(&mut self.host),
             "port" => r.read_opt(&mut self.port),
             "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            "certThumbprintList" => r.read_push(&mut self.cert_thumbprint_list),
-            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
-            "url" => r.read_opt(&mut self.url),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ticket", &self.ticket);
+        w.write_secret("ticket", &self.ticket);
         w.write("cfgFile", &self.cfg_file);
         w.write_opt("host", &self.host);
         w.write_opt("port", &self.port);
         w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        if w
-            .since(
-                0x0700_0301,
-                "VirtualMachineTicket.certThumbprintList",
-                !self.cert_thumbprint_list.is_empty(),
-            )
-        {
-            w.write_vec("certThumbprintList", &self.cert_thumbprint_list);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineTicket.sslCertificate",
-                self.ssl_certificate.is_some(),
-            )
-        {
-            w.write_opt("sslCertificate", &self.ssl_certificate);
-        }
-        w.write_opt("url", &self.url);
     }
 }
-/// `VirtualMachineUsageOnDatastore` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineUsageOnDatastore {
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `committed`.
-    pub committed: i64,
-    /// `uncommitted`.
-    pub uncommitted: i64,
-    /// `unshared`.
-    pub unshared: i64,
-}
-impl x::SchemaType for VirtualMachineUsageOnDatastore {
-    const TYPE_NAME: &'static str = "VirtualMachineUsageOnDatastore";
-}
-impl x::Structure for VirtualMachineUsageOnDatastore {}
-impl x::Fields for VirtualMachineUsageOnDatastore {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read(&mut self.datastore),
-            "committed" => r.read(&mut self.committed),
-            "uncommitted" => r.read(&mut self.uncommitted),
-            "unshared" => r.read(&mut self.unshared),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("datastore", &self.datastore);
-        w.write("committed", &self.committed);
-        w.write("uncommitted", &self.uncommitted);
-        w.write("unshared", &self.unshared);
-    }
-}
-impl x::ArrayItem for VirtualMachineUsageOnDatastore {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineUsageOnDatastore";
-    const ITEM_TAG: &'static str = "VirtualMachineUsageOnDatastore";
-}
-/// `VirtualMachineUsbInfo` (extends `VirtualMachineTargetInfo`).
+/// `VirtualMachineNetworkInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineUsbInfo {
-    /// The fields `VirtualMachineUsbInfo` inherits from `VirtualMachineTargetInfo`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineNetworkInfo {
+    /// The fields `VirtualMachineNetworkInfo` inherits from `VirtualMachineTargetInfo`.
     pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `description`.
-    pub description: String,
-    /// `vendor`.
-    pub vendor: i32,
-    /// `product`.
-    pub product: i32,
-    /// `physicalPath`.
-    pub physical_path: String,
-    /// `family`.
-    pub family: Vec<String>,
-    /// `speed`.
-    pub speed: Vec<String>,
-    /// `summary`.
-    pub summary: Option<VirtualMachineSummary>,
+    /// `network`.
+    pub network: AnyNetworkSummary,
+    /// `vswitch`.
+    pub vswitch: Option<String>,
 }
-impl x::SchemaType for VirtualMachineUsbInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineUsbInfo";
+impl x::SchemaType for VirtualMachineNetworkInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineNetworkInfo";
 }
-impl x::Structure for VirtualMachineUsbInfo {}
-impl Clone for VirtualMachineUsbInfo {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
-            description: self.description.clone(),
-            vendor: self.vendor,
-            product: self.product,
-            physical_path: self.physical_path.clone(),
-            family: x::clone_vec(&self.family),
-            speed: x::clone_vec(&self.speed),
-            summary: self.summary.clone(),
-        }
+impl x::Structure for VirtualMachineNetworkInfo {}
+impl std::fmt::Debug for VirtualMachineNetworkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineNetworkInfo", x::fields_ref(self))
     }
 }
-impl std::ops::Deref for VirtualMachineUsbInfo {
+impl PartialEq for VirtualMachineNetworkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineNetworkInfo {
     type Target = VirtualMachineTargetInfo;
     #[inline]
     fn deref(&self) -> &VirtualMachineTargetInfo {
         &self.virtual_machine_target_info
     }
 }
-impl std::ops::DerefMut for VirtualMachineUsbInfo {
+impl std::ops::DerefMut for VirtualMachineNetworkInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
         &mut self.virtual_machine_target_info
     }
 }
-impl x::Fields for VirtualMachineUsbInfo {
+impl x::Fields for VirtualMachineNetworkInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "description" => r.read(&mut self.description),
-            "vendor" => r.read(&mut self.vendor),
-            "product" => r.read(&mut self.product),
-            "physicalPath" => r.read(&mut self.physical_path),
-            "family" => r.read_push(&mut self.family),
-            "speed" => r.read_push(&mut self.speed),
-            "summary" => r.read_opt(&mut self.summary),
+            "network" => r.read(&mut self.network),
+            "vswitch" => r.read_opt(&mut self.vswitch),
             _ => {
                 return x::Fields::decode_field(
                     &mut self.virtual_machine_target_info,
@@ -1322,1044 +1766,41 @@ impl x::Fields for VirtualMachineUsbInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("description", &self.description);
-        w.write("vendor", &self.vendor);
-        w.write("product", &self.product);
-        w.write("physicalPath", &self.physical_path);
-        w.write_vec("family", &self.family);
-        w.write_vec("speed", &self.speed);
-        w.write_opt("summary", &self.summary);
+        w.write("network", &self.network);
+        w.write_opt("vswitch", &self.vswitch);
     }
 }
-impl x::ArrayItem for VirtualMachineUsbInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineUsbInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineUsbInfo";
-}
-/// `VirtualMachineVFlashModuleInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVFlashModuleInfo {
-    /// The fields `VirtualMachineVFlashModuleInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `vFlashModule`.
-    pub vflash_module: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
-}
-impl x::SchemaType for VirtualMachineVFlashModuleInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVFlashModuleInfo";
-}
-impl x::Structure for VirtualMachineVFlashModuleInfo {}
-impl std::ops::Deref for VirtualMachineVFlashModuleInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVFlashModuleInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineVFlashModuleInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vFlashModule" => r.read(&mut self.vflash_module),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("vFlashModule", &self.vflash_module);
-    }
-}
-impl x::ArrayItem for VirtualMachineVFlashModuleInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVFlashModuleInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVFlashModuleInfo";
-}
-/// `VirtualMachineVMCIDevice` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVMCIDevice {
-    /// The fields `VirtualMachineVMCIDevice` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `id`.
-    pub id: Option<i64>,
-    /// `allowUnrestrictedCommunication`.
-    pub allow_unrestricted_communication: Option<bool>,
-    /// `filterEnable`.
-    pub filter_enable: Option<bool>,
-    /// `filterInfo`.
-    pub filter_info: Option<VirtualMachineVMCIDeviceFilterInfo>,
-}
-impl x::SchemaType for VirtualMachineVMCIDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineVMCIDevice";
-}
-impl x::Structure for VirtualMachineVMCIDevice {}
-impl std::ops::Deref for VirtualMachineVMCIDevice {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVMCIDevice {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualMachineVMCIDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read_opt(&mut self.id),
-            "allowUnrestrictedCommunication" => {
-                r.read_opt(&mut self.allow_unrestricted_communication)
-            }
-            "filterEnable" => r.read_opt(&mut self.filter_enable),
-            "filterInfo" => r.read_opt(&mut self.filter_info),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write_opt("id", &self.id);
-        w.write_opt(
-            "allowUnrestrictedCommunication",
-            &self.allow_unrestricted_communication,
-        );
-        w.write_opt("filterEnable", &self.filter_enable);
-        w.write_opt("filterInfo", &self.filter_info);
-    }
-}
-/// `VirtualMachineVMCIDeviceFilterInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineVMCIDeviceFilterInfo {
-    /// `filters`.
-    pub filters: Vec<VirtualMachineVMCIDeviceFilterSpec>,
-}
-impl x::SchemaType for VirtualMachineVMCIDeviceFilterInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceFilterInfo";
-}
-impl x::Structure for VirtualMachineVMCIDeviceFilterInfo {}
-impl Clone for VirtualMachineVMCIDeviceFilterInfo {
-    fn clone(&self) -> Self {
-        Self {
-            filters: x::clone_vec(&self.filters),
-        }
-    }
-}
-impl x::Fields for VirtualMachineVMCIDeviceFilterInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "filters" => r.read_push(&mut self.filters),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("filters", &self.filters);
-    }
-}
-/// `VirtualMachineVMCIDeviceFilterSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVMCIDeviceFilterSpec {
-    /// `rank`.
-    pub rank: i64,
-    /// `action`.
-    pub action: String,
-    /// `protocol`.
-    pub protocol: String,
-    /// `direction`.
-    pub direction: String,
-    /// `lowerDstPortBoundary`.
-    pub lower_dst_port_boundary: Option<i64>,
-    /// `upperDstPortBoundary`.
-    pub upper_dst_port_boundary: Option<i64>,
-}
-impl x::SchemaType for VirtualMachineVMCIDeviceFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceFilterSpec";
-}
-impl x::Structure for VirtualMachineVMCIDeviceFilterSpec {}
-impl x::Fields for VirtualMachineVMCIDeviceFilterSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rank" => r.read(&mut self.rank),
-            "action" => r.read(&mut self.action),
-            "protocol" => r.read(&mut self.protocol),
-            "direction" => r.read(&mut self.direction),
-            "lowerDstPortBoundary" => r.read_opt(&mut self.lower_dst_port_boundary),
-            "upperDstPortBoundary" => r.read_opt(&mut self.upper_dst_port_boundary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("rank", &self.rank);
-        w.write("action", &self.action);
-        w.write("protocol", &self.protocol);
-        w.write("direction", &self.direction);
-        w.write_opt("lowerDstPortBoundary", &self.lower_dst_port_boundary);
-        w.write_opt("upperDstPortBoundary", &self.upper_dst_port_boundary);
-    }
-}
-impl x::ArrayItem for VirtualMachineVMCIDeviceFilterSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVMCIDeviceFilterSpec";
-    const ITEM_TAG: &'static str = "VirtualMachineVMCIDeviceFilterSpec";
-}
-/// `VirtualMachineVMCIDeviceOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVMCIDeviceOption {
-    /// The fields `VirtualMachineVMCIDeviceOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `allowUnrestrictedCommunication`.
-    pub allow_unrestricted_communication: BoolOption,
-    /// `filterSpecOption`.
-    pub filter_spec_option: Option<VirtualMachineVMCIDeviceOptionFilterSpecOption>,
-    /// `filterSupported`.
-    pub filter_supported: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualMachineVMCIDeviceOption {
-    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceOption";
-}
-impl x::Structure for VirtualMachineVMCIDeviceOption {}
-impl std::ops::Deref for VirtualMachineVMCIDeviceOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVMCIDeviceOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualMachineVMCIDeviceOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowUnrestrictedCommunication" => {
-                r.read(&mut self.allow_unrestricted_communication)
-            }
-            "filterSpecOption" => r.read_opt(&mut self.filter_spec_option),
-            "filterSupported" => r.read_opt(&mut self.filter_supported),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write(
-            "allowUnrestrictedCommunication",
-            &self.allow_unrestricted_communication,
-        );
-        w.write_opt("filterSpecOption", &self.filter_spec_option);
-        w.write_opt("filterSupported", &self.filter_supported);
-    }
-}
-/// `VirtualMachineVMCIDeviceOptionFilterSpecOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVMCIDeviceOptionFilterSpecOption {
-    /// `action`.
-    pub action: ChoiceOption,
-    /// `protocol`.
-    pub protocol: ChoiceOption,
-    /// `direction`.
-    pub direction: ChoiceOption,
-    /// `lowerDstPortBoundary`.
-    pub lower_dst_port_boundary: LongOption,
-    /// `upperDstPortBoundary`.
-    pub upper_dst_port_boundary: LongOption,
-}
-impl x::SchemaType for VirtualMachineVMCIDeviceOptionFilterSpecOption {
-    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceOptionFilterSpecOption";
-}
-impl x::Structure for VirtualMachineVMCIDeviceOptionFilterSpecOption {}
-impl x::Fields for VirtualMachineVMCIDeviceOptionFilterSpecOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "action" => r.read(&mut self.action),
-            "protocol" => r.read(&mut self.protocol),
-            "direction" => r.read(&mut self.direction),
-            "lowerDstPortBoundary" => r.read(&mut self.lower_dst_port_boundary),
-            "upperDstPortBoundary" => r.read(&mut self.upper_dst_port_boundary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("action", &self.action);
-        w.write("protocol", &self.protocol);
-        w.write("direction", &self.direction);
-        w.write("lowerDstPortBoundary", &self.lower_dst_port_boundary);
-        w.write("upperDstPortBoundary", &self.upper_dst_port_boundary);
-    }
-}
-/// `VirtualMachineVMIROM` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVMIROM {
-    /// The fields `VirtualMachineVMIROM` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualMachineVMIROM {
-    const TYPE_NAME: &'static str = "VirtualMachineVMIROM";
-}
-impl x::Structure for VirtualMachineVMIROM {}
-impl std::ops::Deref for VirtualMachineVMIROM {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVMIROM {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualMachineVMIROM {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualMachineVMotionStunTimeInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// Since vSphere API 8.0.2.0.
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVMotionStunTimeInfo {
-    /// The fields `VirtualMachineVMotionStunTimeInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `migrationBW`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub migration_bw: i64,
-    /// `stunTime`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub stun_time: i64,
-}
-impl x::SchemaType for VirtualMachineVMotionStunTimeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVMotionStunTimeInfo";
-}
-impl x::Structure for VirtualMachineVMotionStunTimeInfo {}
-impl std::ops::Deref for VirtualMachineVMotionStunTimeInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVMotionStunTimeInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineVMotionStunTimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "migrationBW" => r.read(&mut self.migration_bw),
-            "stunTime" => r.read(&mut self.stun_time),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0200, "type VirtualMachineVMotionStunTimeInfo", true);
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("migrationBW", &self.migration_bw);
-        w.write("stunTime", &self.stun_time);
-    }
-}
-impl x::ArrayItem for VirtualMachineVMotionStunTimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVMotionStunTimeInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVMotionStunTimeInfo";
-}
-/// `VirtualMachineVcpuConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVcpuConfig {
-    /// `latencySensitivity`.
-    pub latency_sensitivity: Option<LatencySensitivity>,
-}
-impl x::SchemaType for VirtualMachineVcpuConfig {
-    const TYPE_NAME: &'static str = "VirtualMachineVcpuConfig";
-}
-impl x::Structure for VirtualMachineVcpuConfig {}
-impl x::Fields for VirtualMachineVcpuConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("latencySensitivity", &self.latency_sensitivity);
-    }
-}
-impl x::ArrayItem for VirtualMachineVcpuConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVcpuConfig";
-    const ITEM_TAG: &'static str = "VirtualMachineVcpuConfig";
-}
-/// `VirtualMachineVendorDeviceGroupInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineVendorDeviceGroupInfo {
-    /// The fields `VirtualMachineVendorDeviceGroupInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `deviceGroupName`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_name: String,
-    /// `deviceGroupDescription`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_description: Option<String>,
-    /// `componentDeviceInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub component_device_info: Vec<
-        VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo,
-    >,
-}
-impl x::SchemaType for VirtualMachineVendorDeviceGroupInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfo";
-}
-impl x::Structure for VirtualMachineVendorDeviceGroupInfo {}
-impl Clone for VirtualMachineVendorDeviceGroupInfo {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
-            device_group_name: self.device_group_name.clone(),
-            device_group_description: self.device_group_description.clone(),
-            component_device_info: x::clone_vec(&self.component_device_info),
-        }
-    }
-}
-impl std::ops::Deref for VirtualMachineVendorDeviceGroupInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVendorDeviceGroupInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineVendorDeviceGroupInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceGroupName" => r.read(&mut self.device_group_name),
-            "deviceGroupDescription" => r.read_opt(&mut self.device_group_description),
-            "componentDeviceInfo" => r.read_push(&mut self.component_device_info),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualMachineVendorDeviceGroupInfo", true);
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("deviceGroupName", &self.device_group_name);
-        w.write_opt("deviceGroupDescription", &self.device_group_description);
-        w.write_vec("componentDeviceInfo", &self.component_device_info);
-    }
-}
-impl x::ArrayItem for VirtualMachineVendorDeviceGroupInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVendorDeviceGroupInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVendorDeviceGroupInfo";
-}
-/// `VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
-    /// `type`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub type_: String,
-    /// `vendorName`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vendor_name: String,
-    /// `deviceName`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_name: String,
-    /// `isConfigurable`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub is_configurable: bool,
-    /// `device`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device: AnyVirtualDevice,
-}
-impl x::SchemaType for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
-}
-impl x::Structure for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {}
-impl x::Fields for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "deviceName" => r.read(&mut self.device_name),
-            "isConfigurable" => r.read(&mut self.is_configurable),
-            "device" => r.read(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(
-            0x0800_0001,
-            "type VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo",
-            true,
-        );
-        w.write("type", &self.type_);
-        w.write("vendorName", &self.vendor_name);
-        w.write("deviceName", &self.device_name);
-        w.write("isConfigurable", &self.is_configurable);
-        w.write("device", &self.device);
-    }
-}
-impl x::ArrayItem for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
-}
-/// `VirtualMachineVgpuDeviceInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVgpuDeviceInfo {
-    /// The fields `VirtualMachineVgpuDeviceInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `deviceVendorId`.
-    pub device_vendor_id: i64,
-    /// `maxFbSizeInGib`.
-    pub max_fb_size_in_gib: i64,
-    /// `timeSlicedCapable`.
-    pub time_sliced_capable: bool,
-    /// `migCapable`.
-    pub mig_capable: bool,
-    /// `computeProfileCapable`.
-    pub compute_profile_capable: bool,
-    /// `quadroProfileCapable`.
-    pub quadro_profile_capable: bool,
-}
-impl x::SchemaType for VirtualMachineVgpuDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuDeviceInfo";
-}
-impl x::Structure for VirtualMachineVgpuDeviceInfo {}
-impl std::ops::Deref for VirtualMachineVgpuDeviceInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVgpuDeviceInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineVgpuDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceVendorId" => r.read(&mut self.device_vendor_id),
-            "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib),
-            "timeSlicedCapable" => r.read(&mut self.time_sliced_capable),
-            "migCapable" => r.read(&mut self.mig_capable),
-            "computeProfileCapable" => r.read(&mut self.compute_profile_capable),
-            "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("deviceName", &self.device_name);
-        w.write("deviceVendorId", &self.device_vendor_id);
-        w.write("maxFbSizeInGib", &self.max_fb_size_in_gib);
-        w.write("timeSlicedCapable", &self.time_sliced_capable);
-        w.write("migCapable", &self.mig_capable);
-        w.write("computeProfileCapable", &self.compute_profile_capable);
-        w.write("quadroProfileCapable", &self.quadro_profile_capable);
-    }
-}
-impl x::ArrayItem for VirtualMachineVgpuDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVgpuDeviceInfo";
-}
-/// `VirtualMachineVgpuProfileInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineVgpuProfileInfo {
-    /// The fields `VirtualMachineVgpuProfileInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `profileName`.
-    pub profile_name: String,
-    /// `deviceVendorId`.
-    pub device_vendor_id: i64,
-    /// `fbSizeInGib`.
-    pub fb_size_in_gib: i64,
-    /// `profileSharing`.
-    pub profile_sharing: String,
-    /// `profileClass`.
-    pub profile_class: String,
-    /// `stunTimeEstimates`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub stun_time_estimates: Vec<VirtualMachineVMotionStunTimeInfo>,
-}
-impl x::SchemaType for VirtualMachineVgpuProfileInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfo";
-}
-impl x::Structure for VirtualMachineVgpuProfileInfo {}
-impl Clone for VirtualMachineVgpuProfileInfo {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
-            profile_name: self.profile_name.clone(),
-            device_vendor_id: self.device_vendor_id,
-            fb_size_in_gib: self.fb_size_in_gib,
-            profile_sharing: self.profile_sharing.clone(),
-            profile_class: self.profile_class.clone(),
-            stun_time_estimates: x::clone_vec(&self.stun_time_estimates),
-        }
-    }
-}
-impl std::ops::Deref for VirtualMachineVgpuProfileInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVgpuProfileInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineVgpuProfileInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "profileName" => r.read(&mut self.profile_name),
-            "deviceVendorId" => r.read(&mut self.device_vendor_id),
-            "fbSizeInGib" => r.read(&mut self.fb_size_in_gib),
-            "profileSharing" => r.read(&mut self.profile_sharing),
-            "profileClass" => r.read(&mut self.profile_class),
-            "stunTimeEstimates" => r.read_push(&mut self.stun_time_estimates),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("profileName", &self.profile_name);
-        w.write("deviceVendorId", &self.device_vendor_id);
-        w.write("fbSizeInGib", &self.fb_size_in_gib);
-        w.write("profileSharing", &self.profile_sharing);
-        w.write("profileClass", &self.profile_class);
-        if w
-            .since(
-                0x0800_0200,
-                "VirtualMachineVgpuProfileInfo.stunTimeEstimates",
-                !self.stun_time_estimates.is_empty(),
-            )
-        {
-            w.write_vec("stunTimeEstimates", &self.stun_time_estimates);
-        }
-    }
-}
-impl x::ArrayItem for VirtualMachineVgpuProfileInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuProfileInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVgpuProfileInfo";
-}
-/// `VirtualMachineVideoCard` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVideoCard {
-    /// The fields `VirtualMachineVideoCard` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `videoRamSizeInKB`.
-    pub video_ram_size_in_kb: Option<i64>,
-    /// `numDisplays`.
-    pub num_displays: Option<i32>,
-    /// `useAutoDetect`.
-    pub use_auto_detect: Option<bool>,
-    /// `enable3DSupport`.
-    pub enable_3d_support: Option<bool>,
-    /// `use3dRenderer`.
-    pub use3d_renderer: Option<String>,
-    /// `graphicsMemorySizeInKB`.
-    pub graphics_memory_size_in_kb: Option<i64>,
-}
-impl x::SchemaType for VirtualMachineVideoCard {
-    const TYPE_NAME: &'static str = "VirtualMachineVideoCard";
-}
-impl x::Structure for VirtualMachineVideoCard {}
-impl std::ops::Deref for VirtualMachineVideoCard {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVideoCard {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualMachineVideoCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
-            "numDisplays" => r.read_opt(&mut self.num_displays),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "enable3DSupport" => r.read_opt(&mut self.enable_3d_support),
-            "use3dRenderer" => r.read_opt(&mut self.use3d_renderer),
-            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
-        w.write_opt("numDisplays", &self.num_displays);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write_opt("enable3DSupport", &self.enable_3d_support);
-        w.write_opt("use3dRenderer", &self.use3d_renderer);
-        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
-    }
-}
-/// `VirtualMachineVirtualDeviceGroups` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualMachineVirtualDeviceGroups {
-    /// `deviceGroup`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group: Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>,
-}
-impl x::SchemaType for VirtualMachineVirtualDeviceGroups {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroups";
-}
-impl x::Structure for VirtualMachineVirtualDeviceGroups {}
-impl Clone for VirtualMachineVirtualDeviceGroups {
-    fn clone(&self) -> Self {
-        Self {
-            device_group: x::clone_vec(&self.device_group),
-        }
-    }
-}
-impl x::Fields for VirtualMachineVirtualDeviceGroups {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceGroup" => r.read_push(&mut self.device_group),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceGroups", true);
-        w.write_vec("deviceGroup", &self.device_group);
-    }
-}
-/// `VirtualMachineVirtualDeviceGroupsDeviceGroup` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// Fields of this type hold [`AnyVirtualMachineVirtualDeviceGroupsDeviceGroup`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVirtualDeviceGroupsDeviceGroup {
-    /// `groupInstanceKey`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub group_instance_key: i32,
-    /// `deviceInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_info: Option<AnyDescription>,
-}
-impl x::SchemaType for VirtualMachineVirtualDeviceGroupsDeviceGroup {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroupsDeviceGroup";
-}
-impl x::Structure for VirtualMachineVirtualDeviceGroupsDeviceGroup {}
-impl x::Fields for VirtualMachineVirtualDeviceGroupsDeviceGroup {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "groupInstanceKey" => r.read(&mut self.group_instance_key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceGroupsDeviceGroup", true);
-        w.write("groupInstanceKey", &self.group_instance_key);
-        w.write_opt("deviceInfo", &self.device_info);
-    }
-}
-/// `VirtualMachineVirtualDeviceGroupsVendorDeviceGroup` (extends `VirtualMachineVirtualDeviceGroupsDeviceGroup`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// The fields of `VirtualMachineVirtualDeviceGroupsDeviceGroup` are in `virtual_machine_virtual_device_groups_device_group`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
-    /// The fields `VirtualMachineVirtualDeviceGroupsVendorDeviceGroup` inherits from `VirtualMachineVirtualDeviceGroupsDeviceGroup`.
-    pub virtual_machine_virtual_device_groups_device_group: VirtualMachineVirtualDeviceGroupsDeviceGroup,
-    /// `deviceGroupName`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_group_name: String,
-}
-impl x::SchemaType for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup";
-}
-impl x::Structure for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {}
-impl std::ops::Deref for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
-    type Target = VirtualMachineVirtualDeviceGroupsDeviceGroup;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineVirtualDeviceGroupsDeviceGroup {
-        &self.virtual_machine_virtual_device_groups_device_group
-    }
-}
-impl std::ops::DerefMut for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineVirtualDeviceGroupsDeviceGroup {
-        &mut self.virtual_machine_virtual_device_groups_device_group
-    }
-}
-impl x::Fields for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceGroupName" => r.read(&mut self.device_group_name),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_virtual_device_groups_device_group,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(
-            0x0800_0001,
-            "type VirtualMachineVirtualDeviceGroupsVendorDeviceGroup",
-            true,
-        );
-        x::Fields::encode_fields(
-            &self.virtual_machine_virtual_device_groups_device_group,
-            w,
-        );
-        w.write("deviceGroupName", &self.device_group_name);
-    }
-}
-/// `VirtualMachineVirtualDeviceSwap` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVirtualDeviceSwap {
-    /// `lsiToPvscsi`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub lsi_to_pvscsi: Option<VirtualMachineVirtualDeviceSwapDeviceSwapInfo>,
-}
-impl x::SchemaType for VirtualMachineVirtualDeviceSwap {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwap";
-}
-impl x::Structure for VirtualMachineVirtualDeviceSwap {}
-impl x::Fields for VirtualMachineVirtualDeviceSwap {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lsiToPvscsi" => r.read_opt(&mut self.lsi_to_pvscsi),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceSwap", true);
-        w.write_opt("lsiToPvscsi", &self.lsi_to_pvscsi);
-    }
-}
-/// `VirtualMachineVirtualDeviceSwapDeviceSwapInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+impl x::ArrayItem for VirtualMachineNetworkInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineNetworkInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineNetworkInfo";
+}
+/// `VirtualMachineNetworkShaperInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineNetworkShaperInfo {
     /// `enabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
     pub enabled: Option<bool>,
-    /// `applicable`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub applicable: Option<bool>,
-    /// `status`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub status: Option<String>,
+    /// `peakBps`.
+    pub peak_bps: Option<i64>,
+    /// `averageBps`.
+    pub average_bps: Option<i64>,
+    /// `burstSize`.
+    pub burst_size: Option<i64>,
 }
-impl x::SchemaType for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwapDeviceSwapInfo";
+impl x::SchemaType for VirtualMachineNetworkShaperInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineNetworkShaperInfo";
 }
-impl x::Structure for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {}
-impl x::Fields for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+impl x::Structure for VirtualMachineNetworkShaperInfo {}
+impl std::fmt::Debug for VirtualMachineNetworkShaperInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineNetworkShaperInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineNetworkShaperInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineNetworkShaperInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2367,178 +1808,126 @@ impl x::Fields for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "enabled" => r.read_opt(&mut self.enabled),
-            "applicable" => r.read_opt(&mut self.applicable),
-            "status" => r.read_opt(&mut self.status),
+            "peakBps" => r.read_opt(&mut self.peak_bps),
+            "averageBps" => r.read_opt(&mut self.average_bps),
+            "burstSize" => r.read_opt(&mut self.burst_size),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceSwapDeviceSwapInfo", true);
         w.write_opt("enabled", &self.enabled);
-        w.write_opt("applicable", &self.applicable);
-        w.write_opt("status", &self.status);
+        w.write_opt("peakBps", &self.peak_bps);
+        w.write_opt("averageBps", &self.average_bps);
+        w.write_opt("burstSize", &self.burst_size);
     }
 }
-/// `VirtualMachineVirtualNuma` (extends `DynamicData`).
+/// `VirtualMachineParallelInfo` (extends `VirtualMachineTargetInfo`).
 ///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVirtualNuma {
-    /// `coresPerNumaNode`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub cores_per_numa_node: Option<i32>,
-    /// `exposeVnumaOnCpuHotadd`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub expose_vnuma_on_cpu_hotadd: Option<bool>,
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineParallelInfo {
+    /// The fields `VirtualMachineParallelInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
 }
-impl x::SchemaType for VirtualMachineVirtualNuma {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualNuma";
+impl x::SchemaType for VirtualMachineParallelInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineParallelInfo";
 }
-impl x::Structure for VirtualMachineVirtualNuma {}
-impl x::Fields for VirtualMachineVirtualNuma {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "coresPerNumaNode" => r.read_opt(&mut self.cores_per_numa_node),
-            "exposeVnumaOnCpuHotadd" => r.read_opt(&mut self.expose_vnuma_on_cpu_hotadd),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualMachineVirtualNuma", true);
-        w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
-        w.write_opt("exposeVnumaOnCpuHotadd", &self.expose_vnuma_on_cpu_hotadd);
+impl x::Structure for VirtualMachineParallelInfo {}
+impl std::fmt::Debug for VirtualMachineParallelInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineParallelInfo", x::fields_ref(self))
     }
 }
-/// `VirtualMachineVirtualNumaInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVirtualNumaInfo {
-    /// `coresPerNumaNode`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub cores_per_numa_node: Option<i32>,
-    /// `autoCoresPerNumaNode`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub auto_cores_per_numa_node: Option<bool>,
-    /// `vnumaOnCpuHotaddExposed`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vnuma_on_cpu_hotadd_exposed: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineVirtualNumaInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualNumaInfo";
-}
-impl x::Structure for VirtualMachineVirtualNumaInfo {}
-impl x::Fields for VirtualMachineVirtualNumaInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "coresPerNumaNode" => r.read_opt(&mut self.cores_per_numa_node),
-            "autoCoresPerNumaNode" => r.read_opt(&mut self.auto_cores_per_numa_node),
-            "vnumaOnCpuHotaddExposed" => {
-                r.read_opt(&mut self.vnuma_on_cpu_hotadd_exposed)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualMachineVirtualNumaInfo", true);
-        w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
-        w.write_opt("autoCoresPerNumaNode", &self.auto_cores_per_numa_node);
-        w.write_opt("vnumaOnCpuHotaddExposed", &self.vnuma_on_cpu_hotadd_exposed);
+impl PartialEq for VirtualMachineParallelInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-/// `VirtualMachineVirtualPMem` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVirtualPMem {
-    /// `snapshotMode`.
-    pub snapshot_mode: Option<String>,
-}
-impl x::SchemaType for VirtualMachineVirtualPMem {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualPMem";
-}
-impl x::Structure for VirtualMachineVirtualPMem {}
-impl x::Fields for VirtualMachineVirtualPMem {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "snapshotMode" => r.read_opt(&mut self.snapshot_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("snapshotMode", &self.snapshot_mode);
-    }
-}
-/// `VirtualMachineWindowsQuiesceSpec` (extends `VirtualMachineGuestQuiesceSpec`).
-///
-/// The fields of `VirtualMachineGuestQuiesceSpec` are in `virtual_machine_guest_quiesce_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineWindowsQuiesceSpec {
-    /// The fields `VirtualMachineWindowsQuiesceSpec` inherits from `VirtualMachineGuestQuiesceSpec`.
-    pub virtual_machine_guest_quiesce_spec: VirtualMachineGuestQuiesceSpec,
-    /// `vssBackupType`.
-    pub vss_backup_type: Option<i32>,
-    /// `vssBootableSystemState`.
-    pub vss_bootable_system_state: Option<bool>,
-    /// `vssPartialFileSupport`.
-    pub vss_partial_file_support: Option<bool>,
-    /// `vssBackupContext`.
-    pub vss_backup_context: Option<String>,
-}
-impl x::SchemaType for VirtualMachineWindowsQuiesceSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineWindowsQuiesceSpec";
-}
-impl x::Structure for VirtualMachineWindowsQuiesceSpec {}
-impl std::ops::Deref for VirtualMachineWindowsQuiesceSpec {
-    type Target = VirtualMachineGuestQuiesceSpec;
+impl std::ops::Deref for VirtualMachineParallelInfo {
+    type Target = VirtualMachineTargetInfo;
     #[inline]
-    fn deref(&self) -> &VirtualMachineGuestQuiesceSpec {
-        &self.virtual_machine_guest_quiesce_spec
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
     }
 }
-impl std::ops::DerefMut for VirtualMachineWindowsQuiesceSpec {
+impl std::ops::DerefMut for VirtualMachineParallelInfo {
     #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineGuestQuiesceSpec {
-        &mut self.virtual_machine_guest_quiesce_spec
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
     }
 }
-impl x::Fields for VirtualMachineWindowsQuiesceSpec {
+impl x::Fields for VirtualMachineParallelInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineParallelInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineParallelInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineParallelInfo";
+}
+/// `VirtualMachinePciPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// Fields of this type hold [`AnyVirtualMachinePciPassthroughInfo`], which also carries its subtypes.
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachinePciPassthroughInfo {
+    /// The fields `VirtualMachinePciPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `pciDevice`.
+    pub pci_device: HostPciDevice,
+    /// `systemId`.
+    pub system_id: String,
+}
+impl x::SchemaType for VirtualMachinePciPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachinePciPassthroughInfo";
+}
+impl x::Structure for VirtualMachinePciPassthroughInfo {}
+impl std::fmt::Debug for VirtualMachinePciPassthroughInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachinePciPassthroughInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachinePciPassthroughInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachinePciPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachinePciPassthroughInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachinePciPassthroughInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vssBackupType" => r.read_opt(&mut self.vss_backup_type),
-            "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state),
-            "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support),
-            "vssBackupContext" => r.read_opt(&mut self.vss_backup_context),
+            "pciDevice" => r.read(&mut self.pci_device),
+            "systemId" => r.read(&mut self.system_id),
             _ => {
                 return x::Fields::decode_field(
-                    &mut self.virtual_machine_guest_quiesce_spec,
+                    &mut self.virtual_machine_target_info,
                     r,
                     name,
                 );
@@ -2548,26 +1937,229 @@ impl x::Fields for VirtualMachineWindowsQuiesceSpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_guest_quiesce_spec, w);
-        w.write_opt("vssBackupType", &self.vss_backup_type);
-        w.write_opt("vssBootableSystemState", &self.vss_bootable_system_state);
-        w.write_opt("vssPartialFileSupport", &self.vss_partial_file_support);
-        w.write_opt("vssBackupContext", &self.vss_backup_context);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("pciDevice", &self.pci_device);
+        w.write("systemId", &self.system_id);
     }
 }
-/// `VirtualMachineWipeResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineWipeResult {
+/// `VirtualMachinePciSharedGpuPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachinePciSharedGpuPassthroughInfo {
+    /// The fields `VirtualMachinePciSharedGpuPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `vgpu`.
+    pub vgpu: String,
+}
+impl x::SchemaType for VirtualMachinePciSharedGpuPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
+}
+impl x::Structure for VirtualMachinePciSharedGpuPassthroughInfo {}
+impl std::fmt::Debug for VirtualMachinePciSharedGpuPassthroughInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachinePciSharedGpuPassthroughInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachinePciSharedGpuPassthroughInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachinePciSharedGpuPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachinePciSharedGpuPassthroughInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachinePciSharedGpuPassthroughInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read(&mut self.vgpu),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("vgpu", &self.vgpu);
+    }
+}
+impl x::ArrayItem for VirtualMachinePciSharedGpuPassthroughInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePciSharedGpuPassthroughInfo";
+    const ITEM_TAG: &'static str = "VirtualMachinePciSharedGpuPassthroughInfo";
+}
+/// `VirtualMachinePrecisionClockInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachinePrecisionClockInfo {
+    /// The fields `VirtualMachinePrecisionClockInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `systemClockProtocol`.
+    pub system_clock_protocol: Option<String>,
+}
+impl x::SchemaType for VirtualMachinePrecisionClockInfo {
+    const TYPE_NAME: &'static str = "VirtualMachinePrecisionClockInfo";
+}
+impl x::Structure for VirtualMachinePrecisionClockInfo {}
+impl std::fmt::Debug for VirtualMachinePrecisionClockInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachinePrecisionClockInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachinePrecisionClockInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachinePrecisionClockInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachinePrecisionClockInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachinePrecisionClockInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write_opt("systemClockProtocol", &self.system_clock_protocol);
+    }
+}
+impl x::ArrayItem for VirtualMachinePrecisionClockInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePrecisionClockInfo";
+    const ITEM_TAG: &'static str = "VirtualMachinePrecisionClockInfo";
+}
+/// `VirtualMachineProfileDetails` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineProfileDetails {
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+    /// `diskProfileDetails`.
+    pub disk_profile_details: Vec<VirtualMachineProfileDetailsDiskProfileDetails>,
+}
+impl x::SchemaType for VirtualMachineProfileDetails {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileDetails";
+}
+impl x::Structure for VirtualMachineProfileDetails {}
+impl std::fmt::Debug for VirtualMachineProfileDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineProfileDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineProfileDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineProfileDetails {
+    fn clone(&self) -> Self {
+        Self {
+            profile: x::clone_vec(&self.profile),
+            disk_profile_details: x::clone_vec(&self.disk_profile_details),
+        }
+    }
+}
+impl x::Fields for VirtualMachineProfileDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "profile" => r.read_push(&mut self.profile),
+            "diskProfileDetails" => r.read_push(&mut self.disk_profile_details),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("profile", &self.profile);
+        w.write_vec("diskProfileDetails", &self.disk_profile_details);
+    }
+}
+/// `VirtualMachineProfileDetailsDiskProfileDetails` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineProfileDetailsDiskProfileDetails {
     /// `diskId`.
     pub disk_id: i32,
-    /// `shrinkableDiskSpace`.
-    pub shrinkable_disk_space: i64,
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
 }
-impl x::SchemaType for VirtualMachineWipeResult {
-    const TYPE_NAME: &'static str = "VirtualMachineWipeResult";
+impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
 }
-impl x::Structure for VirtualMachineWipeResult {}
-impl x::Fields for VirtualMachineWipeResult {
+impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
+impl std::fmt::Debug for VirtualMachineProfileDetailsDiskProfileDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineProfileDetailsDiskProfileDetails",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineProfileDetailsDiskProfileDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineProfileDetailsDiskProfileDetails {
+    fn clone(&self) -> Self {
+        Self {
+            disk_id: self.disk_id,
+            profile: x::clone_vec(&self.profile),
+        }
+    }
+}
+impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2575,7 +2167,7 @@ impl x::Fields for VirtualMachineWipeResult {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "diskId" => r.read(&mut self.disk_id),
-            "shrinkableDiskSpace" => r.read(&mut self.shrinkable_disk_space),
+            "profile" => r.read_push(&mut self.profile),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -2583,88 +2175,639 @@ impl x::Fields for VirtualMachineWipeResult {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskId", &self.disk_id);
-        w.write("shrinkableDiskSpace", &self.shrinkable_disk_space);
+        w.write_vec("profile", &self.profile);
     }
 }
-/// `VirtualNVDIMM` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMM {
-    /// The fields `VirtualNVDIMM` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `capacityInMB`.
-    pub capacity_in_mb: i64,
-    /// `configuredCapacityInMB`.
-    pub configured_capacity_in_mb: Option<i64>,
+impl x::ArrayItem for VirtualMachineProfileDetailsDiskProfileDetails {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineProfileDetailsDiskProfileDetails";
+    const ITEM_TAG: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
 }
-impl x::SchemaType for VirtualNVDIMM {
-    const TYPE_NAME: &'static str = "VirtualNVDIMM";
+/// `VirtualMachineProfileRawData` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineProfileRawData {
+    /// `extensionKey`.
+    pub extension_key: String,
+    /// `objectData`.
+    pub object_data: Option<String>,
 }
-impl x::Structure for VirtualNVDIMM {}
-impl std::ops::Deref for VirtualNVDIMM {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
+impl x::SchemaType for VirtualMachineProfileRawData {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileRawData";
+}
+impl x::Structure for VirtualMachineProfileRawData {}
+impl std::fmt::Debug for VirtualMachineProfileRawData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineProfileRawData", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VirtualNVDIMM {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
+impl PartialEq for VirtualMachineProfileRawData {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualNVDIMM {
+impl x::Fields for VirtualMachineProfileRawData {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "capacityInMB" => r.read(&mut self.capacity_in_mb),
-            "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "objectData" => r.read_opt(&mut self.object_data),
+            _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write("capacityInMB", &self.capacity_in_mb);
-        w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
+        w.write("extensionKey", &self.extension_key);
+        w.write_opt("objectData", &self.object_data);
     }
 }
-/// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+/// `VirtualMachineProfileSpec` (extends `DynamicData`).
 ///
-/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMBackingInfo {
-    /// The fields `VirtualNVDIMMBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
-    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+/// Fields of this type hold [`AnyVirtualMachineProfileSpec`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VirtualMachineProfileSpec {}
+impl x::SchemaType for VirtualMachineProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineProfileSpec";
+}
+impl x::Structure for VirtualMachineProfileSpec {}
+impl std::fmt::Debug for VirtualMachineProfileSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineProfileSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineProfileSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineProfileSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachinePropertyRelation` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachinePropertyRelation {
+    /// `key`.
+    pub key: DynamicProperty,
+    /// `relations`.
+    pub relations: Vec<DynamicProperty>,
+}
+impl x::SchemaType for VirtualMachinePropertyRelation {
+    const TYPE_NAME: &'static str = "VirtualMachinePropertyRelation";
+}
+impl x::Structure for VirtualMachinePropertyRelation {}
+impl std::fmt::Debug for VirtualMachinePropertyRelation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachinePropertyRelation", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachinePropertyRelation {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachinePropertyRelation {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            relations: x::clone_vec(&self.relations),
+        }
+    }
+}
+impl x::Fields for VirtualMachinePropertyRelation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "relations" => r.read_push(&mut self.relations),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("relations", &self.relations);
+    }
+}
+impl x::ArrayItem for VirtualMachinePropertyRelation {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachinePropertyRelation";
+    const ITEM_TAG: &'static str = "VirtualMachinePropertyRelation";
+}
+/// `VirtualMachineQuestionInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineQuestionInfo {
+    /// `id`.
+    pub id: String,
+    /// `text`.
+    pub text: String,
+    /// `choice`.
+    pub choice: ChoiceOption,
+    /// `message`.
+    pub message: Vec<VirtualMachineMessage>,
+}
+impl x::SchemaType for VirtualMachineQuestionInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineQuestionInfo";
+}
+impl x::Structure for VirtualMachineQuestionInfo {}
+impl std::fmt::Debug for VirtualMachineQuestionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineQuestionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineQuestionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineQuestionInfo {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            text: self.text.clone(),
+            choice: self.choice.clone(),
+            message: x::clone_vec(&self.message),
+        }
+    }
+}
+impl x::Fields for VirtualMachineQuestionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "text" => r.read(&mut self.text),
+            "choice" => r.read(&mut self.choice),
+            "message" => r.read_push(&mut self.message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("text", &self.text);
+        w.write("choice", &self.choice);
+        w.write_vec("message", &self.message);
+    }
+}
+/// `VirtualMachineQuickStats` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineQuickStats {
+    /// `overallCpuUsage`.
+    pub overall_cpu_usage: Option<i32>,
+    /// `overallCpuDemand`.
+    pub overall_cpu_demand: Option<i32>,
+    /// `overallCpuReadiness`.
+    pub overall_cpu_readiness: Option<i32>,
+    /// `guestMemoryUsage`.
+    pub guest_memory_usage: Option<i32>,
+    /// `hostMemoryUsage`.
+    pub host_memory_usage: Option<i32>,
+    /// `guestHeartbeatStatus`.
+    pub guest_heartbeat_status: ManagedEntityStatus,
+    /// `distributedCpuEntitlement`.
+    pub distributed_cpu_entitlement: Option<i32>,
+    /// `distributedMemoryEntitlement`.
+    pub distributed_memory_entitlement: Option<i32>,
+    /// `staticCpuEntitlement`.
+    pub static_cpu_entitlement: Option<i32>,
+    /// `staticMemoryEntitlement`.
+    pub static_memory_entitlement: Option<i32>,
+    /// `grantedMemory`.
+    pub granted_memory: Option<i32>,
+    /// `privateMemory`.
+    pub private_memory: Option<i32>,
+    /// `sharedMemory`.
+    pub shared_memory: Option<i32>,
+    /// `swappedMemory`.
+    pub swapped_memory: Option<i32>,
+    /// `balloonedMemory`.
+    pub ballooned_memory: Option<i32>,
+    /// `consumedOverheadMemory`.
+    pub consumed_overhead_memory: Option<i32>,
+    /// `ftLogBandwidth`.
+    pub ft_log_bandwidth: Option<i32>,
+    /// `ftSecondaryLatency`.
+    pub ft_secondary_latency: Option<i32>,
+    /// `ftLatencyStatus`.
+    pub ft_latency_status: Option<ManagedEntityStatus>,
+    /// `compressedMemory`.
+    pub compressed_memory: Option<i64>,
+    /// `uptimeSeconds`.
+    pub uptime_seconds: Option<i32>,
+    /// `ssdSwappedMemory`.
+    pub ssd_swapped_memory: Option<i64>,
+    /// `activeMemory`.
+    pub active_memory: Option<i32>,
+    /// `memoryTierStats`.
+    pub memory_tier_stats: Vec<VirtualMachineQuickStatsMemoryTierStats>,
+}
+impl x::SchemaType for VirtualMachineQuickStats {
+    const TYPE_NAME: &'static str = "VirtualMachineQuickStats";
+}
+impl x::Structure for VirtualMachineQuickStats {}
+impl std::fmt::Debug for VirtualMachineQuickStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineQuickStats", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineQuickStats {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineQuickStats {
+    fn clone(&self) -> Self {
+        Self {
+            overall_cpu_usage: self.overall_cpu_usage,
+            overall_cpu_demand: self.overall_cpu_demand,
+            overall_cpu_readiness: self.overall_cpu_readiness,
+            guest_memory_usage: self.guest_memory_usage,
+            host_memory_usage: self.host_memory_usage,
+            guest_heartbeat_status: self.guest_heartbeat_status.clone(),
+            distributed_cpu_entitlement: self.distributed_cpu_entitlement,
+            distributed_memory_entitlement: self.distributed_memory_entitlement,
+            static_cpu_entitlement: self.static_cpu_entitlement,
+            static_memory_entitlement: self.static_memory_entitlement,
+            granted_memory: self.granted_memory,
+            private_memory: self.private_memory,
+            shared_memory: self.shared_memory,
+            swapped_memory: self.swapped_memory,
+            ballooned_memory: self.ballooned_memory,
+            consumed_overhead_memory: self.consumed_overhead_memory,
+            ft_log_bandwidth: self.ft_log_bandwidth,
+            ft_secondary_latency: self.ft_secondary_latency,
+            ft_latency_status: self.ft_latency_status.clone(),
+            compressed_memory: self.compressed_memory,
+            uptime_seconds: self.uptime_seconds,
+            ssd_swapped_memory: self.ssd_swapped_memory,
+            active_memory: self.active_memory,
+            memory_tier_stats: x::clone_vec(&self.memory_tier_stats),
+        }
+    }
+}
+impl x::Fields for VirtualMachineQuickStats {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
+            "overallCpuDemand" => r.read_opt(&mut self.overall_cpu_demand),
+            "overallCpuReadiness" => r.read_opt(&mut self.overall_cpu_readiness),
+            "guestMemoryUsage" => r.read_opt(&mut self.guest_memory_usage),
+            "hostMemoryUsage" => r.read_opt(&mut self.host_memory_usage),
+            "guestHeartbeatStatus" => r.read(&mut self.guest_heartbeat_status),
+            "distributedCpuEntitlement" => {
+                r.read_opt(&mut self.distributed_cpu_entitlement)
+            }
+            "distributedMemoryEntitlement" => {
+                r.read_opt(&mut self.distributed_memory_entitlement)
+            }
+            "staticCpuEntitlement" => r.read_opt(&mut self.static_cpu_entitlement),
+            "staticMemoryEntitlement" => r.read_opt(&mut self.static_memory_entitlement),
+            "grantedMemory" => r.read_opt(&mut self.granted_memory),
+            "privateMemory" => r.read_opt(&mut self.private_memory),
+            "sharedMemory" => r.read_opt(&mut self.shared_memory),
+            "swappedMemory" => r.read_opt(&mut self.swapped_memory),
+            "balloonedMemory" => r.read_opt(&mut self.ballooned_memory),
+            "consumedOverheadMemory" => r.read_opt(&mut self.consumed_overhead_memory),
+            "ftLogBandwidth" => r.read_opt(&mut self.ft_log_bandwidth),
+            "ftSecondaryLatency" => r.read_opt(&mut self.ft_secondary_latency),
+            "ftLatencyStatus" => r.read_opt(&mut self.ft_latency_status),
+            "compressedMemory" => r.read_opt(&mut self.compressed_memory),
+            "uptimeSeconds" => r.read_opt(&mut self.uptime_seconds),
+            "ssdSwappedMemory" => r.read_opt(&mut self.ssd_swapped_memory),
+            "activeMemory" => r.read_opt(&mut self.active_memory),
+            "memoryTierStats" => r.read_push(&mut self.memory_tier_stats),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
+        w.write_opt("overallCpuDemand", &self.overall_cpu_demand);
+        w.write_opt("overallCpuReadiness", &self.overall_cpu_readiness);
+        w.write_opt("guestMemoryUsage", &self.guest_memory_usage);
+        w.write_opt("hostMemoryUsage", &self.host_memory_usage);
+        w.write("guestHeartbeatStatus", &self.guest_heartbeat_status);
+        w.write_opt("distributedCpuEntitlement", &self.distributed_cpu_entitlement);
+        w.write_opt(
+            "distributedMemoryEntitlement",
+            &self.distributed_memory_entitlement,
+        );
+        w.write_opt("staticCpuEntitlement", &self.static_cpu_entitlement);
+        w.write_opt("staticMemoryEntitlement", &self.static_memory_entitlement);
+        w.write_opt("grantedMemory", &self.granted_memory);
+        w.write_opt("privateMemory", &self.private_memory);
+        w.write_opt("sharedMemory", &self.shared_memory);
+        w.write_opt("swappedMemory", &self.swapped_memory);
+        w.write_opt("balloonedMemory", &self.ballooned_memory);
+        w.write_opt("consumedOverheadMemory", &self.consumed_overhead_memory);
+        w.write_opt("ftLogBandwidth", &self.ft_log_bandwidth);
+        w.write_opt("ftSecondaryLatency", &self.ft_secondary_latency);
+        w.write_opt("ftLatencyStatus", &self.ft_latency_status);
+        w.write_opt("compressedMemory", &self.compressed_memory);
+        w.write_opt("uptimeSeconds", &self.uptime_seconds);
+        w.write_opt("ssdSwappedMemory", &self.ssd_swapped_memory);
+        w.write_opt("activeMemory", &self.active_memory);
+        w.write_vec("memoryTierStats", &self.memory_tier_stats);
+    }
+}
+/// `VirtualMachineQuickStatsMemoryTierStats` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineQuickStatsMemoryTierStats {
+    /// `memoryTierType`.
+    pub memory_tier_type: String,
+    /// `readBandwidth`.
+    pub read_bandwidth: i64,
+}
+impl x::SchemaType for VirtualMachineQuickStatsMemoryTierStats {
+    const TYPE_NAME: &'static str = "VirtualMachineQuickStatsMemoryTierStats";
+}
+impl x::Structure for VirtualMachineQuickStatsMemoryTierStats {}
+impl std::fmt::Debug for VirtualMachineQuickStatsMemoryTierStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineQuickStatsMemoryTierStats",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineQuickStatsMemoryTierStats {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineQuickStatsMemoryTierStats {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "memoryTierType" => r.read(&mut self.memory_tier_type),
+            "readBandwidth" => r.read(&mut self.read_bandwidth),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("memoryTierType", &self.memory_tier_type);
+        w.write("readBandwidth", &self.read_bandwidth);
+    }
+}
+impl x::ArrayItem for VirtualMachineQuickStatsMemoryTierStats {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineQuickStatsMemoryTierStats";
+    const ITEM_TAG: &'static str = "VirtualMachineQuickStatsMemoryTierStats";
+}
+/// `VirtualMachineRelocateSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineRelocateSpec {
+    /// `service`.
+    pub service: Option<ServiceLocator>,
+    /// `folder`.
+    pub folder: Option<x::ManagedObjectReference>,
+    /// `datastore`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `diskMoveType`.
+    pub disk_move_type: Option<String>,
+    /// `pool`.
+    pub pool: Option<x::ManagedObjectReference>,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineRelocateSpecDiskLocator>,
+    /// `transform`.
+    pub transform: Option<VirtualMachineRelocateTransformation>,
+    /// `deviceChange`.
+    pub device_change: Vec<AnyVirtualDeviceConfigSpec>,
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+    /// `cryptoSpec`.
+    pub crypto_spec: Option<AnyCryptoSpec>,
+    /// `tagSpecs`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub tag_specs: Vec<TagSpec>,
+    /// `vmPlacementPolicies`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vm_placement_policies: Vec<AnyVmPlacementPolicy>,
+}
+impl x::SchemaType for VirtualMachineRelocateSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpec";
+}
+impl x::Structure for VirtualMachineRelocateSpec {}
+impl std::fmt::Debug for VirtualMachineRelocateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineRelocateSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineRelocateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineRelocateSpec {
+    fn clone(&self) -> Self {
+        Self {
+            service: self.service.clone(),
+            folder: self.folder.clone(),
+            datastore: self.datastore.clone(),
+            disk_move_type: self.disk_move_type.clone(),
+            pool: self.pool.clone(),
+            host: self.host.clone(),
+            disk: x::clone_vec(&self.disk),
+            transform: self.transform.clone(),
+            device_change: x::clone_vec(&self.device_change),
+            profile: x::clone_vec(&self.profile),
+            crypto_spec: self.crypto_spec.clone(),
+            tag_specs: x::clone_vec(&self.tag_specs),
+            vm_placement_policies: x::clone_vec(&self.vm_placement_policies),
+        }
+    }
+}
+impl x::Fields for VirtualMachineRelocateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "service" => r.read_opt(&mut self.service),
+            "folder" => r.read_opt(&mut self.folder),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "pool" => r.read_opt(&mut self.pool),
+            "host" => r.read_opt(&mut self.host),
+            "disk" => r.read_push(&mut self.disk),
+            "transform" => r.read_opt(&mut self.transform),
+            "deviceChange" => r.read_push(&mut self.device_change),
+            "profile" => r.read_push(&mut self.profile),
+            "cryptoSpec" => r.read_opt(&mut self.crypto_spec),
+            "tagSpecs" => r.read_push(&mut self.tag_specs),
+            "vmPlacementPolicies" => r.read_push(&mut self.vm_placement_policies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("service", &self.service);
+        w.write_opt("folder", &self.folder);
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("diskMoveType", &self.disk_move_type);
+        w.write_opt("pool", &self.pool);
+        w.write_opt("host", &self.host);
+        w.write_vec("disk", &self.disk);
+        w.write_opt("transform", &self.transform);
+        w.write_vec("deviceChange", &self.device_change);
+        w.write_vec("profile", &self.profile);
+        w.write_opt("cryptoSpec", &self.crypto_spec);
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRelocateSpec.tagSpecs",
+                !self.tag_specs.is_empty(),
+            )
+        {
+            w.write_vec("tagSpecs", &self.tag_specs);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRelocateSpec.vmPlacementPolicies",
+                !self.vm_placement_policies.is_empty(),
+            )
+        {
+            w.write_vec("vmPlacementPolicies", &self.vm_placement_policies);
+        }
+    }
+}
+/// `VirtualMachineRelocateSpecDiskLocator` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineRelocateSpecDiskLocator {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `datastore`.
+    pub datastore: x::ManagedObjectReference,
+    /// `diskMoveType`.
+    pub disk_move_type: Option<String>,
+    /// `diskBackingInfo`.
+    pub disk_backing_info: Option<AnyVirtualDeviceBackingInfo>,
+    /// `profile`.
+    pub profile: Vec<AnyVirtualMachineProfileSpec>,
+    /// `backing`.
+    pub backing: Option<VirtualMachineRelocateSpecDiskLocatorBackingSpec>,
+    /// `filterSpec`.
+    pub filter_spec: Vec<AnyVirtualMachineBaseIndependentFilterSpec>,
+}
+impl x::SchemaType for VirtualMachineRelocateSpecDiskLocator {
+    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpecDiskLocator";
+}
+impl x::Structure for VirtualMachineRelocateSpecDiskLocator {}
+impl std::fmt::Debug for VirtualMachineRelocateSpecDiskLocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineRelocateSpecDiskLocator", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineRelocateSpecDiskLocator {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineRelocateSpecDiskLocator {
+    fn clone(&self) -> Self {
+        Self {
+            disk_id: self.disk_id,
+            datastore: self.datastore.clone(),
+            disk_move_type: self.disk_move_type.clone(),
+            disk_backing_info: self.disk_backing_info.clone(),
+            profile: x::clone_vec(&self.profile),
+            backing: self.backing.clone(),
+            filter_spec: x::clone_vec(&self.filter_spec),
+        }
+    }
+}
+impl x::Fields for VirtualMachineRelocateSpecDiskLocator {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "datastore" => r.read(&mut self.datastore),
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "diskBackingInfo" => r.read_opt(&mut self.disk_backing_info),
+            "profile" => r.read_push(&mut self.profile),
+            "backing" => r.read_opt(&mut self.backing),
+            "filterSpec" => r.read_push(&mut self.filter_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write("datastore", &self.datastore);
+        w.write_opt("diskMoveType", &self.disk_move_type);
+        w.write_opt("diskBackingInfo", &self.disk_backing_info);
+        w.write_vec("profile", &self.profile);
+        w.write_opt("backing", &self.backing);
+        w.write_vec("filterSpec", &self.filter_spec);
+    }
+}
+impl x::ArrayItem for VirtualMachineRelocateSpecDiskLocator {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineRelocateSpecDiskLocator";
+    const ITEM_TAG: &'static str = "VirtualMachineRelocateSpecDiskLocator";
+}
+/// `VirtualMachineRelocateSpecDiskLocatorBackingSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineRelocateSpecDiskLocatorBackingSpec {
     /// `parent`.
-    pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
-    /// `changeId`.
-    pub change_id: Option<String>,
+    pub parent: Option<Box<VirtualMachineRelocateSpecDiskLocatorBackingSpec>>,
+    /// `crypto`.
+    pub crypto: Option<AnyCryptoSpec>,
 }
-impl x::SchemaType for VirtualNVDIMMBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
+impl x::SchemaType for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineRelocateSpecDiskLocatorBackingSpec";
 }
-impl x::Structure for VirtualNVDIMMBackingInfo {}
-impl std::ops::Deref for VirtualNVDIMMBackingInfo {
-    type Target = VirtualDeviceFileBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
-        &self.virtual_device_file_backing_info
+impl x::Structure for VirtualMachineRelocateSpecDiskLocatorBackingSpec {}
+impl std::fmt::Debug for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineRelocateSpecDiskLocatorBackingSpec",
+            x::fields_ref(self),
+        )
     }
 }
-impl std::ops::DerefMut for VirtualNVDIMMBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
-        &mut self.virtual_device_file_backing_info
+impl PartialEq for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualNVDIMMBackingInfo {
+impl x::Fields for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2672,387 +2815,14 @@ impl x::Fields for VirtualNVDIMMBackingInfo {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "parent" => r.read_opt_box(&mut self.parent),
-            "changeId" => r.read_opt(&mut self.change_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_file_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("changeId", &self.change_id);
-    }
-}
-/// `VirtualNVDIMMController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMController {
-    /// The fields `VirtualNVDIMMController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualNVDIMMController {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
-}
-impl x::Structure for VirtualNVDIMMController {}
-impl std::ops::Deref for VirtualNVDIMMController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualNVDIMMController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualNVDIMMController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMControllerOption {
-    /// The fields `VirtualNVDIMMControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numNVDIMMControllers`.
-    pub num_nvdimm_controllers: IntOption,
-}
-impl x::SchemaType for VirtualNVDIMMControllerOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
-}
-impl x::Structure for VirtualNVDIMMControllerOption {}
-impl std::ops::Deref for VirtualNVDIMMControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualNVDIMMControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualNVDIMMControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
-    }
-}
-/// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMOption {
-    /// The fields `VirtualNVDIMMOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `capacityInMB`.
-    pub capacity_in_mb: LongOption,
-    /// `growable`.
-    pub growable: bool,
-    /// `hotGrowable`.
-    pub hot_growable: bool,
-    /// `granularityInMB`.
-    pub granularity_in_mb: i64,
-}
-impl x::SchemaType for VirtualNVDIMMOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMOption";
-}
-impl x::Structure for VirtualNVDIMMOption {}
-impl std::ops::Deref for VirtualNVDIMMOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualNVDIMMOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualNVDIMMOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacityInMB" => r.read(&mut self.capacity_in_mb),
-            "growable" => r.read(&mut self.growable),
-            "hotGrowable" => r.read(&mut self.hot_growable),
-            "granularityInMB" => r.read(&mut self.granularity_in_mb),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write("capacityInMB", &self.capacity_in_mb);
-        w.write("growable", &self.growable);
-        w.write("hotGrowable", &self.hot_growable);
-        w.write("granularityInMB", &self.granularity_in_mb);
-    }
-}
-/// `VirtualNVMEController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVMEController {
-    /// The fields `VirtualNVMEController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-    /// `sharedBus`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub shared_bus: Option<String>,
-}
-impl x::SchemaType for VirtualNVMEController {
-    const TYPE_NAME: &'static str = "VirtualNVMEController";
-}
-impl x::Structure for VirtualNVMEController {}
-impl std::ops::Deref for VirtualNVMEController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualNVMEController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualNVMEController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sharedBus" => r.read_opt(&mut self.shared_bus),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-        if w
-            .since(
-                0x0800_0200,
-                "VirtualNVMEController.sharedBus",
-                self.shared_bus.is_some(),
-            )
-        {
-            w.write_opt("sharedBus", &self.shared_bus);
-        }
-    }
-}
-/// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualNVMEControllerOption {
-    /// The fields `VirtualNVMEControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numNVMEDisks`.
-    pub num_nvme_disks: IntOption,
-    /// `sharing`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub sharing: Vec<String>,
-}
-impl x::SchemaType for VirtualNVMEControllerOption {
-    const TYPE_NAME: &'static str = "VirtualNVMEControllerOption";
-}
-impl x::Structure for VirtualNVMEControllerOption {}
-impl Clone for VirtualNVMEControllerOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_controller_option: self.virtual_controller_option.clone(),
-            num_nvme_disks: self.num_nvme_disks.clone(),
-            sharing: x::clone_vec(&self.sharing),
-        }
-    }
-}
-impl std::ops::Deref for VirtualNVMEControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualNVMEControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualNVMEControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numNVMEDisks" => r.read(&mut self.num_nvme_disks),
-            "sharing" => r.read_push(&mut self.sharing),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numNVMEDisks", &self.num_nvme_disks);
-        if w
-            .since(
-                0x0800_0200,
-                "VirtualNVMEControllerOption.sharing",
-                !self.sharing.is_empty(),
-            )
-        {
-            w.write_vec("sharing", &self.sharing);
-        }
-    }
-}
-/// `VirtualNicManagerNetConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualNicManagerNetConfig {
-    /// `nicType`.
-    pub nic_type: String,
-    /// `multiSelectAllowed`.
-    pub multi_select_allowed: bool,
-    /// `candidateVnic`.
-    pub candidate_vnic: Vec<HostVirtualNic>,
-    /// `selectedVnic`.
-    pub selected_vnic: Vec<String>,
-}
-impl x::SchemaType for VirtualNicManagerNetConfig {
-    const TYPE_NAME: &'static str = "VirtualNicManagerNetConfig";
-}
-impl x::Structure for VirtualNicManagerNetConfig {}
-impl Clone for VirtualNicManagerNetConfig {
-    fn clone(&self) -> Self {
-        Self {
-            nic_type: self.nic_type.clone(),
-            multi_select_allowed: self.multi_select_allowed,
-            candidate_vnic: x::clone_vec(&self.candidate_vnic),
-            selected_vnic: x::clone_vec(&self.selected_vnic),
-        }
-    }
-}
-impl x::Fields for VirtualNicManagerNetConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nicType" => r.read(&mut self.nic_type),
-            "multiSelectAllowed" => r.read(&mut self.multi_select_allowed),
-            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
-            "selectedVnic" => r.read_push(&mut self.selected_vnic),
+            "crypto" => r.read_opt(&mut self.crypto),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nicType", &self.nic_type);
-        w.write("multiSelectAllowed", &self.multi_select_allowed);
-        w.write_vec("candidateVnic", &self.candidate_vnic);
-        w.write_vec("selectedVnic", &self.selected_vnic);
-    }
-}
-impl x::ArrayItem for VirtualNicManagerNetConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualNicManagerNetConfig";
-    const ITEM_TAG: &'static str = "VirtualNicManagerNetConfig";
-}
-/// `VirtualPCIController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIController {
-    /// The fields `VirtualPCIController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualPCIController {
-    const TYPE_NAME: &'static str = "VirtualPCIController";
-}
-impl x::Structure for VirtualPCIController {}
-impl std::ops::Deref for VirtualPCIController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualPCIController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualPCIController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("crypto", &self.crypto);
     }
 }

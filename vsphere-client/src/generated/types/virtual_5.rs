@@ -5,1437 +5,377 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualPCIControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIControllerOption {
-    /// The fields `VirtualPCIControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numSCSIControllers`.
-    pub num_scsi_controllers: IntOption,
-    /// `numEthernetCards`.
-    pub num_ethernet_cards: IntOption,
-    /// `numVideoCards`.
-    pub num_video_cards: IntOption,
-    /// `numSoundCards`.
-    pub num_sound_cards: IntOption,
-    /// `numVmiRoms`.
-    pub num_vmi_roms: IntOption,
-    /// `numVmciDevices`.
-    pub num_vmci_devices: Option<IntOption>,
-    /// `numPCIPassthroughDevices`.
-    pub num_pci_passthrough_devices: Option<IntOption>,
-    /// `numSasSCSIControllers`.
-    pub num_sas_scsi_controllers: Option<IntOption>,
-    /// `numVmxnet3EthernetCards`.
-    pub num_vmxnet3_ethernet_cards: Option<IntOption>,
-    /// `numParaVirtualSCSIControllers`.
-    pub num_para_virtual_scsi_controllers: Option<IntOption>,
-    /// `numSATAControllers`.
-    pub num_sata_controllers: Option<IntOption>,
-    /// `numNVMEControllers`.
-    pub num_nvme_controllers: Option<IntOption>,
-    /// `numVmxnet3VrdmaEthernetCards`.
-    pub num_vmxnet3_vrdma_ethernet_cards: Option<IntOption>,
-}
-impl x::SchemaType for VirtualPCIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualPCIControllerOption";
-}
-impl x::Structure for VirtualPCIControllerOption {}
-impl std::ops::Deref for VirtualPCIControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualPCIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
-            "numEthernetCards" => r.read(&mut self.num_ethernet_cards),
-            "numVideoCards" => r.read(&mut self.num_video_cards),
-            "numSoundCards" => r.read(&mut self.num_sound_cards),
-            "numVmiRoms" => r.read(&mut self.num_vmi_roms),
-            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices),
-            "numPCIPassthroughDevices" => {
-                r.read_opt(&mut self.num_pci_passthrough_devices)
-            }
-            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers),
-            "numVmxnet3EthernetCards" => r.read_opt(&mut self.num_vmxnet3_ethernet_cards),
-            "numParaVirtualSCSIControllers" => {
-                r.read_opt(&mut self.num_para_virtual_scsi_controllers)
-            }
-            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers),
-            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers),
-            "numVmxnet3VrdmaEthernetCards" => {
-                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)
-            }
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numSCSIControllers", &self.num_scsi_controllers);
-        w.write("numEthernetCards", &self.num_ethernet_cards);
-        w.write("numVideoCards", &self.num_video_cards);
-        w.write("numSoundCards", &self.num_sound_cards);
-        w.write("numVmiRoms", &self.num_vmi_roms);
-        w.write_opt("numVmciDevices", &self.num_vmci_devices);
-        w.write_opt("numPCIPassthroughDevices", &self.num_pci_passthrough_devices);
-        w.write_opt("numSasSCSIControllers", &self.num_sas_scsi_controllers);
-        w.write_opt("numVmxnet3EthernetCards", &self.num_vmxnet3_ethernet_cards);
-        w.write_opt(
-            "numParaVirtualSCSIControllers",
-            &self.num_para_virtual_scsi_controllers,
-        );
-        w.write_opt("numSATAControllers", &self.num_sata_controllers);
-        w.write_opt("numNVMEControllers", &self.num_nvme_controllers);
-        w.write_opt(
-            "numVmxnet3VrdmaEthernetCards",
-            &self.num_vmxnet3_vrdma_ethernet_cards,
-        );
-    }
-}
-/// `VirtualPCIPassthrough` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthrough {
-    /// The fields `VirtualPCIPassthrough` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualPCIPassthrough {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
-}
-impl x::Structure for VirtualPCIPassthrough {}
-impl std::ops::Deref for VirtualPCIPassthrough {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthrough {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualPCIPassthrough {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughAllowedDevice {
-    /// `vendorId`.
-    pub vendor_id: i32,
-    /// `deviceId`.
-    pub device_id: i32,
-    /// `subVendorId`.
-    pub sub_vendor_id: Option<i32>,
-    /// `subDeviceId`.
-    pub sub_device_id: Option<i32>,
-    /// `revisionId`.
-    pub revision_id: Option<i16>,
-}
-impl x::SchemaType for VirtualPCIPassthroughAllowedDevice {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughAllowedDevice";
-}
-impl x::Structure for VirtualPCIPassthroughAllowedDevice {}
-impl x::Fields for VirtualPCIPassthroughAllowedDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendorId" => r.read(&mut self.vendor_id),
-            "deviceId" => r.read(&mut self.device_id),
-            "subVendorId" => r.read_opt(&mut self.sub_vendor_id),
-            "subDeviceId" => r.read_opt(&mut self.sub_device_id),
-            "revisionId" => r.read_opt(&mut self.revision_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendorId", &self.vendor_id);
-        w.write("deviceId", &self.device_id);
-        w.write_opt("subVendorId", &self.sub_vendor_id);
-        w.write_opt("subDeviceId", &self.sub_device_id);
-        w.write_opt("revisionId", &self.revision_id);
-    }
-}
-impl x::ArrayItem for VirtualPCIPassthroughAllowedDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualPCIPassthroughAllowedDevice";
-    const ITEM_TAG: &'static str = "VirtualPCIPassthroughAllowedDevice";
-}
-/// `VirtualPCIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDeviceBackingInfo {
-    /// The fields `VirtualPCIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `id`.
-    pub id: String,
-    /// `deviceId`.
-    pub device_id: String,
-    /// `systemId`.
-    pub system_id: String,
-    /// `vendorId`.
-    pub vendor_id: i16,
-}
-impl x::SchemaType for VirtualPCIPassthroughDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDeviceBackingInfo {}
-impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "deviceId" => r.read(&mut self.device_id),
-            "systemId" => r.read(&mut self.system_id),
-            "vendorId" => r.read(&mut self.vendor_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write("id", &self.id);
-        w.write("deviceId", &self.device_id);
-        w.write("systemId", &self.system_id);
-        w.write("vendorId", &self.vendor_id);
-    }
-}
-/// `VirtualPCIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDeviceBackingOption {
-    /// The fields `VirtualPCIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDeviceBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDvxBackingInfo {
-    /// `deviceClass`.
+/// `VirtualMachineRuntimeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineRuntimeInfo {
+    /// `device`.
+    pub device: Vec<VirtualMachineDeviceRuntimeInfo>,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `connectionState`.
+    pub connection_state: VirtualMachineConnectionState,
+    /// `powerState`.
+    pub power_state: VirtualMachinePowerState,
+    /// `vmFailoverInProgress`.
+    pub vm_failover_in_progress: Option<bool>,
+    /// `faultToleranceState`.
+    pub fault_tolerance_state: Option<VirtualMachineFaultToleranceState>,
+    /// `dasVmProtection`.
+    pub das_vm_protection: Option<VirtualMachineRuntimeInfoDasProtectionState>,
+    /// `toolsInstallerMounted`.
+    pub tools_installer_mounted: bool,
+    /// `suspendTime`.
+    pub suspend_time: Option<x::DateTime>,
+    /// `bootTime`.
+    pub boot_time: Option<x::DateTime>,
+    /// `suspendInterval`.
+    pub suspend_interval: Option<i64>,
+    /// `question`.
+    pub question: Option<VirtualMachineQuestionInfo>,
+    /// `memoryOverhead`.
+    pub memory_overhead: Option<i64>,
+    /// `maxCpuUsage`.
+    pub max_cpu_usage: Option<i32>,
+    /// `maxMemoryUsage`.
+    pub max_memory_usage: Option<i32>,
+    /// `numMksConnections`.
+    pub num_mks_connections: i32,
+    /// `recordReplayState`.
+    pub record_replay_state: Option<VirtualMachineRecordReplayState>,
+    /// `cleanPowerOff`.
+    pub clean_power_off: Option<bool>,
+    /// `needSecondaryReason`.
+    pub need_secondary_reason: Option<String>,
+    /// `onlineStandby`.
+    pub online_standby: Option<bool>,
+    /// `minRequiredEVCModeKey`.
+    pub min_required_evc_mode_key: Option<String>,
+    /// `consolidationNeeded`.
+    pub consolidation_needed: Option<bool>,
+    /// `offlineFeatureRequirement`.
+    pub offline_feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+    /// `featureRequirement`.
+    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+    /// `featureMask`.
+    pub feature_mask: Vec<HostFeatureMask>,
+    /// `vFlashCacheAllocation`.
+    pub vflash_cache_allocation: Option<i64>,
+    /// `paused`.
+    pub paused: Option<bool>,
+    /// `snapshotInBackground`.
+    pub snapshot_in_background: Option<bool>,
+    /// `quiescedForkParent`.
+    pub quiesced_fork_parent: Option<bool>,
+    /// `instantCloneFrozen`.
+    pub instant_clone_frozen: Option<bool>,
+    /// `cryptoState`.
+    pub crypto_state: Option<String>,
+    /// `suspendedToMemory`.
+    pub suspended_to_memory: Option<bool>,
+    /// `opNotificationTimeout`.
     ///
     /// Since vSphere API 8.0.0.1.
-    pub device_class: Option<String>,
-    /// `configParams`.
+    pub op_notification_timeout: Option<i64>,
+    /// `iommuActive`.
     ///
-    /// Since vSphere API 8.0.0.1.
-    pub config_params: Vec<AnyOptionValue>,
+    /// Since vSphere API 8.0.1.0.
+    pub iommu_active: Option<bool>,
+    /// `consolidateWorkTotal`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_total: Option<i64>,
+    /// `consolidateWorkDone`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_done: Option<i64>,
+    /// `diskChainBroken`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub disk_chain_broken: Option<bool>,
 }
-impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
+impl x::SchemaType for VirtualMachineRuntimeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfo";
 }
-impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
-impl Clone for VirtualPCIPassthroughDvxBackingInfo {
+impl x::Structure for VirtualMachineRuntimeInfo {}
+impl std::fmt::Debug for VirtualMachineRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineRuntimeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineRuntimeInfo {
     fn clone(&self) -> Self {
         Self {
-            device_class: self.device_class.clone(),
-            config_params: x::clone_vec(&self.config_params),
+            device: x::clone_vec(&self.device),
+            host: self.host.clone(),
+            connection_state: self.connection_state.clone(),
+            power_state: self.power_state.clone(),
+            vm_failover_in_progress: self.vm_failover_in_progress,
+            fault_tolerance_state: self.fault_tolerance_state.clone(),
+            das_vm_protection: self.das_vm_protection.clone(),
+            tools_installer_mounted: self.tools_installer_mounted,
+            suspend_time: self.suspend_time.clone(),
+            boot_time: self.boot_time.clone(),
+            suspend_interval: self.suspend_interval,
+            question: self.question.clone(),
+            memory_overhead: self.memory_overhead,
+            max_cpu_usage: self.max_cpu_usage,
+            max_memory_usage: self.max_memory_usage,
+            num_mks_connections: self.num_mks_connections,
+            record_replay_state: self.record_replay_state.clone(),
+            clean_power_off: self.clean_power_off,
+            need_secondary_reason: self.need_secondary_reason.clone(),
+            online_standby: self.online_standby,
+            min_required_evc_mode_key: self.min_required_evc_mode_key.clone(),
+            consolidation_needed: self.consolidation_needed,
+            offline_feature_requirement: x::clone_vec(&self.offline_feature_requirement),
+            feature_requirement: x::clone_vec(&self.feature_requirement),
+            feature_mask: x::clone_vec(&self.feature_mask),
+            vflash_cache_allocation: self.vflash_cache_allocation,
+            paused: self.paused,
+            snapshot_in_background: self.snapshot_in_background,
+            quiesced_fork_parent: self.quiesced_fork_parent,
+            instant_clone_frozen: self.instant_clone_frozen,
+            crypto_state: self.crypto_state.clone(),
+            suspended_to_memory: self.suspended_to_memory,
+            op_notification_timeout: self.op_notification_timeout,
+            iommu_active: self.iommu_active,
+            consolidate_work_total: self.consolidate_work_total,
+            consolidate_work_done: self.consolidate_work_done,
+            disk_chain_broken: self.disk_chain_broken,
         }
     }
 }
-impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
+impl x::Fields for VirtualMachineRuntimeInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "deviceClass" => r.read_opt(&mut self.device_class),
-            "configParams" => r.read_push(&mut self.config_params),
+            "device" => r.read_push(&mut self.device),
+            "host" => r.read_opt(&mut self.host),
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress),
+            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state),
+            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection),
+            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted),
+            "suspendTime" => r.read_opt(&mut self.suspend_time),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "suspendInterval" => r.read_opt(&mut self.suspend_interval),
+            "question" => r.read_opt(&mut self.question),
+            "memoryOverhead" => r.read_opt(&mut self.memory_overhead),
+            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage),
+            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage),
+            "numMksConnections" => r.read(&mut self.num_mks_connections),
+            "recordReplayState" => r.read_opt(&mut self.record_replay_state),
+            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off),
+            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason),
+            "onlineStandby" => r.read_opt(&mut self.online_standby),
+            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key),
+            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed),
+            "offlineFeatureRequirement" => {
+                r.read_push(&mut self.offline_feature_requirement)
+            }
+            "featureRequirement" => r.read_push(&mut self.feature_requirement),
+            "featureMask" => r.read_push(&mut self.feature_mask),
+            "vFlashCacheAllocation" => r.read_opt(&mut self.vflash_cache_allocation),
+            "paused" => r.read_opt(&mut self.paused),
+            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
+            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
+            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
+            "opNotificationTimeout" => r.read_opt(&mut self.op_notification_timeout),
+            "iommuActive" => r.read_opt(&mut self.iommu_active),
+            "consolidateWorkTotal" => r.read_opt(&mut self.consolidate_work_total),
+            "consolidateWorkDone" => r.read_opt(&mut self.consolidate_work_done),
+            "diskChainBroken" => r.read_opt(&mut self.disk_chain_broken),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingInfo", true);
-        w.write_opt("deviceClass", &self.device_class);
-        w.write_vec("configParams", &self.config_params);
-    }
-}
-/// `VirtualPCIPassthroughDvxBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDvxBackingOption {
-    /// The fields `VirtualPCIPassthroughDvxBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughDvxBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDvxBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingOption", true);
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDynamicBackingInfo {
-    /// The fields `VirtualPCIPassthroughDynamicBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `allowedDevice`.
-    pub allowed_device: Vec<VirtualPCIPassthroughAllowedDevice>,
-    /// `customLabel`.
-    pub custom_label: Option<String>,
-    /// `assignedId`.
-    pub assigned_id: Option<String>,
-}
-impl x::SchemaType for VirtualPCIPassthroughDynamicBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDynamicBackingInfo {}
-impl Clone for VirtualPCIPassthroughDynamicBackingInfo {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_device_device_backing_info: self
-                .virtual_device_device_backing_info
-                .clone(),
-            allowed_device: x::clone_vec(&self.allowed_device),
-            custom_label: self.custom_label.clone(),
-            assigned_id: self.assigned_id.clone(),
-        }
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowedDevice" => r.read_push(&mut self.allowed_device),
-            "customLabel" => r.read_opt(&mut self.custom_label),
-            "assignedId" => r.read_opt(&mut self.assigned_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write_vec("allowedDevice", &self.allowed_device);
-        w.write_opt("customLabel", &self.custom_label);
-        w.write_opt("assignedId", &self.assigned_id);
-    }
-}
-/// `VirtualPCIPassthroughDynamicBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDynamicBackingOption {
-    /// The fields `VirtualPCIPassthroughDynamicBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDynamicBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDynamicBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughOption {
-    /// The fields `VirtualPCIPassthroughOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
-}
-impl x::Structure for VirtualPCIPassthroughOption {}
-impl std::ops::Deref for VirtualPCIPassthroughOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughPluginBackingInfo {}
-impl x::SchemaType for VirtualPCIPassthroughPluginBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughPluginBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualPCIPassthroughPluginBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughPluginBackingOption {
-    /// The fields `VirtualPCIPassthroughPluginBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughPluginBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughPluginBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughPluginBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughPluginBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughVmiopBackingInfo` (extends `VirtualPCIPassthroughPluginBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughVmiopBackingInfo {
-    /// `vgpu`.
-    pub vgpu: Option<String>,
-    /// `vgpuMigrateDataSizeMB`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vgpu_migrate_data_size_mb: Option<i32>,
-    /// `migrateSupported`.
-    pub migrate_supported: Option<bool>,
-    /// `enhancedMigrateCapability`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub enhanced_migrate_capability: Option<bool>,
-}
-impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughVmiopBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read_opt(&mut self.vgpu),
-            "vgpuMigrateDataSizeMB" => r.read_opt(&mut self.vgpu_migrate_data_size_mb),
-            "migrateSupported" => r.read_opt(&mut self.migrate_supported),
-            "enhancedMigrateCapability" => {
-                r.read_opt(&mut self.enhanced_migrate_capability)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vgpu", &self.vgpu);
+        w.write_vec("device", &self.device);
+        w.write_opt("host", &self.host);
+        w.write("connectionState", &self.connection_state);
+        w.write("powerState", &self.power_state);
+        w.write_opt("vmFailoverInProgress", &self.vm_failover_in_progress);
+        w.write_opt("faultToleranceState", &self.fault_tolerance_state);
+        w.write_opt("dasVmProtection", &self.das_vm_protection);
+        w.write("toolsInstallerMounted", &self.tools_installer_mounted);
+        w.write_opt("suspendTime", &self.suspend_time);
+        w.write_opt("bootTime", &self.boot_time);
+        w.write_opt("suspendInterval", &self.suspend_interval);
+        w.write_opt("question", &self.question);
+        w.write_opt("memoryOverhead", &self.memory_overhead);
+        w.write_opt("maxCpuUsage", &self.max_cpu_usage);
+        w.write_opt("maxMemoryUsage", &self.max_memory_usage);
+        w.write("numMksConnections", &self.num_mks_connections);
+        w.write_opt("recordReplayState", &self.record_replay_state);
+        w.write_opt("cleanPowerOff", &self.clean_power_off);
+        w.write_opt("needSecondaryReason", &self.need_secondary_reason);
+        w.write_opt("onlineStandby", &self.online_standby);
+        w.write_opt("minRequiredEVCModeKey", &self.min_required_evc_mode_key);
+        w.write_opt("consolidationNeeded", &self.consolidation_needed);
+        w.write_vec("offlineFeatureRequirement", &self.offline_feature_requirement);
+        w.write_vec("featureRequirement", &self.feature_requirement);
+        w.write_vec("featureMask", &self.feature_mask);
+        w.write_opt("vFlashCacheAllocation", &self.vflash_cache_allocation);
+        w.write_opt("paused", &self.paused);
+        w.write_opt("snapshotInBackground", &self.snapshot_in_background);
+        w.write_opt("quiescedForkParent", &self.quiesced_fork_parent);
+        w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
+        w.write_opt("cryptoState", &self.crypto_state);
+        w.write_opt("suspendedToMemory", &self.suspended_to_memory);
         if w
             .since(
                 0x0800_0001,
-                "VirtualPCIPassthroughVmiopBackingInfo.vgpuMigrateDataSizeMB",
-                self.vgpu_migrate_data_size_mb.is_some(),
+                "VirtualMachineRuntimeInfo.opNotificationTimeout",
+                self.op_notification_timeout.is_some(),
             )
         {
-            w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
+            w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
         }
-        w.write_opt("migrateSupported", &self.migrate_supported);
         if w
             .since(
-                0x0800_0001,
-                "VirtualPCIPassthroughVmiopBackingInfo.enhancedMigrateCapability",
-                self.enhanced_migrate_capability.is_some(),
+                0x0800_0100,
+                "VirtualMachineRuntimeInfo.iommuActive",
+                self.iommu_active.is_some(),
             )
         {
-            w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
+            w.write_opt("iommuActive", &self.iommu_active);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkTotal",
+                self.consolidate_work_total.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkDone",
+                self.consolidate_work_done.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.diskChainBroken",
+                self.disk_chain_broken.is_some(),
+            )
+        {
+            w.write_opt("diskChainBroken", &self.disk_chain_broken);
         }
     }
 }
-/// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
-///
-/// The fields of `VirtualPCIPassthroughPluginBackingOption` are in `virtual_pci_passthrough_plugin_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughVmiopBackingOption {
-    /// The fields `VirtualPCIPassthroughVmiopBackingOption` inherits from `VirtualPCIPassthroughPluginBackingOption`.
-    pub virtual_pci_passthrough_plugin_backing_option: VirtualPCIPassthroughPluginBackingOption,
-    /// `vgpu`.
-    pub vgpu: StringOption,
-    /// `maxInstances`.
-    pub max_instances: i32,
+/// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineRuntimeInfoDasProtectionState {
+    /// `dasProtected`.
+    pub das_protected: bool,
 }
-impl x::SchemaType for VirtualPCIPassthroughVmiopBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingOption";
+impl x::SchemaType for VirtualMachineRuntimeInfoDasProtectionState {
+    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfoDasProtectionState";
 }
-impl x::Structure for VirtualPCIPassthroughVmiopBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughVmiopBackingOption {
-    type Target = VirtualPCIPassthroughPluginBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualPCIPassthroughPluginBackingOption {
-        &self.virtual_pci_passthrough_plugin_backing_option
+impl x::Structure for VirtualMachineRuntimeInfoDasProtectionState {}
+impl std::fmt::Debug for VirtualMachineRuntimeInfoDasProtectionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineRuntimeInfoDasProtectionState",
+            x::fields_ref(self),
+        )
     }
 }
-impl std::ops::DerefMut for VirtualPCIPassthroughVmiopBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualPCIPassthroughPluginBackingOption {
-        &mut self.virtual_pci_passthrough_plugin_backing_option
+impl PartialEq for VirtualMachineRuntimeInfoDasProtectionState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
+impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vgpu" => r.read(&mut self.vgpu),
-            "maxInstances" => r.read(&mut self.max_instances),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_pci_passthrough_plugin_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_pci_passthrough_plugin_backing_option, w);
-        w.write("vgpu", &self.vgpu);
-        w.write("maxInstances", &self.max_instances);
-    }
-}
-/// `VirtualPCNet32` (extends `VirtualEthernetCard`).
-///
-/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCNet32 {
-    /// The fields `VirtualPCNet32` inherits from `VirtualEthernetCard`.
-    pub virtual_ethernet_card: VirtualEthernetCard,
-}
-impl x::SchemaType for VirtualPCNet32 {
-    const TYPE_NAME: &'static str = "VirtualPCNet32";
-}
-impl x::Structure for VirtualPCNet32 {}
-impl std::ops::Deref for VirtualPCNet32 {
-    type Target = VirtualEthernetCard;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCard {
-        &self.virtual_ethernet_card
-    }
-}
-impl std::ops::DerefMut for VirtualPCNet32 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
-        &mut self.virtual_ethernet_card
-    }
-}
-impl x::Fields for VirtualPCNet32 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
-    }
-}
-/// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
-///
-/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCNet32Option {
-    /// The fields `VirtualPCNet32Option` inherits from `VirtualEthernetCardOption`.
-    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
-    /// `supportsMorphing`.
-    pub supports_morphing: bool,
-}
-impl x::SchemaType for VirtualPCNet32Option {
-    const TYPE_NAME: &'static str = "VirtualPCNet32Option";
-}
-impl x::Structure for VirtualPCNet32Option {}
-impl std::ops::Deref for VirtualPCNet32Option {
-    type Target = VirtualEthernetCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCardOption {
-        &self.virtual_ethernet_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCNet32Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
-        &mut self.virtual_ethernet_card_option
-    }
-}
-impl x::Fields for VirtualPCNet32Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "supportsMorphing" => r.read(&mut self.supports_morphing),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_ethernet_card_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
-        w.write("supportsMorphing", &self.supports_morphing);
-    }
-}
-/// `VirtualPS2Controller` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPS2Controller {
-    /// The fields `VirtualPS2Controller` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualPS2Controller {
-    const TYPE_NAME: &'static str = "VirtualPS2Controller";
-}
-impl x::Structure for VirtualPS2Controller {}
-impl std::ops::Deref for VirtualPS2Controller {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualPS2Controller {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualPS2Controller {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualPS2ControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPS2ControllerOption {
-    /// The fields `VirtualPS2ControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numKeyboards`.
-    pub num_keyboards: IntOption,
-    /// `numPointingDevices`.
-    pub num_pointing_devices: IntOption,
-}
-impl x::SchemaType for VirtualPS2ControllerOption {
-    const TYPE_NAME: &'static str = "VirtualPS2ControllerOption";
-}
-impl x::Structure for VirtualPS2ControllerOption {}
-impl std::ops::Deref for VirtualPS2ControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualPS2ControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualPS2ControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numKeyboards" => r.read(&mut self.num_keyboards),
-            "numPointingDevices" => r.read(&mut self.num_pointing_devices),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numKeyboards", &self.num_keyboards);
-        w.write("numPointingDevices", &self.num_pointing_devices);
-    }
-}
-/// `VirtualParallelPort` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPort {
-    /// The fields `VirtualParallelPort` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualParallelPort {
-    const TYPE_NAME: &'static str = "VirtualParallelPort";
-}
-impl x::Structure for VirtualParallelPort {}
-impl std::ops::Deref for VirtualParallelPort {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPort {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualParallelPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortDeviceBackingInfo {
-    /// The fields `VirtualParallelPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualParallelPortDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingInfo";
-}
-impl x::Structure for VirtualParallelPortDeviceBackingInfo {}
-impl std::ops::Deref for VirtualParallelPortDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualParallelPortDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualParallelPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortDeviceBackingOption {
-    /// The fields `VirtualParallelPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualParallelPortDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingOption";
-}
-impl x::Structure for VirtualParallelPortDeviceBackingOption {}
-impl std::ops::Deref for VirtualParallelPortDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualParallelPortDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualParallelPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-///
-/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortFileBackingInfo {
-    /// The fields `VirtualParallelPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
-    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
-}
-impl x::SchemaType for VirtualParallelPortFileBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingInfo";
-}
-impl x::Structure for VirtualParallelPortFileBackingInfo {}
-impl std::ops::Deref for VirtualParallelPortFileBackingInfo {
-    type Target = VirtualDeviceFileBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
-        &self.virtual_device_file_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortFileBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
-        &mut self.virtual_device_file_backing_info
-    }
-}
-impl x::Fields for VirtualParallelPortFileBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
-    }
-}
-/// `VirtualParallelPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
-///
-/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortFileBackingOption {
-    /// The fields `VirtualParallelPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
-    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
-}
-impl x::SchemaType for VirtualParallelPortFileBackingOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingOption";
-}
-impl x::Structure for VirtualParallelPortFileBackingOption {}
-impl std::ops::Deref for VirtualParallelPortFileBackingOption {
-    type Target = VirtualDeviceFileBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingOption {
-        &self.virtual_device_file_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortFileBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
-        &mut self.virtual_device_file_backing_option
-    }
-}
-impl x::Fields for VirtualParallelPortFileBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
-    }
-}
-/// `VirtualParallelPortOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortOption {
-    /// The fields `VirtualParallelPortOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualParallelPortOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortOption";
-}
-impl x::Structure for VirtualParallelPortOption {}
-impl std::ops::Deref for VirtualParallelPortOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualParallelPortOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPointingDevice` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDevice {
-    /// The fields `VirtualPointingDevice` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualPointingDevice {
-    const TYPE_NAME: &'static str = "VirtualPointingDevice";
-}
-impl x::Structure for VirtualPointingDevice {}
-impl std::ops::Deref for VirtualPointingDevice {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDevice {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualPointingDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceBackingOption {
-    /// The fields `VirtualPointingDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-    /// `hostPointingDevice`.
-    pub host_pointing_device: ChoiceOption,
-}
-impl x::SchemaType for VirtualPointingDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceBackingOption";
-}
-impl x::Structure for VirtualPointingDeviceBackingOption {}
-impl std::ops::Deref for VirtualPointingDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualPointingDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-        w.write("hostPointingDevice", &self.host_pointing_device);
-    }
-}
-/// `VirtualPointingDeviceDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceDeviceBackingInfo {
-    /// The fields `VirtualPointingDeviceDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `hostPointingDevice`.
-    pub host_pointing_device: String,
-}
-impl x::SchemaType for VirtualPointingDeviceDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceDeviceBackingInfo";
-}
-impl x::Structure for VirtualPointingDeviceDeviceBackingInfo {}
-impl std::ops::Deref for VirtualPointingDeviceDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDeviceDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write("hostPointingDevice", &self.host_pointing_device);
-    }
-}
-/// `VirtualPointingDeviceOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceOption {
-    /// The fields `VirtualPointingDeviceOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualPointingDeviceOption {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceOption";
-}
-impl x::Structure for VirtualPointingDeviceOption {}
-impl std::ops::Deref for VirtualPointingDeviceOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDeviceOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualPointingDeviceOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPrecisionClock` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPrecisionClock {
-    /// The fields `VirtualPrecisionClock` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualPrecisionClock {
-    const TYPE_NAME: &'static str = "VirtualPrecisionClock";
-}
-impl x::Structure for VirtualPrecisionClock {}
-impl std::ops::Deref for VirtualPrecisionClock {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualPrecisionClock {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualPrecisionClock {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualPrecisionClockOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPrecisionClockOption {
-    /// The fields `VirtualPrecisionClockOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualPrecisionClockOption {
-    const TYPE_NAME: &'static str = "VirtualPrecisionClockOption";
-}
-impl x::Structure for VirtualPrecisionClockOption {}
-impl std::ops::Deref for VirtualPrecisionClockOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualPrecisionClockOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualPrecisionClockOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPrecisionClockSystemClockBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPrecisionClockSystemClockBackingInfo {
-    /// `protocol`.
-    pub protocol: Option<String>,
-}
-impl x::SchemaType for VirtualPrecisionClockSystemClockBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPrecisionClockSystemClockBackingInfo";
-}
-impl x::Structure for VirtualPrecisionClockSystemClockBackingInfo {}
-impl x::Fields for VirtualPrecisionClockSystemClockBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "protocol" => r.read_opt(&mut self.protocol),
+            "dasProtected" => r.read(&mut self.das_protected),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("protocol", &self.protocol);
+        w.write("dasProtected", &self.das_protected);
     }
 }
-/// `VirtualPrecisionClockSystemClockBackingOption` (extends `VirtualDeviceBackingOption`).
+/// `VirtualMachineScsiDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
 ///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPrecisionClockSystemClockBackingOption {
-    /// The fields `VirtualPrecisionClockSystemClockBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-    /// `protocol`.
-    pub protocol: ChoiceOption,
+/// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineScsiDiskDeviceInfo {
+    /// The fields `VirtualMachineScsiDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
+    pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
+    /// `disk`.
+    pub disk: Option<HostScsiDisk>,
+    /// `transportHint`.
+    pub transport_hint: Option<String>,
+    /// `lunNumber`.
+    pub lun_number: Option<i32>,
 }
-impl x::SchemaType for VirtualPrecisionClockSystemClockBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPrecisionClockSystemClockBackingOption";
+impl x::SchemaType for VirtualMachineScsiDiskDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineScsiDiskDeviceInfo";
 }
-impl x::Structure for VirtualPrecisionClockSystemClockBackingOption {}
-impl std::ops::Deref for VirtualPrecisionClockSystemClockBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
+impl x::Structure for VirtualMachineScsiDiskDeviceInfo {}
+impl std::fmt::Debug for VirtualMachineScsiDiskDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineScsiDiskDeviceInfo", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VirtualPrecisionClockSystemClockBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
+impl PartialEq for VirtualMachineScsiDiskDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualPrecisionClockSystemClockBackingOption {
+impl std::ops::Deref for VirtualMachineScsiDiskDeviceInfo {
+    type Target = VirtualMachineDiskDeviceInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineDiskDeviceInfo {
+        &self.virtual_machine_disk_device_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineScsiDiskDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineDiskDeviceInfo {
+        &mut self.virtual_machine_disk_device_info
+    }
+}
+impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "protocol" => r.read(&mut self.protocol),
+            "disk" => r.read_opt(&mut self.disk),
+            "transportHint" => r.read_opt(&mut self.transport_hint),
+            "lunNumber" => r.read_opt(&mut self.lun_number),
             _ => {
                 return x::Fields::decode_field(
-                    &mut self.virtual_device_backing_option,
+                    &mut self.virtual_machine_disk_device_info,
                     r,
                     name,
                 );
@@ -1445,89 +385,70 @@ impl x::Fields for VirtualPrecisionClockSystemClockBackingOption {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-        w.write("protocol", &self.protocol);
+        x::Fields::encode_fields(&self.virtual_machine_disk_device_info, w);
+        w.write_opt("disk", &self.disk);
+        w.write_opt("transportHint", &self.transport_hint);
+        w.write_opt("lunNumber", &self.lun_number);
     }
 }
-/// `VirtualSATAController` (extends `VirtualController`).
+impl x::ArrayItem for VirtualMachineScsiDiskDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiDiskDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineScsiDiskDeviceInfo";
+}
+/// `VirtualMachineScsiPassthroughInfo` (extends `VirtualMachineTargetInfo`).
 ///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSATAController {
-    /// The fields `VirtualSATAController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineScsiPassthroughInfo {
+    /// The fields `VirtualMachineScsiPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `scsiClass`.
+    pub scsi_class: String,
+    /// `vendor`.
+    pub vendor: String,
+    /// `physicalUnitNumber`.
+    pub physical_unit_number: i32,
 }
-impl x::SchemaType for VirtualSATAController {
-    const TYPE_NAME: &'static str = "VirtualSATAController";
+impl x::SchemaType for VirtualMachineScsiPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineScsiPassthroughInfo";
 }
-impl x::Structure for VirtualSATAController {}
-impl std::ops::Deref for VirtualSATAController {
-    type Target = VirtualController;
+impl x::Structure for VirtualMachineScsiPassthroughInfo {}
+impl std::fmt::Debug for VirtualMachineScsiPassthroughInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineScsiPassthroughInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineScsiPassthroughInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineScsiPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
     #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
     }
 }
-impl std::ops::DerefMut for VirtualSATAController {
+impl std::ops::DerefMut for VirtualMachineScsiPassthroughInfo {
     #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
     }
 }
-impl x::Fields for VirtualSATAController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualSATAControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSATAControllerOption {
-    /// The fields `VirtualSATAControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numSATADisks`.
-    pub num_sata_disks: IntOption,
-    /// `numSATACdroms`.
-    pub num_sata_cdroms: IntOption,
-}
-impl x::SchemaType for VirtualSATAControllerOption {
-    const TYPE_NAME: &'static str = "VirtualSATAControllerOption";
-}
-impl x::Structure for VirtualSATAControllerOption {}
-impl std::ops::Deref for VirtualSATAControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualSATAControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualSATAControllerOption {
+impl x::Fields for VirtualMachineScsiPassthroughInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "numSATADisks" => r.read(&mut self.num_sata_disks),
-            "numSATACdroms" => r.read(&mut self.num_sata_cdroms),
+            "scsiClass" => r.read(&mut self.scsi_class),
+            "vendor" => r.read(&mut self.vendor),
+            "physicalUnitNumber" => r.read(&mut self.physical_unit_number),
             _ => {
                 return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
+                    &mut self.virtual_machine_target_info,
                     r,
                     name,
                 );
@@ -1537,1323 +458,448 @@ impl x::Fields for VirtualSATAControllerOption {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numSATADisks", &self.num_sata_disks);
-        w.write("numSATACdroms", &self.num_sata_cdroms);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("scsiClass", &self.scsi_class);
+        w.write("vendor", &self.vendor);
+        w.write("physicalUnitNumber", &self.physical_unit_number);
     }
 }
-/// `VirtualSCSIController` (extends `VirtualController`).
+impl x::ArrayItem for VirtualMachineScsiPassthroughInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiPassthroughInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineScsiPassthroughInfo";
+}
+/// `VirtualMachineSerialInfo` (extends `VirtualMachineTargetInfo`).
 ///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIController {
-    /// The fields `VirtualSCSIController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-    /// `hotAddRemove`.
-    pub hot_add_remove: Option<bool>,
-    /// `sharedBus`.
-    pub shared_bus: VirtualSCSISharing,
-    /// `scsiCtlrUnitNumber`.
-    pub scsi_ctlr_unit_number: Option<i32>,
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSerialInfo {
+    /// The fields `VirtualMachineSerialInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
 }
-impl x::SchemaType for VirtualSCSIController {
-    const TYPE_NAME: &'static str = "VirtualSCSIController";
+impl x::SchemaType for VirtualMachineSerialInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSerialInfo";
 }
-impl x::Structure for VirtualSCSIController {}
-impl std::ops::Deref for VirtualSCSIController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
+impl x::Structure for VirtualMachineSerialInfo {}
+impl std::fmt::Debug for VirtualMachineSerialInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSerialInfo", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VirtualSCSIController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
+impl PartialEq for VirtualMachineSerialInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualSCSIController {
+impl std::ops::Deref for VirtualMachineSerialInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSerialInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSerialInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
-            "sharedBus" => r.read(&mut self.shared_bus),
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-        w.write_opt("hotAddRemove", &self.hot_add_remove);
-        w.write("sharedBus", &self.shared_bus);
-        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualSCSIControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualSCSIControllerOption {
-    /// The fields `VirtualSCSIControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numSCSIDisks`.
-    pub num_scsi_disks: IntOption,
-    /// `numSCSICdroms`.
-    pub num_scsi_cdroms: IntOption,
-    /// `numSCSIPassthrough`.
-    pub num_scsi_passthrough: IntOption,
-    /// `sharing`.
-    pub sharing: Vec<VirtualSCSISharing>,
-    /// `defaultSharedIndex`.
-    pub default_shared_index: i32,
-    /// `hotAddRemove`.
-    pub hot_add_remove: BoolOption,
-    /// `scsiCtlrUnitNumber`.
-    pub scsi_ctlr_unit_number: i32,
-}
-impl x::SchemaType for VirtualSCSIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIControllerOption";
-}
-impl x::Structure for VirtualSCSIControllerOption {}
-impl Clone for VirtualSCSIControllerOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_controller_option: self.virtual_controller_option.clone(),
-            num_scsi_disks: self.num_scsi_disks.clone(),
-            num_scsi_cdroms: self.num_scsi_cdroms.clone(),
-            num_scsi_passthrough: self.num_scsi_passthrough.clone(),
-            sharing: x::clone_vec(&self.sharing),
-            default_shared_index: self.default_shared_index,
-            hot_add_remove: self.hot_add_remove.clone(),
-            scsi_ctlr_unit_number: self.scsi_ctlr_unit_number,
-        }
-    }
-}
-impl std::ops::Deref for VirtualSCSIControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualSCSIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
-            "sharing" => r.read_push(&mut self.sharing),
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
-            "hotAddRemove" => r.read(&mut self.hot_add_remove),
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numSCSIDisks", &self.num_scsi_disks);
-        w.write("numSCSICdroms", &self.num_scsi_cdroms);
-        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
-        w.write_vec("sharing", &self.sharing);
-        w.write("defaultSharedIndex", &self.default_shared_index);
-        w.write("hotAddRemove", &self.hot_add_remove);
-        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthrough {
-    /// The fields `VirtualSCSIPassthrough` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualSCSIPassthrough {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
-}
-impl x::Structure for VirtualSCSIPassthrough {}
-impl std::ops::Deref for VirtualSCSIPassthrough {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIPassthrough {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualSCSIPassthrough {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingInfo {
-    /// The fields `VirtualSCSIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
-impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingOption {
-    /// The fields `VirtualSCSIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
-impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughOption {
-    /// The fields `VirtualSCSIPassthroughOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualSCSIPassthroughOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
-}
-impl x::Structure for VirtualSCSIPassthroughOption {}
-impl std::ops::Deref for VirtualSCSIPassthroughOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIPassthroughOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualSCSIPassthroughOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualSIOController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSIOController {
-    /// The fields `VirtualSIOController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualSIOController {
-    const TYPE_NAME: &'static str = "VirtualSIOController";
-}
-impl x::Structure for VirtualSIOController {}
-impl std::ops::Deref for VirtualSIOController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualSIOController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualSIOController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualSIOControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSIOControllerOption {
-    /// The fields `VirtualSIOControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numFloppyDrives`.
-    pub num_floppy_drives: IntOption,
-    /// `numSerialPorts`.
-    pub num_serial_ports: IntOption,
-    /// `numParallelPorts`.
-    pub num_parallel_ports: IntOption,
-}
-impl x::SchemaType for VirtualSIOControllerOption {
-    const TYPE_NAME: &'static str = "VirtualSIOControllerOption";
-}
-impl x::Structure for VirtualSIOControllerOption {}
-impl std::ops::Deref for VirtualSIOControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualSIOControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualSIOControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numFloppyDrives" => r.read(&mut self.num_floppy_drives),
-            "numSerialPorts" => r.read(&mut self.num_serial_ports),
-            "numParallelPorts" => r.read(&mut self.num_parallel_ports),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numFloppyDrives", &self.num_floppy_drives);
-        w.write("numSerialPorts", &self.num_serial_ports);
-        w.write("numParallelPorts", &self.num_parallel_ports);
-    }
-}
-/// `VirtualSerialPort` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPort {
-    /// The fields `VirtualSerialPort` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `yieldOnPoll`.
-    pub yield_on_poll: bool,
-}
-impl x::SchemaType for VirtualSerialPort {
-    const TYPE_NAME: &'static str = "VirtualSerialPort";
-}
-impl x::Structure for VirtualSerialPort {}
-impl std::ops::Deref for VirtualSerialPort {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPort {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualSerialPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write("yieldOnPoll", &self.yield_on_poll);
-    }
-}
-/// `VirtualSerialPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortDeviceBackingInfo {
-    /// The fields `VirtualSerialPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualSerialPortDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingInfo";
-}
-impl x::Structure for VirtualSerialPortDeviceBackingInfo {}
-impl std::ops::Deref for VirtualSerialPortDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualSerialPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortDeviceBackingOption {
-    /// The fields `VirtualSerialPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingOption";
-}
-impl x::Structure for VirtualSerialPortDeviceBackingOption {}
-impl std::ops::Deref for VirtualSerialPortDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualSerialPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-///
-/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortFileBackingInfo {
-    /// The fields `VirtualSerialPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
-    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
-}
-impl x::SchemaType for VirtualSerialPortFileBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingInfo";
-}
-impl x::Structure for VirtualSerialPortFileBackingInfo {}
-impl std::ops::Deref for VirtualSerialPortFileBackingInfo {
-    type Target = VirtualDeviceFileBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
-        &self.virtual_device_file_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortFileBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
-        &mut self.virtual_device_file_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortFileBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
-    }
-}
-/// `VirtualSerialPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
-///
-/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortFileBackingOption {
-    /// The fields `VirtualSerialPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
-    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortFileBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingOption";
-}
-impl x::Structure for VirtualSerialPortFileBackingOption {}
-impl std::ops::Deref for VirtualSerialPortFileBackingOption {
-    type Target = VirtualDeviceFileBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingOption {
-        &self.virtual_device_file_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortFileBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
-        &mut self.virtual_device_file_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortFileBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
-    }
-}
-/// `VirtualSerialPortOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortOption {
-    /// The fields `VirtualSerialPortOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `yieldOnPoll`.
-    pub yield_on_poll: BoolOption,
-}
-impl x::SchemaType for VirtualSerialPortOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortOption";
-}
-impl x::Structure for VirtualSerialPortOption {}
-impl std::ops::Deref for VirtualSerialPortOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualSerialPortOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write("yieldOnPoll", &self.yield_on_poll);
-    }
-}
-/// `VirtualSerialPortPipeBackingInfo` (extends `VirtualDevicePipeBackingInfo`).
-///
-/// The fields of `VirtualDevicePipeBackingInfo` are in `virtual_device_pipe_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortPipeBackingInfo {
-    /// The fields `VirtualSerialPortPipeBackingInfo` inherits from `VirtualDevicePipeBackingInfo`.
-    pub virtual_device_pipe_backing_info: VirtualDevicePipeBackingInfo,
-    /// `endpoint`.
-    pub endpoint: String,
-    /// `noRxLoss`.
-    pub no_rx_loss: Option<bool>,
-}
-impl x::SchemaType for VirtualSerialPortPipeBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingInfo";
-}
-impl x::Structure for VirtualSerialPortPipeBackingInfo {}
-impl std::ops::Deref for VirtualSerialPortPipeBackingInfo {
-    type Target = VirtualDevicePipeBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDevicePipeBackingInfo {
-        &self.virtual_device_pipe_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortPipeBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingInfo {
-        &mut self.virtual_device_pipe_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortPipeBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "endpoint" => r.read(&mut self.endpoint),
-            "noRxLoss" => r.read_opt(&mut self.no_rx_loss),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_pipe_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_pipe_backing_info, w);
-        w.write("endpoint", &self.endpoint);
-        w.write_opt("noRxLoss", &self.no_rx_loss);
-    }
-}
-/// `VirtualSerialPortPipeBackingOption` (extends `VirtualDevicePipeBackingOption`).
-///
-/// The fields of `VirtualDevicePipeBackingOption` are in `virtual_device_pipe_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortPipeBackingOption {
-    /// The fields `VirtualSerialPortPipeBackingOption` inherits from `VirtualDevicePipeBackingOption`.
-    pub virtual_device_pipe_backing_option: VirtualDevicePipeBackingOption,
-    /// `endpoint`.
-    pub endpoint: ChoiceOption,
-    /// `noRxLoss`.
-    pub no_rx_loss: BoolOption,
-}
-impl x::SchemaType for VirtualSerialPortPipeBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingOption";
-}
-impl x::Structure for VirtualSerialPortPipeBackingOption {}
-impl std::ops::Deref for VirtualSerialPortPipeBackingOption {
-    type Target = VirtualDevicePipeBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDevicePipeBackingOption {
-        &self.virtual_device_pipe_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortPipeBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingOption {
-        &mut self.virtual_device_pipe_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortPipeBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "endpoint" => r.read(&mut self.endpoint),
-            "noRxLoss" => r.read(&mut self.no_rx_loss),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_pipe_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_pipe_backing_option, w);
-        w.write("endpoint", &self.endpoint);
-        w.write("noRxLoss", &self.no_rx_loss);
-    }
-}
-/// `VirtualSerialPortThinPrintBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortThinPrintBackingInfo {}
-impl x::SchemaType for VirtualSerialPortThinPrintBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingInfo";
-}
-impl x::Structure for VirtualSerialPortThinPrintBackingInfo {}
-impl x::Fields for VirtualSerialPortThinPrintBackingInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualSerialPortThinPrintBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortThinPrintBackingOption {
-    /// The fields `VirtualSerialPortThinPrintBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortThinPrintBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingOption";
-}
-impl x::Structure for VirtualSerialPortThinPrintBackingOption {}
-impl std::ops::Deref for VirtualSerialPortThinPrintBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortThinPrintBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortThinPrintBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualSerialPortURIBackingInfo` (extends `VirtualDeviceURIBackingInfo`).
-///
-/// The fields of `VirtualDeviceURIBackingInfo` are in `virtual_device_uri_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortURIBackingInfo {
-    /// The fields `VirtualSerialPortURIBackingInfo` inherits from `VirtualDeviceURIBackingInfo`.
-    pub virtual_device_uri_backing_info: VirtualDeviceURIBackingInfo,
-}
-impl x::SchemaType for VirtualSerialPortURIBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingInfo";
-}
-impl x::Structure for VirtualSerialPortURIBackingInfo {}
-impl std::ops::Deref for VirtualSerialPortURIBackingInfo {
-    type Target = VirtualDeviceURIBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceURIBackingInfo {
-        &self.virtual_device_uri_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortURIBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingInfo {
-        &mut self.virtual_device_uri_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortURIBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_uri_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_uri_backing_info, w);
-    }
-}
-/// `VirtualSerialPortURIBackingOption` (extends `VirtualDeviceURIBackingOption`).
-///
-/// The fields of `VirtualDeviceURIBackingOption` are in `virtual_device_uri_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortURIBackingOption {
-    /// The fields `VirtualSerialPortURIBackingOption` inherits from `VirtualDeviceURIBackingOption`.
-    pub virtual_device_uri_backing_option: VirtualDeviceURIBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortURIBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingOption";
-}
-impl x::Structure for VirtualSerialPortURIBackingOption {}
-impl std::ops::Deref for VirtualSerialPortURIBackingOption {
-    type Target = VirtualDeviceURIBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceURIBackingOption {
-        &self.virtual_device_uri_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortURIBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingOption {
-        &mut self.virtual_device_uri_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortURIBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_uri_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_uri_backing_option, w);
-    }
-}
-/// `VirtualSoundBlaster16` (extends `VirtualSoundCard`).
-///
-/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundBlaster16 {
-    /// The fields `VirtualSoundBlaster16` inherits from `VirtualSoundCard`.
-    pub virtual_sound_card: VirtualSoundCard,
-}
-impl x::SchemaType for VirtualSoundBlaster16 {
-    const TYPE_NAME: &'static str = "VirtualSoundBlaster16";
-}
-impl x::Structure for VirtualSoundBlaster16 {}
-impl std::ops::Deref for VirtualSoundBlaster16 {
-    type Target = VirtualSoundCard;
-    #[inline]
-    fn deref(&self) -> &VirtualSoundCard {
-        &self.virtual_sound_card
-    }
-}
-impl std::ops::DerefMut for VirtualSoundBlaster16 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
-        &mut self.virtual_sound_card
-    }
-}
-impl x::Fields for VirtualSoundBlaster16 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_sound_card, w);
-    }
-}
-/// `VirtualSoundBlaster16Option` (extends `VirtualSoundCardOption`).
-///
-/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundBlaster16Option {
-    /// The fields `VirtualSoundBlaster16Option` inherits from `VirtualSoundCardOption`.
-    pub virtual_sound_card_option: VirtualSoundCardOption,
-}
-impl x::SchemaType for VirtualSoundBlaster16Option {
-    const TYPE_NAME: &'static str = "VirtualSoundBlaster16Option";
-}
-impl x::Structure for VirtualSoundBlaster16Option {}
-impl std::ops::Deref for VirtualSoundBlaster16Option {
-    type Target = VirtualSoundCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualSoundCardOption {
-        &self.virtual_sound_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualSoundBlaster16Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
-        &mut self.virtual_sound_card_option
-    }
-}
-impl x::Fields for VirtualSoundBlaster16Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
-    }
-}
-/// `VirtualSoundCard` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundCard {
-    /// The fields `VirtualSoundCard` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualSoundCard {
-    const TYPE_NAME: &'static str = "VirtualSoundCard";
-}
-impl x::Structure for VirtualSoundCard {}
-impl std::ops::Deref for VirtualSoundCard {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCard {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualSoundCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualSoundCardDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundCardDeviceBackingInfo {
-    /// The fields `VirtualSoundCardDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualSoundCardDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingInfo";
-}
-impl x::Structure for VirtualSoundCardDeviceBackingInfo {}
-impl std::ops::Deref for VirtualSoundCardDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCardDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualSoundCardDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualSoundCardDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundCardDeviceBackingOption {
-    /// The fields `VirtualSoundCardDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSoundCardDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingOption";
-}
-impl x::Structure for VirtualSoundCardDeviceBackingOption {}
-impl std::ops::Deref for VirtualSoundCardDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCardDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualSoundCardDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualSoundCardOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundCardOption {
-    /// The fields `VirtualSoundCardOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualSoundCardOption {
-    const TYPE_NAME: &'static str = "VirtualSoundCardOption";
-}
-impl x::Structure for VirtualSoundCardOption {}
-impl std::ops::Deref for VirtualSoundCardOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualSoundCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualSriovEthernetCard` (extends `VirtualEthernetCard`).
-///
-/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSriovEthernetCard {
-    /// The fields `VirtualSriovEthernetCard` inherits from `VirtualEthernetCard`.
-    pub virtual_ethernet_card: VirtualEthernetCard,
-    /// `allowGuestOSMtuChange`.
-    pub allow_guest_os_mtu_change: Option<bool>,
-    /// `sriovBacking`.
-    pub sriov_backing: Option<VirtualSriovEthernetCardSriovBackingInfo>,
-    /// `dvxBackingInfo`.
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineSerialInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSerialInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSerialInfo";
+}
+/// `VirtualMachineSgxInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineSgxInfo {
+    /// `epcSize`.
+    pub epc_size: i64,
+    /// `flcMode`.
+    pub flc_mode: Option<String>,
+    /// `lePubKeyHash`.
+    pub le_pub_key_hash: Option<String>,
+    /// `requireAttestation`.
     ///
     /// Since vSphere API 8.0.0.1.
-    pub dvx_backing_info: Option<VirtualPCIPassthroughDvxBackingInfo>,
+    pub require_attestation: Option<bool>,
 }
-impl x::SchemaType for VirtualSriovEthernetCard {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCard";
+impl x::SchemaType for VirtualMachineSgxInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSgxInfo";
 }
-impl x::Structure for VirtualSriovEthernetCard {}
-impl std::ops::Deref for VirtualSriovEthernetCard {
-    type Target = VirtualEthernetCard;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCard {
-        &self.virtual_ethernet_card
+impl x::Structure for VirtualMachineSgxInfo {}
+impl std::fmt::Debug for VirtualMachineSgxInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSgxInfo", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VirtualSriovEthernetCard {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
-        &mut self.virtual_ethernet_card
+impl PartialEq for VirtualMachineSgxInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualSriovEthernetCard {
+impl x::Fields for VirtualMachineSgxInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "allowGuestOSMtuChange" => r.read_opt(&mut self.allow_guest_os_mtu_change),
-            "sriovBacking" => r.read_opt(&mut self.sriov_backing),
-            "dvxBackingInfo" => r.read_opt(&mut self.dvx_backing_info),
-            _ => return x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
-        w.write_opt("allowGuestOSMtuChange", &self.allow_guest_os_mtu_change);
-        w.write_opt("sriovBacking", &self.sriov_backing);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualSriovEthernetCard.dvxBackingInfo",
-                self.dvx_backing_info.is_some(),
-            )
-        {
-            w.write_opt("dvxBackingInfo", &self.dvx_backing_info);
-        }
-    }
-}
-/// `VirtualSriovEthernetCardOption` (extends `VirtualEthernetCardOption`).
-///
-/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSriovEthernetCardOption {
-    /// The fields `VirtualSriovEthernetCardOption` inherits from `VirtualEthernetCardOption`.
-    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
-}
-impl x::SchemaType for VirtualSriovEthernetCardOption {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardOption";
-}
-impl x::Structure for VirtualSriovEthernetCardOption {}
-impl std::ops::Deref for VirtualSriovEthernetCardOption {
-    type Target = VirtualEthernetCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCardOption {
-        &self.virtual_ethernet_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualSriovEthernetCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
-        &mut self.virtual_ethernet_card_option
-    }
-}
-impl x::Fields for VirtualSriovEthernetCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
-    }
-}
-/// `VirtualSriovEthernetCardSriovBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSriovEthernetCardSriovBackingInfo {
-    /// `physicalFunctionBacking`.
-    pub physical_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
-    /// `virtualFunctionBacking`.
-    pub virtual_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
-    /// `virtualFunctionIndex`.
-    pub virtual_function_index: Option<i32>,
-}
-impl x::SchemaType for VirtualSriovEthernetCardSriovBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingInfo";
-}
-impl x::Structure for VirtualSriovEthernetCardSriovBackingInfo {}
-impl x::Fields for VirtualSriovEthernetCardSriovBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalFunctionBacking" => r.read_opt(&mut self.physical_function_backing),
-            "virtualFunctionBacking" => r.read_opt(&mut self.virtual_function_backing),
-            "virtualFunctionIndex" => r.read_opt(&mut self.virtual_function_index),
+            "epcSize" => r.read(&mut self.epc_size),
+            "flcMode" => r.read_opt(&mut self.flc_mode),
+            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            "requireAttestation" => r.read_opt(&mut self.require_attestation),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("physicalFunctionBacking", &self.physical_function_backing);
-        w.write_opt("virtualFunctionBacking", &self.virtual_function_backing);
-        w.write_opt("virtualFunctionIndex", &self.virtual_function_index);
+        w.write("epcSize", &self.epc_size);
+        w.write_opt("flcMode", &self.flc_mode);
+        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxInfo.requireAttestation",
+                self.require_attestation.is_some(),
+            )
+        {
+            w.write_opt("requireAttestation", &self.require_attestation);
+        }
     }
 }
-/// `VirtualSriovEthernetCardSriovBackingOption` (extends `VirtualDeviceBackingOption`).
+/// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
 ///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSriovEthernetCardSriovBackingOption {
-    /// The fields `VirtualSriovEthernetCardSriovBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualMachineSgxTargetInfo {
+    /// The fields `VirtualMachineSgxTargetInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `maxEpcSize`.
+    pub max_epc_size: i64,
+    /// `flcModes`.
+    pub flc_modes: Vec<String>,
+    /// `lePubKeyHashes`.
+    pub le_pub_key_hashes: Vec<String>,
+    /// `requireAttestationSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_attestation_supported: Option<bool>,
 }
-impl x::SchemaType for VirtualSriovEthernetCardSriovBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingOption";
+impl x::SchemaType for VirtualMachineSgxTargetInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSgxTargetInfo";
 }
-impl x::Structure for VirtualSriovEthernetCardSriovBackingOption {}
-impl std::ops::Deref for VirtualSriovEthernetCardSriovBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
+impl x::Structure for VirtualMachineSgxTargetInfo {}
+impl std::fmt::Debug for VirtualMachineSgxTargetInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSgxTargetInfo", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VirtualSriovEthernetCardSriovBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
+impl PartialEq for VirtualMachineSgxTargetInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualSriovEthernetCardSriovBackingOption {
+impl Clone for VirtualMachineSgxTargetInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            max_epc_size: self.max_epc_size,
+            flc_modes: x::clone_vec(&self.flc_modes),
+            le_pub_key_hashes: x::clone_vec(&self.le_pub_key_hashes),
+            require_attestation_supported: self.require_attestation_supported,
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineSgxTargetInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSgxTargetInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSgxTargetInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+        let result = match name {
+            "maxEpcSize" => r.read(&mut self.max_epc_size),
+            "flcModes" => r.read_push(&mut self.flc_modes),
+            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
+            "requireAttestationSupported" => {
+                r.read_opt(&mut self.require_attestation_supported)
+            }
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("maxEpcSize", &self.max_epc_size);
+        w.write_vec("flcModes", &self.flc_modes);
+        w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxTargetInfo.requireAttestationSupported",
+                self.require_attestation_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "requireAttestationSupported",
+                &self.require_attestation_supported,
+            );
+        }
     }
 }
-/// `VirtualSwitchProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSwitchProfile {
-    /// The fields `VirtualSwitchProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `key`.
-    pub key: String,
+/// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineSnapshotInfo {
+    /// `currentSnapshot`.
+    pub current_snapshot: Option<x::ManagedObjectReference>,
+    /// `rootSnapshotList`.
+    pub root_snapshot_list: Vec<VirtualMachineSnapshotTree>,
+}
+impl x::SchemaType for VirtualMachineSnapshotInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSnapshotInfo";
+}
+impl x::Structure for VirtualMachineSnapshotInfo {}
+impl std::fmt::Debug for VirtualMachineSnapshotInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSnapshotInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSnapshotInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineSnapshotInfo {
+    fn clone(&self) -> Self {
+        Self {
+            current_snapshot: self.current_snapshot.clone(),
+            root_snapshot_list: x::clone_vec(&self.root_snapshot_list),
+        }
+    }
+}
+impl x::Fields for VirtualMachineSnapshotInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "currentSnapshot" => r.read_opt(&mut self.current_snapshot),
+            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("currentSnapshot", &self.current_snapshot);
+        w.write_vec("rootSnapshotList", &self.root_snapshot_list);
+    }
+}
+/// `VirtualMachineSnapshotTree` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineSnapshotTree {
+    /// `snapshot`.
+    pub snapshot: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
     /// `name`.
     pub name: String,
-    /// `link`.
-    pub link: LinkProfile,
-    /// `numPorts`.
-    pub num_ports: NumPortsProfile,
-    /// `networkPolicy`.
-    pub network_policy: NetworkPolicyProfile,
+    /// `description`.
+    pub description: String,
+    /// `id`.
+    pub id: Option<i32>,
+    /// `createTime`.
+    pub create_time: x::DateTime,
+    /// `state`.
+    pub state: VirtualMachinePowerState,
+    /// `quiesced`.
+    pub quiesced: bool,
+    /// `backupManifest`.
+    pub backup_manifest: Option<String>,
+    /// `childSnapshotList`.
+    pub child_snapshot_list: Vec<VirtualMachineSnapshotTree>,
+    /// `replaySupported`.
+    pub replay_supported: Option<bool>,
 }
-impl x::SchemaType for VirtualSwitchProfile {
-    const TYPE_NAME: &'static str = "VirtualSwitchProfile";
+impl x::SchemaType for VirtualMachineSnapshotTree {
+    const TYPE_NAME: &'static str = "VirtualMachineSnapshotTree";
 }
-impl x::Structure for VirtualSwitchProfile {}
-impl std::ops::Deref for VirtualSwitchProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
+impl x::Structure for VirtualMachineSnapshotTree {}
+impl std::fmt::Debug for VirtualMachineSnapshotTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSnapshotTree", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VirtualSwitchProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
+impl PartialEq for VirtualMachineSnapshotTree {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualSwitchProfile {
+impl Clone for VirtualMachineSnapshotTree {
+    fn clone(&self) -> Self {
+        Self {
+            snapshot: self.snapshot.clone(),
+            vm: self.vm.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            id: self.id,
+            create_time: self.create_time.clone(),
+            state: self.state.clone(),
+            quiesced: self.quiesced,
+            backup_manifest: self.backup_manifest.clone(),
+            child_snapshot_list: x::clone_vec(&self.child_snapshot_list),
+            replay_supported: self.replay_supported,
+        }
+    }
+}
+impl x::Fields for VirtualMachineSnapshotTree {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "snapshot" => r.read(&mut self.snapshot),
+            "vm" => r.read(&mut self.vm),
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            "id" => r.read_opt(&mut self.id),
+            "createTime" => r.read(&mut self.create_time),
+            "state" => r.read(&mut self.state),
+            "quiesced" => r.read(&mut self.quiesced),
+            "backupManifest" => r.read_opt(&mut self.backup_manifest),
+            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list),
+            "replaySupported" => r.read_opt(&mut self.replay_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("snapshot", &self.snapshot);
+        w.write("vm", &self.vm);
+        w.write("name", &self.name);
+        w.write("description", &self.description);
+        w.write_opt("id", &self.id);
+        w.write("createTime", &self.create_time);
+        w.write("state", &self.state);
+        w.write("quiesced", &self.quiesced);
+        w.write_opt("backupManifest", &self.backup_manifest);
+        w.write_vec("childSnapshotList", &self.child_snapshot_list);
+        w.write_opt("replaySupported", &self.replay_supported);
+    }
+}
+impl x::ArrayItem for VirtualMachineSnapshotTree {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSnapshotTree";
+    const ITEM_TAG: &'static str = "VirtualMachineSnapshotTree";
+}
+/// `VirtualMachineSoundInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSoundInfo {
+    /// The fields `VirtualMachineSoundInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+}
+impl x::SchemaType for VirtualMachineSoundInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSoundInfo";
+}
+impl x::Structure for VirtualMachineSoundInfo {}
+impl std::fmt::Debug for VirtualMachineSoundInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSoundInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSoundInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineSoundInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSoundInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSoundInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineSoundInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSoundInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSoundInfo";
+}
+/// `VirtualMachineSriovDevicePoolInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineSriovDevicePoolInfo`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSriovDevicePoolInfo {
+    /// `key`.
+    pub key: String,
+}
+impl x::SchemaType for VirtualMachineSriovDevicePoolInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovDevicePoolInfo";
+}
+impl x::Structure for VirtualMachineSriovDevicePoolInfo {}
+impl std::fmt::Debug for VirtualMachineSriovDevicePoolInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSriovDevicePoolInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSriovDevicePoolInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineSriovDevicePoolInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2861,119 +907,763 @@ impl x::Fields for VirtualSwitchProfile {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "link" => r.read(&mut self.link),
-            "numPorts" => r.read(&mut self.num_ports),
-            "networkPolicy" => r.read(&mut self.network_policy),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
+            _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
         w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("link", &self.link);
-        w.write("numPorts", &self.num_ports);
-        w.write("networkPolicy", &self.network_policy);
     }
 }
-impl x::ArrayItem for VirtualSwitchProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualSwitchProfile";
-    const ITEM_TAG: &'static str = "VirtualSwitchProfile";
-}
-/// `VirtualSwitchSelectionProfile` (extends `ApplyProfile`).
+/// `VirtualMachineSriovInfo` (extends `VirtualMachinePciPassthroughInfo`).
 ///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSwitchSelectionProfile {
-    /// The fields `VirtualSwitchSelectionProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
+/// The fields of `VirtualMachinePciPassthroughInfo` are in `virtual_machine_pci_passthrough_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSriovInfo {
+    /// The fields `VirtualMachineSriovInfo` inherits from `VirtualMachinePciPassthroughInfo`.
+    pub virtual_machine_pci_passthrough_info: VirtualMachinePciPassthroughInfo,
+    /// `virtualFunction`.
+    pub virtual_function: bool,
+    /// `pnic`.
+    pub pnic: Option<String>,
+    /// `devicePool`.
+    pub device_pool: Option<AnyVirtualMachineSriovDevicePoolInfo>,
 }
-impl x::SchemaType for VirtualSwitchSelectionProfile {
-    const TYPE_NAME: &'static str = "VirtualSwitchSelectionProfile";
+impl x::SchemaType for VirtualMachineSriovInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovInfo";
 }
-impl x::Structure for VirtualSwitchSelectionProfile {}
-impl std::ops::Deref for VirtualSwitchSelectionProfile {
-    type Target = ApplyProfile;
+impl x::Structure for VirtualMachineSriovInfo {}
+impl std::fmt::Debug for VirtualMachineSriovInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSriovInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSriovInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineSriovInfo {
+    type Target = VirtualMachinePciPassthroughInfo;
     #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
+    fn deref(&self) -> &VirtualMachinePciPassthroughInfo {
+        &self.virtual_machine_pci_passthrough_info
     }
 }
-impl std::ops::DerefMut for VirtualSwitchSelectionProfile {
+impl std::ops::DerefMut for VirtualMachineSriovInfo {
     #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
+    fn deref_mut(&mut self) -> &mut VirtualMachinePciPassthroughInfo {
+        &mut self.virtual_machine_pci_passthrough_info
     }
 }
-impl x::Fields for VirtualSwitchSelectionProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.apply_profile, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-    }
-}
-/// `VirtualTPM` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualTPM {
-    /// The fields `VirtualTPM` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `endorsementKeyCertificateSigningRequest`.
-    pub endorsement_key_certificate_signing_request: Vec<Vec<u8>>,
-    /// `endorsementKeyCertificate`.
-    pub endorsement_key_certificate: Vec<Vec<u8>>,
-}
-impl x::SchemaType for VirtualTPM {
-    const TYPE_NAME: &'static str = "VirtualTPM";
-}
-impl x::Structure for VirtualTPM {}
-impl Clone for VirtualTPM {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_device: self.virtual_device.clone(),
-            endorsement_key_certificate_signing_request: x::clone_vec(
-                &self.endorsement_key_certificate_signing_request,
-            ),
-            endorsement_key_certificate: x::clone_vec(&self.endorsement_key_certificate),
-        }
-    }
-}
-impl std::ops::Deref for VirtualTPM {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualTPM {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualTPM {
+impl x::Fields for VirtualMachineSriovInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "endorsementKeyCertificateSigningRequest" => {
-                r.read_push(&mut self.endorsement_key_certificate_signing_request)
+            "virtualFunction" => r.read(&mut self.virtual_function),
+            "pnic" => r.read_opt(&mut self.pnic),
+            "devicePool" => r.read_opt(&mut self.device_pool),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_pci_passthrough_info,
+                    r,
+                    name,
+                );
             }
-            "endorsementKeyCertificate" => {
-                r.read_push(&mut self.endorsement_key_certificate)
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_pci_passthrough_info, w);
+        w.write("virtualFunction", &self.virtual_function);
+        w.write_opt("pnic", &self.pnic);
+        w.write_opt("devicePool", &self.device_pool);
+    }
+}
+impl x::ArrayItem for VirtualMachineSriovInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSriovInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSriovInfo";
+}
+/// `VirtualMachineSriovNetworkDevicePoolInfo` (extends `VirtualMachineSriovDevicePoolInfo`).
+///
+/// The fields of `VirtualMachineSriovDevicePoolInfo` are in `virtual_machine_sriov_device_pool_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSriovNetworkDevicePoolInfo {
+    /// The fields `VirtualMachineSriovNetworkDevicePoolInfo` inherits from `VirtualMachineSriovDevicePoolInfo`.
+    pub virtual_machine_sriov_device_pool_info: VirtualMachineSriovDevicePoolInfo,
+    /// `switchKey`.
+    pub switch_key: Option<String>,
+    /// `switchUuid`.
+    pub switch_uuid: Option<String>,
+}
+impl x::SchemaType for VirtualMachineSriovNetworkDevicePoolInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovNetworkDevicePoolInfo";
+}
+impl x::Structure for VirtualMachineSriovNetworkDevicePoolInfo {}
+impl std::fmt::Debug for VirtualMachineSriovNetworkDevicePoolInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineSriovNetworkDevicePoolInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineSriovNetworkDevicePoolInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineSriovNetworkDevicePoolInfo {
+    type Target = VirtualMachineSriovDevicePoolInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineSriovDevicePoolInfo {
+        &self.virtual_machine_sriov_device_pool_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSriovNetworkDevicePoolInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineSriovDevicePoolInfo {
+        &mut self.virtual_machine_sriov_device_pool_info
+    }
+}
+impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "switchKey" => r.read_opt(&mut self.switch_key),
+            "switchUuid" => r.read_opt(&mut self.switch_uuid),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_sriov_device_pool_info,
+                    r,
+                    name,
+                );
             }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_sriov_device_pool_info, w);
+        w.write_opt("switchKey", &self.switch_key);
+        w.write_opt("switchUuid", &self.switch_uuid);
+    }
+}
+/// `VirtualMachineStorageInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineStorageInfo {
+    /// `perDatastoreUsage`.
+    pub per_datastore_usage: Vec<VirtualMachineUsageOnDatastore>,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineStorageInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineStorageInfo";
+}
+impl x::Structure for VirtualMachineStorageInfo {}
+impl std::fmt::Debug for VirtualMachineStorageInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineStorageInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineStorageInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineStorageInfo {
+    fn clone(&self) -> Self {
+        Self {
+            per_datastore_usage: x::clone_vec(&self.per_datastore_usage),
+            timestamp: self.timestamp.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineStorageInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineStorageSummary` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineStorageSummary {
+    /// `committed`.
+    pub committed: i64,
+    /// `uncommitted`.
+    pub uncommitted: i64,
+    /// `unshared`.
+    pub unshared: i64,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineStorageSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineStorageSummary";
+}
+impl x::Structure for VirtualMachineStorageSummary {}
+impl std::fmt::Debug for VirtualMachineStorageSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineStorageSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineStorageSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineStorageSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "committed" => r.read(&mut self.committed),
+            "uncommitted" => r.read(&mut self.uncommitted),
+            "unshared" => r.read(&mut self.unshared),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("committed", &self.committed);
+        w.write("uncommitted", &self.uncommitted);
+        w.write("unshared", &self.unshared);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineSummary` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineSummary {
+    /// `vm`.
+    pub vm: Option<x::ManagedObjectReference>,
+    /// `runtime`.
+    pub runtime: VirtualMachineRuntimeInfo,
+    /// `guest`.
+    pub guest: Option<VirtualMachineGuestSummary>,
+    /// `config`.
+    pub config: VirtualMachineConfigSummary,
+    /// `storage`.
+    pub storage: Option<VirtualMachineStorageSummary>,
+    /// `quickStats`.
+    pub quick_stats: VirtualMachineQuickStats,
+    /// `overallStatus`.
+    pub overall_status: ManagedEntityStatus,
+    /// `customValue`.
+    pub custom_value: Vec<AnyCustomFieldValue>,
+}
+impl x::SchemaType for VirtualMachineSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineSummary";
+}
+impl x::Structure for VirtualMachineSummary {}
+impl std::fmt::Debug for VirtualMachineSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineSummary {
+    fn clone(&self) -> Self {
+        Self {
+            vm: self.vm.clone(),
+            runtime: self.runtime.clone(),
+            guest: self.guest.clone(),
+            config: self.config.clone(),
+            storage: self.storage.clone(),
+            quick_stats: self.quick_stats.clone(),
+            overall_status: self.overall_status.clone(),
+            custom_value: x::clone_vec(&self.custom_value),
+        }
+    }
+}
+impl x::Fields for VirtualMachineSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "runtime" => r.read(&mut self.runtime),
+            "guest" => r.read_opt(&mut self.guest),
+            "config" => r.read(&mut self.config),
+            "storage" => r.read_opt(&mut self.storage),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "customValue" => r.read_push(&mut self.custom_value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vm", &self.vm);
+        w.write("runtime", &self.runtime);
+        w.write_opt("guest", &self.guest);
+        w.write("config", &self.config);
+        w.write_opt("storage", &self.storage);
+        w.write("quickStats", &self.quick_stats);
+        w.write("overallStatus", &self.overall_status);
+        w.write_vec("customValue", &self.custom_value);
+    }
+}
+impl x::ArrayItem for VirtualMachineSummary {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSummary";
+    const ITEM_TAG: &'static str = "VirtualMachineSummary";
+}
+/// `VirtualMachineTargetInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineTargetInfo {
+    /// `name`.
+    pub name: String,
+    /// `configurationTag`.
+    pub configuration_tag: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineTargetInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineTargetInfo";
+}
+impl x::Structure for VirtualMachineTargetInfo {}
+impl std::fmt::Debug for VirtualMachineTargetInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineTargetInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineTargetInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineTargetInfo {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            configuration_tag: x::clone_vec(&self.configuration_tag),
+        }
+    }
+}
+impl x::Fields for VirtualMachineTargetInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+    }
+}
+/// `VirtualMachineTicket` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineTicket {
+    /// `ticket`.
+    pub ticket: String,
+    /// `cfgFile`.
+    pub cfg_file: String,
+    /// `host`.
+    pub host: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `certThumbprintList`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub cert_thumbprint_list: Vec<VirtualMachineCertThumbprint>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `url`.
+    pub url: Option<String>,
+}
+impl x::SchemaType for VirtualMachineTicket {
+    const TYPE_NAME: &'static str = "VirtualMachineTicket";
+}
+impl x::Structure for VirtualMachineTicket {}
+impl std::fmt::Debug for VirtualMachineTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineTicket", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineTicket {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineTicket {
+    fn clone(&self) -> Self {
+        Self {
+            ticket: self.ticket.clone(),
+            cfg_file: self.cfg_file.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            ssl_thumbprint: self.ssl_thumbprint.clone(),
+            cert_thumbprint_list: x::clone_vec(&self.cert_thumbprint_list),
+            ssl_certificate: self.ssl_certificate.clone(),
+            url: self.url.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineTicket {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ticket" => r.read(&mut self.ticket),
+            "cfgFile" => r.read(&mut self.cfg_file),
+            "host" => r.read_opt(&mut self.host),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "certThumbprintList" => r.read_push(&mut self.cert_thumbprint_list),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "url" => r.read_opt(&mut self.url),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_secret("ticket", &self.ticket);
+        w.write("cfgFile", &self.cfg_file);
+        w.write_opt("host", &self.host);
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0700_0301,
+                "VirtualMachineTicket.certThumbprintList",
+                !self.cert_thumbprint_list.is_empty(),
+            )
+        {
+            w.write_vec("certThumbprintList", &self.cert_thumbprint_list);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineTicket.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write_opt("url", &self.url);
+    }
+}
+/// `VirtualMachineUsageOnDatastore` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineUsageOnDatastore {
+    /// `datastore`.
+    pub datastore: x::ManagedObjectReference,
+    /// `committed`.
+    pub committed: i64,
+    /// `uncommitted`.
+    pub uncommitted: i64,
+    /// `unshared`.
+    pub unshared: i64,
+}
+impl x::SchemaType for VirtualMachineUsageOnDatastore {
+    const TYPE_NAME: &'static str = "VirtualMachineUsageOnDatastore";
+}
+impl x::Structure for VirtualMachineUsageOnDatastore {}
+impl std::fmt::Debug for VirtualMachineUsageOnDatastore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineUsageOnDatastore", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineUsageOnDatastore {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineUsageOnDatastore {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "committed" => r.read(&mut self.committed),
+            "uncommitted" => r.read(&mut self.uncommitted),
+            "unshared" => r.read(&mut self.unshared),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("datastore", &self.datastore);
+        w.write("committed", &self.committed);
+        w.write("uncommitted", &self.uncommitted);
+        w.write("unshared", &self.unshared);
+    }
+}
+impl x::ArrayItem for VirtualMachineUsageOnDatastore {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineUsageOnDatastore";
+    const ITEM_TAG: &'static str = "VirtualMachineUsageOnDatastore";
+}
+/// `VirtualMachineUsbInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualMachineUsbInfo {
+    /// The fields `VirtualMachineUsbInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `description`.
+    pub description: String,
+    /// `vendor`.
+    pub vendor: i32,
+    /// `product`.
+    pub product: i32,
+    /// `physicalPath`.
+    pub physical_path: String,
+    /// `family`.
+    pub family: Vec<String>,
+    /// `speed`.
+    pub speed: Vec<String>,
+    /// `summary`.
+    pub summary: Option<VirtualMachineSummary>,
+}
+impl x::SchemaType for VirtualMachineUsbInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineUsbInfo";
+}
+impl x::Structure for VirtualMachineUsbInfo {}
+impl std::fmt::Debug for VirtualMachineUsbInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineUsbInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineUsbInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineUsbInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            description: self.description.clone(),
+            vendor: self.vendor,
+            product: self.product,
+            physical_path: self.physical_path.clone(),
+            family: x::clone_vec(&self.family),
+            speed: x::clone_vec(&self.speed),
+            summary: self.summary.clone(),
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineUsbInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineUsbInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineUsbInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "description" => r.read(&mut self.description),
+            "vendor" => r.read(&mut self.vendor),
+            "product" => r.read(&mut self.product),
+            "physicalPath" => r.read(&mut self.physical_path),
+            "family" => r.read_push(&mut self.family),
+            "speed" => r.read_push(&mut self.speed),
+            "summary" => r.read_opt(&mut self.summary),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("description", &self.description);
+        w.write("vendor", &self.vendor);
+        w.write("product", &self.product);
+        w.write("physicalPath", &self.physical_path);
+        w.write_vec("family", &self.family);
+        w.write_vec("speed", &self.speed);
+        w.write_opt("summary", &self.summary);
+    }
+}
+impl x::ArrayItem for VirtualMachineUsbInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineUsbInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineUsbInfo";
+}
+/// `VirtualMachineVFlashModuleInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVFlashModuleInfo {
+    /// The fields `VirtualMachineVFlashModuleInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `vFlashModule`.
+    pub vflash_module: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
+}
+impl x::SchemaType for VirtualMachineVFlashModuleInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVFlashModuleInfo";
+}
+impl x::Structure for VirtualMachineVFlashModuleInfo {}
+impl std::fmt::Debug for VirtualMachineVFlashModuleInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVFlashModuleInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVFlashModuleInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineVFlashModuleInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVFlashModuleInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVFlashModuleInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashModule" => r.read(&mut self.vflash_module),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("vFlashModule", &self.vflash_module);
+    }
+}
+impl x::ArrayItem for VirtualMachineVFlashModuleInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVFlashModuleInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVFlashModuleInfo";
+}
+/// `VirtualMachineVMCIDevice` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMCIDevice {
+    /// The fields `VirtualMachineVMCIDevice` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `id`.
+    pub id: Option<i64>,
+    /// `allowUnrestrictedCommunication`.
+    pub allow_unrestricted_communication: Option<bool>,
+    /// `filterEnable`.
+    pub filter_enable: Option<bool>,
+    /// `filterInfo`.
+    pub filter_info: Option<VirtualMachineVMCIDeviceFilterInfo>,
+}
+impl x::SchemaType for VirtualMachineVMCIDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDevice";
+}
+impl x::Structure for VirtualMachineVMCIDevice {}
+impl std::fmt::Debug for VirtualMachineVMCIDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVMCIDevice", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVMCIDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineVMCIDevice {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMCIDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualMachineVMCIDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read_opt(&mut self.id),
+            "allowUnrestrictedCommunication" => {
+                r.read_opt(&mut self.allow_unrestricted_communication)
+            }
+            "filterEnable" => r.read_opt(&mut self.filter_enable),
+            "filterInfo" => r.read_opt(&mut self.filter_info),
             _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
         };
         x::field_decoded(result)
@@ -2981,56 +1671,173 @@ impl x::Fields for VirtualTPM {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device, w);
-        w.write_vec(
-            "endorsementKeyCertificateSigningRequest",
-            &self.endorsement_key_certificate_signing_request,
+        w.write_opt("id", &self.id);
+        w.write_opt(
+            "allowUnrestrictedCommunication",
+            &self.allow_unrestricted_communication,
         );
-        w.write_vec("endorsementKeyCertificate", &self.endorsement_key_certificate);
+        w.write_opt("filterEnable", &self.filter_enable);
+        w.write_opt("filterInfo", &self.filter_info);
     }
 }
-/// `VirtualTPMOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualTPMOption {
-    /// The fields `VirtualTPMOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `supportedFirmware`.
-    pub supported_firmware: Vec<String>,
+/// `VirtualMachineVMCIDeviceFilterInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineVMCIDeviceFilterInfo {
+    /// `filters`.
+    pub filters: Vec<VirtualMachineVMCIDeviceFilterSpec>,
 }
-impl x::SchemaType for VirtualTPMOption {
-    const TYPE_NAME: &'static str = "VirtualTPMOption";
+impl x::SchemaType for VirtualMachineVMCIDeviceFilterInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceFilterInfo";
 }
-impl x::Structure for VirtualTPMOption {}
-impl Clone for VirtualTPMOption {
+impl x::Structure for VirtualMachineVMCIDeviceFilterInfo {}
+impl std::fmt::Debug for VirtualMachineVMCIDeviceFilterInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVMCIDeviceFilterInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVMCIDeviceFilterInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineVMCIDeviceFilterInfo {
     fn clone(&self) -> Self {
         Self {
-            virtual_device_option: self.virtual_device_option.clone(),
-            supported_firmware: x::clone_vec(&self.supported_firmware),
+            filters: x::clone_vec(&self.filters),
         }
     }
 }
-impl std::ops::Deref for VirtualTPMOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualTPMOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualTPMOption {
+impl x::Fields for VirtualMachineVMCIDeviceFilterInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "supportedFirmware" => r.read_push(&mut self.supported_firmware),
+            "filters" => r.read_push(&mut self.filters),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("filters", &self.filters);
+    }
+}
+/// `VirtualMachineVMCIDeviceFilterSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMCIDeviceFilterSpec {
+    /// `rank`.
+    pub rank: i64,
+    /// `action`.
+    pub action: String,
+    /// `protocol`.
+    pub protocol: String,
+    /// `direction`.
+    pub direction: String,
+    /// `lowerDstPortBoundary`.
+    pub lower_dst_port_boundary: Option<i64>,
+    /// `upperDstPortBoundary`.
+    pub upper_dst_port_boundary: Option<i64>,
+}
+impl x::SchemaType for VirtualMachineVMCIDeviceFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceFilterSpec";
+}
+impl x::Structure for VirtualMachineVMCIDeviceFilterSpec {}
+impl std::fmt::Debug for VirtualMachineVMCIDeviceFilterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVMCIDeviceFilterSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVMCIDeviceFilterSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVMCIDeviceFilterSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rank" => r.read(&mut self.rank),
+            "action" => r.read(&mut self.action),
+            "protocol" => r.read(&mut self.protocol),
+            "direction" => r.read(&mut self.direction),
+            "lowerDstPortBoundary" => r.read_opt(&mut self.lower_dst_port_boundary),
+            "upperDstPortBoundary" => r.read_opt(&mut self.upper_dst_port_boundary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("rank", &self.rank);
+        w.write("action", &self.action);
+        w.write("protocol", &self.protocol);
+        w.write("direction", &self.direction);
+        w.write_opt("lowerDstPortBoundary", &self.lower_dst_port_boundary);
+        w.write_opt("upperDstPortBoundary", &self.upper_dst_port_boundary);
+    }
+}
+impl x::ArrayItem for VirtualMachineVMCIDeviceFilterSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVMCIDeviceFilterSpec";
+    const ITEM_TAG: &'static str = "VirtualMachineVMCIDeviceFilterSpec";
+}
+/// `VirtualMachineVMCIDeviceOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMCIDeviceOption {
+    /// The fields `VirtualMachineVMCIDeviceOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `allowUnrestrictedCommunication`.
+    pub allow_unrestricted_communication: BoolOption,
+    /// `filterSpecOption`.
+    pub filter_spec_option: Option<VirtualMachineVMCIDeviceOptionFilterSpecOption>,
+    /// `filterSupported`.
+    pub filter_supported: Option<BoolOption>,
+}
+impl x::SchemaType for VirtualMachineVMCIDeviceOption {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceOption";
+}
+impl x::Structure for VirtualMachineVMCIDeviceOption {}
+impl std::fmt::Debug for VirtualMachineVMCIDeviceOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVMCIDeviceOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVMCIDeviceOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineVMCIDeviceOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMCIDeviceOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualMachineVMCIDeviceOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowUnrestrictedCommunication" => {
+                r.read(&mut self.allow_unrestricted_communication)
+            }
+            "filterSpecOption" => r.read_opt(&mut self.filter_spec_option),
+            "filterSupported" => r.read_opt(&mut self.filter_supported),
             _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
         };
         x::field_decoded(result)
@@ -3038,6 +1845,1271 @@ impl x::Fields for VirtualTPMOption {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write_vec("supportedFirmware", &self.supported_firmware);
+        w.write(
+            "allowUnrestrictedCommunication",
+            &self.allow_unrestricted_communication,
+        );
+        w.write_opt("filterSpecOption", &self.filter_spec_option);
+        w.write_opt("filterSupported", &self.filter_supported);
+    }
+}
+/// `VirtualMachineVMCIDeviceOptionFilterSpecOption` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    /// `action`.
+    pub action: ChoiceOption,
+    /// `protocol`.
+    pub protocol: ChoiceOption,
+    /// `direction`.
+    pub direction: ChoiceOption,
+    /// `lowerDstPortBoundary`.
+    pub lower_dst_port_boundary: LongOption,
+    /// `upperDstPortBoundary`.
+    pub upper_dst_port_boundary: LongOption,
+}
+impl x::SchemaType for VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceOptionFilterSpecOption";
+}
+impl x::Structure for VirtualMachineVMCIDeviceOptionFilterSpecOption {}
+impl std::fmt::Debug for VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineVMCIDeviceOptionFilterSpecOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "action" => r.read(&mut self.action),
+            "protocol" => r.read(&mut self.protocol),
+            "direction" => r.read(&mut self.direction),
+            "lowerDstPortBoundary" => r.read(&mut self.lower_dst_port_boundary),
+            "upperDstPortBoundary" => r.read(&mut self.upper_dst_port_boundary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("action", &self.action);
+        w.write("protocol", &self.protocol);
+        w.write("direction", &self.direction);
+        w.write("lowerDstPortBoundary", &self.lower_dst_port_boundary);
+        w.write("upperDstPortBoundary", &self.upper_dst_port_boundary);
+    }
+}
+/// `VirtualMachineVMIROM` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMIROM {
+    /// The fields `VirtualMachineVMIROM` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualMachineVMIROM {
+    const TYPE_NAME: &'static str = "VirtualMachineVMIROM";
+}
+impl x::Structure for VirtualMachineVMIROM {}
+impl std::fmt::Debug for VirtualMachineVMIROM {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVMIROM", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVMIROM {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineVMIROM {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMIROM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualMachineVMIROM {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualMachineVMotionStunTimeInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// Since vSphere API 8.0.2.0.
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMotionStunTimeInfo {
+    /// The fields `VirtualMachineVMotionStunTimeInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `migrationBW`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub migration_bw: i64,
+    /// `stunTime`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub stun_time: i64,
+}
+impl x::SchemaType for VirtualMachineVMotionStunTimeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVMotionStunTimeInfo";
+}
+impl x::Structure for VirtualMachineVMotionStunTimeInfo {}
+impl std::fmt::Debug for VirtualMachineVMotionStunTimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVMotionStunTimeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVMotionStunTimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineVMotionStunTimeInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMotionStunTimeInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVMotionStunTimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "migrationBW" => r.read(&mut self.migration_bw),
+            "stunTime" => r.read(&mut self.stun_time),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type VirtualMachineVMotionStunTimeInfo", true);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("migrationBW", &self.migration_bw);
+        w.write("stunTime", &self.stun_time);
+    }
+}
+impl x::ArrayItem for VirtualMachineVMotionStunTimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVMotionStunTimeInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVMotionStunTimeInfo";
+}
+/// `VirtualMachineVcpuConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineVcpuConfig {
+    /// `latencySensitivity`.
+    pub latency_sensitivity: Option<LatencySensitivity>,
+}
+impl x::SchemaType for VirtualMachineVcpuConfig {
+    const TYPE_NAME: &'static str = "VirtualMachineVcpuConfig";
+}
+impl x::Structure for VirtualMachineVcpuConfig {}
+impl std::fmt::Debug for VirtualMachineVcpuConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVcpuConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVcpuConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVcpuConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("latencySensitivity", &self.latency_sensitivity);
+    }
+}
+impl x::ArrayItem for VirtualMachineVcpuConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVcpuConfig";
+    const ITEM_TAG: &'static str = "VirtualMachineVcpuConfig";
+}
+/// `VirtualMachineVendorDeviceGroupInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualMachineVendorDeviceGroupInfo {
+    /// The fields `VirtualMachineVendorDeviceGroupInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `deviceGroupName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_name: String,
+    /// `deviceGroupDescription`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_description: Option<String>,
+    /// `componentDeviceInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub component_device_info: Vec<
+        VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo,
+    >,
+}
+impl x::SchemaType for VirtualMachineVendorDeviceGroupInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfo";
+}
+impl x::Structure for VirtualMachineVendorDeviceGroupInfo {}
+impl std::fmt::Debug for VirtualMachineVendorDeviceGroupInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVendorDeviceGroupInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVendorDeviceGroupInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineVendorDeviceGroupInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            device_group_name: self.device_group_name.clone(),
+            device_group_description: self.device_group_description.clone(),
+            component_device_info: x::clone_vec(&self.component_device_info),
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineVendorDeviceGroupInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVendorDeviceGroupInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVendorDeviceGroupInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceGroupName" => r.read(&mut self.device_group_name),
+            "deviceGroupDescription" => r.read_opt(&mut self.device_group_description),
+            "componentDeviceInfo" => r.read_push(&mut self.component_device_info),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVendorDeviceGroupInfo", true);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("deviceGroupName", &self.device_group_name);
+        w.write_opt("deviceGroupDescription", &self.device_group_description);
+        w.write_vec("componentDeviceInfo", &self.component_device_info);
+    }
+}
+impl x::ArrayItem for VirtualMachineVendorDeviceGroupInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVendorDeviceGroupInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVendorDeviceGroupInfo";
+}
+/// `VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    /// `type`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub type_: String,
+    /// `vendorName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vendor_name: String,
+    /// `deviceName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_name: String,
+    /// `isConfigurable`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub is_configurable: bool,
+    /// `device`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device: AnyVirtualDevice,
+}
+impl x::SchemaType for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
+}
+impl x::Structure for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {}
+impl std::fmt::Debug for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceName" => r.read(&mut self.device_name),
+            "isConfigurable" => r.read(&mut self.is_configurable),
+            "device" => r.read(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0001,
+            "type VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo",
+            true,
+        );
+        w.write("type", &self.type_);
+        w.write("vendorName", &self.vendor_name);
+        w.write("deviceName", &self.device_name);
+        w.write("isConfigurable", &self.is_configurable);
+        w.write("device", &self.device);
+    }
+}
+impl x::ArrayItem for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
+}
+/// `VirtualMachineVgpuDeviceInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVgpuDeviceInfo {
+    /// The fields `VirtualMachineVgpuDeviceInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `deviceName`.
+    pub device_name: String,
+    /// `deviceVendorId`.
+    pub device_vendor_id: i64,
+    /// `maxFbSizeInGib`.
+    pub max_fb_size_in_gib: i64,
+    /// `timeSlicedCapable`.
+    pub time_sliced_capable: bool,
+    /// `migCapable`.
+    pub mig_capable: bool,
+    /// `computeProfileCapable`.
+    pub compute_profile_capable: bool,
+    /// `quadroProfileCapable`.
+    pub quadro_profile_capable: bool,
+}
+impl x::SchemaType for VirtualMachineVgpuDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuDeviceInfo";
+}
+impl x::Structure for VirtualMachineVgpuDeviceInfo {}
+impl std::fmt::Debug for VirtualMachineVgpuDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVgpuDeviceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVgpuDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineVgpuDeviceInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVgpuDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVgpuDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib),
+            "timeSlicedCapable" => r.read(&mut self.time_sliced_capable),
+            "migCapable" => r.read(&mut self.mig_capable),
+            "computeProfileCapable" => r.read(&mut self.compute_profile_capable),
+            "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("deviceName", &self.device_name);
+        w.write("deviceVendorId", &self.device_vendor_id);
+        w.write("maxFbSizeInGib", &self.max_fb_size_in_gib);
+        w.write("timeSlicedCapable", &self.time_sliced_capable);
+        w.write("migCapable", &self.mig_capable);
+        w.write("computeProfileCapable", &self.compute_profile_capable);
+        w.write("quadroProfileCapable", &self.quadro_profile_capable);
+    }
+}
+impl x::ArrayItem for VirtualMachineVgpuDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVgpuDeviceInfo";
+}
+/// `VirtualMachineVgpuProfileInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualMachineVgpuProfileInfo {
+    /// The fields `VirtualMachineVgpuProfileInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `profileName`.
+    pub profile_name: String,
+    /// `deviceVendorId`.
+    pub device_vendor_id: i64,
+    /// `fbSizeInGib`.
+    pub fb_size_in_gib: i64,
+    /// `profileSharing`.
+    pub profile_sharing: String,
+    /// `profileClass`.
+    pub profile_class: String,
+    /// `stunTimeEstimates`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub stun_time_estimates: Vec<VirtualMachineVMotionStunTimeInfo>,
+}
+impl x::SchemaType for VirtualMachineVgpuProfileInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfo";
+}
+impl x::Structure for VirtualMachineVgpuProfileInfo {}
+impl std::fmt::Debug for VirtualMachineVgpuProfileInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVgpuProfileInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVgpuProfileInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineVgpuProfileInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            profile_name: self.profile_name.clone(),
+            device_vendor_id: self.device_vendor_id,
+            fb_size_in_gib: self.fb_size_in_gib,
+            profile_sharing: self.profile_sharing.clone(),
+            profile_class: self.profile_class.clone(),
+            stun_time_estimates: x::clone_vec(&self.stun_time_estimates),
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineVgpuProfileInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVgpuProfileInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVgpuProfileInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "profileName" => r.read(&mut self.profile_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "fbSizeInGib" => r.read(&mut self.fb_size_in_gib),
+            "profileSharing" => r.read(&mut self.profile_sharing),
+            "profileClass" => r.read(&mut self.profile_class),
+            "stunTimeEstimates" => r.read_push(&mut self.stun_time_estimates),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("profileName", &self.profile_name);
+        w.write("deviceVendorId", &self.device_vendor_id);
+        w.write("fbSizeInGib", &self.fb_size_in_gib);
+        w.write("profileSharing", &self.profile_sharing);
+        w.write("profileClass", &self.profile_class);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualMachineVgpuProfileInfo.stunTimeEstimates",
+                !self.stun_time_estimates.is_empty(),
+            )
+        {
+            w.write_vec("stunTimeEstimates", &self.stun_time_estimates);
+        }
+    }
+}
+impl x::ArrayItem for VirtualMachineVgpuProfileInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuProfileInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVgpuProfileInfo";
+}
+/// `VirtualMachineVideoCard` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVideoCard {
+    /// The fields `VirtualMachineVideoCard` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `videoRamSizeInKB`.
+    pub video_ram_size_in_kb: Option<i64>,
+    /// `numDisplays`.
+    pub num_displays: Option<i32>,
+    /// `useAutoDetect`.
+    pub use_auto_detect: Option<bool>,
+    /// `enable3DSupport`.
+    pub enable_3d_support: Option<bool>,
+    /// `use3dRenderer`.
+    pub use3d_renderer: Option<String>,
+    /// `graphicsMemorySizeInKB`.
+    pub graphics_memory_size_in_kb: Option<i64>,
+}
+impl x::SchemaType for VirtualMachineVideoCard {
+    const TYPE_NAME: &'static str = "VirtualMachineVideoCard";
+}
+impl x::Structure for VirtualMachineVideoCard {}
+impl std::fmt::Debug for VirtualMachineVideoCard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVideoCard", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVideoCard {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineVideoCard {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVideoCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualMachineVideoCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
+            "numDisplays" => r.read_opt(&mut self.num_displays),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "enable3DSupport" => r.read_opt(&mut self.enable_3d_support),
+            "use3dRenderer" => r.read_opt(&mut self.use3d_renderer),
+            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
+        w.write_opt("numDisplays", &self.num_displays);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write_opt("enable3DSupport", &self.enable_3d_support);
+        w.write_opt("use3dRenderer", &self.use3d_renderer);
+        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
+    }
+}
+/// `VirtualMachineVirtualDeviceGroups` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Default)]
+pub struct VirtualMachineVirtualDeviceGroups {
+    /// `deviceGroup`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group: Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceGroups {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroups";
+}
+impl x::Structure for VirtualMachineVirtualDeviceGroups {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVirtualDeviceGroups", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceGroups {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineVirtualDeviceGroups {
+    fn clone(&self) -> Self {
+        Self {
+            device_group: x::clone_vec(&self.device_group),
+        }
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceGroups {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceGroup" => r.read_push(&mut self.device_group),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceGroups", true);
+        w.write_vec("deviceGroup", &self.device_group);
+    }
+}
+/// `VirtualMachineVirtualDeviceGroupsDeviceGroup` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// Fields of this type hold [`AnyVirtualMachineVirtualDeviceGroupsDeviceGroup`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    /// `groupInstanceKey`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub group_instance_key: i32,
+    /// `deviceInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_info: Option<AnyDescription>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroupsDeviceGroup";
+}
+impl x::Structure for VirtualMachineVirtualDeviceGroupsDeviceGroup {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineVirtualDeviceGroupsDeviceGroup",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "groupInstanceKey" => r.read(&mut self.group_instance_key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceGroupsDeviceGroup", true);
+        w.write("groupInstanceKey", &self.group_instance_key);
+        w.write_opt("deviceInfo", &self.device_info);
+    }
+}
+/// `VirtualMachineVirtualDeviceGroupsVendorDeviceGroup` (extends `VirtualMachineVirtualDeviceGroupsDeviceGroup`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualMachineVirtualDeviceGroupsDeviceGroup` are in `virtual_machine_virtual_device_groups_device_group`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    /// The fields `VirtualMachineVirtualDeviceGroupsVendorDeviceGroup` inherits from `VirtualMachineVirtualDeviceGroupsDeviceGroup`.
+    pub virtual_machine_virtual_device_groups_device_group: VirtualMachineVirtualDeviceGroupsDeviceGroup,
+    /// `deviceGroupName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_name: String,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup";
+}
+impl x::Structure for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    type Target = VirtualMachineVirtualDeviceGroupsDeviceGroup;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineVirtualDeviceGroupsDeviceGroup {
+        &self.virtual_machine_virtual_device_groups_device_group
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineVirtualDeviceGroupsDeviceGroup {
+        &mut self.virtual_machine_virtual_device_groups_device_group
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceGroupName" => r.read(&mut self.device_group_name),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_virtual_device_groups_device_group,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0001,
+            "type VirtualMachineVirtualDeviceGroupsVendorDeviceGroup",
+            true,
+        );
+        x::Fields::encode_fields(
+            &self.virtual_machine_virtual_device_groups_device_group,
+            w,
+        );
+        w.write("deviceGroupName", &self.device_group_name);
+    }
+}
+/// `VirtualMachineVirtualDeviceSwap` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualDeviceSwap {
+    /// `lsiToPvscsi`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub lsi_to_pvscsi: Option<VirtualMachineVirtualDeviceSwapDeviceSwapInfo>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceSwap {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwap";
+}
+impl x::Structure for VirtualMachineVirtualDeviceSwap {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceSwap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVirtualDeviceSwap", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceSwap {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceSwap {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lsiToPvscsi" => r.read_opt(&mut self.lsi_to_pvscsi),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceSwap", true);
+        w.write_opt("lsiToPvscsi", &self.lsi_to_pvscsi);
+    }
+}
+/// `VirtualMachineVirtualDeviceSwapDeviceSwapInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    /// `enabled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub enabled: Option<bool>,
+    /// `applicable`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub applicable: Option<bool>,
+    /// `status`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub status: Option<String>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwapDeviceSwapInfo";
+}
+impl x::Structure for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineVirtualDeviceSwapDeviceSwapInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "applicable" => r.read_opt(&mut self.applicable),
+            "status" => r.read_opt(&mut self.status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceSwapDeviceSwapInfo", true);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("applicable", &self.applicable);
+        w.write_opt("status", &self.status);
+    }
+}
+/// `VirtualMachineVirtualNuma` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualNuma {
+    /// `coresPerNumaNode`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub cores_per_numa_node: Option<i32>,
+    /// `exposeVnumaOnCpuHotadd`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub expose_vnuma_on_cpu_hotadd: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineVirtualNuma {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualNuma";
+}
+impl x::Structure for VirtualMachineVirtualNuma {}
+impl std::fmt::Debug for VirtualMachineVirtualNuma {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVirtualNuma", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVirtualNuma {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVirtualNuma {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "coresPerNumaNode" => r.read_opt(&mut self.cores_per_numa_node),
+            "exposeVnumaOnCpuHotadd" => r.read_opt(&mut self.expose_vnuma_on_cpu_hotadd),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualNuma", true);
+        w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
+        w.write_opt("exposeVnumaOnCpuHotadd", &self.expose_vnuma_on_cpu_hotadd);
+    }
+}
+/// `VirtualMachineVirtualNumaInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualNumaInfo {
+    /// `coresPerNumaNode`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub cores_per_numa_node: Option<i32>,
+    /// `autoCoresPerNumaNode`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_numa_node: Option<bool>,
+    /// `vnumaOnCpuHotaddExposed`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vnuma_on_cpu_hotadd_exposed: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineVirtualNumaInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualNumaInfo";
+}
+impl x::Structure for VirtualMachineVirtualNumaInfo {}
+impl std::fmt::Debug for VirtualMachineVirtualNumaInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVirtualNumaInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVirtualNumaInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVirtualNumaInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "coresPerNumaNode" => r.read_opt(&mut self.cores_per_numa_node),
+            "autoCoresPerNumaNode" => r.read_opt(&mut self.auto_cores_per_numa_node),
+            "vnumaOnCpuHotaddExposed" => {
+                r.read_opt(&mut self.vnuma_on_cpu_hotadd_exposed)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualNumaInfo", true);
+        w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
+        w.write_opt("autoCoresPerNumaNode", &self.auto_cores_per_numa_node);
+        w.write_opt("vnumaOnCpuHotaddExposed", &self.vnuma_on_cpu_hotadd_exposed);
+    }
+}
+/// `VirtualMachineVirtualPMem` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualPMem {
+    /// `snapshotMode`.
+    pub snapshot_mode: Option<String>,
+}
+impl x::SchemaType for VirtualMachineVirtualPMem {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualPMem";
+}
+impl x::Structure for VirtualMachineVirtualPMem {}
+impl std::fmt::Debug for VirtualMachineVirtualPMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineVirtualPMem", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineVirtualPMem {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineVirtualPMem {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "snapshotMode" => r.read_opt(&mut self.snapshot_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("snapshotMode", &self.snapshot_mode);
+    }
+}
+/// `VirtualMachineWindowsQuiesceSpec` (extends `VirtualMachineGuestQuiesceSpec`).
+///
+/// The fields of `VirtualMachineGuestQuiesceSpec` are in `virtual_machine_guest_quiesce_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineWindowsQuiesceSpec {
+    /// The fields `VirtualMachineWindowsQuiesceSpec` inherits from `VirtualMachineGuestQuiesceSpec`.
+    pub virtual_machine_guest_quiesce_spec: VirtualMachineGuestQuiesceSpec,
+    /// `vssBackupType`.
+    pub vss_backup_type: Option<i32>,
+    /// `vssBootableSystemState`.
+    pub vss_bootable_system_state: Option<bool>,
+    /// `vssPartialFileSupport`.
+    pub vss_partial_file_support: Option<bool>,
+    /// `vssBackupContext`.
+    pub vss_backup_context: Option<String>,
+}
+impl x::SchemaType for VirtualMachineWindowsQuiesceSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineWindowsQuiesceSpec";
+}
+impl x::Structure for VirtualMachineWindowsQuiesceSpec {}
+impl std::fmt::Debug for VirtualMachineWindowsQuiesceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineWindowsQuiesceSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineWindowsQuiesceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineWindowsQuiesceSpec {
+    type Target = VirtualMachineGuestQuiesceSpec;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineGuestQuiesceSpec {
+        &self.virtual_machine_guest_quiesce_spec
+    }
+}
+impl std::ops::DerefMut for VirtualMachineWindowsQuiesceSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineGuestQuiesceSpec {
+        &mut self.virtual_machine_guest_quiesce_spec
+    }
+}
+impl x::Fields for VirtualMachineWindowsQuiesceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vssBackupType" => r.read_opt(&mut self.vss_backup_type),
+            "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state),
+            "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support),
+            "vssBackupContext" => r.read_opt(&mut self.vss_backup_context),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_guest_quiesce_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_guest_quiesce_spec, w);
+        w.write_opt("vssBackupType", &self.vss_backup_type);
+        w.write_opt("vssBootableSystemState", &self.vss_bootable_system_state);
+        w.write_opt("vssPartialFileSupport", &self.vss_partial_file_support);
+        w.write_opt("vssBackupContext", &self.vss_backup_context);
+    }
+}
+/// `VirtualMachineWipeResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineWipeResult {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `shrinkableDiskSpace`.
+    pub shrinkable_disk_space: i64,
+}
+impl x::SchemaType for VirtualMachineWipeResult {
+    const TYPE_NAME: &'static str = "VirtualMachineWipeResult";
+}
+impl x::Structure for VirtualMachineWipeResult {}
+impl std::fmt::Debug for VirtualMachineWipeResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineWipeResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineWipeResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineWipeResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "shrinkableDiskSpace" => r.read(&mut self.shrinkable_disk_space),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write("shrinkableDiskSpace", &self.shrinkable_disk_space);
+    }
+}
+/// `VirtualNVDIMM` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMM {
+    /// The fields `VirtualNVDIMM` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `capacityInMB`.
+    pub capacity_in_mb: i64,
+    /// `configuredCapacityInMB`.
+    pub configured_capacity_in_mb: Option<i64>,
+}
+impl x::SchemaType for VirtualNVDIMM {
+    const TYPE_NAME: &'static str = "VirtualNVDIMM";
+}
+impl x::Structure for VirtualNVDIMM {}
+impl std::fmt::Debug for VirtualNVDIMM {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVDIMM", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVDIMM {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVDIMM {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualNVDIMM {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write("capacityInMB", &self.capacity_in_mb);
+        w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
     }
 }

@@ -5,179 +5,164 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualUSB` (extends `VirtualDevice`).
+/// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 ///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualUSB {
-    /// The fields `VirtualUSB` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `connected`.
-    pub connected: bool,
-    /// `vendor`.
-    pub vendor: Option<i32>,
-    /// `product`.
-    pub product: Option<i32>,
-    /// `family`.
-    pub family: Vec<String>,
-    /// `speed`.
-    pub speed: Vec<String>,
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMBackingInfo {
+    /// The fields `VirtualNVDIMMBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+    /// `parent`.
+    pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
+    /// `changeId`.
+    pub change_id: Option<String>,
 }
-impl x::SchemaType for VirtualUSB {
-    const TYPE_NAME: &'static str = "VirtualUSB";
+impl x::SchemaType for VirtualNVDIMMBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
 }
-impl x::Structure for VirtualUSB {}
-impl Clone for VirtualUSB {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_device: self.virtual_device.clone(),
-            connected: self.connected,
-            vendor: self.vendor,
-            product: self.product,
-            family: x::clone_vec(&self.family),
-            speed: x::clone_vec(&self.speed),
-        }
+impl x::Structure for VirtualNVDIMMBackingInfo {}
+impl std::fmt::Debug for VirtualNVDIMMBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVDIMMBackingInfo", x::fields_ref(self))
     }
 }
-impl std::ops::Deref for VirtualUSB {
-    type Target = VirtualDevice;
+impl PartialEq for VirtualNVDIMMBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
     #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
     }
 }
-impl std::ops::DerefMut for VirtualUSB {
+impl std::ops::DerefMut for VirtualNVDIMMBackingInfo {
     #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
     }
 }
-impl x::Fields for VirtualUSB {
+impl x::Fields for VirtualNVDIMMBackingInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "connected" => r.read(&mut self.connected),
-            "vendor" => r.read_opt(&mut self.vendor),
-            "product" => r.read_opt(&mut self.product),
-            "family" => r.read_push(&mut self.family),
-            "speed" => r.read_push(&mut self.speed),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "changeId" => r.read_opt(&mut self.change_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write("connected", &self.connected);
-        w.write_opt("vendor", &self.vendor);
-        w.write_opt("product", &self.product);
-        w.write_vec("family", &self.family);
-        w.write_vec("speed", &self.speed);
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("changeId", &self.change_id);
     }
 }
-/// `VirtualUSBController` (extends `VirtualController`).
+/// `VirtualNVDIMMController` (extends `VirtualController`).
 ///
 /// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBController {
-    /// The fields `VirtualUSBController` inherits from `VirtualController`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMController {
+    /// The fields `VirtualNVDIMMController` inherits from `VirtualController`.
     pub virtual_controller: VirtualController,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: Option<bool>,
-    /// `ehciEnabled`.
-    pub ehci_enabled: Option<bool>,
 }
-impl x::SchemaType for VirtualUSBController {
-    const TYPE_NAME: &'static str = "VirtualUSBController";
+impl x::SchemaType for VirtualNVDIMMController {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
 }
-impl x::Structure for VirtualUSBController {}
-impl std::ops::Deref for VirtualUSBController {
+impl x::Structure for VirtualNVDIMMController {}
+impl std::fmt::Debug for VirtualNVDIMMController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVDIMMController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVDIMMController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMController {
     type Target = VirtualController;
     #[inline]
     fn deref(&self) -> &VirtualController {
         &self.virtual_controller
     }
 }
-impl std::ops::DerefMut for VirtualUSBController {
+impl std::ops::DerefMut for VirtualNVDIMMController {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualController {
         &mut self.virtual_controller
     }
 }
-impl x::Fields for VirtualUSBController {
+impl x::Fields for VirtualNVDIMMController {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
-            "ehciEnabled" => r.read_opt(&mut self.ehci_enabled),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_controller, w);
-        w.write_opt("autoConnectDevices", &self.auto_connect_devices);
-        w.write_opt("ehciEnabled", &self.ehci_enabled);
     }
 }
-/// `VirtualUSBControllerOption` (extends `VirtualControllerOption`).
+/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
 ///
 /// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualUSBControllerOption {
-    /// The fields `VirtualUSBControllerOption` inherits from `VirtualControllerOption`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMControllerOption {
+    /// The fields `VirtualNVDIMMControllerOption` inherits from `VirtualControllerOption`.
     pub virtual_controller_option: VirtualControllerOption,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: BoolOption,
-    /// `ehciSupported`.
-    pub ehci_supported: BoolOption,
-    /// `supportedSpeeds`.
-    pub supported_speeds: Vec<String>,
+    /// `numNVDIMMControllers`.
+    pub num_nvdimm_controllers: IntOption,
 }
-impl x::SchemaType for VirtualUSBControllerOption {
-    const TYPE_NAME: &'static str = "VirtualUSBControllerOption";
+impl x::SchemaType for VirtualNVDIMMControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
 }
-impl x::Structure for VirtualUSBControllerOption {}
-impl Clone for VirtualUSBControllerOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_controller_option: self.virtual_controller_option.clone(),
-            auto_connect_devices: self.auto_connect_devices.clone(),
-            ehci_supported: self.ehci_supported.clone(),
-            supported_speeds: x::clone_vec(&self.supported_speeds),
-        }
+impl x::Structure for VirtualNVDIMMControllerOption {}
+impl std::fmt::Debug for VirtualNVDIMMControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVDIMMControllerOption", x::fields_ref(self))
     }
 }
-impl std::ops::Deref for VirtualUSBControllerOption {
+impl PartialEq for VirtualNVDIMMControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMControllerOption {
     type Target = VirtualControllerOption;
     #[inline]
     fn deref(&self) -> &VirtualControllerOption {
         &self.virtual_controller_option
     }
 }
-impl std::ops::DerefMut for VirtualUSBControllerOption {
+impl std::ops::DerefMut for VirtualNVDIMMControllerOption {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualControllerOption {
         &mut self.virtual_controller_option
     }
 }
-impl x::Fields for VirtualUSBControllerOption {
+impl x::Fields for VirtualNVDIMMControllerOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
-            "ehciSupported" => r.read(&mut self.ehci_supported),
-            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
+            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
             _ => {
                 return x::Fields::decode_field(
                     &mut self.virtual_controller_option,
@@ -191,138 +176,203 @@ impl x::Fields for VirtualUSBControllerOption {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("autoConnectDevices", &self.auto_connect_devices);
-        w.write("ehciSupported", &self.ehci_supported);
-        w.write_vec("supportedSpeeds", &self.supported_speeds);
+        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
     }
 }
-/// `VirtualUSBControllerPciBusSlotInfo` (extends `VirtualDevicePciBusSlotInfo`).
-///
-/// The fields of `VirtualDevicePciBusSlotInfo` are in `virtual_device_pci_bus_slot_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBControllerPciBusSlotInfo {
-    /// The fields `VirtualUSBControllerPciBusSlotInfo` inherits from `VirtualDevicePciBusSlotInfo`.
-    pub virtual_device_pci_bus_slot_info: VirtualDevicePciBusSlotInfo,
-    /// `ehciPciSlotNumber`.
-    pub ehci_pci_slot_number: Option<i32>,
-}
-impl x::SchemaType for VirtualUSBControllerPciBusSlotInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBControllerPciBusSlotInfo";
-}
-impl x::Structure for VirtualUSBControllerPciBusSlotInfo {}
-impl std::ops::Deref for VirtualUSBControllerPciBusSlotInfo {
-    type Target = VirtualDevicePciBusSlotInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDevicePciBusSlotInfo {
-        &self.virtual_device_pci_bus_slot_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBControllerPciBusSlotInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevicePciBusSlotInfo {
-        &mut self.virtual_device_pci_bus_slot_info
-    }
-}
-impl x::Fields for VirtualUSBControllerPciBusSlotInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ehciPciSlotNumber" => r.read_opt(&mut self.ehci_pci_slot_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_pci_bus_slot_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_pci_bus_slot_info, w);
-        w.write_opt("ehciPciSlotNumber", &self.ehci_pci_slot_number);
-    }
-}
-/// `VirtualUSBOption` (extends `VirtualDeviceOption`).
+/// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
 ///
 /// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBOption {
-    /// The fields `VirtualUSBOption` inherits from `VirtualDeviceOption`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMOption {
+    /// The fields `VirtualNVDIMMOption` inherits from `VirtualDeviceOption`.
     pub virtual_device_option: VirtualDeviceOption,
+    /// `capacityInMB`.
+    pub capacity_in_mb: LongOption,
+    /// `growable`.
+    pub growable: bool,
+    /// `hotGrowable`.
+    pub hot_growable: bool,
+    /// `granularityInMB`.
+    pub granularity_in_mb: i64,
 }
-impl x::SchemaType for VirtualUSBOption {
-    const TYPE_NAME: &'static str = "VirtualUSBOption";
+impl x::SchemaType for VirtualNVDIMMOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMOption";
 }
-impl x::Structure for VirtualUSBOption {}
-impl std::ops::Deref for VirtualUSBOption {
+impl x::Structure for VirtualNVDIMMOption {}
+impl std::fmt::Debug for VirtualNVDIMMOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVDIMMOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVDIMMOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMOption {
     type Target = VirtualDeviceOption;
     #[inline]
     fn deref(&self) -> &VirtualDeviceOption {
         &self.virtual_device_option
     }
 }
-impl std::ops::DerefMut for VirtualUSBOption {
+impl std::ops::DerefMut for VirtualNVDIMMOption {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
         &mut self.virtual_device_option
     }
 }
-impl x::Fields for VirtualUSBOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualUSBRemoteClientBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceRemoteDeviceBackingInfo` are in `virtual_device_remote_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteClientBackingInfo {
-    /// The fields `VirtualUSBRemoteClientBackingInfo` inherits from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub virtual_device_remote_device_backing_info: VirtualDeviceRemoteDeviceBackingInfo,
-    /// `hostname`.
-    pub hostname: String,
-}
-impl x::SchemaType for VirtualUSBRemoteClientBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingInfo";
-}
-impl x::Structure for VirtualUSBRemoteClientBackingInfo {}
-impl std::ops::Deref for VirtualUSBRemoteClientBackingInfo {
-    type Target = VirtualDeviceRemoteDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingInfo {
-        &self.virtual_device_remote_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteClientBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingInfo {
-        &mut self.virtual_device_remote_device_backing_info
-    }
-}
-impl x::Fields for VirtualUSBRemoteClientBackingInfo {
+impl x::Fields for VirtualNVDIMMOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "hostname" => r.read(&mut self.hostname),
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "granularityInMB" => r.read(&mut self.granularity_in_mb),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("capacityInMB", &self.capacity_in_mb);
+        w.write("growable", &self.growable);
+        w.write("hotGrowable", &self.hot_growable);
+        w.write("granularityInMB", &self.granularity_in_mb);
+    }
+}
+/// `VirtualNVMEController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVMEController {
+    /// The fields `VirtualNVMEController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+    /// `sharedBus`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub shared_bus: Option<String>,
+}
+impl x::SchemaType for VirtualNVMEController {
+    const TYPE_NAME: &'static str = "VirtualNVMEController";
+}
+impl x::Structure for VirtualNVMEController {}
+impl std::fmt::Debug for VirtualNVMEController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVMEController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVMEController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVMEController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualNVMEController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualNVMEController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sharedBus" => r.read_opt(&mut self.shared_bus),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEController.sharedBus",
+                self.shared_bus.is_some(),
+            )
+        {
+            w.write_opt("sharedBus", &self.shared_bus);
+        }
+    }
+}
+/// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualNVMEControllerOption {
+    /// The fields `VirtualNVMEControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numNVMEDisks`.
+    pub num_nvme_disks: IntOption,
+    /// `sharing`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub sharing: Vec<String>,
+}
+impl x::SchemaType for VirtualNVMEControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVMEControllerOption";
+}
+impl x::Structure for VirtualNVMEControllerOption {}
+impl std::fmt::Debug for VirtualNVMEControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVMEControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVMEControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualNVMEControllerOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_controller_option: self.virtual_controller_option.clone(),
+            num_nvme_disks: self.num_nvme_disks.clone(),
+            sharing: x::clone_vec(&self.sharing),
+        }
+    }
+}
+impl std::ops::Deref for VirtualNVMEControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVMEControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualNVMEControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numNVMEDisks" => r.read(&mut self.num_nvme_disks),
+            "sharing" => r.read_push(&mut self.sharing),
             _ => {
                 return x::Fields::decode_field(
-                    &mut self.virtual_device_remote_device_backing_info,
+                    &mut self.virtual_controller_option,
                     r,
                     name,
                 );
@@ -332,87 +382,410 @@ impl x::Fields for VirtualUSBRemoteClientBackingInfo {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_info, w);
-        w.write("hostname", &self.hostname);
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numNVMEDisks", &self.num_nvme_disks);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEControllerOption.sharing",
+                !self.sharing.is_empty(),
+            )
+        {
+            w.write_vec("sharing", &self.sharing);
+        }
     }
 }
-/// `VirtualUSBRemoteClientBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceRemoteDeviceBackingOption` are in `virtual_device_remote_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteClientBackingOption {
-    /// The fields `VirtualUSBRemoteClientBackingOption` inherits from `VirtualDeviceRemoteDeviceBackingOption`.
-    pub virtual_device_remote_device_backing_option: VirtualDeviceRemoteDeviceBackingOption,
+/// `VirtualNicManagerNetConfig` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualNicManagerNetConfig {
+    /// `nicType`.
+    pub nic_type: String,
+    /// `multiSelectAllowed`.
+    pub multi_select_allowed: bool,
+    /// `candidateVnic`.
+    pub candidate_vnic: Vec<HostVirtualNic>,
+    /// `selectedVnic`.
+    pub selected_vnic: Vec<String>,
 }
-impl x::SchemaType for VirtualUSBRemoteClientBackingOption {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingOption";
+impl x::SchemaType for VirtualNicManagerNetConfig {
+    const TYPE_NAME: &'static str = "VirtualNicManagerNetConfig";
 }
-impl x::Structure for VirtualUSBRemoteClientBackingOption {}
-impl std::ops::Deref for VirtualUSBRemoteClientBackingOption {
-    type Target = VirtualDeviceRemoteDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingOption {
-        &self.virtual_device_remote_device_backing_option
+impl x::Structure for VirtualNicManagerNetConfig {}
+impl std::fmt::Debug for VirtualNicManagerNetConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNicManagerNetConfig", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VirtualUSBRemoteClientBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingOption {
-        &mut self.virtual_device_remote_device_backing_option
+impl PartialEq for VirtualNicManagerNetConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualUSBRemoteClientBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.virtual_device_remote_device_backing_option,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_option, w);
+impl Clone for VirtualNicManagerNetConfig {
+    fn clone(&self) -> Self {
+        Self {
+            nic_type: self.nic_type.clone(),
+            multi_select_allowed: self.multi_select_allowed,
+            candidate_vnic: x::clone_vec(&self.candidate_vnic),
+            selected_vnic: x::clone_vec(&self.selected_vnic),
+        }
     }
 }
-/// `VirtualUSBRemoteHostBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteHostBackingInfo {
-    /// The fields `VirtualUSBRemoteHostBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `hostname`.
-    pub hostname: String,
-}
-impl x::SchemaType for VirtualUSBRemoteHostBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteHostBackingInfo";
-}
-impl x::Structure for VirtualUSBRemoteHostBackingInfo {}
-impl std::ops::Deref for VirtualUSBRemoteHostBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteHostBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualUSBRemoteHostBackingInfo {
+impl x::Fields for VirtualNicManagerNetConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "hostname" => r.read(&mut self.hostname),
+            "nicType" => r.read(&mut self.nic_type),
+            "multiSelectAllowed" => r.read(&mut self.multi_select_allowed),
+            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
+            "selectedVnic" => r.read_push(&mut self.selected_vnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("nicType", &self.nic_type);
+        w.write("multiSelectAllowed", &self.multi_select_allowed);
+        w.write_vec("candidateVnic", &self.candidate_vnic);
+        w.write_vec("selectedVnic", &self.selected_vnic);
+    }
+}
+impl x::ArrayItem for VirtualNicManagerNetConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualNicManagerNetConfig";
+    const ITEM_TAG: &'static str = "VirtualNicManagerNetConfig";
+}
+/// `VirtualPCIController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIController {
+    /// The fields `VirtualPCIController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualPCIController {
+    const TYPE_NAME: &'static str = "VirtualPCIController";
+}
+impl x::Structure for VirtualPCIController {}
+impl std::fmt::Debug for VirtualPCIController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualPCIController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualPCIController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualPCIControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIControllerOption {
+    /// The fields `VirtualPCIControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numSCSIControllers`.
+    pub num_scsi_controllers: IntOption,
+    /// `numEthernetCards`.
+    pub num_ethernet_cards: IntOption,
+    /// `numVideoCards`.
+    pub num_video_cards: IntOption,
+    /// `numSoundCards`.
+    pub num_sound_cards: IntOption,
+    /// `numVmiRoms`.
+    pub num_vmi_roms: IntOption,
+    /// `numVmciDevices`.
+    pub num_vmci_devices: Option<IntOption>,
+    /// `numPCIPassthroughDevices`.
+    pub num_pci_passthrough_devices: Option<IntOption>,
+    /// `numSasSCSIControllers`.
+    pub num_sas_scsi_controllers: Option<IntOption>,
+    /// `numVmxnet3EthernetCards`.
+    pub num_vmxnet3_ethernet_cards: Option<IntOption>,
+    /// `numParaVirtualSCSIControllers`.
+    pub num_para_virtual_scsi_controllers: Option<IntOption>,
+    /// `numSATAControllers`.
+    pub num_sata_controllers: Option<IntOption>,
+    /// `numNVMEControllers`.
+    pub num_nvme_controllers: Option<IntOption>,
+    /// `numVmxnet3VrdmaEthernetCards`.
+    pub num_vmxnet3_vrdma_ethernet_cards: Option<IntOption>,
+}
+impl x::SchemaType for VirtualPCIControllerOption {
+    const TYPE_NAME: &'static str = "VirtualPCIControllerOption";
+}
+impl x::Structure for VirtualPCIControllerOption {}
+impl std::fmt::Debug for VirtualPCIControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualPCIControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
+            "numEthernetCards" => r.read(&mut self.num_ethernet_cards),
+            "numVideoCards" => r.read(&mut self.num_video_cards),
+            "numSoundCards" => r.read(&mut self.num_sound_cards),
+            "numVmiRoms" => r.read(&mut self.num_vmi_roms),
+            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices),
+            "numPCIPassthroughDevices" => {
+                r.read_opt(&mut self.num_pci_passthrough_devices)
+            }
+            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers),
+            "numVmxnet3EthernetCards" => r.read_opt(&mut self.num_vmxnet3_ethernet_cards),
+            "numParaVirtualSCSIControllers" => {
+                r.read_opt(&mut self.num_para_virtual_scsi_controllers)
+            }
+            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers),
+            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers),
+            "numVmxnet3VrdmaEthernetCards" => {
+                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)
+            }
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numSCSIControllers", &self.num_scsi_controllers);
+        w.write("numEthernetCards", &self.num_ethernet_cards);
+        w.write("numVideoCards", &self.num_video_cards);
+        w.write("numSoundCards", &self.num_sound_cards);
+        w.write("numVmiRoms", &self.num_vmi_roms);
+        w.write_opt("numVmciDevices", &self.num_vmci_devices);
+        w.write_opt("numPCIPassthroughDevices", &self.num_pci_passthrough_devices);
+        w.write_opt("numSasSCSIControllers", &self.num_sas_scsi_controllers);
+        w.write_opt("numVmxnet3EthernetCards", &self.num_vmxnet3_ethernet_cards);
+        w.write_opt(
+            "numParaVirtualSCSIControllers",
+            &self.num_para_virtual_scsi_controllers,
+        );
+        w.write_opt("numSATAControllers", &self.num_sata_controllers);
+        w.write_opt("numNVMEControllers", &self.num_nvme_controllers);
+        w.write_opt(
+            "numVmxnet3VrdmaEthernetCards",
+            &self.num_vmxnet3_vrdma_ethernet_cards,
+        );
+    }
+}
+/// `VirtualPCIPassthrough` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthrough {
+    /// The fields `VirtualPCIPassthrough` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualPCIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
+}
+impl x::Structure for VirtualPCIPassthrough {}
+impl std::fmt::Debug for VirtualPCIPassthrough {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthrough", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthrough {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthrough {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthrough {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualPCIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughAllowedDevice {
+    /// `vendorId`.
+    pub vendor_id: i32,
+    /// `deviceId`.
+    pub device_id: i32,
+    /// `subVendorId`.
+    pub sub_vendor_id: Option<i32>,
+    /// `subDeviceId`.
+    pub sub_device_id: Option<i32>,
+    /// `revisionId`.
+    pub revision_id: Option<i16>,
+}
+impl x::SchemaType for VirtualPCIPassthroughAllowedDevice {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughAllowedDevice";
+}
+impl x::Structure for VirtualPCIPassthroughAllowedDevice {}
+impl std::fmt::Debug for VirtualPCIPassthroughAllowedDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughAllowedDevice", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughAllowedDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualPCIPassthroughAllowedDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendorId" => r.read(&mut self.vendor_id),
+            "deviceId" => r.read(&mut self.device_id),
+            "subVendorId" => r.read_opt(&mut self.sub_vendor_id),
+            "subDeviceId" => r.read_opt(&mut self.sub_device_id),
+            "revisionId" => r.read_opt(&mut self.revision_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vendorId", &self.vendor_id);
+        w.write("deviceId", &self.device_id);
+        w.write_opt("subVendorId", &self.sub_vendor_id);
+        w.write_opt("subDeviceId", &self.sub_device_id);
+        w.write_opt("revisionId", &self.revision_id);
+    }
+}
+impl x::ArrayItem for VirtualPCIPassthroughAllowedDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualPCIPassthroughAllowedDevice";
+    const ITEM_TAG: &'static str = "VirtualPCIPassthroughAllowedDevice";
+}
+/// `VirtualPCIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughDeviceBackingInfo {
+    /// The fields `VirtualPCIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `id`.
+    pub id: String,
+    /// `deviceId`.
+    pub device_id: String,
+    /// `systemId`.
+    pub system_id: String,
+    /// `vendorId`.
+    pub vendor_id: i16,
+}
+impl x::SchemaType for VirtualPCIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughDeviceBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "deviceId" => r.read(&mut self.device_id),
+            "systemId" => r.read(&mut self.system_id),
+            "vendorId" => r.read(&mut self.vendor_id),
             _ => {
                 return x::Fields::decode_field(
                     &mut self.virtual_device_device_backing_info,
@@ -426,35 +799,52 @@ impl x::Fields for VirtualUSBRemoteHostBackingInfo {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write("hostname", &self.hostname);
+        w.write("id", &self.id);
+        w.write("deviceId", &self.device_id);
+        w.write("systemId", &self.system_id);
+        w.write("vendorId", &self.vendor_id);
     }
 }
-/// `VirtualUSBRemoteHostBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+/// `VirtualPCIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteHostBackingOption {
-    /// The fields `VirtualUSBRemoteHostBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughDeviceBackingOption {
+    /// The fields `VirtualPCIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
     pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
 }
-impl x::SchemaType for VirtualUSBRemoteHostBackingOption {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteHostBackingOption";
+impl x::SchemaType for VirtualPCIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingOption";
 }
-impl x::Structure for VirtualUSBRemoteHostBackingOption {}
-impl std::ops::Deref for VirtualUSBRemoteHostBackingOption {
+impl x::Structure for VirtualPCIPassthroughDeviceBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughDeviceBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingOption {
     type Target = VirtualDeviceDeviceBackingOption;
     #[inline]
     fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
         &self.virtual_device_device_backing_option
     }
 }
-impl std::ops::DerefMut for VirtualUSBRemoteHostBackingOption {
+impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingOption {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
         &mut self.virtual_device_device_backing_option
     }
 }
-impl x::Fields for VirtualUSBRemoteHostBackingOption {
+impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -467,70 +857,238 @@ impl x::Fields for VirtualUSBRemoteHostBackingOption {
         x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
     }
 }
-/// `VirtualUSBUSBBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+/// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Default)]
+pub struct VirtualPCIPassthroughDvxBackingInfo {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: Option<String>,
+    /// `configParams`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub config_params: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughDvxBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughDvxBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDvxBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualPCIPassthroughDvxBackingInfo {
+    fn clone(&self) -> Self {
+        Self {
+            device_class: self.device_class.clone(),
+            config_params: x::clone_vec(&self.config_params),
+        }
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read_opt(&mut self.device_class),
+            "configParams" => r.read_push(&mut self.config_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingInfo", true);
+        w.write_opt("deviceClass", &self.device_class);
+        w.write_vec("configParams", &self.config_params);
+    }
+}
+/// `VirtualPCIPassthroughDvxBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughDvxBackingOption {
+    /// The fields `VirtualPCIPassthroughDvxBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughDvxBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughDvxBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDvxBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDvxBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDvxBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingOption", true);
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBUSBBackingInfo {
-    /// The fields `VirtualUSBUSBBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+#[derive(Default)]
+pub struct VirtualPCIPassthroughDynamicBackingInfo {
+    /// The fields `VirtualPCIPassthroughDynamicBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
     pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `allowedDevice`.
+    pub allowed_device: Vec<VirtualPCIPassthroughAllowedDevice>,
+    /// `customLabel`.
+    pub custom_label: Option<String>,
+    /// `assignedId`.
+    pub assigned_id: Option<String>,
 }
-impl x::SchemaType for VirtualUSBUSBBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBUSBBackingInfo";
+impl x::SchemaType for VirtualPCIPassthroughDynamicBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingInfo";
 }
-impl x::Structure for VirtualUSBUSBBackingInfo {}
-impl std::ops::Deref for VirtualUSBUSBBackingInfo {
+impl x::Structure for VirtualPCIPassthroughDynamicBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughDynamicBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughDynamicBackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDynamicBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualPCIPassthroughDynamicBackingInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device_device_backing_info: self
+                .virtual_device_device_backing_info
+                .clone(),
+            allowed_device: x::clone_vec(&self.allowed_device),
+            custom_label: self.custom_label.clone(),
+            assigned_id: self.assigned_id.clone(),
+        }
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingInfo {
     type Target = VirtualDeviceDeviceBackingInfo;
     #[inline]
     fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
         &self.virtual_device_device_backing_info
     }
 }
-impl std::ops::DerefMut for VirtualUSBUSBBackingInfo {
+impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
         &mut self.virtual_device_device_backing_info
     }
 }
-impl x::Fields for VirtualUSBUSBBackingInfo {
+impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+        let result = match name {
+            "allowedDevice" => r.read_push(&mut self.allowed_device),
+            "customLabel" => r.read_opt(&mut self.custom_label),
+            "assignedId" => r.read_opt(&mut self.assigned_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write_vec("allowedDevice", &self.allowed_device);
+        w.write_opt("customLabel", &self.custom_label);
+        w.write_opt("assignedId", &self.assigned_id);
     }
 }
-/// `VirtualUSBUSBBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+/// `VirtualPCIPassthroughDynamicBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBUSBBackingOption {
-    /// The fields `VirtualUSBUSBBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughDynamicBackingOption {
+    /// The fields `VirtualPCIPassthroughDynamicBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
     pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
 }
-impl x::SchemaType for VirtualUSBUSBBackingOption {
-    const TYPE_NAME: &'static str = "VirtualUSBUSBBackingOption";
+impl x::SchemaType for VirtualPCIPassthroughDynamicBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingOption";
 }
-impl x::Structure for VirtualUSBUSBBackingOption {}
-impl std::ops::Deref for VirtualUSBUSBBackingOption {
+impl x::Structure for VirtualPCIPassthroughDynamicBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughDynamicBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughDynamicBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDynamicBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingOption {
     type Target = VirtualDeviceDeviceBackingOption;
     #[inline]
     fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
         &self.virtual_device_device_backing_option
     }
 }
-impl std::ops::DerefMut for VirtualUSBUSBBackingOption {
+impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingOption {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
         &mut self.virtual_device_device_backing_option
     }
 }
-impl x::Fields for VirtualUSBUSBBackingOption {
+impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -543,98 +1101,478 @@ impl x::Fields for VirtualUSBUSBBackingOption {
         x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
     }
 }
-/// `VirtualUSBXHCIController` (extends `VirtualController`).
+/// `VirtualPCIPassthroughOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughOption {
+    /// The fields `VirtualPCIPassthroughOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
+}
+impl x::Structure for VirtualPCIPassthroughOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughPluginBackingInfo {}
+impl x::SchemaType for VirtualPCIPassthroughPluginBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughPluginBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughPluginBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughPluginBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughPluginBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualPCIPassthroughPluginBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughPluginBackingOption {
+    /// The fields `VirtualPCIPassthroughPluginBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughPluginBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughPluginBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughPluginBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughPluginBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughPluginBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughPluginBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughPluginBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughVmiopBackingInfo` (extends `VirtualPCIPassthroughPluginBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughVmiopBackingInfo {
+    /// `vgpu`.
+    pub vgpu: Option<String>,
+    /// `vgpuMigrateDataSizeMB`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vgpu_migrate_data_size_mb: Option<i32>,
+    /// `migrateSupported`.
+    pub migrate_supported: Option<bool>,
+    /// `enhancedMigrateCapability`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub enhanced_migrate_capability: Option<bool>,
+}
+impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughVmiopBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughVmiopBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughVmiopBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughVmiopBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read_opt(&mut self.vgpu),
+            "vgpuMigrateDataSizeMB" => r.read_opt(&mut self.vgpu_migrate_data_size_mb),
+            "migrateSupported" => r.read_opt(&mut self.migrate_supported),
+            "enhancedMigrateCapability" => {
+                r.read_opt(&mut self.enhanced_migrate_capability)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vgpu", &self.vgpu);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.vgpuMigrateDataSizeMB",
+                self.vgpu_migrate_data_size_mb.is_some(),
+            )
+        {
+            w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
+        }
+        w.write_opt("migrateSupported", &self.migrate_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.enhancedMigrateCapability",
+                self.enhanced_migrate_capability.is_some(),
+            )
+        {
+            w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
+        }
+    }
+}
+/// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
+///
+/// The fields of `VirtualPCIPassthroughPluginBackingOption` are in `virtual_pci_passthrough_plugin_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughVmiopBackingOption {
+    /// The fields `VirtualPCIPassthroughVmiopBackingOption` inherits from `VirtualPCIPassthroughPluginBackingOption`.
+    pub virtual_pci_passthrough_plugin_backing_option: VirtualPCIPassthroughPluginBackingOption,
+    /// `vgpu`.
+    pub vgpu: StringOption,
+    /// `maxInstances`.
+    pub max_instances: i32,
+}
+impl x::SchemaType for VirtualPCIPassthroughVmiopBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughVmiopBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughVmiopBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughVmiopBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughVmiopBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughVmiopBackingOption {
+    type Target = VirtualPCIPassthroughPluginBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualPCIPassthroughPluginBackingOption {
+        &self.virtual_pci_passthrough_plugin_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughVmiopBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualPCIPassthroughPluginBackingOption {
+        &mut self.virtual_pci_passthrough_plugin_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read(&mut self.vgpu),
+            "maxInstances" => r.read(&mut self.max_instances),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_pci_passthrough_plugin_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_pci_passthrough_plugin_backing_option, w);
+        w.write("vgpu", &self.vgpu);
+        w.write("maxInstances", &self.max_instances);
+    }
+}
+/// `VirtualPCNet32` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCNet32 {
+    /// The fields `VirtualPCNet32` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
+}
+impl x::SchemaType for VirtualPCNet32 {
+    const TYPE_NAME: &'static str = "VirtualPCNet32";
+}
+impl x::Structure for VirtualPCNet32 {}
+impl std::fmt::Debug for VirtualPCNet32 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCNet32", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCNet32 {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCNet32 {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualPCNet32 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
+impl x::Fields for VirtualPCNet32 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
+    }
+}
+/// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCNet32Option {
+    /// The fields `VirtualPCNet32Option` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
+    /// `supportsMorphing`.
+    pub supports_morphing: bool,
+}
+impl x::SchemaType for VirtualPCNet32Option {
+    const TYPE_NAME: &'static str = "VirtualPCNet32Option";
+}
+impl x::Structure for VirtualPCNet32Option {}
+impl std::fmt::Debug for VirtualPCNet32Option {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCNet32Option", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCNet32Option {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCNet32Option {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCNet32Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
+impl x::Fields for VirtualPCNet32Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "supportsMorphing" => r.read(&mut self.supports_morphing),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_ethernet_card_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
+        w.write("supportsMorphing", &self.supports_morphing);
+    }
+}
+/// `VirtualPS2Controller` (extends `VirtualController`).
 ///
 /// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBXHCIController {
-    /// The fields `VirtualUSBXHCIController` inherits from `VirtualController`.
+#[derive(Clone, Default)]
+pub struct VirtualPS2Controller {
+    /// The fields `VirtualPS2Controller` inherits from `VirtualController`.
     pub virtual_controller: VirtualController,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: Option<bool>,
 }
-impl x::SchemaType for VirtualUSBXHCIController {
-    const TYPE_NAME: &'static str = "VirtualUSBXHCIController";
+impl x::SchemaType for VirtualPS2Controller {
+    const TYPE_NAME: &'static str = "VirtualPS2Controller";
 }
-impl x::Structure for VirtualUSBXHCIController {}
-impl std::ops::Deref for VirtualUSBXHCIController {
+impl x::Structure for VirtualPS2Controller {}
+impl std::fmt::Debug for VirtualPS2Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPS2Controller", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPS2Controller {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPS2Controller {
     type Target = VirtualController;
     #[inline]
     fn deref(&self) -> &VirtualController {
         &self.virtual_controller
     }
 }
-impl std::ops::DerefMut for VirtualUSBXHCIController {
+impl std::ops::DerefMut for VirtualPS2Controller {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualController {
         &mut self.virtual_controller
     }
 }
-impl x::Fields for VirtualUSBXHCIController {
+impl x::Fields for VirtualPS2Controller {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_controller, w);
-        w.write_opt("autoConnectDevices", &self.auto_connect_devices);
     }
 }
-/// `VirtualUSBXHCIControllerOption` (extends `VirtualControllerOption`).
+/// `VirtualPS2ControllerOption` (extends `VirtualControllerOption`).
 ///
 /// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualUSBXHCIControllerOption {
-    /// The fields `VirtualUSBXHCIControllerOption` inherits from `VirtualControllerOption`.
+#[derive(Clone, Default)]
+pub struct VirtualPS2ControllerOption {
+    /// The fields `VirtualPS2ControllerOption` inherits from `VirtualControllerOption`.
     pub virtual_controller_option: VirtualControllerOption,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: BoolOption,
-    /// `supportedSpeeds`.
-    pub supported_speeds: Vec<String>,
+    /// `numKeyboards`.
+    pub num_keyboards: IntOption,
+    /// `numPointingDevices`.
+    pub num_pointing_devices: IntOption,
 }
-impl x::SchemaType for VirtualUSBXHCIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualUSBXHCIControllerOption";
+impl x::SchemaType for VirtualPS2ControllerOption {
+    const TYPE_NAME: &'static str = "VirtualPS2ControllerOption";
 }
-impl x::Structure for VirtualUSBXHCIControllerOption {}
-impl Clone for VirtualUSBXHCIControllerOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_controller_option: self.virtual_controller_option.clone(),
-            auto_connect_devices: self.auto_connect_devices.clone(),
-            supported_speeds: x::clone_vec(&self.supported_speeds),
-        }
+impl x::Structure for VirtualPS2ControllerOption {}
+impl std::fmt::Debug for VirtualPS2ControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPS2ControllerOption", x::fields_ref(self))
     }
 }
-impl std::ops::Deref for VirtualUSBXHCIControllerOption {
+impl PartialEq for VirtualPS2ControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPS2ControllerOption {
     type Target = VirtualControllerOption;
     #[inline]
     fn deref(&self) -> &VirtualControllerOption {
         &self.virtual_controller_option
     }
 }
-impl std::ops::DerefMut for VirtualUSBXHCIControllerOption {
+impl std::ops::DerefMut for VirtualPS2ControllerOption {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualControllerOption {
         &mut self.virtual_controller_option
     }
 }
-impl x::Fields for VirtualUSBXHCIControllerOption {
+impl x::Fields for VirtualPS2ControllerOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
-            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
+            "numKeyboards" => r.read(&mut self.num_keyboards),
+            "numPointingDevices" => r.read(&mut self.num_pointing_devices),
             _ => {
                 return x::Fields::decode_field(
                     &mut self.virtual_controller_option,
@@ -648,36 +1586,286 @@ impl x::Fields for VirtualUSBXHCIControllerOption {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("autoConnectDevices", &self.auto_connect_devices);
-        w.write_vec("supportedSpeeds", &self.supported_speeds);
+        w.write("numKeyboards", &self.num_keyboards);
+        w.write("numPointingDevices", &self.num_pointing_devices);
     }
 }
-/// `VirtualVMIROMOption` (extends `VirtualDeviceOption`).
+/// `VirtualParallelPort` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPort {
+    /// The fields `VirtualParallelPort` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualParallelPort {
+    const TYPE_NAME: &'static str = "VirtualParallelPort";
+}
+impl x::Structure for VirtualParallelPort {}
+impl std::fmt::Debug for VirtualParallelPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualParallelPort", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualParallelPort {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualParallelPort {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPort {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualParallelPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortDeviceBackingInfo {
+    /// The fields `VirtualParallelPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualParallelPortDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingInfo";
+}
+impl x::Structure for VirtualParallelPortDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualParallelPortDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualParallelPortDeviceBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualParallelPortDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualParallelPortDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualParallelPortDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualParallelPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortDeviceBackingOption {
+    /// The fields `VirtualParallelPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualParallelPortDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingOption";
+}
+impl x::Structure for VirtualParallelPortDeviceBackingOption {}
+impl std::fmt::Debug for VirtualParallelPortDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualParallelPortDeviceBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualParallelPortDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualParallelPortDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualParallelPortDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualParallelPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortFileBackingInfo {
+    /// The fields `VirtualParallelPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+}
+impl x::SchemaType for VirtualParallelPortFileBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingInfo";
+}
+impl x::Structure for VirtualParallelPortFileBackingInfo {}
+impl std::fmt::Debug for VirtualParallelPortFileBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualParallelPortFileBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualParallelPortFileBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualParallelPortFileBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortFileBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualParallelPortFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+    }
+}
+/// `VirtualParallelPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortFileBackingOption {
+    /// The fields `VirtualParallelPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+}
+impl x::SchemaType for VirtualParallelPortFileBackingOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingOption";
+}
+impl x::Structure for VirtualParallelPortFileBackingOption {}
+impl std::fmt::Debug for VirtualParallelPortFileBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualParallelPortFileBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualParallelPortFileBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualParallelPortFileBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortFileBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualParallelPortFileBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+    }
+}
+/// `VirtualParallelPortOption` (extends `VirtualDeviceOption`).
 ///
 /// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVMIROMOption {
-    /// The fields `VirtualVMIROMOption` inherits from `VirtualDeviceOption`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortOption {
+    /// The fields `VirtualParallelPortOption` inherits from `VirtualDeviceOption`.
     pub virtual_device_option: VirtualDeviceOption,
 }
-impl x::SchemaType for VirtualVMIROMOption {
-    const TYPE_NAME: &'static str = "VirtualVMIROMOption";
+impl x::SchemaType for VirtualParallelPortOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortOption";
 }
-impl x::Structure for VirtualVMIROMOption {}
-impl std::ops::Deref for VirtualVMIROMOption {
+impl x::Structure for VirtualParallelPortOption {}
+impl std::fmt::Debug for VirtualParallelPortOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualParallelPortOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualParallelPortOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualParallelPortOption {
     type Target = VirtualDeviceOption;
     #[inline]
     fn deref(&self) -> &VirtualDeviceOption {
         &self.virtual_device_option
     }
 }
-impl std::ops::DerefMut for VirtualVMIROMOption {
+impl std::ops::DerefMut for VirtualParallelPortOption {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
         &mut self.virtual_device_option
     }
 }
-impl x::Fields for VirtualVMIROMOption {
+impl x::Fields for VirtualParallelPortOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -690,637 +1878,1063 @@ impl x::Fields for VirtualVMIROMOption {
         x::Fields::encode_fields(&self.virtual_device_option, w);
     }
 }
-/// `VirtualVideoCardOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVideoCardOption {
-    /// The fields `VirtualVideoCardOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `videoRamSizeInKB`.
-    pub video_ram_size_in_kb: Option<LongOption>,
-    /// `numDisplays`.
-    pub num_displays: Option<IntOption>,
-    /// `useAutoDetect`.
-    pub use_auto_detect: Option<BoolOption>,
-    /// `support3D`.
-    pub support3_d: Option<BoolOption>,
-    /// `use3dRendererSupported`.
-    pub use3d_renderer_supported: Option<BoolOption>,
-    /// `graphicsMemorySizeInKB`.
-    pub graphics_memory_size_in_kb: Option<LongOption>,
-    /// `graphicsMemorySizeSupported`.
-    pub graphics_memory_size_supported: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualVideoCardOption {
-    const TYPE_NAME: &'static str = "VirtualVideoCardOption";
-}
-impl x::Structure for VirtualVideoCardOption {}
-impl std::ops::Deref for VirtualVideoCardOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualVideoCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualVideoCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
-            "numDisplays" => r.read_opt(&mut self.num_displays),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "support3D" => r.read_opt(&mut self.support3_d),
-            "use3dRendererSupported" => r.read_opt(&mut self.use3d_renderer_supported),
-            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
-            "graphicsMemorySizeSupported" => {
-                r.read_opt(&mut self.graphics_memory_size_supported)
-            }
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
-        w.write_opt("numDisplays", &self.num_displays);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write_opt("support3D", &self.support3_d);
-        w.write_opt("use3dRendererSupported", &self.use3d_renderer_supported);
-        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
-        w.write_opt("graphicsMemorySizeSupported", &self.graphics_memory_size_supported);
-    }
-}
-/// `VirtualVmxnet` (extends `VirtualEthernetCard`).
-///
-/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet {
-    /// The fields `VirtualVmxnet` inherits from `VirtualEthernetCard`.
-    pub virtual_ethernet_card: VirtualEthernetCard,
-}
-impl x::SchemaType for VirtualVmxnet {
-    const TYPE_NAME: &'static str = "VirtualVmxnet";
-}
-impl x::Structure for VirtualVmxnet {}
-impl std::ops::Deref for VirtualVmxnet {
-    type Target = VirtualEthernetCard;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCard {
-        &self.virtual_ethernet_card
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
-        &mut self.virtual_ethernet_card
-    }
-}
-impl x::Fields for VirtualVmxnet {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
-    }
-}
-/// `VirtualVmxnet2` (extends `VirtualVmxnet`).
-///
-/// The fields of `VirtualVmxnet` are in `virtual_vmxnet`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet2 {
-    /// The fields `VirtualVmxnet2` inherits from `VirtualVmxnet`.
-    pub virtual_vmxnet: VirtualVmxnet,
-}
-impl x::SchemaType for VirtualVmxnet2 {
-    const TYPE_NAME: &'static str = "VirtualVmxnet2";
-}
-impl x::Structure for VirtualVmxnet2 {}
-impl std::ops::Deref for VirtualVmxnet2 {
-    type Target = VirtualVmxnet;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet {
-        &self.virtual_vmxnet
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet2 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet {
-        &mut self.virtual_vmxnet
-    }
-}
-impl x::Fields for VirtualVmxnet2 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_vmxnet, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet, w);
-    }
-}
-/// `VirtualVmxnet2Option` (extends `VirtualVmxnetOption`).
-///
-/// The fields of `VirtualVmxnetOption` are in `virtual_vmxnet_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet2Option {
-    /// The fields `VirtualVmxnet2Option` inherits from `VirtualVmxnetOption`.
-    pub virtual_vmxnet_option: VirtualVmxnetOption,
-}
-impl x::SchemaType for VirtualVmxnet2Option {
-    const TYPE_NAME: &'static str = "VirtualVmxnet2Option";
-}
-impl x::Structure for VirtualVmxnet2Option {}
-impl std::ops::Deref for VirtualVmxnet2Option {
-    type Target = VirtualVmxnetOption;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnetOption {
-        &self.virtual_vmxnet_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet2Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnetOption {
-        &mut self.virtual_vmxnet_option
-    }
-}
-impl x::Fields for VirtualVmxnet2Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_vmxnet_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet_option, w);
-    }
-}
-/// `VirtualVmxnet3` (extends `VirtualVmxnet`).
-///
-/// The fields of `VirtualVmxnet` are in `virtual_vmxnet`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3 {
-    /// The fields `VirtualVmxnet3` inherits from `VirtualVmxnet`.
-    pub virtual_vmxnet: VirtualVmxnet,
-    /// `uptv2Enabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_enabled: Option<bool>,
-    /// `strictLatencyConfig`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub strict_latency_config: Option<VirtualVmxnet3StrictLatencyConfig>,
-}
-impl x::SchemaType for VirtualVmxnet3 {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3";
-}
-impl x::Structure for VirtualVmxnet3 {}
-impl std::ops::Deref for VirtualVmxnet3 {
-    type Target = VirtualVmxnet;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet {
-        &self.virtual_vmxnet
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet {
-        &mut self.virtual_vmxnet
-    }
-}
-impl x::Fields for VirtualVmxnet3 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uptv2Enabled" => r.read_opt(&mut self.uptv2_enabled),
-            "strictLatencyConfig" => r.read_opt(&mut self.strict_latency_config),
-            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet, w);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualVmxnet3.uptv2Enabled",
-                self.uptv2_enabled.is_some(),
-            )
-        {
-            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        }
-        if w
-            .since(
-                0x0800_0301,
-                "VirtualVmxnet3.strictLatencyConfig",
-                self.strict_latency_config.is_some(),
-            )
-        {
-            w.write_opt("strictLatencyConfig", &self.strict_latency_config);
-        }
-    }
-}
-/// `VirtualVmxnet3Option` (extends `VirtualVmxnetOption`).
-///
-/// The fields of `VirtualVmxnetOption` are in `virtual_vmxnet_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3Option {
-    /// The fields `VirtualVmxnet3Option` inherits from `VirtualVmxnetOption`.
-    pub virtual_vmxnet_option: VirtualVmxnetOption,
-    /// `uptv2Enabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_enabled: Option<BoolOption>,
-    /// `strictLatencyConfigOption`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub strict_latency_config_option: Option<
-        VirtualVmxnet3OptionStrictLatencyConfigOption,
-    >,
-}
-impl x::SchemaType for VirtualVmxnet3Option {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3Option";
-}
-impl x::Structure for VirtualVmxnet3Option {}
-impl std::ops::Deref for VirtualVmxnet3Option {
-    type Target = VirtualVmxnetOption;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnetOption {
-        &self.virtual_vmxnet_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnetOption {
-        &mut self.virtual_vmxnet_option
-    }
-}
-impl x::Fields for VirtualVmxnet3Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uptv2Enabled" => r.read_opt(&mut self.uptv2_enabled),
-            "strictLatencyConfigOption" => {
-                r.read_opt(&mut self.strict_latency_config_option)
-            }
-            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet_option, w);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualVmxnet3Option.uptv2Enabled",
-                self.uptv2_enabled.is_some(),
-            )
-        {
-            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        }
-        if w
-            .since(
-                0x0800_0301,
-                "VirtualVmxnet3Option.strictLatencyConfigOption",
-                self.strict_latency_config_option.is_some(),
-            )
-        {
-            w.write_opt("strictLatencyConfigOption", &self.strict_latency_config_option);
-        }
-    }
-}
-/// `VirtualVmxnet3OptionStrictLatencyConfigOption` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3OptionStrictLatencyConfigOption {
-    /// `allowed`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub allowed: BoolOption,
-    /// `measureLatency`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub measure_latency: BoolOption,
-    /// `maxTxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_tx_queues: IntOption,
-    /// `maxRxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_rx_queues: IntOption,
-    /// `txDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub tx_data_ring_desc_size: IntOption,
-    /// `rxDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub rx_data_ring_desc_size: IntOption,
-    /// `disableOffload`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub disable_offload: ChoiceOption,
-}
-impl x::SchemaType for VirtualVmxnet3OptionStrictLatencyConfigOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3OptionStrictLatencyConfigOption";
-}
-impl x::Structure for VirtualVmxnet3OptionStrictLatencyConfigOption {}
-impl x::Fields for VirtualVmxnet3OptionStrictLatencyConfigOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowed" => r.read(&mut self.allowed),
-            "measureLatency" => r.read(&mut self.measure_latency),
-            "maxTxQueues" => r.read(&mut self.max_tx_queues),
-            "maxRxQueues" => r.read(&mut self.max_rx_queues),
-            "txDataRingDescSize" => r.read(&mut self.tx_data_ring_desc_size),
-            "rxDataRingDescSize" => r.read(&mut self.rx_data_ring_desc_size),
-            "disableOffload" => r.read(&mut self.disable_offload),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0301, "type VirtualVmxnet3OptionStrictLatencyConfigOption", true);
-        w.write("allowed", &self.allowed);
-        w.write("measureLatency", &self.measure_latency);
-        w.write("maxTxQueues", &self.max_tx_queues);
-        w.write("maxRxQueues", &self.max_rx_queues);
-        w.write("txDataRingDescSize", &self.tx_data_ring_desc_size);
-        w.write("rxDataRingDescSize", &self.rx_data_ring_desc_size);
-        w.write("disableOffload", &self.disable_offload);
-    }
-}
-/// `VirtualVmxnet3StrictLatencyConfig` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3StrictLatencyConfig {
-    /// `allowed`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub allowed: Option<bool>,
-    /// `measureLatency`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub measure_latency: Option<bool>,
-    /// `maxTxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_tx_queues: Option<i32>,
-    /// `maxRxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_rx_queues: Option<i32>,
-    /// `txDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub tx_data_ring_desc_size: Option<i32>,
-    /// `rxDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub rx_data_ring_desc_size: Option<i32>,
-    /// `disableOffload`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub disable_offload: Option<String>,
-}
-impl x::SchemaType for VirtualVmxnet3StrictLatencyConfig {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3StrictLatencyConfig";
-}
-impl x::Structure for VirtualVmxnet3StrictLatencyConfig {}
-impl x::Fields for VirtualVmxnet3StrictLatencyConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowed" => r.read_opt(&mut self.allowed),
-            "measureLatency" => r.read_opt(&mut self.measure_latency),
-            "maxTxQueues" => r.read_opt(&mut self.max_tx_queues),
-            "maxRxQueues" => r.read_opt(&mut self.max_rx_queues),
-            "txDataRingDescSize" => r.read_opt(&mut self.tx_data_ring_desc_size),
-            "rxDataRingDescSize" => r.read_opt(&mut self.rx_data_ring_desc_size),
-            "disableOffload" => r.read_opt(&mut self.disable_offload),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0301, "type VirtualVmxnet3StrictLatencyConfig", true);
-        w.write_opt("allowed", &self.allowed);
-        w.write_opt("measureLatency", &self.measure_latency);
-        w.write_opt("maxTxQueues", &self.max_tx_queues);
-        w.write_opt("maxRxQueues", &self.max_rx_queues);
-        w.write_opt("txDataRingDescSize", &self.tx_data_ring_desc_size);
-        w.write_opt("rxDataRingDescSize", &self.rx_data_ring_desc_size);
-        w.write_opt("disableOffload", &self.disable_offload);
-    }
-}
-/// `VirtualVmxnet3Vrdma` (extends `VirtualVmxnet3`).
-///
-/// The fields of `VirtualVmxnet3` are in `virtual_vmxnet3`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3Vrdma {
-    /// The fields `VirtualVmxnet3Vrdma` inherits from `VirtualVmxnet3`.
-    pub virtual_vmxnet3: VirtualVmxnet3,
-    /// `deviceProtocol`.
-    pub device_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualVmxnet3Vrdma {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3Vrdma";
-}
-impl x::Structure for VirtualVmxnet3Vrdma {}
-impl std::ops::Deref for VirtualVmxnet3Vrdma {
-    type Target = VirtualVmxnet3;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet3 {
-        &self.virtual_vmxnet3
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3Vrdma {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet3 {
-        &mut self.virtual_vmxnet3
-    }
-}
-impl x::Fields for VirtualVmxnet3Vrdma {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
-            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet3, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet3, w);
-        w.write_opt("deviceProtocol", &self.device_protocol);
-    }
-}
-/// `VirtualVmxnet3VrdmaOption` (extends `VirtualVmxnet3Option`).
-///
-/// The fields of `VirtualVmxnet3Option` are in `virtual_vmxnet3_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3VrdmaOption {
-    /// The fields `VirtualVmxnet3VrdmaOption` inherits from `VirtualVmxnet3Option`.
-    pub virtual_vmxnet3_option: VirtualVmxnet3Option,
-    /// `deviceProtocol`.
-    pub device_protocol: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualVmxnet3VrdmaOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3VrdmaOption";
-}
-impl x::Structure for VirtualVmxnet3VrdmaOption {}
-impl std::ops::Deref for VirtualVmxnet3VrdmaOption {
-    type Target = VirtualVmxnet3Option;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet3Option {
-        &self.virtual_vmxnet3_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3VrdmaOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet3Option {
-        &mut self.virtual_vmxnet3_option
-    }
-}
-impl x::Fields for VirtualVmxnet3VrdmaOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
-            _ => {
-                return x::Fields::decode_field(&mut self.virtual_vmxnet3_option, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet3_option, w);
-        w.write_opt("deviceProtocol", &self.device_protocol);
-    }
-}
-/// `VirtualVmxnetOption` (extends `VirtualEthernetCardOption`).
-///
-/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnetOption {
-    /// The fields `VirtualVmxnetOption` inherits from `VirtualEthernetCardOption`.
-    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
-}
-impl x::SchemaType for VirtualVmxnetOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnetOption";
-}
-impl x::Structure for VirtualVmxnetOption {}
-impl std::ops::Deref for VirtualVmxnetOption {
-    type Target = VirtualEthernetCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCardOption {
-        &self.virtual_ethernet_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnetOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
-        &mut self.virtual_ethernet_card_option
-    }
-}
-impl x::Fields for VirtualVmxnetOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
-    }
-}
-/// `VirtualWDT` (extends `VirtualDevice`).
+/// `VirtualPointingDevice` (extends `VirtualDevice`).
 ///
 /// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualWDT {
-    /// The fields `VirtualWDT` inherits from `VirtualDevice`.
+#[derive(Clone, Default)]
+pub struct VirtualPointingDevice {
+    /// The fields `VirtualPointingDevice` inherits from `VirtualDevice`.
     pub virtual_device: VirtualDevice,
-    /// `runOnBoot`.
-    pub run_on_boot: bool,
-    /// `running`.
-    pub running: bool,
 }
-impl x::SchemaType for VirtualWDT {
-    const TYPE_NAME: &'static str = "VirtualWDT";
+impl x::SchemaType for VirtualPointingDevice {
+    const TYPE_NAME: &'static str = "VirtualPointingDevice";
 }
-impl x::Structure for VirtualWDT {}
-impl std::ops::Deref for VirtualWDT {
+impl x::Structure for VirtualPointingDevice {}
+impl std::fmt::Debug for VirtualPointingDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPointingDevice", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPointingDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPointingDevice {
     type Target = VirtualDevice;
     #[inline]
     fn deref(&self) -> &VirtualDevice {
         &self.virtual_device
     }
 }
-impl std::ops::DerefMut for VirtualWDT {
+impl std::ops::DerefMut for VirtualPointingDevice {
     #[inline]
     fn deref_mut(&mut self) -> &mut VirtualDevice {
         &mut self.virtual_device
     }
 }
-impl x::Fields for VirtualWDT {
+impl x::Fields for VirtualPointingDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPointingDeviceBackingOption {
+    /// The fields `VirtualPointingDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+    /// `hostPointingDevice`.
+    pub host_pointing_device: ChoiceOption,
+}
+impl x::SchemaType for VirtualPointingDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceBackingOption";
+}
+impl x::Structure for VirtualPointingDeviceBackingOption {}
+impl std::fmt::Debug for VirtualPointingDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPointingDeviceBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPointingDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPointingDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPointingDeviceBackingOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "runOnBoot" => r.read(&mut self.run_on_boot),
-            "running" => r.read(&mut self.running),
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+        w.write("hostPointingDevice", &self.host_pointing_device);
+    }
+}
+/// `VirtualPointingDeviceDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPointingDeviceDeviceBackingInfo {
+    /// The fields `VirtualPointingDeviceDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `hostPointingDevice`.
+    pub host_pointing_device: String,
+}
+impl x::SchemaType for VirtualPointingDeviceDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceDeviceBackingInfo";
+}
+impl x::Structure for VirtualPointingDeviceDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualPointingDeviceDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPointingDeviceDeviceBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPointingDeviceDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPointingDeviceDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write("hostPointingDevice", &self.host_pointing_device);
+    }
+}
+/// `VirtualPointingDeviceOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPointingDeviceOption {
+    /// The fields `VirtualPointingDeviceOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualPointingDeviceOption {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceOption";
+}
+impl x::Structure for VirtualPointingDeviceOption {}
+impl std::fmt::Debug for VirtualPointingDeviceOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPointingDeviceOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPointingDeviceOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPointingDeviceOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualPointingDeviceOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPrecisionClock` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPrecisionClock {
+    /// The fields `VirtualPrecisionClock` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualPrecisionClock {
+    const TYPE_NAME: &'static str = "VirtualPrecisionClock";
+}
+impl x::Structure for VirtualPrecisionClock {}
+impl std::fmt::Debug for VirtualPrecisionClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPrecisionClock", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPrecisionClock {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPrecisionClock {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPrecisionClock {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualPrecisionClock {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPrecisionClockOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPrecisionClockOption {
+    /// The fields `VirtualPrecisionClockOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualPrecisionClockOption {
+    const TYPE_NAME: &'static str = "VirtualPrecisionClockOption";
+}
+impl x::Structure for VirtualPrecisionClockOption {}
+impl std::fmt::Debug for VirtualPrecisionClockOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPrecisionClockOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPrecisionClockOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPrecisionClockOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPrecisionClockOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualPrecisionClockOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPrecisionClockSystemClockBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualPrecisionClockSystemClockBackingInfo {
+    /// `protocol`.
+    pub protocol: Option<String>,
+}
+impl x::SchemaType for VirtualPrecisionClockSystemClockBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPrecisionClockSystemClockBackingInfo";
+}
+impl x::Structure for VirtualPrecisionClockSystemClockBackingInfo {}
+impl std::fmt::Debug for VirtualPrecisionClockSystemClockBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPrecisionClockSystemClockBackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPrecisionClockSystemClockBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualPrecisionClockSystemClockBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "protocol" => r.read_opt(&mut self.protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("protocol", &self.protocol);
+    }
+}
+/// `VirtualPrecisionClockSystemClockBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPrecisionClockSystemClockBackingOption {
+    /// The fields `VirtualPrecisionClockSystemClockBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+    /// `protocol`.
+    pub protocol: ChoiceOption,
+}
+impl x::SchemaType for VirtualPrecisionClockSystemClockBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPrecisionClockSystemClockBackingOption";
+}
+impl x::Structure for VirtualPrecisionClockSystemClockBackingOption {}
+impl std::fmt::Debug for VirtualPrecisionClockSystemClockBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPrecisionClockSystemClockBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPrecisionClockSystemClockBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPrecisionClockSystemClockBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPrecisionClockSystemClockBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPrecisionClockSystemClockBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "protocol" => r.read(&mut self.protocol),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+        w.write("protocol", &self.protocol);
+    }
+}
+/// `VirtualSATAController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSATAController {
+    /// The fields `VirtualSATAController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualSATAController {
+    const TYPE_NAME: &'static str = "VirtualSATAController";
+}
+impl x::Structure for VirtualSATAController {}
+impl std::fmt::Debug for VirtualSATAController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSATAController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSATAController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSATAController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualSATAController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualSATAController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualSATAControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSATAControllerOption {
+    /// The fields `VirtualSATAControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numSATADisks`.
+    pub num_sata_disks: IntOption,
+    /// `numSATACdroms`.
+    pub num_sata_cdroms: IntOption,
+}
+impl x::SchemaType for VirtualSATAControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSATAControllerOption";
+}
+impl x::Structure for VirtualSATAControllerOption {}
+impl std::fmt::Debug for VirtualSATAControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSATAControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSATAControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSATAControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualSATAControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualSATAControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numSATADisks" => r.read(&mut self.num_sata_disks),
+            "numSATACdroms" => r.read(&mut self.num_sata_cdroms),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numSATADisks", &self.num_sata_disks);
+        w.write("numSATACdroms", &self.num_sata_cdroms);
+    }
+}
+/// `VirtualSCSIController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIController {
+    /// The fields `VirtualSCSIController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+    /// `hotAddRemove`.
+    pub hot_add_remove: Option<bool>,
+    /// `sharedBus`.
+    pub shared_bus: VirtualSCSISharing,
+    /// `scsiCtlrUnitNumber`.
+    pub scsi_ctlr_unit_number: Option<i32>,
+}
+impl x::SchemaType for VirtualSCSIController {
+    const TYPE_NAME: &'static str = "VirtualSCSIController";
+}
+impl x::Structure for VirtualSCSIController {}
+impl std::fmt::Debug for VirtualSCSIController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSCSIController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSCSIController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSCSIController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualSCSIController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
+            "sharedBus" => r.read(&mut self.shared_bus),
+            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        w.write_opt("hotAddRemove", &self.hot_add_remove);
+        w.write("sharedBus", &self.shared_bus);
+        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualSCSIControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualSCSIControllerOption {
+    /// The fields `VirtualSCSIControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numSCSIDisks`.
+    pub num_scsi_disks: IntOption,
+    /// `numSCSICdroms`.
+    pub num_scsi_cdroms: IntOption,
+    /// `numSCSIPassthrough`.
+    pub num_scsi_passthrough: IntOption,
+    /// `sharing`.
+    pub sharing: Vec<VirtualSCSISharing>,
+    /// `defaultSharedIndex`.
+    pub default_shared_index: i32,
+    /// `hotAddRemove`.
+    pub hot_add_remove: BoolOption,
+    /// `scsiCtlrUnitNumber`.
+    pub scsi_ctlr_unit_number: i32,
+}
+impl x::SchemaType for VirtualSCSIControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIControllerOption";
+}
+impl x::Structure for VirtualSCSIControllerOption {}
+impl std::fmt::Debug for VirtualSCSIControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSCSIControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSCSIControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualSCSIControllerOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_controller_option: self.virtual_controller_option.clone(),
+            num_scsi_disks: self.num_scsi_disks.clone(),
+            num_scsi_cdroms: self.num_scsi_cdroms.clone(),
+            num_scsi_passthrough: self.num_scsi_passthrough.clone(),
+            sharing: x::clone_vec(&self.sharing),
+            default_shared_index: self.default_shared_index,
+            hot_add_remove: self.hot_add_remove.clone(),
+            scsi_ctlr_unit_number: self.scsi_ctlr_unit_number,
+        }
+    }
+}
+impl std::ops::Deref for VirtualSCSIControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualSCSIControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numSCSIDisks", &self.num_scsi_disks);
+        w.write("numSCSICdroms", &self.num_scsi_cdroms);
+        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
+        w.write_vec("sharing", &self.sharing);
+        w.write("defaultSharedIndex", &self.default_shared_index);
+        w.write("hotAddRemove", &self.hot_add_remove);
+        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIPassthrough {
+    /// The fields `VirtualSCSIPassthrough` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualSCSIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
+}
+impl x::Structure for VirtualSCSIPassthrough {}
+impl std::fmt::Debug for VirtualSCSIPassthrough {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSCSIPassthrough", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSCSIPassthrough {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSCSIPassthrough {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthrough {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualSCSIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingInfo {
+    /// The fields `VirtualSCSIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualSCSIPassthroughDeviceBackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingOption {
+    /// The fields `VirtualSCSIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
+impl std::fmt::Debug for VirtualSCSIPassthroughDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualSCSIPassthroughDeviceBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualSCSIPassthroughDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIPassthroughOption {
+    /// The fields `VirtualSCSIPassthroughOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualSCSIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
+}
+impl x::Structure for VirtualSCSIPassthroughOption {}
+impl std::fmt::Debug for VirtualSCSIPassthroughOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSCSIPassthroughOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSCSIPassthroughOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSCSIPassthroughOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthroughOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualSCSIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualSIOController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSIOController {
+    /// The fields `VirtualSIOController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualSIOController {
+    const TYPE_NAME: &'static str = "VirtualSIOController";
+}
+impl x::Structure for VirtualSIOController {}
+impl std::fmt::Debug for VirtualSIOController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSIOController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSIOController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSIOController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualSIOController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualSIOController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualSIOControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSIOControllerOption {
+    /// The fields `VirtualSIOControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numFloppyDrives`.
+    pub num_floppy_drives: IntOption,
+    /// `numSerialPorts`.
+    pub num_serial_ports: IntOption,
+    /// `numParallelPorts`.
+    pub num_parallel_ports: IntOption,
+}
+impl x::SchemaType for VirtualSIOControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSIOControllerOption";
+}
+impl x::Structure for VirtualSIOControllerOption {}
+impl std::fmt::Debug for VirtualSIOControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSIOControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSIOControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSIOControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualSIOControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualSIOControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numFloppyDrives" => r.read(&mut self.num_floppy_drives),
+            "numSerialPorts" => r.read(&mut self.num_serial_ports),
+            "numParallelPorts" => r.read(&mut self.num_parallel_ports),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numFloppyDrives", &self.num_floppy_drives);
+        w.write("numSerialPorts", &self.num_serial_ports);
+        w.write("numParallelPorts", &self.num_parallel_ports);
+    }
+}
+/// `VirtualSerialPort` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPort {
+    /// The fields `VirtualSerialPort` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `yieldOnPoll`.
+    pub yield_on_poll: bool,
+}
+impl x::SchemaType for VirtualSerialPort {
+    const TYPE_NAME: &'static str = "VirtualSerialPort";
+}
+impl x::Structure for VirtualSerialPort {}
+impl std::fmt::Debug for VirtualSerialPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPort", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPort {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPort {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPort {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualSerialPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
             _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
         };
         x::field_decoded(result)
@@ -1328,52 +2942,198 @@ impl x::Fields for VirtualWDT {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device, w);
-        w.write("runOnBoot", &self.run_on_boot);
-        w.write("running", &self.running);
+        w.write("yieldOnPoll", &self.yield_on_poll);
     }
 }
-/// `VirtualWDTOption` (extends `VirtualDeviceOption`).
+/// `VirtualSerialPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
 ///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualWDTOption {
-    /// The fields `VirtualWDTOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `runOnBoot`.
-    pub run_on_boot: BoolOption,
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortDeviceBackingInfo {
+    /// The fields `VirtualSerialPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
 }
-impl x::SchemaType for VirtualWDTOption {
-    const TYPE_NAME: &'static str = "VirtualWDTOption";
+impl x::SchemaType for VirtualSerialPortDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingInfo";
 }
-impl x::Structure for VirtualWDTOption {}
-impl std::ops::Deref for VirtualWDTOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
+impl x::Structure for VirtualSerialPortDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortDeviceBackingInfo", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VirtualWDTOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
+impl PartialEq for VirtualSerialPortDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VirtualWDTOption {
+impl std::ops::Deref for VirtualSerialPortDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortDeviceBackingInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "runOnBoot" => r.read(&mut self.run_on_boot),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write("runOnBoot", &self.run_on_boot);
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualSerialPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortDeviceBackingOption {
+    /// The fields `VirtualSerialPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingOption";
+}
+impl x::Structure for VirtualSerialPortDeviceBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortDeviceBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPortDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPortDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualSerialPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortFileBackingInfo {
+    /// The fields `VirtualSerialPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+}
+impl x::SchemaType for VirtualSerialPortFileBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingInfo";
+}
+impl x::Structure for VirtualSerialPortFileBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortFileBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortFileBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPortFileBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPortFileBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortFileBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+    }
+}
+/// `VirtualSerialPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortFileBackingOption {
+    /// The fields `VirtualSerialPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortFileBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingOption";
+}
+impl x::Structure for VirtualSerialPortFileBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortFileBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortFileBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPortFileBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPortFileBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortFileBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortFileBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
     }
 }

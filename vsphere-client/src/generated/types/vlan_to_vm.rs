@@ -8,7 +8,7 @@ use crate::xml as x;
 /// `VlanProfile` (extends `ApplyProfile`).
 ///
 /// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VlanProfile {
     /// The fields `VlanProfile` inherits from `ApplyProfile`.
     pub apply_profile: ApplyProfile,
@@ -17,6 +17,16 @@ impl x::SchemaType for VlanProfile {
     const TYPE_NAME: &'static str = "VlanProfile";
 }
 impl x::Structure for VlanProfile {}
+impl std::fmt::Debug for VlanProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VlanProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for VlanProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VlanProfile {
     type Target = ApplyProfile;
     #[inline]
@@ -47,7 +57,7 @@ impl x::Fields for VlanProfile {
 /// `VmAcquiredMksTicketEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmAcquiredMksTicketEvent {
     /// The fields `VmAcquiredMksTicketEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -58,6 +68,18 @@ impl x::SchemaType for VmAcquiredMksTicketEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmAcquiredMksTicketEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmAcquiredMksTicketEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmAcquiredMksTicketEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmAcquiredMksTicketEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmAcquiredMksTicketEvent {
     type Target = VmEvent;
@@ -91,7 +113,7 @@ impl x::Fields for VmAcquiredMksTicketEvent {
 /// `VmAcquiredTicketEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmAcquiredTicketEvent {
     /// The fields `VmAcquiredTicketEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -104,6 +126,18 @@ impl x::SchemaType for VmAcquiredTicketEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmAcquiredTicketEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmAcquiredTicketEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmAcquiredTicketEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmAcquiredTicketEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmAcquiredTicketEvent {
     type Target = VmEvent;
@@ -142,7 +176,7 @@ impl x::Fields for VmAcquiredTicketEvent {
 /// `VmAlreadyExistsInDatacenter` (extends `InvalidFolder`).
 ///
 /// The fields of `InvalidFolder` are in `invalid_folder`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VmAlreadyExistsInDatacenter {
     /// The fields `VmAlreadyExistsInDatacenter` inherits from `InvalidFolder`.
     pub invalid_folder: InvalidFolder,
@@ -159,6 +193,18 @@ impl x::SchemaType for VmAlreadyExistsInDatacenter {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for VmAlreadyExistsInDatacenter {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VmAlreadyExistsInDatacenter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmAlreadyExistsInDatacenter", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VmAlreadyExistsInDatacenter {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl Clone for VmAlreadyExistsInDatacenter {
     fn clone(&self) -> Self {
@@ -212,7 +258,7 @@ impl x::Fields for VmAlreadyExistsInDatacenter {
 /// `VmAutoRenameEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmAutoRenameEvent {
     /// The fields `VmAutoRenameEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -227,6 +273,18 @@ impl x::SchemaType for VmAutoRenameEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmAutoRenameEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmAutoRenameEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmAutoRenameEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmAutoRenameEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmAutoRenameEvent {
     type Target = VmEvent;
@@ -267,7 +325,7 @@ impl x::Fields for VmAutoRenameEvent {
 /// `VmBeingClonedEvent` (extends `VmCloneEvent`).
 ///
 /// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmBeingClonedEvent {
     /// The fields `VmBeingClonedEvent` inherits from `VmCloneEvent`.
     pub vm_clone_event: VmCloneEvent,
@@ -284,6 +342,18 @@ impl x::SchemaType for VmBeingClonedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmBeingClonedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmBeingClonedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmBeingClonedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmBeingClonedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingClonedEvent {
     type Target = VmCloneEvent;
@@ -326,7 +396,7 @@ impl x::Fields for VmBeingClonedEvent {
 /// `VmBeingClonedNoFolderEvent` (extends `VmCloneEvent`).
 ///
 /// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmBeingClonedNoFolderEvent {
     /// The fields `VmBeingClonedNoFolderEvent` inherits from `VmCloneEvent`.
     pub vm_clone_event: VmCloneEvent,
@@ -341,6 +411,18 @@ impl x::SchemaType for VmBeingClonedNoFolderEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmBeingClonedNoFolderEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmBeingClonedNoFolderEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmBeingClonedNoFolderEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmBeingClonedNoFolderEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingClonedNoFolderEvent {
     type Target = VmCloneEvent;
@@ -381,7 +463,7 @@ impl x::Fields for VmBeingClonedNoFolderEvent {
 /// `VmBeingCreatedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmBeingCreatedEvent {
     /// The fields `VmBeingCreatedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -394,6 +476,18 @@ impl x::SchemaType for VmBeingCreatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmBeingCreatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmBeingCreatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmBeingCreatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmBeingCreatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingCreatedEvent {
     type Target = VmEvent;
@@ -432,7 +526,7 @@ impl x::Fields for VmBeingCreatedEvent {
 /// `VmBeingDeployedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmBeingDeployedEvent {
     /// The fields `VmBeingDeployedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -445,6 +539,18 @@ impl x::SchemaType for VmBeingDeployedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmBeingDeployedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmBeingDeployedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmBeingDeployedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmBeingDeployedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingDeployedEvent {
     type Target = VmEvent;
@@ -483,7 +589,7 @@ impl x::Fields for VmBeingDeployedEvent {
 /// `VmBeingHotMigratedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmBeingHotMigratedEvent {
     /// The fields `VmBeingHotMigratedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -500,6 +606,18 @@ impl x::SchemaType for VmBeingHotMigratedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmBeingHotMigratedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmBeingHotMigratedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmBeingHotMigratedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmBeingHotMigratedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingHotMigratedEvent {
     type Target = VmEvent;
@@ -542,7 +660,7 @@ impl x::Fields for VmBeingHotMigratedEvent {
 /// `VmBeingMigratedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmBeingMigratedEvent {
     /// The fields `VmBeingMigratedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -559,6 +677,18 @@ impl x::SchemaType for VmBeingMigratedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmBeingMigratedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmBeingMigratedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmBeingMigratedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmBeingMigratedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingMigratedEvent {
     type Target = VmEvent;
@@ -601,7 +731,7 @@ impl x::Fields for VmBeingMigratedEvent {
 /// `VmBeingRelocatedEvent` (extends `VmRelocateSpecEvent`).
 ///
 /// The fields of `VmRelocateSpecEvent` are in `vm_relocate_spec_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmBeingRelocatedEvent {
     /// The fields `VmBeingRelocatedEvent` inherits from `VmRelocateSpecEvent`.
     pub vm_relocate_spec_event: VmRelocateSpecEvent,
@@ -618,6 +748,18 @@ impl x::SchemaType for VmBeingRelocatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmBeingRelocatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmBeingRelocatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmBeingRelocatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmBeingRelocatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmBeingRelocatedEvent {
     type Target = VmRelocateSpecEvent;
@@ -662,7 +804,7 @@ impl x::Fields for VmBeingRelocatedEvent {
 /// `VmCloneEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmCloneEvent {
     /// The fields `VmCloneEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -673,6 +815,18 @@ impl x::SchemaType for VmCloneEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmCloneEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmCloneEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmCloneEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmCloneEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmCloneEvent {
     type Target = VmEvent;
@@ -706,7 +860,7 @@ impl x::Fields for VmCloneEvent {
 /// `VmCloneFailedEvent` (extends `VmCloneEvent`).
 ///
 /// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmCloneFailedEvent {
     /// The fields `VmCloneFailedEvent` inherits from `VmCloneEvent`.
     pub vm_clone_event: VmCloneEvent,
@@ -725,6 +879,18 @@ impl x::SchemaType for VmCloneFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmCloneFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmCloneFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmCloneFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmCloneFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmCloneFailedEvent {
     type Target = VmCloneEvent;
@@ -769,7 +935,7 @@ impl x::Fields for VmCloneFailedEvent {
 /// `VmClonedEvent` (extends `VmCloneEvent`).
 ///
 /// The fields of `VmCloneEvent` are in `vm_clone_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmClonedEvent {
     /// The fields `VmClonedEvent` inherits from `VmCloneEvent`.
     pub vm_clone_event: VmCloneEvent,
@@ -782,6 +948,18 @@ impl x::SchemaType for VmClonedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmClonedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmClonedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmClonedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmClonedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmClonedEvent {
     type Target = VmCloneEvent;
@@ -819,7 +997,7 @@ impl x::Fields for VmClonedEvent {
 /// `VmConfigFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmConfigFault {
     /// The fields `VmConfigFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -828,6 +1006,16 @@ impl x::SchemaType for VmConfigFault {
     const TYPE_NAME: &'static str = "VmConfigFault";
 }
 impl x::Structure for VmConfigFault {}
+impl std::fmt::Debug for VmConfigFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigFault", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmConfigFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VmConfigFault {
     type Target = VimFault;
     #[inline]
@@ -855,7 +1043,7 @@ impl x::Fields for VmConfigFault {
     }
 }
 /// `VmConfigFileEncryptionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmConfigFileEncryptionInfo {
     /// `keyId`.
     pub key_id: Option<CryptoKeyId>,
@@ -864,6 +1052,16 @@ impl x::SchemaType for VmConfigFileEncryptionInfo {
     const TYPE_NAME: &'static str = "VmConfigFileEncryptionInfo";
 }
 impl x::Structure for VmConfigFileEncryptionInfo {}
+impl std::fmt::Debug for VmConfigFileEncryptionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigFileEncryptionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmConfigFileEncryptionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VmConfigFileEncryptionInfo {
     fn decode_field(
         &mut self,
@@ -884,7 +1082,7 @@ impl x::Fields for VmConfigFileEncryptionInfo {
 /// `VmConfigFileInfo` (extends `FileInfo`).
 ///
 /// The fields of `FileInfo` are in `file_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmConfigFileInfo {
     /// The fields `VmConfigFileInfo` inherits from `FileInfo`.
     pub file_info: FileInfo,
@@ -897,6 +1095,16 @@ impl x::SchemaType for VmConfigFileInfo {
     const TYPE_NAME: &'static str = "VmConfigFileInfo";
 }
 impl x::Structure for VmConfigFileInfo {}
+impl std::fmt::Debug for VmConfigFileInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigFileInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmConfigFileInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VmConfigFileInfo {
     type Target = FileInfo;
     #[inline]
@@ -931,7 +1139,7 @@ impl x::Fields for VmConfigFileInfo {
     }
 }
 /// `VmConfigFileQuery` (extends `FileQuery`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmConfigFileQuery {
     /// `filter`.
     pub filter: Option<VmConfigFileQueryFilter>,
@@ -942,6 +1150,16 @@ impl x::SchemaType for VmConfigFileQuery {
     const TYPE_NAME: &'static str = "VmConfigFileQuery";
 }
 impl x::Structure for VmConfigFileQuery {}
+impl std::fmt::Debug for VmConfigFileQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigFileQuery", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmConfigFileQuery {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VmConfigFileQuery {
     fn decode_field(
         &mut self,
@@ -962,7 +1180,7 @@ impl x::Fields for VmConfigFileQuery {
     }
 }
 /// `VmConfigFileQueryFilter` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VmConfigFileQueryFilter {
     /// `matchConfigVersion`.
     pub match_config_version: Vec<i32>,
@@ -973,6 +1191,16 @@ impl x::SchemaType for VmConfigFileQueryFilter {
     const TYPE_NAME: &'static str = "VmConfigFileQueryFilter";
 }
 impl x::Structure for VmConfigFileQueryFilter {}
+impl std::fmt::Debug for VmConfigFileQueryFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigFileQueryFilter", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmConfigFileQueryFilter {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VmConfigFileQueryFilter {
     fn clone(&self) -> Self {
         Self {
@@ -1001,7 +1229,7 @@ impl x::Fields for VmConfigFileQueryFilter {
     }
 }
 /// `VmConfigFileQueryFlags` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmConfigFileQueryFlags {
     /// `configVersion`.
     pub config_version: bool,
@@ -1012,6 +1240,16 @@ impl x::SchemaType for VmConfigFileQueryFlags {
     const TYPE_NAME: &'static str = "VmConfigFileQueryFlags";
 }
 impl x::Structure for VmConfigFileQueryFlags {}
+impl std::fmt::Debug for VmConfigFileQueryFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigFileQueryFlags", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmConfigFileQueryFlags {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VmConfigFileQueryFlags {
     fn decode_field(
         &mut self,
@@ -1035,7 +1273,7 @@ impl x::Fields for VmConfigFileQueryFlags {
 /// `VmConfigIncompatibleForFaultTolerance` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmConfigIncompatibleForFaultTolerance {
     /// The fields `VmConfigIncompatibleForFaultTolerance` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
@@ -1048,6 +1286,18 @@ impl x::SchemaType for VmConfigIncompatibleForFaultTolerance {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for VmConfigIncompatibleForFaultTolerance {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VmConfigIncompatibleForFaultTolerance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigIncompatibleForFaultTolerance", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VmConfigIncompatibleForFaultTolerance {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmConfigIncompatibleForFaultTolerance {
     type Target = VmConfigFault;
@@ -1086,7 +1336,7 @@ impl x::Fields for VmConfigIncompatibleForFaultTolerance {
 /// `VmConfigIncompatibleForRecordReplay` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmConfigIncompatibleForRecordReplay {
     /// The fields `VmConfigIncompatibleForRecordReplay` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
@@ -1099,6 +1349,18 @@ impl x::SchemaType for VmConfigIncompatibleForRecordReplay {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for VmConfigIncompatibleForRecordReplay {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VmConfigIncompatibleForRecordReplay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigIncompatibleForRecordReplay", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VmConfigIncompatibleForRecordReplay {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for VmConfigIncompatibleForRecordReplay {
     type Target = VmConfigFault;
@@ -1136,7 +1398,7 @@ impl x::Fields for VmConfigIncompatibleForRecordReplay {
 /// `VmConfigInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVmConfigInfo`], which also carries its subtypes.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VmConfigInfo {
     /// `product`.
     pub product: Vec<VAppProductInfo>,
@@ -1159,6 +1421,16 @@ impl x::SchemaType for VmConfigInfo {
     const TYPE_NAME: &'static str = "VmConfigInfo";
 }
 impl x::Structure for VmConfigInfo {}
+impl std::fmt::Debug for VmConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VmConfigInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1208,7 +1480,7 @@ impl x::Fields for VmConfigInfo {
 /// `VmConfigMissingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmConfigMissingEvent {
     /// The fields `VmConfigMissingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1219,6 +1491,18 @@ impl x::SchemaType for VmConfigMissingEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmConfigMissingEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmConfigMissingEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigMissingEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmConfigMissingEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmConfigMissingEvent {
     type Target = VmEvent;
@@ -1251,7 +1535,7 @@ impl x::Fields for VmConfigMissingEvent {
 /// `VmConfigSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVmConfigSpec`], which also carries its subtypes.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VmConfigSpec {
     /// `product`.
     pub product: Vec<VAppProductSpec>,
@@ -1274,6 +1558,16 @@ impl x::SchemaType for VmConfigSpec {
     const TYPE_NAME: &'static str = "VmConfigSpec";
 }
 impl x::Structure for VmConfigSpec {}
+impl std::fmt::Debug for VmConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VmConfigSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1323,7 +1617,7 @@ impl x::Fields for VmConfigSpec {
 /// `VmConnectedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmConnectedEvent {
     /// The fields `VmConnectedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1334,6 +1628,18 @@ impl x::SchemaType for VmConnectedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmConnectedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmConnectedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmConnectedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmConnectedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmConnectedEvent {
     type Target = VmEvent;
@@ -1367,7 +1673,7 @@ impl x::Fields for VmConnectedEvent {
 /// `VmCreatedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmCreatedEvent {
     /// The fields `VmCreatedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1378,6 +1684,18 @@ impl x::SchemaType for VmCreatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmCreatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmCreatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmCreatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmCreatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmCreatedEvent {
     type Target = VmEvent;
@@ -1411,7 +1729,7 @@ impl x::Fields for VmCreatedEvent {
 /// `VmDasBeingResetEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDasBeingResetEvent {
     /// The fields `VmDasBeingResetEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1424,6 +1742,18 @@ impl x::SchemaType for VmDasBeingResetEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDasBeingResetEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDasBeingResetEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDasBeingResetEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDasBeingResetEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasBeingResetEvent {
     type Target = VmEvent;
@@ -1462,7 +1792,7 @@ impl x::Fields for VmDasBeingResetEvent {
 /// `VmDasBeingResetWithScreenshotEvent` (extends `VmDasBeingResetEvent`).
 ///
 /// The fields of `VmDasBeingResetEvent` are in `vm_das_being_reset_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDasBeingResetWithScreenshotEvent {
     /// The fields `VmDasBeingResetWithScreenshotEvent` inherits from `VmDasBeingResetEvent`.
     pub vm_das_being_reset_event: VmDasBeingResetEvent,
@@ -1475,6 +1805,18 @@ impl x::SchemaType for VmDasBeingResetWithScreenshotEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDasBeingResetWithScreenshotEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDasBeingResetWithScreenshotEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDasBeingResetWithScreenshotEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDasBeingResetWithScreenshotEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasBeingResetWithScreenshotEvent {
     type Target = VmDasBeingResetEvent;
@@ -1519,7 +1861,7 @@ impl x::Fields for VmDasBeingResetWithScreenshotEvent {
 /// `VmDasResetFailedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDasResetFailedEvent {
     /// The fields `VmDasResetFailedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1530,6 +1872,18 @@ impl x::SchemaType for VmDasResetFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDasResetFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDasResetFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDasResetFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDasResetFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasResetFailedEvent {
     type Target = VmEvent;
@@ -1563,7 +1917,7 @@ impl x::Fields for VmDasResetFailedEvent {
 /// `VmDasUpdateErrorEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDasUpdateErrorEvent {
     /// The fields `VmDasUpdateErrorEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1574,6 +1928,18 @@ impl x::SchemaType for VmDasUpdateErrorEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDasUpdateErrorEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDasUpdateErrorEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDasUpdateErrorEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDasUpdateErrorEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasUpdateErrorEvent {
     type Target = VmEvent;
@@ -1607,7 +1973,7 @@ impl x::Fields for VmDasUpdateErrorEvent {
 /// `VmDasUpdateOkEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDasUpdateOkEvent {
     /// The fields `VmDasUpdateOkEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1618,6 +1984,18 @@ impl x::SchemaType for VmDasUpdateOkEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDasUpdateOkEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDasUpdateOkEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDasUpdateOkEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDasUpdateOkEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDasUpdateOkEvent {
     type Target = VmEvent;
@@ -1651,7 +2029,7 @@ impl x::Fields for VmDasUpdateOkEvent {
 /// `VmDateRolledBackEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDateRolledBackEvent {
     /// The fields `VmDateRolledBackEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1662,6 +2040,18 @@ impl x::SchemaType for VmDateRolledBackEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDateRolledBackEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDateRolledBackEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDateRolledBackEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDateRolledBackEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDateRolledBackEvent {
     type Target = VmEvent;
@@ -1695,7 +2085,7 @@ impl x::Fields for VmDateRolledBackEvent {
 /// `VmDeployFailedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDeployFailedEvent {
     /// The fields `VmDeployFailedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1710,6 +2100,18 @@ impl x::SchemaType for VmDeployFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDeployFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDeployFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDeployFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDeployFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDeployFailedEvent {
     type Target = VmEvent;
@@ -1750,7 +2152,7 @@ impl x::Fields for VmDeployFailedEvent {
 /// `VmDeployedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDeployedEvent {
     /// The fields `VmDeployedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1763,6 +2165,18 @@ impl x::SchemaType for VmDeployedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDeployedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDeployedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDeployedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDeployedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDeployedEvent {
     type Target = VmEvent;
@@ -1801,7 +2215,7 @@ impl x::Fields for VmDeployedEvent {
 /// `VmDisconnectedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDisconnectedEvent {
     /// The fields `VmDisconnectedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1812,6 +2226,18 @@ impl x::SchemaType for VmDisconnectedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDisconnectedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDisconnectedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDisconnectedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDisconnectedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDisconnectedEvent {
     type Target = VmEvent;
@@ -1845,7 +2271,7 @@ impl x::Fields for VmDisconnectedEvent {
 /// `VmDiscoveredEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDiscoveredEvent {
     /// The fields `VmDiscoveredEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1856,6 +2282,18 @@ impl x::SchemaType for VmDiscoveredEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDiscoveredEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDiscoveredEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDiscoveredEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDiscoveredEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDiscoveredEvent {
     type Target = VmEvent;
@@ -1889,7 +2327,7 @@ impl x::Fields for VmDiscoveredEvent {
 /// `VmDiskFailedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDiskFailedEvent {
     /// The fields `VmDiskFailedEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1904,6 +2342,18 @@ impl x::SchemaType for VmDiskFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmDiskFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmDiskFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDiskFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmDiskFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmDiskFailedEvent {
     type Target = VmEvent;
@@ -1941,7 +2391,7 @@ impl x::Fields for VmDiskFailedEvent {
     }
 }
 /// `VmDiskFileEncryptionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDiskFileEncryptionInfo {
     /// `keyId`.
     pub key_id: Option<CryptoKeyId>,
@@ -1950,6 +2400,16 @@ impl x::SchemaType for VmDiskFileEncryptionInfo {
     const TYPE_NAME: &'static str = "VmDiskFileEncryptionInfo";
 }
 impl x::Structure for VmDiskFileEncryptionInfo {}
+impl std::fmt::Debug for VmDiskFileEncryptionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDiskFileEncryptionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmDiskFileEncryptionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VmDiskFileEncryptionInfo {
     fn decode_field(
         &mut self,
@@ -1970,7 +2430,7 @@ impl x::Fields for VmDiskFileEncryptionInfo {
 /// `VmDiskFileInfo` (extends `FileInfo`).
 ///
 /// The fields of `FileInfo` are in `file_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VmDiskFileInfo {
     /// The fields `VmDiskFileInfo` inherits from `FileInfo`.
     pub file_info: FileInfo,
@@ -1997,6 +2457,16 @@ impl x::SchemaType for VmDiskFileInfo {
     const TYPE_NAME: &'static str = "VmDiskFileInfo";
 }
 impl x::Structure for VmDiskFileInfo {}
+impl std::fmt::Debug for VmDiskFileInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDiskFileInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmDiskFileInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VmDiskFileInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2066,7 +2536,7 @@ impl x::Fields for VmDiskFileInfo {
     }
 }
 /// `VmDiskFileQuery` (extends `FileQuery`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDiskFileQuery {
     /// `filter`.
     pub filter: Option<VmDiskFileQueryFilter>,
@@ -2077,6 +2547,16 @@ impl x::SchemaType for VmDiskFileQuery {
     const TYPE_NAME: &'static str = "VmDiskFileQuery";
 }
 impl x::Structure for VmDiskFileQuery {}
+impl std::fmt::Debug for VmDiskFileQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDiskFileQuery", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmDiskFileQuery {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VmDiskFileQuery {
     fn decode_field(
         &mut self,
@@ -2097,7 +2577,7 @@ impl x::Fields for VmDiskFileQuery {
     }
 }
 /// `VmDiskFileQueryFilter` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VmDiskFileQueryFilter {
     /// `diskType`.
     pub disk_type: Vec<String>,
@@ -2114,6 +2594,16 @@ impl x::SchemaType for VmDiskFileQueryFilter {
     const TYPE_NAME: &'static str = "VmDiskFileQueryFilter";
 }
 impl x::Structure for VmDiskFileQueryFilter {}
+impl std::fmt::Debug for VmDiskFileQueryFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDiskFileQueryFilter", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmDiskFileQueryFilter {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for VmDiskFileQueryFilter {
     fn clone(&self) -> Self {
         Self {
@@ -2151,7 +2641,7 @@ impl x::Fields for VmDiskFileQueryFilter {
     }
 }
 /// `VmDiskFileQueryFlags` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmDiskFileQueryFlags {
     /// `diskType`.
     pub disk_type: bool,
@@ -2176,6 +2666,16 @@ impl x::SchemaType for VmDiskFileQueryFlags {
     const TYPE_NAME: &'static str = "VmDiskFileQueryFlags";
 }
 impl x::Structure for VmDiskFileQueryFlags {}
+impl std::fmt::Debug for VmDiskFileQueryFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmDiskFileQueryFlags", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmDiskFileQueryFlags {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for VmDiskFileQueryFlags {
     fn decode_field(
         &mut self,
@@ -2219,7 +2719,7 @@ impl x::Fields for VmDiskFileQueryFlags {
 /// `VmEmigratingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmEmigratingEvent {
     /// The fields `VmEmigratingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2230,6 +2730,18 @@ impl x::SchemaType for VmEmigratingEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmEmigratingEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmEmigratingEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmEmigratingEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmEmigratingEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmEmigratingEvent {
     type Target = VmEvent;
@@ -2263,7 +2775,7 @@ impl x::Fields for VmEmigratingEvent {
 /// `VmEndRecordingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmEndRecordingEvent {
     /// The fields `VmEndRecordingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2274,6 +2786,18 @@ impl x::SchemaType for VmEndRecordingEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmEndRecordingEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmEndRecordingEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmEndRecordingEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmEndRecordingEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmEndRecordingEvent {
     type Target = VmEvent;
@@ -2307,7 +2831,7 @@ impl x::Fields for VmEndRecordingEvent {
 /// `VmEndReplayingEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmEndReplayingEvent {
     /// The fields `VmEndReplayingEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2318,6 +2842,18 @@ impl x::SchemaType for VmEndReplayingEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmEndReplayingEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmEndReplayingEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmEndReplayingEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmEndReplayingEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmEndReplayingEvent {
     type Target = VmEvent;
@@ -2351,7 +2887,7 @@ impl x::Fields for VmEndReplayingEvent {
 /// `VmEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmEvent {
     /// The fields `VmEvent` inherits from `Event`.
     pub event: Event,
@@ -2364,6 +2900,18 @@ impl x::SchemaType for VmEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmEvent {
     type Target = Event;
@@ -2401,7 +2949,7 @@ impl x::Fields for VmEvent {
 /// `VmEventArgument` (extends `EntityEventArgument`).
 ///
 /// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmEventArgument {
     /// The fields `VmEventArgument` inherits from `EntityEventArgument`.
     pub entity_event_argument: EntityEventArgument,
@@ -2412,6 +2960,16 @@ impl x::SchemaType for VmEventArgument {
     const TYPE_NAME: &'static str = "VmEventArgument";
 }
 impl x::Structure for VmEventArgument {}
+impl std::fmt::Debug for VmEventArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmEventArgument", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmEventArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for VmEventArgument {
     type Target = EntityEventArgument;
     #[inline]
@@ -2451,7 +3009,7 @@ impl x::ArrayItem for VmEventArgument {
 /// `VmFailedMigrateEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmFailedMigrateEvent {
     /// The fields `VmFailedMigrateEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2470,6 +3028,18 @@ impl x::SchemaType for VmFailedMigrateEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmFailedMigrateEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedMigrateEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedMigrateEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedMigrateEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedMigrateEvent {
     type Target = VmEvent;
@@ -2514,7 +3084,7 @@ impl x::Fields for VmFailedMigrateEvent {
 /// `VmFailedRelayoutEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmFailedRelayoutEvent {
     /// The fields `VmFailedRelayoutEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2527,6 +3097,18 @@ impl x::SchemaType for VmFailedRelayoutEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmFailedRelayoutEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedRelayoutEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedRelayoutEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedRelayoutEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedRelayoutEvent {
     type Target = VmEvent;
@@ -2565,7 +3147,7 @@ impl x::Fields for VmFailedRelayoutEvent {
 /// `VmFailedRelayoutOnVmfs2DatastoreEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmFailedRelayoutOnVmfs2DatastoreEvent {
     /// The fields `VmFailedRelayoutOnVmfs2DatastoreEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2576,6 +3158,18 @@ impl x::SchemaType for VmFailedRelayoutOnVmfs2DatastoreEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmFailedRelayoutOnVmfs2DatastoreEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedRelayoutOnVmfs2DatastoreEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedRelayoutOnVmfs2DatastoreEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedRelayoutOnVmfs2DatastoreEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedRelayoutOnVmfs2DatastoreEvent {
     type Target = VmEvent;
@@ -2609,7 +3203,7 @@ impl x::Fields for VmFailedRelayoutOnVmfs2DatastoreEvent {
 /// `VmFailedStartingSecondaryEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmFailedStartingSecondaryEvent {
     /// The fields `VmFailedStartingSecondaryEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2622,6 +3216,18 @@ impl x::SchemaType for VmFailedStartingSecondaryEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmFailedStartingSecondaryEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedStartingSecondaryEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedStartingSecondaryEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedStartingSecondaryEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedStartingSecondaryEvent {
     type Target = VmEvent;
@@ -2660,7 +3266,7 @@ impl x::Fields for VmFailedStartingSecondaryEvent {
 /// `VmFailedToPowerOffEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmFailedToPowerOffEvent {
     /// The fields `VmFailedToPowerOffEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2673,6 +3279,18 @@ impl x::SchemaType for VmFailedToPowerOffEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToPowerOffEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedToPowerOffEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedToPowerOffEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedToPowerOffEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToPowerOffEvent {
     type Target = VmEvent;
@@ -2711,7 +3329,7 @@ impl x::Fields for VmFailedToPowerOffEvent {
 /// `VmFailedToPowerOnEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmFailedToPowerOnEvent {
     /// The fields `VmFailedToPowerOnEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2724,6 +3342,18 @@ impl x::SchemaType for VmFailedToPowerOnEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToPowerOnEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedToPowerOnEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedToPowerOnEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedToPowerOnEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToPowerOnEvent {
     type Target = VmEvent;
@@ -2762,7 +3392,7 @@ impl x::Fields for VmFailedToPowerOnEvent {
 /// `VmFailedToRebootGuestEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmFailedToRebootGuestEvent {
     /// The fields `VmFailedToRebootGuestEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2775,6 +3405,18 @@ impl x::SchemaType for VmFailedToRebootGuestEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToRebootGuestEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedToRebootGuestEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedToRebootGuestEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedToRebootGuestEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToRebootGuestEvent {
     type Target = VmEvent;
@@ -2813,7 +3455,7 @@ impl x::Fields for VmFailedToRebootGuestEvent {
 /// `VmFailedToResetEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmFailedToResetEvent {
     /// The fields `VmFailedToResetEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2826,6 +3468,18 @@ impl x::SchemaType for VmFailedToResetEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToResetEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedToResetEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedToResetEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedToResetEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToResetEvent {
     type Target = VmEvent;
@@ -2864,7 +3518,7 @@ impl x::Fields for VmFailedToResetEvent {
 /// `VmFailedToShutdownGuestEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VmFailedToShutdownGuestEvent {
     /// The fields `VmFailedToShutdownGuestEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -2877,6 +3531,18 @@ impl x::SchemaType for VmFailedToShutdownGuestEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for VmFailedToShutdownGuestEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedToShutdownGuestEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedToShutdownGuestEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedToShutdownGuestEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for VmFailedToShutdownGuestEvent {
     type Target = VmEvent;
@@ -2909,624 +3575,5 @@ impl x::Fields for VmFailedToShutdownGuestEvent {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.vm_event, w);
         w.write("reason", &self.reason);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmFailedToStandbyGuestEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFailedToStandbyGuestEvent {
-    /// The fields `VmFailedToStandbyGuestEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `reason`.
-    pub reason: LocalizedMethodFault,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmFailedToStandbyGuestEvent {
-    const TYPE_NAME: &'static str = "VmFailedToStandbyGuestEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmFailedToStandbyGuestEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmFailedToStandbyGuestEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmFailedToStandbyGuestEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmFailedToStandbyGuestEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("reason", &self.reason);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmFailedToSuspendEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFailedToSuspendEvent {
-    /// The fields `VmFailedToSuspendEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `reason`.
-    pub reason: LocalizedMethodFault,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmFailedToSuspendEvent {
-    const TYPE_NAME: &'static str = "VmFailedToSuspendEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmFailedToSuspendEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmFailedToSuspendEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmFailedToSuspendEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmFailedToSuspendEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("reason", &self.reason);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmFailedUpdatingSecondaryConfig` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFailedUpdatingSecondaryConfig {
-    /// The fields `VmFailedUpdatingSecondaryConfig` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmFailedUpdatingSecondaryConfig {
-    const TYPE_NAME: &'static str = "VmFailedUpdatingSecondaryConfig";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmFailedUpdatingSecondaryConfig {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmFailedUpdatingSecondaryConfig {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmFailedUpdatingSecondaryConfig {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmFailedUpdatingSecondaryConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmFailoverFailed` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFailoverFailed {
-    /// The fields `VmFailoverFailed` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `reason`.
-    pub reason: Option<LocalizedMethodFault>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmFailoverFailed {
-    const TYPE_NAME: &'static str = "VmFailoverFailed";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmFailoverFailed {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmFailoverFailed {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmFailoverFailed {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmFailoverFailed {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write_opt("reason", &self.reason);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VmFaultToleranceConfigIssue` (extends `VmFaultToleranceIssue`).
-///
-/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFaultToleranceConfigIssue {
-    /// The fields `VmFaultToleranceConfigIssue` inherits from `VmFaultToleranceIssue`.
-    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
-    /// `reason`.
-    pub reason: Option<String>,
-    /// `entityName`.
-    pub entity_name: Option<String>,
-    /// `entity`.
-    pub entity: Option<x::ManagedObjectReference>,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VmFaultToleranceConfigIssue {
-    const TYPE_NAME: &'static str = "VmFaultToleranceConfigIssue";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VmFaultToleranceConfigIssue {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VmFaultToleranceConfigIssue {
-    type Target = VmFaultToleranceIssue;
-    #[inline]
-    fn deref(&self) -> &VmFaultToleranceIssue {
-        &self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VmFaultToleranceConfigIssue {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
-        &mut self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VmFaultToleranceConfigIssue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read_opt(&mut self.reason),
-            "entityName" => r.read_opt(&mut self.entity_name),
-            "entity" => r.read_opt(&mut self.entity),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vm_fault_tolerance_issue,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
-        w.write_opt("reason", &self.reason);
-        w.write_opt("entityName", &self.entity_name);
-        w.write_opt("entity", &self.entity);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VmFaultToleranceConfigIssueWrapper` (extends `VmFaultToleranceIssue`).
-///
-/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFaultToleranceConfigIssueWrapper {
-    /// The fields `VmFaultToleranceConfigIssueWrapper` inherits from `VmFaultToleranceIssue`.
-    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
-    /// `entityName`.
-    pub entity_name: Option<String>,
-    /// `entity`.
-    pub entity: Option<x::ManagedObjectReference>,
-    /// `error`.
-    pub error: Option<LocalizedMethodFault>,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VmFaultToleranceConfigIssueWrapper {
-    const TYPE_NAME: &'static str = "VmFaultToleranceConfigIssueWrapper";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VmFaultToleranceConfigIssueWrapper {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VmFaultToleranceConfigIssueWrapper {
-    type Target = VmFaultToleranceIssue;
-    #[inline]
-    fn deref(&self) -> &VmFaultToleranceIssue {
-        &self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VmFaultToleranceConfigIssueWrapper {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
-        &mut self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VmFaultToleranceConfigIssueWrapper {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entityName" => r.read_opt(&mut self.entity_name),
-            "entity" => r.read_opt(&mut self.entity),
-            "error" => r.read_opt(&mut self.error),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vm_fault_tolerance_issue,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
-        w.write_opt("entityName", &self.entity_name);
-        w.write_opt("entity", &self.entity);
-        w.write_opt("error", &self.error);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VmFaultToleranceInvalidFileBacking` (extends `VmFaultToleranceIssue`).
-///
-/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFaultToleranceInvalidFileBacking {
-    /// The fields `VmFaultToleranceInvalidFileBacking` inherits from `VmFaultToleranceIssue`.
-    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
-    /// `backingType`.
-    pub backing_type: Option<String>,
-    /// `backingFilename`.
-    pub backing_filename: Option<String>,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VmFaultToleranceInvalidFileBacking {
-    const TYPE_NAME: &'static str = "VmFaultToleranceInvalidFileBacking";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VmFaultToleranceInvalidFileBacking {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VmFaultToleranceInvalidFileBacking {
-    type Target = VmFaultToleranceIssue;
-    #[inline]
-    fn deref(&self) -> &VmFaultToleranceIssue {
-        &self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VmFaultToleranceInvalidFileBacking {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
-        &mut self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VmFaultToleranceInvalidFileBacking {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "backingType" => r.read_opt(&mut self.backing_type),
-            "backingFilename" => r.read_opt(&mut self.backing_filename),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vm_fault_tolerance_issue,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
-        w.write_opt("backingType", &self.backing_type);
-        w.write_opt("backingFilename", &self.backing_filename);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VmFaultToleranceIssue` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFaultToleranceIssue {
-    /// The fields `VmFaultToleranceIssue` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VmFaultToleranceIssue {
-    const TYPE_NAME: &'static str = "VmFaultToleranceIssue";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VmFaultToleranceIssue {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VmFaultToleranceIssue {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VmFaultToleranceIssue {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VmFaultToleranceIssue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vim_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VmFaultToleranceOpIssuesList` (extends `VmFaultToleranceIssue`).
-///
-/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VmFaultToleranceOpIssuesList {
-    /// The fields `VmFaultToleranceOpIssuesList` inherits from `VmFaultToleranceIssue`.
-    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
-    /// `errors`.
-    pub errors: Vec<LocalizedMethodFault>,
-    /// `warnings`.
-    pub warnings: Vec<LocalizedMethodFault>,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VmFaultToleranceOpIssuesList {
-    const TYPE_NAME: &'static str = "VmFaultToleranceOpIssuesList";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VmFaultToleranceOpIssuesList {}
-#[cfg(feature = "all-faults")]
-impl Clone for VmFaultToleranceOpIssuesList {
-    fn clone(&self) -> Self {
-        Self {
-            vm_fault_tolerance_issue: self.vm_fault_tolerance_issue.clone(),
-            errors: x::clone_vec(&self.errors),
-            warnings: x::clone_vec(&self.warnings),
-        }
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VmFaultToleranceOpIssuesList {
-    type Target = VmFaultToleranceIssue;
-    #[inline]
-    fn deref(&self) -> &VmFaultToleranceIssue {
-        &self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VmFaultToleranceOpIssuesList {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
-        &mut self.vm_fault_tolerance_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VmFaultToleranceOpIssuesList {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "errors" => r.read_push(&mut self.errors),
-            "warnings" => r.read_push(&mut self.warnings),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vm_fault_tolerance_issue,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
-        w.write_vec("errors", &self.errors);
-        w.write_vec("warnings", &self.warnings);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmFaultToleranceStateChangedEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFaultToleranceStateChangedEvent {
-    /// The fields `VmFaultToleranceStateChangedEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `oldState`.
-    pub old_state: VirtualMachineFaultToleranceState,
-    /// `newState`.
-    pub new_state: VirtualMachineFaultToleranceState,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmFaultToleranceStateChangedEvent {
-    const TYPE_NAME: &'static str = "VmFaultToleranceStateChangedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmFaultToleranceStateChangedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmFaultToleranceStateChangedEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmFaultToleranceStateChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmFaultToleranceStateChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "oldState" => r.read(&mut self.old_state),
-            "newState" => r.read(&mut self.new_state),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("oldState", &self.old_state);
-        w.write("newState", &self.new_state);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VmFaultToleranceTooManyFtVcpusOnHost` (extends `InsufficientResourcesFault`).
-///
-/// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmFaultToleranceTooManyFtVcpusOnHost {
-    /// The fields `VmFaultToleranceTooManyFtVcpusOnHost` inherits from `InsufficientResourcesFault`.
-    pub insufficient_resources_fault: InsufficientResourcesFault,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `maxNumFtVcpus`.
-    pub max_num_ft_vcpus: i32,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VmFaultToleranceTooManyFtVcpusOnHost {
-    const TYPE_NAME: &'static str = "VmFaultToleranceTooManyFtVcpusOnHost";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VmFaultToleranceTooManyFtVcpusOnHost {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VmFaultToleranceTooManyFtVcpusOnHost {
-    type Target = InsufficientResourcesFault;
-    #[inline]
-    fn deref(&self) -> &InsufficientResourcesFault {
-        &self.insufficient_resources_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VmFaultToleranceTooManyFtVcpusOnHost {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut InsufficientResourcesFault {
-        &mut self.insufficient_resources_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VmFaultToleranceTooManyFtVcpusOnHost {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read_opt(&mut self.host_name),
-            "maxNumFtVcpus" => r.read(&mut self.max_num_ft_vcpus),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.insufficient_resources_fault,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.insufficient_resources_fault, w);
-        w.write_opt("hostName", &self.host_name);
-        w.write("maxNumFtVcpus", &self.max_num_ft_vcpus);
     }
 }

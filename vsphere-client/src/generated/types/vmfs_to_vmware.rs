@@ -5,1269 +5,622 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-#[cfg(feature = "all-events")]
-/// `VMFSDatastoreCreatedEvent` (extends `HostEvent`).
+#[cfg(feature = "all-faults")]
+/// `VmfsAlreadyMounted` (extends `VmfsMountFault`).
 ///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMFSDatastoreCreatedEvent {
-    /// The fields `VMFSDatastoreCreatedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `datastore`.
-    pub datastore: DatastoreEventArgument,
-    /// `datastoreUrl`.
-    pub datastore_url: Option<String>,
+/// The fields of `VmfsMountFault` are in `vmfs_mount_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmfsAlreadyMounted {
+    /// The fields `VmfsAlreadyMounted` inherits from `VmfsMountFault`.
+    pub vmfs_mount_fault: VmfsMountFault,
 }
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VMFSDatastoreCreatedEvent {
-    const TYPE_NAME: &'static str = "VMFSDatastoreCreatedEvent";
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VmfsAlreadyMounted {
+    const TYPE_NAME: &'static str = "VmfsAlreadyMounted";
 }
-#[cfg(feature = "all-events")]
-impl x::Structure for VMFSDatastoreCreatedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VMFSDatastoreCreatedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
+#[cfg(feature = "all-faults")]
+impl x::Structure for VmfsAlreadyMounted {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VmfsAlreadyMounted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsAlreadyMounted", x::fields_ref(self))
     }
 }
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VMFSDatastoreCreatedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
+#[cfg(feature = "all-faults")]
+impl PartialEq for VmfsAlreadyMounted {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-#[cfg(feature = "all-events")]
-impl x::Fields for VMFSDatastoreCreatedEvent {
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VmfsAlreadyMounted {
+    type Target = VmfsMountFault;
+    #[inline]
+    fn deref(&self) -> &VmfsMountFault {
+        &self.vmfs_mount_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VmfsAlreadyMounted {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmfsMountFault {
+        &mut self.vmfs_mount_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VmfsAlreadyMounted {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read(&mut self.datastore),
-            "datastoreUrl" => r.read_opt(&mut self.datastore_url),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vmfs_mount_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("datastore", &self.datastore);
-        w.write_opt("datastoreUrl", &self.datastore_url);
+        x::Fields::encode_fields(&self.vmfs_mount_fault, w);
     }
 }
-#[cfg(feature = "all-events")]
-/// `VMFSDatastoreExpandedEvent` (extends `HostEvent`).
+#[cfg(feature = "all-faults")]
+/// `VmfsAmbiguousMount` (extends `VmfsMountFault`).
 ///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMFSDatastoreExpandedEvent {
-    /// The fields `VMFSDatastoreExpandedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `datastore`.
-    pub datastore: DatastoreEventArgument,
+/// The fields of `VmfsMountFault` are in `vmfs_mount_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmfsAmbiguousMount {
+    /// The fields `VmfsAmbiguousMount` inherits from `VmfsMountFault`.
+    pub vmfs_mount_fault: VmfsMountFault,
 }
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VMFSDatastoreExpandedEvent {
-    const TYPE_NAME: &'static str = "VMFSDatastoreExpandedEvent";
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VmfsAmbiguousMount {
+    const TYPE_NAME: &'static str = "VmfsAmbiguousMount";
 }
-#[cfg(feature = "all-events")]
-impl x::Structure for VMFSDatastoreExpandedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VMFSDatastoreExpandedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
+#[cfg(feature = "all-faults")]
+impl x::Structure for VmfsAmbiguousMount {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VmfsAmbiguousMount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsAmbiguousMount", x::fields_ref(self))
     }
 }
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VMFSDatastoreExpandedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
+#[cfg(feature = "all-faults")]
+impl PartialEq for VmfsAmbiguousMount {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-#[cfg(feature = "all-events")]
-impl x::Fields for VMFSDatastoreExpandedEvent {
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VmfsAmbiguousMount {
+    type Target = VmfsMountFault;
+    #[inline]
+    fn deref(&self) -> &VmfsMountFault {
+        &self.vmfs_mount_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VmfsAmbiguousMount {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmfsMountFault {
+        &mut self.vmfs_mount_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VmfsAmbiguousMount {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read(&mut self.datastore),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
+        x::Fields::decode_field(&mut self.vmfs_mount_fault, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("datastore", &self.datastore);
+        x::Fields::encode_fields(&self.vmfs_mount_fault, w);
     }
 }
-#[cfg(feature = "all-events")]
-/// `VMFSDatastoreExtendedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMFSDatastoreExtendedEvent {
-    /// The fields `VMFSDatastoreExtendedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `datastore`.
-    pub datastore: DatastoreEventArgument,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VMFSDatastoreExtendedEvent {
-    const TYPE_NAME: &'static str = "VMFSDatastoreExtendedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VMFSDatastoreExtendedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VMFSDatastoreExtendedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VMFSDatastoreExtendedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VMFSDatastoreExtendedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read(&mut self.datastore),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("datastore", &self.datastore);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMINotSupported` (extends `DeviceNotSupported`).
-///
-/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMINotSupported {
-    /// The fields `VMINotSupported` inherits from `DeviceNotSupported`.
-    pub device_not_supported: DeviceNotSupported,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMINotSupported {
-    const TYPE_NAME: &'static str = "VMINotSupported";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMINotSupported {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMINotSupported {
-    type Target = DeviceNotSupported;
-    #[inline]
-    fn deref(&self) -> &DeviceNotSupported {
-        &self.device_not_supported
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMINotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
-        &mut self.device_not_supported
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMINotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.device_not_supported, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.device_not_supported, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMOnConflictDVPort` (extends `CannotAccessNetwork`).
-///
-/// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMOnConflictDVPort {
-    /// The fields `VMOnConflictDVPort` inherits from `CannotAccessNetwork`.
-    pub cannot_access_network: CannotAccessNetwork,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMOnConflictDVPort {
-    const TYPE_NAME: &'static str = "VMOnConflictDVPort";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMOnConflictDVPort {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMOnConflictDVPort {
-    type Target = CannotAccessNetwork;
-    #[inline]
-    fn deref(&self) -> &CannotAccessNetwork {
-        &self.cannot_access_network
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMOnConflictDVPort {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut CannotAccessNetwork {
-        &mut self.cannot_access_network
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMOnConflictDVPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.cannot_access_network, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cannot_access_network, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMOnVirtualIntranet` (extends `CannotAccessNetwork`).
-///
-/// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMOnVirtualIntranet {
-    /// The fields `VMOnVirtualIntranet` inherits from `CannotAccessNetwork`.
-    pub cannot_access_network: CannotAccessNetwork,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMOnVirtualIntranet {
-    const TYPE_NAME: &'static str = "VMOnVirtualIntranet";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMOnVirtualIntranet {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMOnVirtualIntranet {
-    type Target = CannotAccessNetwork;
-    #[inline]
-    fn deref(&self) -> &CannotAccessNetwork {
-        &self.cannot_access_network
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMOnVirtualIntranet {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut CannotAccessNetwork {
-        &mut self.cannot_access_network
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMOnVirtualIntranet {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.cannot_access_network, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cannot_access_network, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMotionAcrossNetworkNotSupported` (extends `MigrationFeatureNotSupported`).
-///
-/// The fields of `MigrationFeatureNotSupported` are in `migration_feature_not_supported`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMotionAcrossNetworkNotSupported {
-    /// The fields `VMotionAcrossNetworkNotSupported` inherits from `MigrationFeatureNotSupported`.
-    pub migration_feature_not_supported: MigrationFeatureNotSupported,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMotionAcrossNetworkNotSupported {
-    const TYPE_NAME: &'static str = "VMotionAcrossNetworkNotSupported";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMotionAcrossNetworkNotSupported {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMotionAcrossNetworkNotSupported {
-    type Target = MigrationFeatureNotSupported;
-    #[inline]
-    fn deref(&self) -> &MigrationFeatureNotSupported {
-        &self.migration_feature_not_supported
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMotionAcrossNetworkNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut MigrationFeatureNotSupported {
-        &mut self.migration_feature_not_supported
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMotionAcrossNetworkNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.migration_feature_not_supported, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.migration_feature_not_supported, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMotionInterfaceIssue` (extends `MigrationFault`).
-///
-/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMotionInterfaceIssue {
-    /// The fields `VMotionInterfaceIssue` inherits from `MigrationFault`.
-    pub migration_fault: MigrationFault,
-    /// `atSourceHost`.
-    pub at_source_host: bool,
-    /// `failedHost`.
-    pub failed_host: String,
-    /// `failedHostEntity`.
-    pub failed_host_entity: Option<x::ManagedObjectReference>,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMotionInterfaceIssue {
-    const TYPE_NAME: &'static str = "VMotionInterfaceIssue";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMotionInterfaceIssue {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMotionInterfaceIssue {
-    type Target = MigrationFault;
-    #[inline]
-    fn deref(&self) -> &MigrationFault {
-        &self.migration_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMotionInterfaceIssue {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut MigrationFault {
-        &mut self.migration_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMotionInterfaceIssue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "atSourceHost" => r.read(&mut self.at_source_host),
-            "failedHost" => r.read(&mut self.failed_host),
-            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity),
-            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.migration_fault, w);
-        w.write("atSourceHost", &self.at_source_host);
-        w.write("failedHost", &self.failed_host);
-        w.write_opt("failedHostEntity", &self.failed_host_entity);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VMotionLicenseExpiredEvent` (extends `LicenseEvent`).
-///
-/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMotionLicenseExpiredEvent {
-    /// The fields `VMotionLicenseExpiredEvent` inherits from `LicenseEvent`.
-    pub license_event: LicenseEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VMotionLicenseExpiredEvent {
-    const TYPE_NAME: &'static str = "VMotionLicenseExpiredEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VMotionLicenseExpiredEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VMotionLicenseExpiredEvent {
-    type Target = LicenseEvent;
-    #[inline]
-    fn deref(&self) -> &LicenseEvent {
-        &self.license_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VMotionLicenseExpiredEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut LicenseEvent {
-        &mut self.license_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VMotionLicenseExpiredEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.license_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.license_event, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMotionLinkCapacityLow` (extends `VMotionInterfaceIssue`).
-///
-/// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMotionLinkCapacityLow {
-    /// The fields `VMotionLinkCapacityLow` inherits from `VMotionInterfaceIssue`.
-    pub vmotion_interface_issue: VMotionInterfaceIssue,
-    /// `network`.
-    pub network: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMotionLinkCapacityLow {
-    const TYPE_NAME: &'static str = "VMotionLinkCapacityLow";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMotionLinkCapacityLow {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMotionLinkCapacityLow {
-    type Target = VMotionInterfaceIssue;
-    #[inline]
-    fn deref(&self) -> &VMotionInterfaceIssue {
-        &self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMotionLinkCapacityLow {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
-        &mut self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMotionLinkCapacityLow {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vmotion_interface_issue,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmotion_interface_issue, w);
-        w.write("network", &self.network);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMotionLinkDown` (extends `VMotionInterfaceIssue`).
-///
-/// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMotionLinkDown {
-    /// The fields `VMotionLinkDown` inherits from `VMotionInterfaceIssue`.
-    pub vmotion_interface_issue: VMotionInterfaceIssue,
-    /// `network`.
-    pub network: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMotionLinkDown {
-    const TYPE_NAME: &'static str = "VMotionLinkDown";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMotionLinkDown {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMotionLinkDown {
-    type Target = VMotionInterfaceIssue;
-    #[inline]
-    fn deref(&self) -> &VMotionInterfaceIssue {
-        &self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMotionLinkDown {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
-        &mut self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMotionLinkDown {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vmotion_interface_issue,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmotion_interface_issue, w);
-        w.write("network", &self.network);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMotionNotConfigured` (extends `VMotionInterfaceIssue`).
-///
-/// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMotionNotConfigured {
-    /// The fields `VMotionNotConfigured` inherits from `VMotionInterfaceIssue`.
-    pub vmotion_interface_issue: VMotionInterfaceIssue,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMotionNotConfigured {
-    const TYPE_NAME: &'static str = "VMotionNotConfigured";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMotionNotConfigured {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMotionNotConfigured {
-    type Target = VMotionInterfaceIssue;
-    #[inline]
-    fn deref(&self) -> &VMotionInterfaceIssue {
-        &self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMotionNotConfigured {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
-        &mut self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMotionNotConfigured {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vmotion_interface_issue, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmotion_interface_issue, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMotionNotLicensed` (extends `VMotionInterfaceIssue`).
-///
-/// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMotionNotLicensed {
-    /// The fields `VMotionNotLicensed` inherits from `VMotionInterfaceIssue`.
-    pub vmotion_interface_issue: VMotionInterfaceIssue,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMotionNotLicensed {
-    const TYPE_NAME: &'static str = "VMotionNotLicensed";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMotionNotLicensed {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMotionNotLicensed {
-    type Target = VMotionInterfaceIssue;
-    #[inline]
-    fn deref(&self) -> &VMotionInterfaceIssue {
-        &self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMotionNotLicensed {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
-        &mut self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMotionNotLicensed {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vmotion_interface_issue, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmotion_interface_issue, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMotionNotSupported` (extends `VMotionInterfaceIssue`).
-///
-/// The fields of `VMotionInterfaceIssue` are in `vmotion_interface_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMotionNotSupported {
-    /// The fields `VMotionNotSupported` inherits from `VMotionInterfaceIssue`.
-    pub vmotion_interface_issue: VMotionInterfaceIssue,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMotionNotSupported {
-    const TYPE_NAME: &'static str = "VMotionNotSupported";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMotionNotSupported {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMotionNotSupported {
-    type Target = VMotionInterfaceIssue;
-    #[inline]
-    fn deref(&self) -> &VMotionInterfaceIssue {
-        &self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMotionNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VMotionInterfaceIssue {
-        &mut self.vmotion_interface_issue
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMotionNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vmotion_interface_issue, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmotion_interface_issue, w);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `VMotionProtocolIncompatible` (extends `MigrationFault`).
-///
-/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMotionProtocolIncompatible {
-    /// The fields `VMotionProtocolIncompatible` inherits from `MigrationFault`.
-    pub migration_fault: MigrationFault,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for VMotionProtocolIncompatible {
-    const TYPE_NAME: &'static str = "VMotionProtocolIncompatible";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for VMotionProtocolIncompatible {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for VMotionProtocolIncompatible {
-    type Target = MigrationFault;
-    #[inline]
-    fn deref(&self) -> &MigrationFault {
-        &self.migration_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for VMotionProtocolIncompatible {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut MigrationFault {
-        &mut self.migration_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for VMotionProtocolIncompatible {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.migration_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.migration_fault, w);
-    }
-}
-/// `VMwareDVSConfigInfo` (extends `DVSConfigInfo`).
-///
-/// The fields of `DVSConfigInfo` are in `dvs_config_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VMwareDVSConfigInfo {
-    /// The fields `VMwareDVSConfigInfo` inherits from `DVSConfigInfo`.
-    pub dvs_config_info: DVSConfigInfo,
-    /// `vspanSession`.
-    pub vspan_session: Vec<VMwareVspanSession>,
-    /// `pvlanConfig`.
-    pub pvlan_config: Vec<VMwareDVSPvlanMapEntry>,
-    /// `maxMtu`.
-    pub max_mtu: i32,
-    /// `linkDiscoveryProtocolConfig`.
-    pub link_discovery_protocol_config: Option<LinkDiscoveryProtocolConfig>,
-    /// `ipfixConfig`.
-    pub ipfix_config: Option<VMwareIpfixConfig>,
-    /// `lacpGroupConfig`.
-    pub lacp_group_config: Vec<VMwareDvsLacpGroupConfig>,
-    /// `lacpApiVersion`.
-    pub lacp_api_version: Option<String>,
-    /// `multicastFilteringMode`.
-    pub multicast_filtering_mode: Option<String>,
-    /// `networkOffloadSpecId`.
+/// `VmfsConfigOption` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VmfsConfigOption {
+    /// `blockSizeOption`.
+    pub block_size_option: i32,
+    /// `unmapGranularityOption`.
+    pub unmap_granularity_option: Vec<i32>,
+    /// `unmapBandwidthFixedValue`.
+    pub unmap_bandwidth_fixed_value: Option<LongOption>,
+    /// `unmapBandwidthDynamicMin`.
+    pub unmap_bandwidth_dynamic_min: Option<LongOption>,
+    /// `unmapBandwidthDynamicMax`.
+    pub unmap_bandwidth_dynamic_max: Option<LongOption>,
+    /// `unmapBandwidthIncrement`.
+    pub unmap_bandwidth_increment: Option<i64>,
+    /// `unmapBandwidthUltraLow`.
     ///
     /// Since vSphere API 8.0.0.1.
-    pub network_offload_spec_id: Option<String>,
-    /// `networkOffloadConfig`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub network_offload_config: Option<
-        VmwareDistributedVirtualSwitchNetworkOffloadConfig,
-    >,
-    /// `realTimeConfig`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub real_time_config: Option<VmwareDistributedVirtualSwitchRealTimeConfig>,
+    pub unmap_bandwidth_ultra_low: Option<i64>,
 }
-impl x::SchemaType for VMwareDVSConfigInfo {
-    const TYPE_NAME: &'static str = "VMwareDVSConfigInfo";
+impl x::SchemaType for VmfsConfigOption {
+    const TYPE_NAME: &'static str = "VmfsConfigOption";
 }
-impl x::Structure for VMwareDVSConfigInfo {}
-impl Clone for VMwareDVSConfigInfo {
+impl x::Structure for VmfsConfigOption {}
+impl std::fmt::Debug for VmfsConfigOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsConfigOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmfsConfigOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VmfsConfigOption {
     fn clone(&self) -> Self {
         Self {
-            dvs_config_info: self.dvs_config_info.clone(),
-            vspan_session: x::clone_vec(&self.vspan_session),
-            pvlan_config: x::clone_vec(&self.pvlan_config),
-            max_mtu: self.max_mtu,
-            link_discovery_protocol_config: self.link_discovery_protocol_config.clone(),
-            ipfix_config: self.ipfix_config.clone(),
-            lacp_group_config: x::clone_vec(&self.lacp_group_config),
-            lacp_api_version: self.lacp_api_version.clone(),
-            multicast_filtering_mode: self.multicast_filtering_mode.clone(),
-            network_offload_spec_id: self.network_offload_spec_id.clone(),
-            network_offload_config: self.network_offload_config.clone(),
-            real_time_config: self.real_time_config.clone(),
+            block_size_option: self.block_size_option,
+            unmap_granularity_option: x::clone_vec(&self.unmap_granularity_option),
+            unmap_bandwidth_fixed_value: self.unmap_bandwidth_fixed_value.clone(),
+            unmap_bandwidth_dynamic_min: self.unmap_bandwidth_dynamic_min.clone(),
+            unmap_bandwidth_dynamic_max: self.unmap_bandwidth_dynamic_max.clone(),
+            unmap_bandwidth_increment: self.unmap_bandwidth_increment,
+            unmap_bandwidth_ultra_low: self.unmap_bandwidth_ultra_low,
         }
     }
 }
-impl std::ops::Deref for VMwareDVSConfigInfo {
-    type Target = DVSConfigInfo;
-    #[inline]
-    fn deref(&self) -> &DVSConfigInfo {
-        &self.dvs_config_info
-    }
-}
-impl std::ops::DerefMut for VMwareDVSConfigInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DVSConfigInfo {
-        &mut self.dvs_config_info
-    }
-}
-impl x::Fields for VMwareDVSConfigInfo {
+impl x::Fields for VmfsConfigOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vspanSession" => r.read_push(&mut self.vspan_session),
-            "pvlanConfig" => r.read_push(&mut self.pvlan_config),
-            "maxMtu" => r.read(&mut self.max_mtu),
-            "linkDiscoveryProtocolConfig" => {
-                r.read_opt(&mut self.link_discovery_protocol_config)
+            "blockSizeOption" => r.read(&mut self.block_size_option),
+            "unmapGranularityOption" => r.read_push(&mut self.unmap_granularity_option),
+            "unmapBandwidthFixedValue" => {
+                r.read_opt(&mut self.unmap_bandwidth_fixed_value)
             }
-            "ipfixConfig" => r.read_opt(&mut self.ipfix_config),
-            "lacpGroupConfig" => r.read_push(&mut self.lacp_group_config),
-            "lacpApiVersion" => r.read_opt(&mut self.lacp_api_version),
-            "multicastFilteringMode" => r.read_opt(&mut self.multicast_filtering_mode),
-            "networkOffloadSpecId" => r.read_opt(&mut self.network_offload_spec_id),
-            "networkOffloadConfig" => r.read_opt(&mut self.network_offload_config),
-            "realTimeConfig" => r.read_opt(&mut self.real_time_config),
-            _ => return x::Fields::decode_field(&mut self.dvs_config_info, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_config_info, w);
-        w.write_vec("vspanSession", &self.vspan_session);
-        w.write_vec("pvlanConfig", &self.pvlan_config);
-        w.write("maxMtu", &self.max_mtu);
-        w.write_opt("linkDiscoveryProtocolConfig", &self.link_discovery_protocol_config);
-        w.write_opt("ipfixConfig", &self.ipfix_config);
-        w.write_vec("lacpGroupConfig", &self.lacp_group_config);
-        w.write_opt("lacpApiVersion", &self.lacp_api_version);
-        w.write_opt("multicastFilteringMode", &self.multicast_filtering_mode);
-        if w
-            .since(
-                0x0800_0001,
-                "VMwareDVSConfigInfo.networkOffloadSpecId",
-                self.network_offload_spec_id.is_some(),
-            )
-        {
-            w.write_opt("networkOffloadSpecId", &self.network_offload_spec_id);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VMwareDVSConfigInfo.networkOffloadConfig",
-                self.network_offload_config.is_some(),
-            )
-        {
-            w.write_opt("networkOffloadConfig", &self.network_offload_config);
-        }
-        if w
-            .since(
-                0x0800_0301,
-                "VMwareDVSConfigInfo.realTimeConfig",
-                self.real_time_config.is_some(),
-            )
-        {
-            w.write_opt("realTimeConfig", &self.real_time_config);
-        }
-    }
-}
-/// `VMwareDVSConfigSpec` (extends `DVSConfigSpec`).
-///
-/// The fields of `DVSConfigSpec` are in `dvs_config_spec`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VMwareDVSConfigSpec {
-    /// The fields `VMwareDVSConfigSpec` inherits from `DVSConfigSpec`.
-    pub dvs_config_spec: DVSConfigSpec,
-    /// `pvlanConfigSpec`.
-    pub pvlan_config_spec: Vec<VMwareDVSPvlanConfigSpec>,
-    /// `vspanConfigSpec`.
-    pub vspan_config_spec: Vec<VMwareDVSVspanConfigSpec>,
-    /// `maxMtu`.
-    pub max_mtu: Option<i32>,
-    /// `linkDiscoveryProtocolConfig`.
-    pub link_discovery_protocol_config: Option<LinkDiscoveryProtocolConfig>,
-    /// `ipfixConfig`.
-    pub ipfix_config: Option<VMwareIpfixConfig>,
-    /// `lacpApiVersion`.
-    pub lacp_api_version: Option<String>,
-    /// `multicastFilteringMode`.
-    pub multicast_filtering_mode: Option<String>,
-    /// `networkOffloadSpecId`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub network_offload_spec_id: Option<String>,
-    /// `networkOffloadConfig`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub network_offload_config: Option<
-        VmwareDistributedVirtualSwitchNetworkOffloadConfig,
-    >,
-    /// `realTimeConfig`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub real_time_config: Option<VmwareDistributedVirtualSwitchRealTimeConfig>,
-}
-impl x::SchemaType for VMwareDVSConfigSpec {
-    const TYPE_NAME: &'static str = "VMwareDVSConfigSpec";
-}
-impl x::Structure for VMwareDVSConfigSpec {}
-impl Clone for VMwareDVSConfigSpec {
-    fn clone(&self) -> Self {
-        Self {
-            dvs_config_spec: self.dvs_config_spec.clone(),
-            pvlan_config_spec: x::clone_vec(&self.pvlan_config_spec),
-            vspan_config_spec: x::clone_vec(&self.vspan_config_spec),
-            max_mtu: self.max_mtu,
-            link_discovery_protocol_config: self.link_discovery_protocol_config.clone(),
-            ipfix_config: self.ipfix_config.clone(),
-            lacp_api_version: self.lacp_api_version.clone(),
-            multicast_filtering_mode: self.multicast_filtering_mode.clone(),
-            network_offload_spec_id: self.network_offload_spec_id.clone(),
-            network_offload_config: self.network_offload_config.clone(),
-            real_time_config: self.real_time_config.clone(),
-        }
-    }
-}
-impl std::ops::Deref for VMwareDVSConfigSpec {
-    type Target = DVSConfigSpec;
-    #[inline]
-    fn deref(&self) -> &DVSConfigSpec {
-        &self.dvs_config_spec
-    }
-}
-impl std::ops::DerefMut for VMwareDVSConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DVSConfigSpec {
-        &mut self.dvs_config_spec
-    }
-}
-impl x::Fields for VMwareDVSConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pvlanConfigSpec" => r.read_push(&mut self.pvlan_config_spec),
-            "vspanConfigSpec" => r.read_push(&mut self.vspan_config_spec),
-            "maxMtu" => r.read_opt(&mut self.max_mtu),
-            "linkDiscoveryProtocolConfig" => {
-                r.read_opt(&mut self.link_discovery_protocol_config)
+            "unmapBandwidthDynamicMin" => {
+                r.read_opt(&mut self.unmap_bandwidth_dynamic_min)
             }
-            "ipfixConfig" => r.read_opt(&mut self.ipfix_config),
-            "lacpApiVersion" => r.read_opt(&mut self.lacp_api_version),
-            "multicastFilteringMode" => r.read_opt(&mut self.multicast_filtering_mode),
-            "networkOffloadSpecId" => r.read_opt(&mut self.network_offload_spec_id),
-            "networkOffloadConfig" => r.read_opt(&mut self.network_offload_config),
-            "realTimeConfig" => r.read_opt(&mut self.real_time_config),
-            _ => return x::Fields::decode_field(&mut self.dvs_config_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_config_spec, w);
-        w.write_vec("pvlanConfigSpec", &self.pvlan_config_spec);
-        w.write_vec("vspanConfigSpec", &self.vspan_config_spec);
-        w.write_opt("maxMtu", &self.max_mtu);
-        w.write_opt("linkDiscoveryProtocolConfig", &self.link_discovery_protocol_config);
-        w.write_opt("ipfixConfig", &self.ipfix_config);
-        w.write_opt("lacpApiVersion", &self.lacp_api_version);
-        w.write_opt("multicastFilteringMode", &self.multicast_filtering_mode);
-        if w
-            .since(
-                0x0800_0001,
-                "VMwareDVSConfigSpec.networkOffloadSpecId",
-                self.network_offload_spec_id.is_some(),
-            )
-        {
-            w.write_opt("networkOffloadSpecId", &self.network_offload_spec_id);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VMwareDVSConfigSpec.networkOffloadConfig",
-                self.network_offload_config.is_some(),
-            )
-        {
-            w.write_opt("networkOffloadConfig", &self.network_offload_config);
-        }
-        if w
-            .since(
-                0x0800_0301,
-                "VMwareDVSConfigSpec.realTimeConfig",
-                self.real_time_config.is_some(),
-            )
-        {
-            w.write_opt("realTimeConfig", &self.real_time_config);
-        }
-    }
-}
-/// `VMwareDVSFeatureCapability` (extends `DVSFeatureCapability`).
-///
-/// The fields of `DVSFeatureCapability` are in `dvs_feature_capability`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSFeatureCapability {
-    /// The fields `VMwareDVSFeatureCapability` inherits from `DVSFeatureCapability`.
-    pub dvs_feature_capability: DVSFeatureCapability,
-    /// `vspanSupported`.
-    pub vspan_supported: Option<bool>,
-    /// `lldpSupported`.
-    pub lldp_supported: Option<bool>,
-    /// `ipfixSupported`.
-    pub ipfix_supported: Option<bool>,
-    /// `ipfixCapability`.
-    pub ipfix_capability: Option<VMwareDvsIpfixCapability>,
-    /// `multicastSnoopingSupported`.
-    pub multicast_snooping_supported: Option<bool>,
-    /// `vspanCapability`.
-    pub vspan_capability: Option<VMwareDVSVspanCapability>,
-    /// `lacpCapability`.
-    pub lacp_capability: Option<VMwareDvsLacpCapability>,
-    /// `dpuCapability`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dpu_capability: Option<VMwareDvsDpuCapability>,
-    /// `nsxSupported`.
-    pub nsx_supported: Option<bool>,
-    /// `mtuCapability`.
-    pub mtu_capability: Option<VMwareDvsMtuCapability>,
-    /// `realTimeConfigSupported`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub real_time_config_supported: Option<bool>,
-    /// `perfNicOffloadCapability`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub perf_nic_offload_capability: Option<VMwareDvsPerfNicOffloadCapability>,
-    /// `systemTrafficCapabilities`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub system_traffic_capabilities: Option<VMwareDvsSystemTrafficCapabilities>,
-}
-impl x::SchemaType for VMwareDVSFeatureCapability {
-    const TYPE_NAME: &'static str = "VMwareDVSFeatureCapability";
-}
-impl x::Structure for VMwareDVSFeatureCapability {}
-impl std::ops::Deref for VMwareDVSFeatureCapability {
-    type Target = DVSFeatureCapability;
-    #[inline]
-    fn deref(&self) -> &DVSFeatureCapability {
-        &self.dvs_feature_capability
-    }
-}
-impl std::ops::DerefMut for VMwareDVSFeatureCapability {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DVSFeatureCapability {
-        &mut self.dvs_feature_capability
-    }
-}
-impl x::Fields for VMwareDVSFeatureCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vspanSupported" => r.read_opt(&mut self.vspan_supported),
-            "lldpSupported" => r.read_opt(&mut self.lldp_supported),
-            "ipfixSupported" => r.read_opt(&mut self.ipfix_supported),
-            "ipfixCapability" => r.read_opt(&mut self.ipfix_capability),
-            "multicastSnoopingSupported" => {
-                r.read_opt(&mut self.multicast_snooping_supported)
+            "unmapBandwidthDynamicMax" => {
+                r.read_opt(&mut self.unmap_bandwidth_dynamic_max)
             }
-            "vspanCapability" => r.read_opt(&mut self.vspan_capability),
-            "lacpCapability" => r.read_opt(&mut self.lacp_capability),
-            "dpuCapability" => r.read_opt(&mut self.dpu_capability),
-            "nsxSupported" => r.read_opt(&mut self.nsx_supported),
-            "mtuCapability" => r.read_opt(&mut self.mtu_capability),
-            "realTimeConfigSupported" => r.read_opt(&mut self.real_time_config_supported),
-            "perfNicOffloadCapability" => {
-                r.read_opt(&mut self.perf_nic_offload_capability)
-            }
-            "systemTrafficCapabilities" => {
-                r.read_opt(&mut self.system_traffic_capabilities)
-            }
-            _ => {
-                return x::Fields::decode_field(&mut self.dvs_feature_capability, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_feature_capability, w);
-        w.write_opt("vspanSupported", &self.vspan_supported);
-        w.write_opt("lldpSupported", &self.lldp_supported);
-        w.write_opt("ipfixSupported", &self.ipfix_supported);
-        w.write_opt("ipfixCapability", &self.ipfix_capability);
-        w.write_opt("multicastSnoopingSupported", &self.multicast_snooping_supported);
-        w.write_opt("vspanCapability", &self.vspan_capability);
-        w.write_opt("lacpCapability", &self.lacp_capability);
-        if w
-            .since(
-                0x0800_0001,
-                "VMwareDVSFeatureCapability.dpuCapability",
-                self.dpu_capability.is_some(),
-            )
-        {
-            w.write_opt("dpuCapability", &self.dpu_capability);
-        }
-        w.write_opt("nsxSupported", &self.nsx_supported);
-        w.write_opt("mtuCapability", &self.mtu_capability);
-        if w
-            .since(
-                0x0800_0301,
-                "VMwareDVSFeatureCapability.realTimeConfigSupported",
-                self.real_time_config_supported.is_some(),
-            )
-        {
-            w.write_opt("realTimeConfigSupported", &self.real_time_config_supported);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VMwareDVSFeatureCapability.perfNicOffloadCapability",
-                self.perf_nic_offload_capability.is_some(),
-            )
-        {
-            w.write_opt("perfNicOffloadCapability", &self.perf_nic_offload_capability);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VMwareDVSFeatureCapability.systemTrafficCapabilities",
-                self.system_traffic_capabilities.is_some(),
-            )
-        {
-            w.write_opt("systemTrafficCapabilities", &self.system_traffic_capabilities);
-        }
-    }
-}
-/// `VMwareDVSHealthCheckCapability` (extends `DVSHealthCheckCapability`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSHealthCheckCapability {
-    /// `vlanMtuSupported`.
-    pub vlan_mtu_supported: bool,
-    /// `teamingSupported`.
-    pub teaming_supported: bool,
-}
-impl x::SchemaType for VMwareDVSHealthCheckCapability {
-    const TYPE_NAME: &'static str = "VMwareDVSHealthCheckCapability";
-}
-impl x::Structure for VMwareDVSHealthCheckCapability {}
-impl x::Fields for VMwareDVSHealthCheckCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vlanMtuSupported" => r.read(&mut self.vlan_mtu_supported),
-            "teamingSupported" => r.read(&mut self.teaming_supported),
+            "unmapBandwidthIncrement" => r.read_opt(&mut self.unmap_bandwidth_increment),
+            "unmapBandwidthUltraLow" => r.read_opt(&mut self.unmap_bandwidth_ultra_low),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vlanMtuSupported", &self.vlan_mtu_supported);
-        w.write("teamingSupported", &self.teaming_supported);
+        w.write("blockSizeOption", &self.block_size_option);
+        w.write_vec("unmapGranularityOption", &self.unmap_granularity_option);
+        w.write_opt("unmapBandwidthFixedValue", &self.unmap_bandwidth_fixed_value);
+        w.write_opt("unmapBandwidthDynamicMin", &self.unmap_bandwidth_dynamic_min);
+        w.write_opt("unmapBandwidthDynamicMax", &self.unmap_bandwidth_dynamic_max);
+        w.write_opt("unmapBandwidthIncrement", &self.unmap_bandwidth_increment);
+        if w
+            .since(
+                0x0800_0001,
+                "VmfsConfigOption.unmapBandwidthUltraLow",
+                self.unmap_bandwidth_ultra_low.is_some(),
+            )
+        {
+            w.write_opt("unmapBandwidthUltraLow", &self.unmap_bandwidth_ultra_low);
+        }
     }
 }
-/// `VMwareDVSHealthCheckConfig` (extends `DVSHealthCheckConfig`).
+impl x::ArrayItem for VmfsConfigOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVmfsConfigOption";
+    const ITEM_TAG: &'static str = "VmfsConfigOption";
+}
+/// `VmfsDatastoreAllExtentOption` (extends `VmfsDatastoreSingleExtentOption`).
 ///
-/// The fields of `DVSHealthCheckConfig` are in `dvs_health_check_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSHealthCheckConfig {
-    /// The fields `VMwareDVSHealthCheckConfig` inherits from `DVSHealthCheckConfig`.
-    pub dvs_health_check_config: DVSHealthCheckConfig,
+/// The fields of `VmfsDatastoreSingleExtentOption` are in `vmfs_datastore_single_extent_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmfsDatastoreAllExtentOption {
+    /// The fields `VmfsDatastoreAllExtentOption` inherits from `VmfsDatastoreSingleExtentOption`.
+    pub vmfs_datastore_single_extent_option: VmfsDatastoreSingleExtentOption,
 }
-impl x::SchemaType for VMwareDVSHealthCheckConfig {
-    const TYPE_NAME: &'static str = "VMwareDVSHealthCheckConfig";
+impl x::SchemaType for VmfsDatastoreAllExtentOption {
+    const TYPE_NAME: &'static str = "VmfsDatastoreAllExtentOption";
 }
-impl x::Structure for VMwareDVSHealthCheckConfig {}
-impl std::ops::Deref for VMwareDVSHealthCheckConfig {
-    type Target = DVSHealthCheckConfig;
-    #[inline]
-    fn deref(&self) -> &DVSHealthCheckConfig {
-        &self.dvs_health_check_config
+impl x::Structure for VmfsDatastoreAllExtentOption {}
+impl std::fmt::Debug for VmfsDatastoreAllExtentOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreAllExtentOption", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VMwareDVSHealthCheckConfig {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DVSHealthCheckConfig {
-        &mut self.dvs_health_check_config
+impl PartialEq for VmfsDatastoreAllExtentOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VMwareDVSHealthCheckConfig {
+impl std::ops::Deref for VmfsDatastoreAllExtentOption {
+    type Target = VmfsDatastoreSingleExtentOption;
+    #[inline]
+    fn deref(&self) -> &VmfsDatastoreSingleExtentOption {
+        &self.vmfs_datastore_single_extent_option
+    }
+}
+impl std::ops::DerefMut for VmfsDatastoreAllExtentOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmfsDatastoreSingleExtentOption {
+        &mut self.vmfs_datastore_single_extent_option
+    }
+}
+impl x::Fields for VmfsDatastoreAllExtentOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.dvs_health_check_config, r, name)
+        x::Fields::decode_field(&mut self.vmfs_datastore_single_extent_option, r, name)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_health_check_config, w);
+        x::Fields::encode_fields(&self.vmfs_datastore_single_extent_option, w);
     }
 }
-/// `VMwareDVSMtuHealthCheckResult` (extends `HostMemberUplinkHealthCheckResult`).
+/// `VmfsDatastoreBaseOption` (extends `DynamicData`).
 ///
-/// The fields of `HostMemberUplinkHealthCheckResult` are in `host_member_uplink_health_check_result`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VMwareDVSMtuHealthCheckResult {
-    /// The fields `VMwareDVSMtuHealthCheckResult` inherits from `HostMemberUplinkHealthCheckResult`.
-    pub host_member_uplink_health_check_result: HostMemberUplinkHealthCheckResult,
-    /// `mtuMismatch`.
-    pub mtu_mismatch: bool,
-    /// `vlanSupportSwitchMtu`.
-    pub vlan_support_switch_mtu: Vec<NumericRange>,
-    /// `vlanNotSupportSwitchMtu`.
-    pub vlan_not_support_switch_mtu: Vec<NumericRange>,
+/// Fields of this type hold [`AnyVmfsDatastoreBaseOption`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VmfsDatastoreBaseOption {
+    /// `layout`.
+    pub layout: HostDiskPartitionLayout,
+    /// `partitionFormatChange`.
+    pub partition_format_change: Option<bool>,
 }
-impl x::SchemaType for VMwareDVSMtuHealthCheckResult {
-    const TYPE_NAME: &'static str = "VMwareDVSMtuHealthCheckResult";
+impl x::SchemaType for VmfsDatastoreBaseOption {
+    const TYPE_NAME: &'static str = "VmfsDatastoreBaseOption";
 }
-impl x::Structure for VMwareDVSMtuHealthCheckResult {}
-impl Clone for VMwareDVSMtuHealthCheckResult {
-    fn clone(&self) -> Self {
-        Self {
-            host_member_uplink_health_check_result: self
-                .host_member_uplink_health_check_result
-                .clone(),
-            mtu_mismatch: self.mtu_mismatch,
-            vlan_support_switch_mtu: x::clone_vec(&self.vlan_support_switch_mtu),
-            vlan_not_support_switch_mtu: x::clone_vec(&self.vlan_not_support_switch_mtu),
-        }
+impl x::Structure for VmfsDatastoreBaseOption {}
+impl std::fmt::Debug for VmfsDatastoreBaseOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreBaseOption", x::fields_ref(self))
     }
 }
-impl std::ops::Deref for VMwareDVSMtuHealthCheckResult {
-    type Target = HostMemberUplinkHealthCheckResult;
-    #[inline]
-    fn deref(&self) -> &HostMemberUplinkHealthCheckResult {
-        &self.host_member_uplink_health_check_result
+impl PartialEq for VmfsDatastoreBaseOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl std::ops::DerefMut for VMwareDVSMtuHealthCheckResult {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostMemberUplinkHealthCheckResult {
-        &mut self.host_member_uplink_health_check_result
-    }
-}
-impl x::Fields for VMwareDVSMtuHealthCheckResult {
+impl x::Fields for VmfsDatastoreBaseOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "mtuMismatch" => r.read(&mut self.mtu_mismatch),
-            "vlanSupportSwitchMtu" => r.read_push(&mut self.vlan_support_switch_mtu),
-            "vlanNotSupportSwitchMtu" => {
-                r.read_push(&mut self.vlan_not_support_switch_mtu)
-            }
+            "layout" => r.read(&mut self.layout),
+            "partitionFormatChange" => r.read_opt(&mut self.partition_format_change),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("layout", &self.layout);
+        w.write_opt("partitionFormatChange", &self.partition_format_change);
+    }
+}
+/// `VmfsDatastoreCreateSpec` (extends `VmfsDatastoreSpec`).
+///
+/// The fields of `VmfsDatastoreSpec` are in `vmfs_datastore_spec`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VmfsDatastoreCreateSpec {
+    /// The fields `VmfsDatastoreCreateSpec` inherits from `VmfsDatastoreSpec`.
+    pub vmfs_datastore_spec: VmfsDatastoreSpec,
+    /// `partition`.
+    pub partition: HostDiskPartitionSpec,
+    /// `vmfs`.
+    pub vmfs: HostVmfsSpec,
+    /// `extent`.
+    pub extent: Vec<HostScsiDiskPartition>,
+}
+impl x::SchemaType for VmfsDatastoreCreateSpec {
+    const TYPE_NAME: &'static str = "VmfsDatastoreCreateSpec";
+}
+impl x::Structure for VmfsDatastoreCreateSpec {}
+impl std::fmt::Debug for VmfsDatastoreCreateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreCreateSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmfsDatastoreCreateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VmfsDatastoreCreateSpec {
+    fn clone(&self) -> Self {
+        Self {
+            vmfs_datastore_spec: self.vmfs_datastore_spec.clone(),
+            partition: self.partition.clone(),
+            vmfs: self.vmfs.clone(),
+            extent: x::clone_vec(&self.extent),
+        }
+    }
+}
+impl std::ops::Deref for VmfsDatastoreCreateSpec {
+    type Target = VmfsDatastoreSpec;
+    #[inline]
+    fn deref(&self) -> &VmfsDatastoreSpec {
+        &self.vmfs_datastore_spec
+    }
+}
+impl std::ops::DerefMut for VmfsDatastoreCreateSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmfsDatastoreSpec {
+        &mut self.vmfs_datastore_spec
+    }
+}
+impl x::Fields for VmfsDatastoreCreateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partition" => r.read(&mut self.partition),
+            "vmfs" => r.read(&mut self.vmfs),
+            "extent" => r.read_push(&mut self.extent),
+            _ => return x::Fields::decode_field(&mut self.vmfs_datastore_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vmfs_datastore_spec, w);
+        w.write("partition", &self.partition);
+        w.write("vmfs", &self.vmfs);
+        w.write_vec("extent", &self.extent);
+    }
+}
+/// `VmfsDatastoreExpandSpec` (extends `VmfsDatastoreSpec`).
+///
+/// The fields of `VmfsDatastoreSpec` are in `vmfs_datastore_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmfsDatastoreExpandSpec {
+    /// The fields `VmfsDatastoreExpandSpec` inherits from `VmfsDatastoreSpec`.
+    pub vmfs_datastore_spec: VmfsDatastoreSpec,
+    /// `partition`.
+    pub partition: HostDiskPartitionSpec,
+    /// `extent`.
+    pub extent: HostScsiDiskPartition,
+}
+impl x::SchemaType for VmfsDatastoreExpandSpec {
+    const TYPE_NAME: &'static str = "VmfsDatastoreExpandSpec";
+}
+impl x::Structure for VmfsDatastoreExpandSpec {}
+impl std::fmt::Debug for VmfsDatastoreExpandSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreExpandSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmfsDatastoreExpandSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VmfsDatastoreExpandSpec {
+    type Target = VmfsDatastoreSpec;
+    #[inline]
+    fn deref(&self) -> &VmfsDatastoreSpec {
+        &self.vmfs_datastore_spec
+    }
+}
+impl std::ops::DerefMut for VmfsDatastoreExpandSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmfsDatastoreSpec {
+        &mut self.vmfs_datastore_spec
+    }
+}
+impl x::Fields for VmfsDatastoreExpandSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partition" => r.read(&mut self.partition),
+            "extent" => r.read(&mut self.extent),
+            _ => return x::Fields::decode_field(&mut self.vmfs_datastore_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vmfs_datastore_spec, w);
+        w.write("partition", &self.partition);
+        w.write("extent", &self.extent);
+    }
+}
+/// `VmfsDatastoreExtendSpec` (extends `VmfsDatastoreSpec`).
+///
+/// The fields of `VmfsDatastoreSpec` are in `vmfs_datastore_spec`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VmfsDatastoreExtendSpec {
+    /// The fields `VmfsDatastoreExtendSpec` inherits from `VmfsDatastoreSpec`.
+    pub vmfs_datastore_spec: VmfsDatastoreSpec,
+    /// `partition`.
+    pub partition: HostDiskPartitionSpec,
+    /// `extent`.
+    pub extent: Vec<HostScsiDiskPartition>,
+}
+impl x::SchemaType for VmfsDatastoreExtendSpec {
+    const TYPE_NAME: &'static str = "VmfsDatastoreExtendSpec";
+}
+impl x::Structure for VmfsDatastoreExtendSpec {}
+impl std::fmt::Debug for VmfsDatastoreExtendSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreExtendSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmfsDatastoreExtendSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VmfsDatastoreExtendSpec {
+    fn clone(&self) -> Self {
+        Self {
+            vmfs_datastore_spec: self.vmfs_datastore_spec.clone(),
+            partition: self.partition.clone(),
+            extent: x::clone_vec(&self.extent),
+        }
+    }
+}
+impl std::ops::Deref for VmfsDatastoreExtendSpec {
+    type Target = VmfsDatastoreSpec;
+    #[inline]
+    fn deref(&self) -> &VmfsDatastoreSpec {
+        &self.vmfs_datastore_spec
+    }
+}
+impl std::ops::DerefMut for VmfsDatastoreExtendSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmfsDatastoreSpec {
+        &mut self.vmfs_datastore_spec
+    }
+}
+impl x::Fields for VmfsDatastoreExtendSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partition" => r.read(&mut self.partition),
+            "extent" => r.read_push(&mut self.extent),
+            _ => return x::Fields::decode_field(&mut self.vmfs_datastore_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vmfs_datastore_spec, w);
+        w.write("partition", &self.partition);
+        w.write_vec("extent", &self.extent);
+    }
+}
+/// `VmfsDatastoreInfo` (extends `DatastoreInfo`).
+///
+/// The fields of `DatastoreInfo` are in `datastore_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmfsDatastoreInfo {
+    /// The fields `VmfsDatastoreInfo` inherits from `DatastoreInfo`.
+    pub datastore_info: DatastoreInfo,
+    /// `maxPhysicalRDMFileSize`.
+    pub max_physical_rdm_file_size: Option<i64>,
+    /// `maxVirtualRDMFileSize`.
+    pub max_virtual_rdm_file_size: Option<i64>,
+    /// `vmfs`.
+    pub vmfs: Option<HostVmfsVolume>,
+}
+impl x::SchemaType for VmfsDatastoreInfo {
+    const TYPE_NAME: &'static str = "VmfsDatastoreInfo";
+}
+impl x::Structure for VmfsDatastoreInfo {}
+impl std::fmt::Debug for VmfsDatastoreInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmfsDatastoreInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VmfsDatastoreInfo {
+    type Target = DatastoreInfo;
+    #[inline]
+    fn deref(&self) -> &DatastoreInfo {
+        &self.datastore_info
+    }
+}
+impl std::ops::DerefMut for VmfsDatastoreInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DatastoreInfo {
+        &mut self.datastore_info
+    }
+}
+impl x::Fields for VmfsDatastoreInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size),
+            "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size),
+            "vmfs" => r.read_opt(&mut self.vmfs),
+            _ => return x::Fields::decode_field(&mut self.datastore_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.datastore_info, w);
+        w.write_opt("maxPhysicalRDMFileSize", &self.max_physical_rdm_file_size);
+        w.write_opt("maxVirtualRDMFileSize", &self.max_virtual_rdm_file_size);
+        w.write_opt("vmfs", &self.vmfs);
+    }
+}
+/// `VmfsDatastoreMultipleExtentOption` (extends `VmfsDatastoreBaseOption`).
+///
+/// The fields of `VmfsDatastoreBaseOption` are in `vmfs_datastore_base_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VmfsDatastoreMultipleExtentOption {
+    /// The fields `VmfsDatastoreMultipleExtentOption` inherits from `VmfsDatastoreBaseOption`.
+    pub vmfs_datastore_base_option: VmfsDatastoreBaseOption,
+    /// `vmfsExtent`.
+    pub vmfs_extent: Vec<HostDiskPartitionBlockRange>,
+}
+impl x::SchemaType for VmfsDatastoreMultipleExtentOption {
+    const TYPE_NAME: &'static str = "VmfsDatastoreMultipleExtentOption";
+}
+impl x::Structure for VmfsDatastoreMultipleExtentOption {}
+impl std::fmt::Debug for VmfsDatastoreMultipleExtentOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreMultipleExtentOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmfsDatastoreMultipleExtentOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VmfsDatastoreMultipleExtentOption {
+    fn clone(&self) -> Self {
+        Self {
+            vmfs_datastore_base_option: self.vmfs_datastore_base_option.clone(),
+            vmfs_extent: x::clone_vec(&self.vmfs_extent),
+        }
+    }
+}
+impl std::ops::Deref for VmfsDatastoreMultipleExtentOption {
+    type Target = VmfsDatastoreBaseOption;
+    #[inline]
+    fn deref(&self) -> &VmfsDatastoreBaseOption {
+        &self.vmfs_datastore_base_option
+    }
+}
+impl std::ops::DerefMut for VmfsDatastoreMultipleExtentOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmfsDatastoreBaseOption {
+        &mut self.vmfs_datastore_base_option
+    }
+}
+impl x::Fields for VmfsDatastoreMultipleExtentOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmfsExtent" => r.read_push(&mut self.vmfs_extent),
             _ => {
                 return x::Fields::decode_field(
-                    &mut self.host_member_uplink_health_check_result,
+                    &mut self.vmfs_datastore_base_option,
                     r,
                     name,
                 );
@@ -1277,803 +630,670 @@ impl x::Fields for VMwareDVSMtuHealthCheckResult {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_member_uplink_health_check_result, w);
-        w.write("mtuMismatch", &self.mtu_mismatch);
-        w.write_vec("vlanSupportSwitchMtu", &self.vlan_support_switch_mtu);
-        w.write_vec("vlanNotSupportSwitchMtu", &self.vlan_not_support_switch_mtu);
+        x::Fields::encode_fields(&self.vmfs_datastore_base_option, w);
+        w.write_vec("vmfsExtent", &self.vmfs_extent);
     }
 }
-/// `VMwareDVSPortSetting` (extends `DVPortSetting`).
-///
-/// The fields of `DVPortSetting` are in `dv_port_setting`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSPortSetting {
-    /// The fields `VMwareDVSPortSetting` inherits from `DVPortSetting`.
-    pub dv_port_setting: DVPortSetting,
-    /// `vlan`.
-    pub vlan: Option<AnyVmwareDistributedVirtualSwitchVlanSpec>,
-    /// `qosTag`.
-    pub qos_tag: Option<IntPolicy>,
-    /// `uplinkTeamingPolicy`.
-    pub uplink_teaming_policy: Option<VmwareUplinkPortTeamingPolicy>,
-    /// `securityPolicy`.
-    pub security_policy: Option<DVSSecurityPolicy>,
-    /// `ipfixEnabled`.
-    pub ipfix_enabled: Option<BoolPolicy>,
-    /// `txUplink`.
-    pub tx_uplink: Option<BoolPolicy>,
-    /// `lacpPolicy`.
-    pub lacp_policy: Option<VMwareUplinkLacpPolicy>,
-    /// `macManagementPolicy`.
-    pub mac_management_policy: Option<DVSMacManagementPolicy>,
-    /// `VNI`.
-    pub vni: Option<IntPolicy>,
+/// `VmfsDatastoreOption` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VmfsDatastoreOption {
+    /// `info`.
+    pub info: AnyVmfsDatastoreBaseOption,
+    /// `spec`.
+    pub spec: AnyVmfsDatastoreSpec,
 }
-impl x::SchemaType for VMwareDVSPortSetting {
-    const TYPE_NAME: &'static str = "VMwareDVSPortSetting";
+impl x::SchemaType for VmfsDatastoreOption {
+    const TYPE_NAME: &'static str = "VmfsDatastoreOption";
 }
-impl x::Structure for VMwareDVSPortSetting {}
-impl std::ops::Deref for VMwareDVSPortSetting {
-    type Target = DVPortSetting;
-    #[inline]
-    fn deref(&self) -> &DVPortSetting {
-        &self.dv_port_setting
+impl x::Structure for VmfsDatastoreOption {}
+impl std::fmt::Debug for VmfsDatastoreOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreOption", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VMwareDVSPortSetting {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DVPortSetting {
-        &mut self.dv_port_setting
+impl PartialEq for VmfsDatastoreOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VMwareDVSPortSetting {
+impl x::Fields for VmfsDatastoreOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vlan" => r.read_opt(&mut self.vlan),
-            "qosTag" => r.read_opt(&mut self.qos_tag),
-            "uplinkTeamingPolicy" => r.read_opt(&mut self.uplink_teaming_policy),
-            "securityPolicy" => r.read_opt(&mut self.security_policy),
-            "ipfixEnabled" => r.read_opt(&mut self.ipfix_enabled),
-            "txUplink" => r.read_opt(&mut self.tx_uplink),
-            "lacpPolicy" => r.read_opt(&mut self.lacp_policy),
-            "macManagementPolicy" => r.read_opt(&mut self.mac_management_policy),
-            "VNI" => r.read_opt(&mut self.vni),
-            _ => return x::Fields::decode_field(&mut self.dv_port_setting, r, name),
+            "info" => r.read(&mut self.info),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dv_port_setting, w);
-        w.write_opt("vlan", &self.vlan);
-        w.write_opt("qosTag", &self.qos_tag);
-        w.write_opt("uplinkTeamingPolicy", &self.uplink_teaming_policy);
-        w.write_opt("securityPolicy", &self.security_policy);
-        w.write_opt("ipfixEnabled", &self.ipfix_enabled);
-        w.write_opt("txUplink", &self.tx_uplink);
-        w.write_opt("lacpPolicy", &self.lacp_policy);
-        w.write_opt("macManagementPolicy", &self.mac_management_policy);
-        w.write_opt("VNI", &self.vni);
+        w.write("info", &self.info);
+        w.write("spec", &self.spec);
     }
 }
-/// `VMwareDVSPortgroupPolicy` (extends `DVPortgroupPolicy`).
+impl x::ArrayItem for VmfsDatastoreOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVmfsDatastoreOption";
+    const ITEM_TAG: &'static str = "VmfsDatastoreOption";
+}
+/// `VmfsDatastoreSingleExtentOption` (extends `VmfsDatastoreBaseOption`).
 ///
-/// The fields of `DVPortgroupPolicy` are in `dv_portgroup_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSPortgroupPolicy {
-    /// The fields `VMwareDVSPortgroupPolicy` inherits from `DVPortgroupPolicy`.
-    pub dv_portgroup_policy: DVPortgroupPolicy,
-    /// `vlanOverrideAllowed`.
-    pub vlan_override_allowed: bool,
-    /// `uplinkTeamingOverrideAllowed`.
-    pub uplink_teaming_override_allowed: bool,
-    /// `securityPolicyOverrideAllowed`.
-    pub security_policy_override_allowed: bool,
-    /// `ipfixOverrideAllowed`.
-    pub ipfix_override_allowed: Option<bool>,
-    /// `macManagementOverrideAllowed`.
-    pub mac_management_override_allowed: Option<bool>,
+/// The fields of `VmfsDatastoreBaseOption` are in `vmfs_datastore_base_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmfsDatastoreSingleExtentOption {
+    /// The fields `VmfsDatastoreSingleExtentOption` inherits from `VmfsDatastoreBaseOption`.
+    pub vmfs_datastore_base_option: VmfsDatastoreBaseOption,
+    /// `vmfsExtent`.
+    pub vmfs_extent: HostDiskPartitionBlockRange,
 }
-impl x::SchemaType for VMwareDVSPortgroupPolicy {
-    const TYPE_NAME: &'static str = "VMwareDVSPortgroupPolicy";
+impl x::SchemaType for VmfsDatastoreSingleExtentOption {
+    const TYPE_NAME: &'static str = "VmfsDatastoreSingleExtentOption";
 }
-impl x::Structure for VMwareDVSPortgroupPolicy {}
-impl std::ops::Deref for VMwareDVSPortgroupPolicy {
-    type Target = DVPortgroupPolicy;
-    #[inline]
-    fn deref(&self) -> &DVPortgroupPolicy {
-        &self.dv_portgroup_policy
+impl x::Structure for VmfsDatastoreSingleExtentOption {}
+impl std::fmt::Debug for VmfsDatastoreSingleExtentOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreSingleExtentOption", x::fields_ref(self))
     }
 }
-impl std::ops::DerefMut for VMwareDVSPortgroupPolicy {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DVPortgroupPolicy {
-        &mut self.dv_portgroup_policy
+impl PartialEq for VmfsDatastoreSingleExtentOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VMwareDVSPortgroupPolicy {
+impl std::ops::Deref for VmfsDatastoreSingleExtentOption {
+    type Target = VmfsDatastoreBaseOption;
+    #[inline]
+    fn deref(&self) -> &VmfsDatastoreBaseOption {
+        &self.vmfs_datastore_base_option
+    }
+}
+impl std::ops::DerefMut for VmfsDatastoreSingleExtentOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmfsDatastoreBaseOption {
+        &mut self.vmfs_datastore_base_option
+    }
+}
+impl x::Fields for VmfsDatastoreSingleExtentOption {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vlanOverrideAllowed" => r.read(&mut self.vlan_override_allowed),
-            "uplinkTeamingOverrideAllowed" => {
-                r.read(&mut self.uplink_teaming_override_allowed)
+            "vmfsExtent" => r.read(&mut self.vmfs_extent),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vmfs_datastore_base_option,
+                    r,
+                    name,
+                );
             }
-            "securityPolicyOverrideAllowed" => {
-                r.read(&mut self.security_policy_override_allowed)
-            }
-            "ipfixOverrideAllowed" => r.read_opt(&mut self.ipfix_override_allowed),
-            "macManagementOverrideAllowed" => {
-                r.read_opt(&mut self.mac_management_override_allowed)
-            }
-            _ => return x::Fields::decode_field(&mut self.dv_portgroup_policy, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dv_portgroup_policy, w);
-        w.write("vlanOverrideAllowed", &self.vlan_override_allowed);
-        w.write("uplinkTeamingOverrideAllowed", &self.uplink_teaming_override_allowed);
-        w.write("securityPolicyOverrideAllowed", &self.security_policy_override_allowed);
-        w.write_opt("ipfixOverrideAllowed", &self.ipfix_override_allowed);
-        w.write_opt(
-            "macManagementOverrideAllowed",
-            &self.mac_management_override_allowed,
+        x::Fields::encode_fields(&self.vmfs_datastore_base_option, w);
+        w.write("vmfsExtent", &self.vmfs_extent);
+    }
+}
+/// `VmfsDatastoreSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVmfsDatastoreSpec`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VmfsDatastoreSpec {
+    /// `diskUuid`.
+    pub disk_uuid: String,
+}
+impl x::SchemaType for VmfsDatastoreSpec {
+    const TYPE_NAME: &'static str = "VmfsDatastoreSpec";
+}
+impl x::Structure for VmfsDatastoreSpec {}
+impl std::fmt::Debug for VmfsDatastoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsDatastoreSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmfsDatastoreSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VmfsDatastoreSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskUuid" => r.read(&mut self.disk_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskUuid", &self.disk_uuid);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VmfsMountFault` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmfsMountFault {
+    /// The fields `VmfsMountFault` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
+    /// `uuid`.
+    pub uuid: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VmfsMountFault {
+    const TYPE_NAME: &'static str = "VmfsMountFault";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VmfsMountFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VmfsMountFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsMountFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VmfsMountFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VmfsMountFault {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VmfsMountFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VmfsMountFault {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            _ => return x::Fields::decode_field(&mut self.host_config_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_config_fault, w);
+        w.write("uuid", &self.uuid);
+    }
+}
+/// `VmfsUnmapBandwidthSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VmfsUnmapBandwidthSpec {
+    /// `policy`.
+    pub policy: String,
+    /// `fixedValue`.
+    pub fixed_value: i64,
+    /// `dynamicMin`.
+    pub dynamic_min: i64,
+    /// `dynamicMax`.
+    pub dynamic_max: i64,
+}
+impl x::SchemaType for VmfsUnmapBandwidthSpec {
+    const TYPE_NAME: &'static str = "VmfsUnmapBandwidthSpec";
+}
+impl x::Structure for VmfsUnmapBandwidthSpec {}
+impl std::fmt::Debug for VmfsUnmapBandwidthSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmfsUnmapBandwidthSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmfsUnmapBandwidthSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VmfsUnmapBandwidthSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            "fixedValue" => r.read(&mut self.fixed_value),
+            "dynamicMin" => r.read(&mut self.dynamic_min),
+            "dynamicMax" => r.read(&mut self.dynamic_max),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+        w.write("fixedValue", &self.fixed_value);
+        w.write("dynamicMin", &self.dynamic_min);
+        w.write("dynamicMax", &self.dynamic_max);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `VmotionInterfaceNotEnabled` (extends `HostPowerOpFailed`).
+///
+/// The fields of `HostPowerOpFailed` are in `host_power_op_failed`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmotionInterfaceNotEnabled {
+    /// The fields `VmotionInterfaceNotEnabled` inherits from `HostPowerOpFailed`.
+    pub host_power_op_failed: HostPowerOpFailed,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for VmotionInterfaceNotEnabled {
+    const TYPE_NAME: &'static str = "VmotionInterfaceNotEnabled";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for VmotionInterfaceNotEnabled {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for VmotionInterfaceNotEnabled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmotionInterfaceNotEnabled", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for VmotionInterfaceNotEnabled {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for VmotionInterfaceNotEnabled {
+    type Target = HostPowerOpFailed;
+    #[inline]
+    fn deref(&self) -> &HostPowerOpFailed {
+        &self.host_power_op_failed
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for VmotionInterfaceNotEnabled {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostPowerOpFailed {
+        &mut self.host_power_op_failed
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for VmotionInterfaceNotEnabled {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_power_op_failed, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_power_op_failed, w);
+    }
+}
+/// `VmwareDistributedVirtualSwitchDpuFailoverPolicy` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Default)]
+pub struct VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    /// `activeUplink`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub active_uplink: Vec<String>,
+    /// `standbyUplink`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub standby_uplink: Vec<String>,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchDpuFailoverPolicy";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchDpuFailoverPolicy {}
+impl std::fmt::Debug for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchDpuFailoverPolicy",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    fn clone(&self) -> Self {
+        Self {
+            active_uplink: x::clone_vec(&self.active_uplink),
+            standby_uplink: x::clone_vec(&self.standby_uplink),
+        }
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "activeUplink" => r.read_push(&mut self.active_uplink),
+            "standbyUplink" => r.read_push(&mut self.standby_uplink),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0300,
+            "type VmwareDistributedVirtualSwitchDpuFailoverPolicy",
+            true,
         );
+        w.write_vec("activeUplink", &self.active_uplink);
+        w.write_vec("standbyUplink", &self.standby_uplink);
     }
 }
-/// `VMwareDVSPvlanConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSPvlanConfigSpec {
-    /// `pvlanEntry`.
-    pub pvlan_entry: VMwareDVSPvlanMapEntry,
-    /// `operation`.
-    pub operation: String,
-}
-impl x::SchemaType for VMwareDVSPvlanConfigSpec {
-    const TYPE_NAME: &'static str = "VMwareDVSPvlanConfigSpec";
-}
-impl x::Structure for VMwareDVSPvlanConfigSpec {}
-impl x::Fields for VMwareDVSPvlanConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pvlanEntry" => r.read(&mut self.pvlan_entry),
-            "operation" => r.read(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pvlanEntry", &self.pvlan_entry);
-        w.write("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for VMwareDVSPvlanConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareDVSPvlanConfigSpec";
-    const ITEM_TAG: &'static str = "VMwareDVSPvlanConfigSpec";
-}
-/// `VMwareDVSPvlanMapEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSPvlanMapEntry {
-    /// `primaryVlanId`.
-    pub primary_vlan_id: i32,
-    /// `secondaryVlanId`.
-    pub secondary_vlan_id: i32,
-    /// `pvlanType`.
-    pub pvlan_type: String,
-}
-impl x::SchemaType for VMwareDVSPvlanMapEntry {
-    const TYPE_NAME: &'static str = "VMwareDVSPvlanMapEntry";
-}
-impl x::Structure for VMwareDVSPvlanMapEntry {}
-impl x::Fields for VMwareDVSPvlanMapEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "primaryVlanId" => r.read(&mut self.primary_vlan_id),
-            "secondaryVlanId" => r.read(&mut self.secondary_vlan_id),
-            "pvlanType" => r.read(&mut self.pvlan_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("primaryVlanId", &self.primary_vlan_id);
-        w.write("secondaryVlanId", &self.secondary_vlan_id);
-        w.write("pvlanType", &self.pvlan_type);
-    }
-}
-impl x::ArrayItem for VMwareDVSPvlanMapEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareDVSPvlanMapEntry";
-    const ITEM_TAG: &'static str = "VMwareDVSPvlanMapEntry";
-}
-/// `VMwareDVSTeamingHealthCheckConfig` (extends `VMwareDVSHealthCheckConfig`).
+/// `VmwareDistributedVirtualSwitchNetworkOffloadConfig` (extends `DynamicData`).
 ///
-/// The fields of `VMwareDVSHealthCheckConfig` are in `vmware_dvs_health_check_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSTeamingHealthCheckConfig {
-    /// The fields `VMwareDVSTeamingHealthCheckConfig` inherits from `VMwareDVSHealthCheckConfig`.
-    pub vmware_dvs_health_check_config: VMwareDVSHealthCheckConfig,
-}
-impl x::SchemaType for VMwareDVSTeamingHealthCheckConfig {
-    const TYPE_NAME: &'static str = "VMwareDVSTeamingHealthCheckConfig";
-}
-impl x::Structure for VMwareDVSTeamingHealthCheckConfig {}
-impl std::ops::Deref for VMwareDVSTeamingHealthCheckConfig {
-    type Target = VMwareDVSHealthCheckConfig;
-    #[inline]
-    fn deref(&self) -> &VMwareDVSHealthCheckConfig {
-        &self.vmware_dvs_health_check_config
-    }
-}
-impl std::ops::DerefMut for VMwareDVSTeamingHealthCheckConfig {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VMwareDVSHealthCheckConfig {
-        &mut self.vmware_dvs_health_check_config
-    }
-}
-impl x::Fields for VMwareDVSTeamingHealthCheckConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vmware_dvs_health_check_config, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmware_dvs_health_check_config, w);
-    }
-}
-/// `VMwareDVSTeamingHealthCheckResult` (extends `HostMemberHealthCheckResult`).
-///
-/// The fields of `HostMemberHealthCheckResult` are in `host_member_health_check_result`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSTeamingHealthCheckResult {
-    /// The fields `VMwareDVSTeamingHealthCheckResult` inherits from `HostMemberHealthCheckResult`.
-    pub host_member_health_check_result: HostMemberHealthCheckResult,
-    /// `teamingStatus`.
-    pub teaming_status: String,
-}
-impl x::SchemaType for VMwareDVSTeamingHealthCheckResult {
-    const TYPE_NAME: &'static str = "VMwareDVSTeamingHealthCheckResult";
-}
-impl x::Structure for VMwareDVSTeamingHealthCheckResult {}
-impl std::ops::Deref for VMwareDVSTeamingHealthCheckResult {
-    type Target = HostMemberHealthCheckResult;
-    #[inline]
-    fn deref(&self) -> &HostMemberHealthCheckResult {
-        &self.host_member_health_check_result
-    }
-}
-impl std::ops::DerefMut for VMwareDVSTeamingHealthCheckResult {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostMemberHealthCheckResult {
-        &mut self.host_member_health_check_result
-    }
-}
-impl x::Fields for VMwareDVSTeamingHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "teamingStatus" => r.read(&mut self.teaming_status),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_member_health_check_result,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_member_health_check_result, w);
-        w.write("teamingStatus", &self.teaming_status);
-    }
-}
-/// `VMwareDVSVlanHealthCheckResult` (extends `HostMemberUplinkHealthCheckResult`).
-///
-/// The fields of `HostMemberUplinkHealthCheckResult` are in `host_member_uplink_health_check_result`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VMwareDVSVlanHealthCheckResult {
-    /// The fields `VMwareDVSVlanHealthCheckResult` inherits from `HostMemberUplinkHealthCheckResult`.
-    pub host_member_uplink_health_check_result: HostMemberUplinkHealthCheckResult,
-    /// `trunkedVlan`.
-    pub trunked_vlan: Vec<NumericRange>,
-    /// `untrunkedVlan`.
-    pub untrunked_vlan: Vec<NumericRange>,
-}
-impl x::SchemaType for VMwareDVSVlanHealthCheckResult {
-    const TYPE_NAME: &'static str = "VMwareDVSVlanHealthCheckResult";
-}
-impl x::Structure for VMwareDVSVlanHealthCheckResult {}
-impl Clone for VMwareDVSVlanHealthCheckResult {
-    fn clone(&self) -> Self {
-        Self {
-            host_member_uplink_health_check_result: self
-                .host_member_uplink_health_check_result
-                .clone(),
-            trunked_vlan: x::clone_vec(&self.trunked_vlan),
-            untrunked_vlan: x::clone_vec(&self.untrunked_vlan),
-        }
-    }
-}
-impl std::ops::Deref for VMwareDVSVlanHealthCheckResult {
-    type Target = HostMemberUplinkHealthCheckResult;
-    #[inline]
-    fn deref(&self) -> &HostMemberUplinkHealthCheckResult {
-        &self.host_member_uplink_health_check_result
-    }
-}
-impl std::ops::DerefMut for VMwareDVSVlanHealthCheckResult {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostMemberUplinkHealthCheckResult {
-        &mut self.host_member_uplink_health_check_result
-    }
-}
-impl x::Fields for VMwareDVSVlanHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "trunkedVlan" => r.read_push(&mut self.trunked_vlan),
-            "untrunkedVlan" => r.read_push(&mut self.untrunked_vlan),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_member_uplink_health_check_result,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_member_uplink_health_check_result, w);
-        w.write_vec("trunkedVlan", &self.trunked_vlan);
-        w.write_vec("untrunkedVlan", &self.untrunked_vlan);
-    }
-}
-/// `VMwareDVSVlanMtuHealthCheckConfig` (extends `VMwareDVSHealthCheckConfig`).
-///
-/// The fields of `VMwareDVSHealthCheckConfig` are in `vmware_dvs_health_check_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSVlanMtuHealthCheckConfig {
-    /// The fields `VMwareDVSVlanMtuHealthCheckConfig` inherits from `VMwareDVSHealthCheckConfig`.
-    pub vmware_dvs_health_check_config: VMwareDVSHealthCheckConfig,
-}
-impl x::SchemaType for VMwareDVSVlanMtuHealthCheckConfig {
-    const TYPE_NAME: &'static str = "VMwareDVSVlanMtuHealthCheckConfig";
-}
-impl x::Structure for VMwareDVSVlanMtuHealthCheckConfig {}
-impl std::ops::Deref for VMwareDVSVlanMtuHealthCheckConfig {
-    type Target = VMwareDVSHealthCheckConfig;
-    #[inline]
-    fn deref(&self) -> &VMwareDVSHealthCheckConfig {
-        &self.vmware_dvs_health_check_config
-    }
-}
-impl std::ops::DerefMut for VMwareDVSVlanMtuHealthCheckConfig {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VMwareDVSHealthCheckConfig {
-        &mut self.vmware_dvs_health_check_config
-    }
-}
-impl x::Fields for VMwareDVSVlanMtuHealthCheckConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vmware_dvs_health_check_config, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vmware_dvs_health_check_config, w);
-    }
-}
-/// `VMwareDVSVspanCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSVspanCapability {
-    /// `mixedDestSupported`.
-    pub mixed_dest_supported: bool,
-    /// `dvportSupported`.
-    pub dvport_supported: bool,
-    /// `remoteSourceSupported`.
-    pub remote_source_supported: bool,
-    /// `remoteDestSupported`.
-    pub remote_dest_supported: bool,
-    /// `encapRemoteSourceSupported`.
-    pub encap_remote_source_supported: bool,
-    /// `erspanProtocolSupported`.
-    pub erspan_protocol_supported: Option<bool>,
-    /// `mirrorNetstackSupported`.
-    pub mirror_netstack_supported: Option<bool>,
-}
-impl x::SchemaType for VMwareDVSVspanCapability {
-    const TYPE_NAME: &'static str = "VMwareDVSVspanCapability";
-}
-impl x::Structure for VMwareDVSVspanCapability {}
-impl x::Fields for VMwareDVSVspanCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mixedDestSupported" => r.read(&mut self.mixed_dest_supported),
-            "dvportSupported" => r.read(&mut self.dvport_supported),
-            "remoteSourceSupported" => r.read(&mut self.remote_source_supported),
-            "remoteDestSupported" => r.read(&mut self.remote_dest_supported),
-            "encapRemoteSourceSupported" => {
-                r.read(&mut self.encap_remote_source_supported)
-            }
-            "erspanProtocolSupported" => r.read_opt(&mut self.erspan_protocol_supported),
-            "mirrorNetstackSupported" => r.read_opt(&mut self.mirror_netstack_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("mixedDestSupported", &self.mixed_dest_supported);
-        w.write("dvportSupported", &self.dvport_supported);
-        w.write("remoteSourceSupported", &self.remote_source_supported);
-        w.write("remoteDestSupported", &self.remote_dest_supported);
-        w.write("encapRemoteSourceSupported", &self.encap_remote_source_supported);
-        w.write_opt("erspanProtocolSupported", &self.erspan_protocol_supported);
-        w.write_opt("mirrorNetstackSupported", &self.mirror_netstack_supported);
-    }
-}
-/// `VMwareDVSVspanConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDVSVspanConfigSpec {
-    /// `vspanSession`.
-    pub vspan_session: VMwareVspanSession,
-    /// `operation`.
-    pub operation: String,
-}
-impl x::SchemaType for VMwareDVSVspanConfigSpec {
-    const TYPE_NAME: &'static str = "VMwareDVSVspanConfigSpec";
-}
-impl x::Structure for VMwareDVSVspanConfigSpec {}
-impl x::Fields for VMwareDVSVspanConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vspanSession" => r.read(&mut self.vspan_session),
-            "operation" => r.read(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vspanSession", &self.vspan_session);
-        w.write("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for VMwareDVSVspanConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareDVSVspanConfigSpec";
-    const ITEM_TAG: &'static str = "VMwareDVSVspanConfigSpec";
-}
-/// `VMwareDvsDpuCapability` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDvsDpuCapability {
-    /// `networkOffloadSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub network_offload_supported: Option<bool>,
-    /// `activeStandbyModeSupported`.
+/// Since vSphere API 8.0.3.0.
+#[derive(Clone, Default)]
+pub struct VmwareDistributedVirtualSwitchNetworkOffloadConfig {
+    /// `dpuFailoverPolicy`.
     ///
     /// Since vSphere API 8.0.3.0.
-    pub active_standby_mode_supported: Option<bool>,
+    pub dpu_failover_policy: Option<VmwareDistributedVirtualSwitchDpuFailoverPolicy>,
 }
-impl x::SchemaType for VMwareDvsDpuCapability {
-    const TYPE_NAME: &'static str = "VMwareDvsDpuCapability";
+impl x::SchemaType for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchNetworkOffloadConfig";
 }
-impl x::Structure for VMwareDvsDpuCapability {}
-impl x::Fields for VMwareDvsDpuCapability {
+impl x::Structure for VmwareDistributedVirtualSwitchNetworkOffloadConfig {}
+impl std::fmt::Debug for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchNetworkOffloadConfig",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "networkOffloadSupported" => r.read_opt(&mut self.network_offload_supported),
-            "activeStandbyModeSupported" => {
-                r.read_opt(&mut self.active_standby_mode_supported)
-            }
+            "dpuFailoverPolicy" => r.read_opt(&mut self.dpu_failover_policy),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VMwareDvsDpuCapability", true);
-        w.write_opt("networkOffloadSupported", &self.network_offload_supported);
-        if w
-            .since(
-                0x0800_0300,
-                "VMwareDvsDpuCapability.activeStandbyModeSupported",
-                self.active_standby_mode_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "activeStandbyModeSupported",
-                &self.active_standby_mode_supported,
-            );
-        }
-    }
-}
-/// `VMwareDvsIpfixCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDvsIpfixCapability {
-    /// `ipfixSupported`.
-    pub ipfix_supported: Option<bool>,
-    /// `ipv6ForIpfixSupported`.
-    pub ipv6_for_ipfix_supported: Option<bool>,
-    /// `observationDomainIdSupported`.
-    pub observation_domain_id_supported: Option<bool>,
-}
-impl x::SchemaType for VMwareDvsIpfixCapability {
-    const TYPE_NAME: &'static str = "VMwareDvsIpfixCapability";
-}
-impl x::Structure for VMwareDvsIpfixCapability {}
-impl x::Fields for VMwareDvsIpfixCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipfixSupported" => r.read_opt(&mut self.ipfix_supported),
-            "ipv6ForIpfixSupported" => r.read_opt(&mut self.ipv6_for_ipfix_supported),
-            "observationDomainIdSupported" => {
-                r.read_opt(&mut self.observation_domain_id_supported)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ipfixSupported", &self.ipfix_supported);
-        w.write_opt("ipv6ForIpfixSupported", &self.ipv6_for_ipfix_supported);
-        w.write_opt(
-            "observationDomainIdSupported",
-            &self.observation_domain_id_supported,
+        w.since(
+            0x0800_0300,
+            "type VmwareDistributedVirtualSwitchNetworkOffloadConfig",
+            true,
         );
+        w.write_opt("dpuFailoverPolicy", &self.dpu_failover_policy);
     }
 }
-/// `VMwareDvsLacpCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDvsLacpCapability {
-    /// `lacpSupported`.
-    pub lacp_supported: Option<bool>,
-    /// `multiLacpGroupSupported`.
-    pub multi_lacp_group_supported: Option<bool>,
-    /// `lacpFastModeSupported`.
-    pub lacp_fast_mode_supported: Option<bool>,
+/// `VmwareDistributedVirtualSwitchPvlanSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
+///
+/// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmwareDistributedVirtualSwitchPvlanSpec {
+    /// The fields `VmwareDistributedVirtualSwitchPvlanSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
+    pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
+    /// `pvlanId`.
+    pub pvlan_id: i32,
 }
-impl x::SchemaType for VMwareDvsLacpCapability {
-    const TYPE_NAME: &'static str = "VMwareDvsLacpCapability";
+impl x::SchemaType for VmwareDistributedVirtualSwitchPvlanSpec {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchPvlanSpec";
 }
-impl x::Structure for VMwareDvsLacpCapability {}
-impl x::Fields for VMwareDvsLacpCapability {
+impl x::Structure for VmwareDistributedVirtualSwitchPvlanSpec {}
+impl std::fmt::Debug for VmwareDistributedVirtualSwitchPvlanSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchPvlanSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VmwareDistributedVirtualSwitchPvlanSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VmwareDistributedVirtualSwitchPvlanSpec {
+    type Target = VmwareDistributedVirtualSwitchVlanSpec;
+    #[inline]
+    fn deref(&self) -> &VmwareDistributedVirtualSwitchVlanSpec {
+        &self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl std::ops::DerefMut for VmwareDistributedVirtualSwitchPvlanSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmwareDistributedVirtualSwitchVlanSpec {
+        &mut self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchPvlanSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "lacpSupported" => r.read_opt(&mut self.lacp_supported),
-            "multiLacpGroupSupported" => r.read_opt(&mut self.multi_lacp_group_supported),
-            "lacpFastModeSupported" => r.read_opt(&mut self.lacp_fast_mode_supported),
+            "pvlanId" => r.read(&mut self.pvlan_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vmware_distributed_virtual_switch_vlan_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vmware_distributed_virtual_switch_vlan_spec, w);
+        w.write("pvlanId", &self.pvlan_id);
+    }
+}
+/// `VmwareDistributedVirtualSwitchRealTimeConfig` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.1.
+#[derive(Clone, Default)]
+pub struct VmwareDistributedVirtualSwitchRealTimeConfig {
+    /// `allowed`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub allowed: Option<bool>,
+    /// `lanAnnotation`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub lan_annotation: Option<VmwareDistributedVirtualSwitchRealTimeLanAnnotation>,
+}
+impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeConfig {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchRealTimeConfig";
+}
+impl x::Structure for VmwareDistributedVirtualSwitchRealTimeConfig {}
+impl std::fmt::Debug for VmwareDistributedVirtualSwitchRealTimeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchRealTimeConfig",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VmwareDistributedVirtualSwitchRealTimeConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchRealTimeConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowed" => r.read_opt(&mut self.allowed),
+            "lanAnnotation" => r.read_opt(&mut self.lan_annotation),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("lacpSupported", &self.lacp_supported);
-        w.write_opt("multiLacpGroupSupported", &self.multi_lacp_group_supported);
-        w.write_opt("lacpFastModeSupported", &self.lacp_fast_mode_supported);
+        w.since(0x0800_0301, "type VmwareDistributedVirtualSwitchRealTimeConfig", true);
+        w.write_opt("allowed", &self.allowed);
+        w.write_opt("lanAnnotation", &self.lan_annotation);
     }
 }
-/// `VMwareDvsLacpGroupConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VMwareDvsLacpGroupConfig {
-    /// `key`.
-    pub key: Option<String>,
-    /// `name`.
-    pub name: Option<String>,
-    /// `mode`.
-    pub mode: Option<String>,
-    /// `uplinkNum`.
-    pub uplink_num: Option<i32>,
-    /// `loadbalanceAlgorithm`.
-    pub loadbalance_algorithm: Option<String>,
-    /// `vlan`.
-    pub vlan: Option<VMwareDvsLagVlanConfig>,
-    /// `ipfix`.
-    pub ipfix: Option<VMwareDvsLagIpfixConfig>,
-    /// `uplinkName`.
-    pub uplink_name: Vec<String>,
-    /// `uplinkPortKey`.
-    pub uplink_port_key: Vec<String>,
-    /// `timeoutMode`.
-    pub timeout_mode: Option<String>,
+/// `VmwareDistributedVirtualSwitchRealTimeLanAnnotation` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.1.
+#[derive(Default)]
+pub struct VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    /// `lanAUplink`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub lan_a_uplink: Vec<String>,
+    /// `lanBUplink`.
+    ///
+    /// Since vSphere API 8.0.3.1.
+    pub lan_b_uplink: Vec<String>,
 }
-impl x::SchemaType for VMwareDvsLacpGroupConfig {
-    const TYPE_NAME: &'static str = "VMwareDvsLacpGroupConfig";
+impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchRealTimeLanAnnotation";
 }
-impl x::Structure for VMwareDvsLacpGroupConfig {}
-impl Clone for VMwareDvsLacpGroupConfig {
+impl x::Structure for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {}
+impl std::fmt::Debug for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchRealTimeLanAnnotation",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     fn clone(&self) -> Self {
         Self {
-            key: self.key.clone(),
-            name: self.name.clone(),
-            mode: self.mode.clone(),
-            uplink_num: self.uplink_num,
-            loadbalance_algorithm: self.loadbalance_algorithm.clone(),
-            vlan: self.vlan.clone(),
-            ipfix: self.ipfix.clone(),
-            uplink_name: x::clone_vec(&self.uplink_name),
-            uplink_port_key: x::clone_vec(&self.uplink_port_key),
-            timeout_mode: self.timeout_mode.clone(),
+            lan_a_uplink: x::clone_vec(&self.lan_a_uplink),
+            lan_b_uplink: x::clone_vec(&self.lan_b_uplink),
         }
     }
 }
-impl x::Fields for VMwareDvsLacpGroupConfig {
+impl x::Fields for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "mode" => r.read_opt(&mut self.mode),
-            "uplinkNum" => r.read_opt(&mut self.uplink_num),
-            "loadbalanceAlgorithm" => r.read_opt(&mut self.loadbalance_algorithm),
-            "vlan" => r.read_opt(&mut self.vlan),
-            "ipfix" => r.read_opt(&mut self.ipfix),
-            "uplinkName" => r.read_push(&mut self.uplink_name),
-            "uplinkPortKey" => r.read_push(&mut self.uplink_port_key),
-            "timeoutMode" => r.read_opt(&mut self.timeout_mode),
+            "lanAUplink" => r.read_push(&mut self.lan_a_uplink),
+            "lanBUplink" => r.read_push(&mut self.lan_b_uplink),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_opt("mode", &self.mode);
-        w.write_opt("uplinkNum", &self.uplink_num);
-        w.write_opt("loadbalanceAlgorithm", &self.loadbalance_algorithm);
-        w.write_opt("vlan", &self.vlan);
-        w.write_opt("ipfix", &self.ipfix);
-        w.write_vec("uplinkName", &self.uplink_name);
-        w.write_vec("uplinkPortKey", &self.uplink_port_key);
-        w.write_opt("timeoutMode", &self.timeout_mode);
+        w.since(
+            0x0800_0301,
+            "type VmwareDistributedVirtualSwitchRealTimeLanAnnotation",
+            true,
+        );
+        w.write_vec("lanAUplink", &self.lan_a_uplink);
+        w.write_vec("lanBUplink", &self.lan_b_uplink);
     }
 }
-impl x::ArrayItem for VMwareDvsLacpGroupConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareDvsLacpGroupConfig";
-    const ITEM_TAG: &'static str = "VMwareDvsLacpGroupConfig";
-}
-/// `VMwareDvsLacpGroupSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDvsLacpGroupSpec {
-    /// `lacpGroupConfig`.
-    pub lacp_group_config: VMwareDvsLacpGroupConfig,
-    /// `operation`.
-    pub operation: String,
-}
-impl x::SchemaType for VMwareDvsLacpGroupSpec {
-    const TYPE_NAME: &'static str = "VMwareDvsLacpGroupSpec";
-}
-impl x::Structure for VMwareDvsLacpGroupSpec {}
-impl x::Fields for VMwareDvsLacpGroupSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lacpGroupConfig" => r.read(&mut self.lacp_group_config),
-            "operation" => r.read(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("lacpGroupConfig", &self.lacp_group_config);
-        w.write("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for VMwareDvsLacpGroupSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareDvsLacpGroupSpec";
-    const ITEM_TAG: &'static str = "VMwareDvsLacpGroupSpec";
-}
-/// `VMwareDvsLagIpfixConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDvsLagIpfixConfig {
-    /// `ipfixEnabled`.
-    pub ipfix_enabled: Option<bool>,
-}
-impl x::SchemaType for VMwareDvsLagIpfixConfig {
-    const TYPE_NAME: &'static str = "VMwareDvsLagIpfixConfig";
-}
-impl x::Structure for VMwareDvsLagIpfixConfig {}
-impl x::Fields for VMwareDvsLagIpfixConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipfixEnabled" => r.read_opt(&mut self.ipfix_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ipfixEnabled", &self.ipfix_enabled);
-    }
-}
-/// `VMwareDvsLagVlanConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VMwareDvsLagVlanConfig {
+/// `VmwareDistributedVirtualSwitchTrunkVlanSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
+///
+/// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    /// The fields `VmwareDistributedVirtualSwitchTrunkVlanSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
+    pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
     /// `vlanId`.
     pub vlan_id: Vec<NumericRange>,
 }
-impl x::SchemaType for VMwareDvsLagVlanConfig {
-    const TYPE_NAME: &'static str = "VMwareDvsLagVlanConfig";
+impl x::SchemaType for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchTrunkVlanSpec";
 }
-impl x::Structure for VMwareDvsLagVlanConfig {}
-impl Clone for VMwareDvsLagVlanConfig {
+impl x::Structure for VmwareDistributedVirtualSwitchTrunkVlanSpec {}
+impl std::fmt::Debug for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchTrunkVlanSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VmwareDistributedVirtualSwitchTrunkVlanSpec {
     fn clone(&self) -> Self {
         Self {
+            vmware_distributed_virtual_switch_vlan_spec: self
+                .vmware_distributed_virtual_switch_vlan_spec
+                .clone(),
             vlan_id: x::clone_vec(&self.vlan_id),
         }
     }
 }
-impl x::Fields for VMwareDvsLagVlanConfig {
+impl std::ops::Deref for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    type Target = VmwareDistributedVirtualSwitchVlanSpec;
+    #[inline]
+    fn deref(&self) -> &VmwareDistributedVirtualSwitchVlanSpec {
+        &self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl std::ops::DerefMut for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmwareDistributedVirtualSwitchVlanSpec {
+        &mut self.vmware_distributed_virtual_switch_vlan_spec
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchTrunkVlanSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2081,429 +1301,209 @@ impl x::Fields for VMwareDvsLagVlanConfig {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "vlanId" => r.read_push(&mut self.vlan_id),
-            _ => return Ok(false),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vmware_distributed_virtual_switch_vlan_spec,
+                    r,
+                    name,
+                );
+            }
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vmware_distributed_virtual_switch_vlan_spec, w);
         w.write_vec("vlanId", &self.vlan_id);
     }
 }
-/// `VMwareDvsMtuCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDvsMtuCapability {
-    /// `minMtuSupported`.
-    pub min_mtu_supported: i32,
-    /// `maxMtuSupported`.
-    pub max_mtu_supported: i32,
-}
-impl x::SchemaType for VMwareDvsMtuCapability {
-    const TYPE_NAME: &'static str = "VMwareDvsMtuCapability";
-}
-impl x::Structure for VMwareDvsMtuCapability {}
-impl x::Fields for VMwareDvsMtuCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "minMtuSupported" => r.read(&mut self.min_mtu_supported),
-            "maxMtuSupported" => r.read(&mut self.max_mtu_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("minMtuSupported", &self.min_mtu_supported);
-        w.write("maxMtuSupported", &self.max_mtu_supported);
-    }
-}
-/// `VMwareDvsPerfNicOffloadCapability` (extends `DynamicData`).
+/// `VmwareDistributedVirtualSwitchVlanIdSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
 ///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareDvsPerfNicOffloadCapability {
-    /// `supported`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub supported: Option<bool>,
+/// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmwareDistributedVirtualSwitchVlanIdSpec {
+    /// The fields `VmwareDistributedVirtualSwitchVlanIdSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
+    pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
+    /// `vlanId`.
+    pub vlan_id: i32,
 }
-impl x::SchemaType for VMwareDvsPerfNicOffloadCapability {
-    const TYPE_NAME: &'static str = "VMwareDvsPerfNicOffloadCapability";
+impl x::SchemaType for VmwareDistributedVirtualSwitchVlanIdSpec {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchVlanIdSpec";
 }
-impl x::Structure for VMwareDvsPerfNicOffloadCapability {}
-impl x::Fields for VMwareDvsPerfNicOffloadCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "supported" => r.read_opt(&mut self.supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type VMwareDvsPerfNicOffloadCapability", true);
-        w.write_opt("supported", &self.supported);
+impl x::Structure for VmwareDistributedVirtualSwitchVlanIdSpec {}
+impl std::fmt::Debug for VmwareDistributedVirtualSwitchVlanIdSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchVlanIdSpec",
+            x::fields_ref(self),
+        )
     }
 }
-/// `VMwareDvsSystemTrafficCapabilities` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, PartialEq, Default)]
-pub struct VMwareDvsSystemTrafficCapabilities {
-    /// `systemTrafficQualifiers`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub system_traffic_qualifiers: Vec<String>,
-}
-impl x::SchemaType for VMwareDvsSystemTrafficCapabilities {
-    const TYPE_NAME: &'static str = "VMwareDvsSystemTrafficCapabilities";
-}
-impl x::Structure for VMwareDvsSystemTrafficCapabilities {}
-impl Clone for VMwareDvsSystemTrafficCapabilities {
-    fn clone(&self) -> Self {
-        Self {
-            system_traffic_qualifiers: x::clone_vec(&self.system_traffic_qualifiers),
-        }
+impl PartialEq for VmwareDistributedVirtualSwitchVlanIdSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for VMwareDvsSystemTrafficCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "systemTrafficQualifiers" => r.read_push(&mut self.system_traffic_qualifiers),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type VMwareDvsSystemTrafficCapabilities", true);
-        w.write_vec("systemTrafficQualifiers", &self.system_traffic_qualifiers);
-    }
-}
-/// `VMwareIpfixConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareIpfixConfig {
-    /// `collectorIpAddress`.
-    pub collector_ip_address: Option<String>,
-    /// `collectorPort`.
-    pub collector_port: Option<i32>,
-    /// `observationDomainId`.
-    pub observation_domain_id: Option<i64>,
-    /// `activeFlowTimeout`.
-    pub active_flow_timeout: i32,
-    /// `idleFlowTimeout`.
-    pub idle_flow_timeout: i32,
-    /// `samplingRate`.
-    pub sampling_rate: i32,
-    /// `internalFlowsOnly`.
-    pub internal_flows_only: bool,
-}
-impl x::SchemaType for VMwareIpfixConfig {
-    const TYPE_NAME: &'static str = "VMwareIpfixConfig";
-}
-impl x::Structure for VMwareIpfixConfig {}
-impl x::Fields for VMwareIpfixConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "collectorIpAddress" => r.read_opt(&mut self.collector_ip_address),
-            "collectorPort" => r.read_opt(&mut self.collector_port),
-            "observationDomainId" => r.read_opt(&mut self.observation_domain_id),
-            "activeFlowTimeout" => r.read(&mut self.active_flow_timeout),
-            "idleFlowTimeout" => r.read(&mut self.idle_flow_timeout),
-            "samplingRate" => r.read(&mut self.sampling_rate),
-            "internalFlowsOnly" => r.read(&mut self.internal_flows_only),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("collectorIpAddress", &self.collector_ip_address);
-        w.write_opt("collectorPort", &self.collector_port);
-        w.write_opt("observationDomainId", &self.observation_domain_id);
-        w.write("activeFlowTimeout", &self.active_flow_timeout);
-        w.write("idleFlowTimeout", &self.idle_flow_timeout);
-        w.write("samplingRate", &self.sampling_rate);
-        w.write("internalFlowsOnly", &self.internal_flows_only);
-    }
-}
-/// `VMwareUplinkLacpPolicy` (extends `InheritablePolicy`).
-///
-/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareUplinkLacpPolicy {
-    /// The fields `VMwareUplinkLacpPolicy` inherits from `InheritablePolicy`.
-    pub inheritable_policy: InheritablePolicy,
-    /// `enable`.
-    pub enable: Option<BoolPolicy>,
-    /// `mode`.
-    pub mode: Option<StringPolicy>,
-}
-impl x::SchemaType for VMwareUplinkLacpPolicy {
-    const TYPE_NAME: &'static str = "VMwareUplinkLacpPolicy";
-}
-impl x::Structure for VMwareUplinkLacpPolicy {}
-impl std::ops::Deref for VMwareUplinkLacpPolicy {
-    type Target = InheritablePolicy;
+impl std::ops::Deref for VmwareDistributedVirtualSwitchVlanIdSpec {
+    type Target = VmwareDistributedVirtualSwitchVlanSpec;
     #[inline]
-    fn deref(&self) -> &InheritablePolicy {
-        &self.inheritable_policy
+    fn deref(&self) -> &VmwareDistributedVirtualSwitchVlanSpec {
+        &self.vmware_distributed_virtual_switch_vlan_spec
     }
 }
-impl std::ops::DerefMut for VMwareUplinkLacpPolicy {
+impl std::ops::DerefMut for VmwareDistributedVirtualSwitchVlanIdSpec {
     #[inline]
-    fn deref_mut(&mut self) -> &mut InheritablePolicy {
-        &mut self.inheritable_policy
+    fn deref_mut(&mut self) -> &mut VmwareDistributedVirtualSwitchVlanSpec {
+        &mut self.vmware_distributed_virtual_switch_vlan_spec
     }
 }
-impl x::Fields for VMwareUplinkLacpPolicy {
+impl x::Fields for VmwareDistributedVirtualSwitchVlanIdSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "enable" => r.read_opt(&mut self.enable),
-            "mode" => r.read_opt(&mut self.mode),
-            _ => return x::Fields::decode_field(&mut self.inheritable_policy, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.inheritable_policy, w);
-        w.write_opt("enable", &self.enable);
-        w.write_opt("mode", &self.mode);
-    }
-}
-/// `VMwareUplinkPortOrderPolicy` (extends `InheritablePolicy`).
-///
-/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VMwareUplinkPortOrderPolicy {
-    /// The fields `VMwareUplinkPortOrderPolicy` inherits from `InheritablePolicy`.
-    pub inheritable_policy: InheritablePolicy,
-    /// `activeUplinkPort`.
-    pub active_uplink_port: Vec<String>,
-    /// `standbyUplinkPort`.
-    pub standby_uplink_port: Vec<String>,
-}
-impl x::SchemaType for VMwareUplinkPortOrderPolicy {
-    const TYPE_NAME: &'static str = "VMwareUplinkPortOrderPolicy";
-}
-impl x::Structure for VMwareUplinkPortOrderPolicy {}
-impl Clone for VMwareUplinkPortOrderPolicy {
-    fn clone(&self) -> Self {
-        Self {
-            inheritable_policy: self.inheritable_policy.clone(),
-            active_uplink_port: x::clone_vec(&self.active_uplink_port),
-            standby_uplink_port: x::clone_vec(&self.standby_uplink_port),
-        }
-    }
-}
-impl std::ops::Deref for VMwareUplinkPortOrderPolicy {
-    type Target = InheritablePolicy;
-    #[inline]
-    fn deref(&self) -> &InheritablePolicy {
-        &self.inheritable_policy
-    }
-}
-impl std::ops::DerefMut for VMwareUplinkPortOrderPolicy {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut InheritablePolicy {
-        &mut self.inheritable_policy
-    }
-}
-impl x::Fields for VMwareUplinkPortOrderPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "activeUplinkPort" => r.read_push(&mut self.active_uplink_port),
-            "standbyUplinkPort" => r.read_push(&mut self.standby_uplink_port),
-            _ => return x::Fields::decode_field(&mut self.inheritable_policy, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.inheritable_policy, w);
-        w.write_vec("activeUplinkPort", &self.active_uplink_port);
-        w.write_vec("standbyUplinkPort", &self.standby_uplink_port);
-    }
-}
-/// `VMwareVspanPort` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct VMwareVspanPort {
-    /// `portKey`.
-    pub port_key: Vec<String>,
-    /// `uplinkPortName`.
-    pub uplink_port_name: Vec<String>,
-    /// `wildcardPortConnecteeType`.
-    pub wildcard_port_connectee_type: Vec<String>,
-    /// `vlans`.
-    pub vlans: Vec<i32>,
-    /// `ipAddress`.
-    pub ip_address: Vec<String>,
-}
-impl x::SchemaType for VMwareVspanPort {
-    const TYPE_NAME: &'static str = "VMwareVspanPort";
-}
-impl x::Structure for VMwareVspanPort {}
-impl Clone for VMwareVspanPort {
-    fn clone(&self) -> Self {
-        Self {
-            port_key: x::clone_vec(&self.port_key),
-            uplink_port_name: x::clone_vec(&self.uplink_port_name),
-            wildcard_port_connectee_type: x::clone_vec(
-                &self.wildcard_port_connectee_type,
-            ),
-            vlans: x::clone_vec(&self.vlans),
-            ip_address: x::clone_vec(&self.ip_address),
-        }
-    }
-}
-impl x::Fields for VMwareVspanPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portKey" => r.read_push(&mut self.port_key),
-            "uplinkPortName" => r.read_push(&mut self.uplink_port_name),
-            "wildcardPortConnecteeType" => {
-                r.read_push(&mut self.wildcard_port_connectee_type)
+            "vlanId" => r.read(&mut self.vlan_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vmware_distributed_virtual_switch_vlan_spec,
+                    r,
+                    name,
+                );
             }
-            "vlans" => r.read_push(&mut self.vlans),
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("portKey", &self.port_key);
-        w.write_vec("uplinkPortName", &self.uplink_port_name);
-        w.write_vec("wildcardPortConnecteeType", &self.wildcard_port_connectee_type);
-        w.write_vec("vlans", &self.vlans);
-        w.write_vec("ipAddress", &self.ip_address);
+        x::Fields::encode_fields(&self.vmware_distributed_virtual_switch_vlan_spec, w);
+        w.write("vlanId", &self.vlan_id);
     }
 }
-/// `VMwareVspanSession` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VMwareVspanSession {
-    /// `key`.
-    pub key: Option<String>,
-    /// `name`.
-    pub name: Option<String>,
-    /// `description`.
-    pub description: Option<String>,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `sourcePortTransmitted`.
-    pub source_port_transmitted: Option<VMwareVspanPort>,
-    /// `sourcePortReceived`.
-    pub source_port_received: Option<VMwareVspanPort>,
-    /// `destinationPort`.
-    pub destination_port: Option<VMwareVspanPort>,
-    /// `encapsulationVlanId`.
-    pub encapsulation_vlan_id: Option<i32>,
-    /// `stripOriginalVlan`.
-    pub strip_original_vlan: bool,
-    /// `mirroredPacketLength`.
-    pub mirrored_packet_length: Option<i32>,
-    /// `normalTrafficAllowed`.
-    pub normal_traffic_allowed: bool,
-    /// `sessionType`.
-    pub session_type: Option<String>,
-    /// `samplingRate`.
-    pub sampling_rate: Option<i32>,
-    /// `encapType`.
-    pub encap_type: Option<String>,
-    /// `erspanId`.
-    pub erspan_id: Option<i32>,
-    /// `erspanCOS`.
-    pub erspan_cos: Option<i32>,
-    /// `erspanGraNanosec`.
-    pub erspan_gra_nanosec: Option<bool>,
-    /// `netstack`.
-    pub netstack: Option<String>,
+/// `VmwareDistributedVirtualSwitchVlanSpec` (extends `InheritablePolicy`).
+///
+/// Fields of this type hold [`AnyVmwareDistributedVirtualSwitchVlanSpec`], which also carries its subtypes.
+///
+/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmwareDistributedVirtualSwitchVlanSpec {
+    /// The fields `VmwareDistributedVirtualSwitchVlanSpec` inherits from `InheritablePolicy`.
+    pub inheritable_policy: InheritablePolicy,
 }
-impl x::SchemaType for VMwareVspanSession {
-    const TYPE_NAME: &'static str = "VMwareVspanSession";
+impl x::SchemaType for VmwareDistributedVirtualSwitchVlanSpec {
+    const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchVlanSpec";
 }
-impl x::Structure for VMwareVspanSession {}
-impl x::Fields for VMwareVspanSession {
+impl x::Structure for VmwareDistributedVirtualSwitchVlanSpec {}
+impl std::fmt::Debug for VmwareDistributedVirtualSwitchVlanSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmwareDistributedVirtualSwitchVlanSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmwareDistributedVirtualSwitchVlanSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VmwareDistributedVirtualSwitchVlanSpec {
+    type Target = InheritablePolicy;
+    #[inline]
+    fn deref(&self) -> &InheritablePolicy {
+        &self.inheritable_policy
+    }
+}
+impl std::ops::DerefMut for VmwareDistributedVirtualSwitchVlanSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InheritablePolicy {
+        &mut self.inheritable_policy
+    }
+}
+impl x::Fields for VmwareDistributedVirtualSwitchVlanSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.inheritable_policy, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.inheritable_policy, w);
+    }
+}
+/// `VmwareUplinkPortTeamingPolicy` (extends `InheritablePolicy`).
+///
+/// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmwareUplinkPortTeamingPolicy {
+    /// The fields `VmwareUplinkPortTeamingPolicy` inherits from `InheritablePolicy`.
+    pub inheritable_policy: InheritablePolicy,
+    /// `policy`.
+    pub policy: Option<StringPolicy>,
+    /// `reversePolicy`.
+    pub reverse_policy: Option<BoolPolicy>,
+    /// `notifySwitches`.
+    pub notify_switches: Option<BoolPolicy>,
+    /// `rollingOrder`.
+    pub rolling_order: Option<BoolPolicy>,
+    /// `failureCriteria`.
+    pub failure_criteria: Option<DVSFailureCriteria>,
+    /// `uplinkPortOrder`.
+    pub uplink_port_order: Option<VMwareUplinkPortOrderPolicy>,
+}
+impl x::SchemaType for VmwareUplinkPortTeamingPolicy {
+    const TYPE_NAME: &'static str = "VmwareUplinkPortTeamingPolicy";
+}
+impl x::Structure for VmwareUplinkPortTeamingPolicy {}
+impl std::fmt::Debug for VmwareUplinkPortTeamingPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmwareUplinkPortTeamingPolicy", x::fields_ref(self))
+    }
+}
+impl PartialEq for VmwareUplinkPortTeamingPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VmwareUplinkPortTeamingPolicy {
+    type Target = InheritablePolicy;
+    #[inline]
+    fn deref(&self) -> &InheritablePolicy {
+        &self.inheritable_policy
+    }
+}
+impl std::ops::DerefMut for VmwareUplinkPortTeamingPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InheritablePolicy {
+        &mut self.inheritable_policy
+    }
+}
+impl x::Fields for VmwareUplinkPortTeamingPolicy {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "description" => r.read_opt(&mut self.description),
-            "enabled" => r.read(&mut self.enabled),
-            "sourcePortTransmitted" => r.read_opt(&mut self.source_port_transmitted),
-            "sourcePortReceived" => r.read_opt(&mut self.source_port_received),
-            "destinationPort" => r.read_opt(&mut self.destination_port),
-            "encapsulationVlanId" => r.read_opt(&mut self.encapsulation_vlan_id),
-            "stripOriginalVlan" => r.read(&mut self.strip_original_vlan),
-            "mirroredPacketLength" => r.read_opt(&mut self.mirrored_packet_length),
-            "normalTrafficAllowed" => r.read(&mut self.normal_traffic_allowed),
-            "sessionType" => r.read_opt(&mut self.session_type),
-            "samplingRate" => r.read_opt(&mut self.sampling_rate),
-            "encapType" => r.read_opt(&mut self.encap_type),
-            "erspanId" => r.read_opt(&mut self.erspan_id),
-            "erspanCOS" => r.read_opt(&mut self.erspan_cos),
-            "erspanGraNanosec" => r.read_opt(&mut self.erspan_gra_nanosec),
-            "netstack" => r.read_opt(&mut self.netstack),
-            _ => return Ok(false),
+            "policy" => r.read_opt(&mut self.policy),
+            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
+            "notifySwitches" => r.read_opt(&mut self.notify_switches),
+            "rollingOrder" => r.read_opt(&mut self.rolling_order),
+            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
+            "uplinkPortOrder" => r.read_opt(&mut self.uplink_port_order),
+            _ => return x::Fields::decode_field(&mut self.inheritable_policy, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_opt("description", &self.description);
-        w.write("enabled", &self.enabled);
-        w.write_opt("sourcePortTransmitted", &self.source_port_transmitted);
-        w.write_opt("sourcePortReceived", &self.source_port_received);
-        w.write_opt("destinationPort", &self.destination_port);
-        w.write_opt("encapsulationVlanId", &self.encapsulation_vlan_id);
-        w.write("stripOriginalVlan", &self.strip_original_vlan);
-        w.write_opt("mirroredPacketLength", &self.mirrored_packet_length);
-        w.write("normalTrafficAllowed", &self.normal_traffic_allowed);
-        w.write_opt("sessionType", &self.session_type);
-        w.write_opt("samplingRate", &self.sampling_rate);
-        w.write_opt("encapType", &self.encap_type);
-        w.write_opt("erspanId", &self.erspan_id);
-        w.write_opt("erspanCOS", &self.erspan_cos);
-        w.write_opt("erspanGraNanosec", &self.erspan_gra_nanosec);
-        w.write_opt("netstack", &self.netstack);
+        x::Fields::encode_fields(&self.inheritable_policy, w);
+        w.write_opt("policy", &self.policy);
+        w.write_opt("reversePolicy", &self.reverse_policy);
+        w.write_opt("notifySwitches", &self.notify_switches);
+        w.write_opt("rollingOrder", &self.rolling_order);
+        w.write_opt("failureCriteria", &self.failure_criteria);
+        w.write_opt("uplinkPortOrder", &self.uplink_port_order);
     }
-}
-impl x::ArrayItem for VMwareVspanSession {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVMwareVspanSession";
-    const ITEM_TAG: &'static str = "VMwareVspanSession";
 }

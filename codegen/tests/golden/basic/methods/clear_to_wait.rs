@@ -6,168 +6,143 @@ use crate::xml as x;
 
 // Parameters mirror the operation's.
 #[allow(clippy::too_many_arguments)]
-impl crate::Vim<'_> {
+impl<'a> crate::Vim<'a> {
     /// Invokes `Clear_Task` on `Canvas`.
     ///
     /// Since vSphere API 9.0.0.0.
     ///
     /// Declared faults: `InvalidLogin`.
     #[inline]
-    pub async fn clear_task(
+    pub fn clear_task(
         &self,
         this: &x::ManagedObjectReference,
         pattern: Option<&Pattern>,
         keep: &[Triangle],
-    ) -> Result<Drawing, crate::Error> {
-        self.invoke(
-                &ClearRequestType {
-                    this: this.clone(),
-                    pattern: pattern.cloned(),
-                    keep: keep.to_vec(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Drawing, crate::Error>> + 'a {
+        self.call(ClearRequestType {
+            this: this.clone(),
+            pattern: pattern.cloned(),
+            keep: keep.to_vec(),
+        })
     }
     /// Invokes `ContinueRetrievePropertiesEx`.
     ///
     /// Declared faults: `InvalidLogin`.
     #[inline]
-    pub async fn continue_retrieve_properties_ex(
+    pub fn continue_retrieve_properties_ex(
         &self,
         this: &x::ManagedObjectReference,
         token: &str,
-    ) -> Result<Vec<AnyShape>, crate::Error> {
-        self.invoke(
-                &ContinueRetrievePropertiesExRequestType {
-                    this: this.clone(),
-                    token: token.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<AnyShape>, crate::Error>> + 'a {
+        self.call(ContinueRetrievePropertiesExRequestType {
+            this: this.clone(),
+            token: token.to_owned(),
+        })
     }
     /// Invokes `CurrentTime`.
     ///
     /// Declared faults: `InvalidLogin`.
     #[inline]
-    pub async fn current_time(
+    pub fn current_time(
         &self,
         this: &x::ManagedObjectReference,
-    ) -> Result<x::DateTime, crate::Error> {
-        self.invoke(
-                &CurrentTimeRequestType {
-                    this: this.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<x::DateTime, crate::Error>> + 'a {
+        self.call(CurrentTimeRequestType {
+            this: this.clone(),
+        })
     }
     /// Invokes `Draw_Task` on `Canvas`.
     ///
     /// Declared faults: `InvalidLogin`.
     #[inline]
-    pub async fn draw_task(
+    pub fn draw_task(
         &self,
         this: &x::ManagedObjectReference,
         drawing: &Drawing,
         color: Option<&Color>,
         tags: &[String],
         scale: Option<i32>,
-    ) -> Result<x::ManagedObjectReference, crate::Error> {
-        self.invoke(
-                &DrawTaskRequestType {
-                    this: this.clone(),
-                    drawing: drawing.clone(),
-                    color: color.cloned(),
-                    tags: tags.to_vec(),
-                    scale,
-                },
-            )
-            .await
+    ) -> impl std::future::Future<
+        Output = Result<x::ManagedObjectReference, crate::Error>,
+    > + 'a {
+        self.call(DrawTaskRequestType {
+            this: this.clone(),
+            drawing: drawing.clone(),
+            color: color.cloned(),
+            tags: tags.to_vec(),
+            scale,
+        })
     }
     /// Invokes `Erase` on `Entity`.
     ///
     /// Declared faults: `InvalidLogin`.
     #[inline]
-    pub async fn erase(
+    pub fn erase(
         &self,
         this: &x::ManagedObjectReference,
         shape: &AnyShape,
-    ) -> Result<(), crate::Error> {
-        self.invoke(
-                &EraseRequestType {
-                    this: this.clone(),
-                    shape: shape.clone(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<(), crate::Error>> + 'a {
+        self.call(EraseRequestType {
+            this: this.clone(),
+            shape: shape.clone(),
+        })
     }
     /// Invokes `GetShapes` on `Canvas`.
     ///
     /// Declared faults: `InvalidLogin`.
     #[inline]
-    pub async fn get_shapes(
+    pub fn get_shapes(
         &self,
         this: &x::ManagedObjectReference,
         match_: Option<&str>,
-    ) -> Result<Vec<AnyShape>, crate::Error> {
-        self.invoke(
-                &GetShapesRequestType {
-                    this: this.clone(),
-                    match_: match_.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Vec<AnyShape>, crate::Error>> + 'a {
+        self.call(GetShapesRequestType {
+            this: this.clone(),
+            match_: match_.map(str::to_owned),
+        })
     }
     /// Invokes `SessionIsActive`.
     ///
     /// Declared faults: `InvalidLogin`.
     #[inline]
-    pub async fn session_is_active(
+    pub fn session_is_active(
         &self,
         this: &x::ManagedObjectReference,
         user_name: Option<&str>,
         session_id: &str,
-    ) -> Result<bool, crate::Error> {
-        self.invoke(
-                &SessionIsActiveRequestType {
-                    this: this.clone(),
-                    user_name: user_name.map(str::to_owned),
-                    session_id: session_id.to_owned(),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<bool, crate::Error>> + 'a {
+        self.call(SessionIsActiveRequestType {
+            this: this.clone(),
+            user_name: user_name.map(str::to_owned),
+            session_id: session_id.to_owned(),
+        })
     }
     /// Invokes `WaitForUpdates`.
     ///
     /// Declared faults: `InvalidLogin`.
     #[inline]
-    pub async fn wait_for_updates(
+    pub fn wait_for_updates(
         &self,
         this: &x::ManagedObjectReference,
         version: Option<&str>,
-    ) -> Result<String, crate::Error> {
-        self.invoke(
-                &WaitForUpdatesRequestType {
-                    this: this.clone(),
-                    version: version.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<String, crate::Error>> + 'a {
+        self.call(WaitForUpdatesRequestType {
+            this: this.clone(),
+            version: version.map(str::to_owned),
+        })
     }
     /// Invokes `WaitForUpdatesEx`.
     ///
     /// Declared faults: `InvalidLogin`.
     #[inline]
-    pub async fn wait_for_updates_ex(
+    pub fn wait_for_updates_ex(
         &self,
         this: &x::ManagedObjectReference,
         version: Option<&str>,
-    ) -> Result<Option<String>, crate::Error> {
-        self.invoke(
-                &WaitForUpdatesExRequestType {
-                    this: this.clone(),
-                    version: version.map(str::to_owned),
-                },
-            )
-            .await
+    ) -> impl std::future::Future<Output = Result<Option<String>, crate::Error>> + 'a {
+        self.call(WaitForUpdatesExRequestType {
+            this: this.clone(),
+            version: version.map(str::to_owned),
+        })
     }
 }

@@ -169,23 +169,7 @@ impl std::fmt::Debug for Object {
 
 impl PartialEq for Object {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Object::ArrayOfColor(a), Object::ArrayOfColor(b)) => **a == **b,
-            (Object::ArrayOfShape(a), Object::ArrayOfShape(b)) => **a == **b,
-            (Object::ArrayOfTriangle(a), Object::ArrayOfTriangle(b)) => **a == **b,
-            (Object::Circle(a), Object::Circle(b)) => **a == **b,
-            (Object::Color(a), Object::Color(b)) => **a == **b,
-            (Object::Drawing(a), Object::Drawing(b)) => **a == **b,
-            (Object::DynamicData(a), Object::DynamicData(b)) => **a == **b,
-            (Object::InvalidLogin(a), Object::InvalidLogin(b)) => **a == **b,
-            (Object::LocalizedMethodFault(a), Object::LocalizedMethodFault(b)) => **a == **b,
-            (Object::MethodFault(a), Object::MethodFault(b)) => **a == **b,
-            (Object::Pattern(a), Object::Pattern(b)) => **a == **b,
-            (Object::Shape(a), Object::Shape(b)) => **a == **b,
-            (Object::Square(a), Object::Square(b)) => **a == **b,
-            (Object::Triangle(a), Object::Triangle(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_object(self, other)
     }
 }
 

@@ -51,11 +51,7 @@ impl std::fmt::Debug for AnyMethodFault {
 }
 impl PartialEq for AnyMethodFault {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::MethodFault(a), Self::MethodFault(b)) => **a == **b,
-            (Self::InvalidLogin(a), Self::InvalidLogin(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyMethodFault {
@@ -201,13 +197,7 @@ impl std::fmt::Debug for AnyShape {
 }
 impl PartialEq for AnyShape {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Shape(a), Self::Shape(b)) => **a == **b,
-            (Self::Circle(a), Self::Circle(b)) => **a == **b,
-            (Self::Square(a), Self::Square(b)) => **a == **b,
-            (Self::Triangle(a), Self::Triangle(b)) => **a == **b,
-            _ => false,
-        }
+        x::same_encoding(self, other)
     }
 }
 impl Clone for AnyShape {

@@ -8,7 +8,7 @@ use crate::xml as x;
 /// `Circle` (extends `Shape`).
 ///
 /// The fields of `Shape` are in `shape`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct Circle {
     /// The fields `Circle` inherits from `Shape`.
     pub shape: Shape,
@@ -19,6 +19,16 @@ impl x::SchemaType for Circle {
     const TYPE_NAME: &'static str = "Circle";
 }
 impl x::Structure for Circle {}
+impl std::fmt::Debug for Circle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Circle", x::fields_ref(self))
+    }
+}
+impl PartialEq for Circle {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for Circle {
     type Target = Shape;
     #[inline]
@@ -51,7 +61,7 @@ impl x::Fields for Circle {
     }
 }
 /// `Drawing` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct Drawing {
     /// `type`.
     pub type_: String,
@@ -76,6 +86,16 @@ impl x::SchemaType for Drawing {
     const TYPE_NAME: &'static str = "Drawing";
 }
 impl x::Structure for Drawing {}
+impl std::fmt::Debug for Drawing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Drawing", x::fields_ref(self))
+    }
+}
+impl PartialEq for Drawing {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for Drawing {
     fn clone(&self) -> Self {
         Self {
@@ -125,12 +145,22 @@ impl x::Fields for Drawing {
     }
 }
 /// `DynamicData`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DynamicData {}
 impl x::SchemaType for DynamicData {
     const TYPE_NAME: &'static str = "DynamicData";
 }
 impl x::Structure for DynamicData {}
+impl std::fmt::Debug for DynamicData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DynamicData", x::fields_ref(self))
+    }
+}
+impl PartialEq for DynamicData {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for DynamicData {
     fn decode_field(
         &mut self,
@@ -144,7 +174,7 @@ impl x::Fields for DynamicData {
 /// `InvalidLogin` (extends `MethodFault`).
 ///
 /// The fields of `MethodFault` are in `method_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct InvalidLogin {
     /// The fields `InvalidLogin` inherits from `MethodFault`.
     pub method_fault: MethodFault,
@@ -153,6 +183,16 @@ impl x::SchemaType for InvalidLogin {
     const TYPE_NAME: &'static str = "InvalidLogin";
 }
 impl x::Structure for InvalidLogin {}
+impl std::fmt::Debug for InvalidLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InvalidLogin", x::fields_ref(self))
+    }
+}
+impl PartialEq for InvalidLogin {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for InvalidLogin {
     type Target = MethodFault;
     #[inline]
@@ -180,7 +220,7 @@ impl x::Fields for InvalidLogin {
     }
 }
 /// `LocalizedMethodFault` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LocalizedMethodFault {
     /// `fault`.
     pub fault: AnyMethodFault,
@@ -191,6 +231,16 @@ impl x::SchemaType for LocalizedMethodFault {
     const TYPE_NAME: &'static str = "LocalizedMethodFault";
 }
 impl x::Structure for LocalizedMethodFault {}
+impl std::fmt::Debug for LocalizedMethodFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "LocalizedMethodFault", x::fields_ref(self))
+    }
+}
+impl PartialEq for LocalizedMethodFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for LocalizedMethodFault {
     fn decode_field(
         &mut self,
@@ -213,7 +263,7 @@ impl x::Fields for LocalizedMethodFault {
 /// `MethodFault`.
 ///
 /// Fields of this type hold [`AnyMethodFault`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct MethodFault {
     /// `faultCause`.
     pub fault_cause: Option<LocalizedMethodFault>,
@@ -222,6 +272,16 @@ impl x::SchemaType for MethodFault {
     const TYPE_NAME: &'static str = "MethodFault";
 }
 impl x::Structure for MethodFault {}
+impl std::fmt::Debug for MethodFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "MethodFault", x::fields_ref(self))
+    }
+}
+impl PartialEq for MethodFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for MethodFault {
     fn decode_field(
         &mut self,
@@ -242,7 +302,7 @@ impl x::Fields for MethodFault {
 /// `Shape` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyShape`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct Shape {
     /// `id`.
     pub id: i32,
@@ -253,6 +313,16 @@ impl x::SchemaType for Shape {
     const TYPE_NAME: &'static str = "Shape";
 }
 impl x::Structure for Shape {}
+impl std::fmt::Debug for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Shape", x::fields_ref(self))
+    }
+}
+impl PartialEq for Shape {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for Shape {
     fn decode_field(
         &mut self,
@@ -275,7 +345,7 @@ impl x::Fields for Shape {
 /// `Square` (extends `Shape`).
 ///
 /// The fields of `Shape` are in `shape`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct Square {
     /// The fields `Square` inherits from `Shape`.
     pub shape: Shape,
@@ -296,6 +366,16 @@ impl x::SchemaType for Square {
     const TYPE_NAME: &'static str = "Square";
 }
 impl x::Structure for Square {}
+impl std::fmt::Debug for Square {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Square", x::fields_ref(self))
+    }
+}
+impl PartialEq for Square {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for Square {
     type Target = Shape;
     #[inline]
@@ -342,7 +422,7 @@ impl x::Fields for Square {
 /// Since vSphere API 8.0.2.0.
 ///
 /// The fields of `Shape` are in `shape`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct Triangle {
     /// The fields `Triangle` inherits from `Shape`.
     pub shape: Shape,
@@ -359,6 +439,16 @@ impl x::SchemaType for Triangle {
     const TYPE_NAME: &'static str = "Triangle";
 }
 impl x::Structure for Triangle {}
+impl std::fmt::Debug for Triangle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Triangle", x::fields_ref(self))
+    }
+}
+impl PartialEq for Triangle {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl std::ops::Deref for Triangle {
     type Target = Shape;
     #[inline]

@@ -8,7 +8,7 @@ use crate::xml as x;
 /// `ClearRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ClearRequestType {
     /// `_this`.
     ///
@@ -27,6 +27,16 @@ impl x::SchemaType for ClearRequestType {
     const TYPE_NAME: &'static str = "ClearRequestType";
 }
 impl x::Structure for ClearRequestType {}
+impl std::fmt::Debug for ClearRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClearRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClearRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for ClearRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -72,7 +82,7 @@ impl x::Request for ClearRequestType {
     }
 }
 /// `ContinueRetrievePropertiesExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ContinueRetrievePropertiesExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -83,6 +93,20 @@ impl x::SchemaType for ContinueRetrievePropertiesExRequestType {
     const TYPE_NAME: &'static str = "ContinueRetrievePropertiesExRequestType";
 }
 impl x::Structure for ContinueRetrievePropertiesExRequestType {}
+impl std::fmt::Debug for ContinueRetrievePropertiesExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ContinueRetrievePropertiesExRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ContinueRetrievePropertiesExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for ContinueRetrievePropertiesExRequestType {
     fn decode_field(
         &mut self,
@@ -99,7 +123,7 @@ impl x::Fields for ContinueRetrievePropertiesExRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("token", &self.token);
+        w.write_secret("token", &self.token);
     }
 }
 impl x::Request for ContinueRetrievePropertiesExRequestType {
@@ -116,7 +140,7 @@ impl x::Request for ContinueRetrievePropertiesExRequestType {
     }
 }
 /// `CurrentTimeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CurrentTimeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -125,6 +149,16 @@ impl x::SchemaType for CurrentTimeRequestType {
     const TYPE_NAME: &'static str = "CurrentTimeRequestType";
 }
 impl x::Structure for CurrentTimeRequestType {}
+impl std::fmt::Debug for CurrentTimeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CurrentTimeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CurrentTimeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for CurrentTimeRequestType {
     fn decode_field(
         &mut self,
@@ -156,7 +190,7 @@ impl x::Request for CurrentTimeRequestType {
     }
 }
 /// `Draw_TaskRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DrawTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -173,6 +207,16 @@ impl x::SchemaType for DrawTaskRequestType {
     const TYPE_NAME: &'static str = "Draw_TaskRequestType";
 }
 impl x::Structure for DrawTaskRequestType {}
+impl std::fmt::Debug for DrawTaskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "Draw_TaskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DrawTaskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl Clone for DrawTaskRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -223,7 +267,7 @@ impl x::Request for DrawTaskRequestType {
     }
 }
 /// `EraseRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct EraseRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -234,6 +278,16 @@ impl x::SchemaType for EraseRequestType {
     const TYPE_NAME: &'static str = "EraseRequestType";
 }
 impl x::Structure for EraseRequestType {}
+impl std::fmt::Debug for EraseRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EraseRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EraseRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for EraseRequestType {
     fn decode_field(
         &mut self,
@@ -267,7 +321,7 @@ impl x::Request for EraseRequestType {
     }
 }
 /// `GetShapesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct GetShapesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -278,6 +332,16 @@ impl x::SchemaType for GetShapesRequestType {
     const TYPE_NAME: &'static str = "GetShapesRequestType";
 }
 impl x::Structure for GetShapesRequestType {}
+impl std::fmt::Debug for GetShapesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetShapesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetShapesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for GetShapesRequestType {
     fn decode_field(
         &mut self,
@@ -311,7 +375,7 @@ impl x::Request for GetShapesRequestType {
     }
 }
 /// `SessionIsActiveRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct SessionIsActiveRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -326,6 +390,16 @@ impl x::SchemaType for SessionIsActiveRequestType {
     const TYPE_NAME: &'static str = "SessionIsActiveRequestType";
 }
 impl x::Structure for SessionIsActiveRequestType {}
+impl std::fmt::Debug for SessionIsActiveRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "SessionIsActiveRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for SessionIsActiveRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for SessionIsActiveRequestType {
     fn decode_field(
         &mut self,
@@ -363,7 +437,7 @@ impl x::Request for SessionIsActiveRequestType {
     }
 }
 /// `WaitForUpdatesExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct WaitForUpdatesExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -374,6 +448,16 @@ impl x::SchemaType for WaitForUpdatesExRequestType {
     const TYPE_NAME: &'static str = "WaitForUpdatesExRequestType";
 }
 impl x::Structure for WaitForUpdatesExRequestType {}
+impl std::fmt::Debug for WaitForUpdatesExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "WaitForUpdatesExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for WaitForUpdatesExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for WaitForUpdatesExRequestType {
     fn decode_field(
         &mut self,
@@ -407,7 +491,7 @@ impl x::Request for WaitForUpdatesExRequestType {
     }
 }
 /// `WaitForUpdatesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct WaitForUpdatesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -418,6 +502,16 @@ impl x::SchemaType for WaitForUpdatesRequestType {
     const TYPE_NAME: &'static str = "WaitForUpdatesRequestType";
 }
 impl x::Structure for WaitForUpdatesRequestType {}
+impl std::fmt::Debug for WaitForUpdatesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "WaitForUpdatesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for WaitForUpdatesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
 impl x::Fields for WaitForUpdatesRequestType {
     fn decode_field(
         &mut self,
