@@ -92,7 +92,7 @@ async fn main() -> ExitCode {
                 (namespace, image.clone())
             });
             let role =
-                || roles::controller::run_with(client.clone(), metrics.clone(), workloads.clone());
+                || roles::controller::run(client.clone(), metrics.clone(), workloads.clone());
             match leadership::lead(&leadership, role).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -13,6 +13,7 @@ use tracing::warn;
 
 use super::context::{Context, NOT_READY_DELAY};
 use super::provider::readiness;
+use super::virtualmachine::schedule::provider_key;
 use super::{apply_status, key};
 use crate::api::{ImageProviderStatus, VMImage, VMImageStatus};
 use crate::vsphere::{ErrorKind, VSphere};
@@ -55,23 +56,15 @@ async fn image_inner<V: VSphere>(
     ctx: &Context<V>,
 ) -> Result<(Action, Option<ErrorKind>)> {
     let mut providers = ctx.providers.state();
-    providers.retain(|p| {
-        ctx.serves(&crate::api::NamespacedReference {
-            namespace: p.namespace().unwrap_or_default(),
-            name: p.name_any(),
-        })
-    });
+    providers.retain(|p| ctx.serves(&provider_key(p)));
     providers.sort_by_key(|p| p.name_any());
+    let machines = ctx.machines.state();
     let mut mine = Vec::with_capacity(providers.len());
     for p in &providers {
         let mut fetched = ctx.fetch_for(p).await?;
-        let machines = ctx.machines.state();
         fetched.templates_in_use = Some(readiness::templates_in_use(
             machines.iter().map(AsRef::as_ref),
-            &crate::api::NamespacedReference {
-                namespace: p.namespace().unwrap_or_default(),
-                name: p.name_any(),
-            },
+            &provider_key(p),
         ));
         mine.push(readiness::image_on_provider(image, p, &fetched, ctx.vsphere.as_ref()).await);
     }

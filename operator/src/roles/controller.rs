@@ -25,15 +25,11 @@ pub const LEASE: &str = "banlieue-controller";
 /// The install namespace of the static manifests.
 pub const NAMESPACE: &str = "banlieue-system";
 
-/// Runs the controller until a shutdown signal.
-pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
-    run_with(client, metrics, None).await
-}
-
-/// [`run`], and in operator-managed mode (`workloads`: the Providers'
-/// namespace and the image) one provider workload per Provider there, its
-/// Deployment's changes triggering the Provider's reconcile.
-pub async fn run_with(
+/// Runs the controller until a shutdown signal, and in operator-managed mode
+/// (`workloads`: the Providers' namespace and the image) one provider
+/// workload per Provider there, its Deployment's changes triggering the
+/// Provider's reconcile.
+pub async fn run(
     client: Client,
     metrics: Arc<Metrics>,
     workloads: Option<(String, String)>,

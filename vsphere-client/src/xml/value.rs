@@ -49,10 +49,9 @@ pub fn same_object(a: &dyn DataObject, b: &dyn DataObject) -> bool {
     if a.type_name() != b.type_name() {
         return false;
     }
-    let (mut wa, mut wb) = (XmlWriter::new(), XmlWriter::new());
-    a.encode_dyn(&mut wa, "v", None);
-    b.encode_dyn(&mut wb, "v", None);
-    wa.as_bytes() == wb.as_bytes()
+    super::writer::same_xml(&|w| a.encode_dyn(w, "v", None), &|w| {
+        b.encode_dyn(w, "v", None)
+    })
 }
 
 /// A schema type a [`Value::Object`] can hold: every data object, fault and

@@ -261,10 +261,17 @@ impl XmlWriter {
         }
     }
 
-    /// A repeated secret field (session keys): never shown by `Debug`.
+    /// A repeated secret field (session keys): never shown by `Debug` (one
+    /// `<redacted>` for the list, like [`write_vec`](Self::write_vec)'s one entry).
     pub fn write_vec_secret<T: Encode>(&mut self, tag: &str, values: &[T]) {
-        for value in values {
-            self.write_secret(tag, value);
+        match &mut self.debug {
+            Some(debug) if !values.is_empty() => debug.push(tag, &Shown(REDACTED)),
+            Some(_) => {}
+            None => {
+                for value in values {
+                    value.encode_as(self, tag, None);
+                }
+            }
         }
     }
 
@@ -354,18 +361,22 @@ impl Debug for Shown<'_> {
 /// structure instead of a derived `PartialEq` per type; it writes both
 /// values, so compare single fields where it matters.
 pub fn same_fields(a: &dyn Fields, b: &dyn Fields) -> bool {
-    let (mut wa, mut wb) = (XmlWriter::new(), XmlWriter::new());
-    a.encode_fields(&mut wa);
-    b.encode_fields(&mut wb);
-    wa.buf == wb.buf
+    same_xml(&|w| a.encode_fields(w), &|w| b.encode_fields(w))
 }
 
 /// `==` of values that encode themselves (the polymorphic `AnyX` enums,
 /// whose encoding names the variant's type): the same XML.
 pub fn same_encoding(a: &dyn Encode, b: &dyn Encode) -> bool {
+    same_xml(&|w| a.encode_as(w, "v", None), &|w| {
+        b.encode_as(w, "v", None)
+    })
+}
+
+/// Whether two writes produce the same XML: what every generated `==` asks.
+pub(crate) fn same_xml(a: &dyn Fn(&mut XmlWriter), b: &dyn Fn(&mut XmlWriter)) -> bool {
     let (mut wa, mut wb) = (XmlWriter::new(), XmlWriter::new());
-    a.encode_as(&mut wa, "v", None);
-    b.encode_as(&mut wb, "v", None);
+    a(&mut wa);
+    b(&mut wb);
     wa.buf == wb.buf
 }
 

@@ -14,6 +14,7 @@ use crate::api::{
     Provider, ProviderStatus, SourceKind, VMImage, VSphereMachine,
 };
 use crate::conditions::{self, Observed, Status, READY};
+use crate::controllers::virtualmachine::schedule::provider_key;
 use crate::vsphere::{
     ConnectParams, Error, ErrorKind, FoundTemplate, ImageTarget, Inventory, LibraryItemLookup,
     PlacementMissing, PlacementTarget, SecretString, Session, Tls, VSphere,
@@ -123,13 +124,6 @@ pub fn secret_value(secret: &Secret, key: &str) -> Option<String> {
         .cloned()
 }
 
-fn key_of(provider: &Provider) -> NamespacedReference {
-    NamespacedReference {
-        namespace: provider.metadata.namespace.clone().unwrap_or_default(),
-        name: provider.metadata.name.clone().unwrap_or_default(),
-    }
-}
-
 /// What a Provider that is not Ready waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cause {
@@ -188,7 +182,7 @@ pub fn connect_params(
             Cause::Spec,
         ));
     }
-    let key = key_of(provider);
+    let key = provider_key(provider);
     let connection = &provider.spec.connection;
     let secret_name = &connection.credentials_ref.name;
     let secret = objects.secret(&key.namespace, secret_name).ok_or_else(|| {
@@ -560,7 +554,7 @@ pub async fn image_on_provider<V: VSphere>(
     objects: &impl Objects,
     vsphere: &V,
 ) -> ImageProviderStatus {
-    let key = key_of(provider);
+    let key = provider_key(provider);
     let mut entry = ImageProviderStatus {
         provider: key.name.clone(),
         namespace: key.namespace.clone(),

@@ -109,8 +109,10 @@ impl VCenterSession {
             .search_inventory_path(&path)
             .await
             .map_err(|e| error(&format!("looking up {path}"), &e))?;
-        let vm = match existing {
-            Some(vm) => vm,
+        // A deploy (OVF or VM template) makes a plain VM; a VM found at the
+        // path may already be the template.
+        let (vm, fresh) = match existing {
+            Some(vm) => (vm, false),
             None => {
                 let pool = self
                     .resource_pool(dc, &target.cluster, target.resource_pool.as_deref(), false)
@@ -147,7 +149,7 @@ impl VCenterSession {
                     spec.accept_all_eula = true;
                     content.deploy_ovf(&item.id, &spec).await
                 };
-                deployed.map_err(|e| {
+                let vm = deployed.map_err(|e| {
                     error(
                         &format!(
                             "deploying item {:?} of content library {:?} into datacenter {}",
@@ -155,18 +157,20 @@ impl VCenterSession {
                         ),
                         &e,
                     )
-                })?
+                })?;
+                (vm, true)
             }
         };
-        let is_template = self
-            .client()
-            .properties::<mo::VirtualMachine>(&["config.template"])
-            .map_err(|e| error("reading the deployed VM", &e))?
-            .get(&vm)
-            .await
-            .map_err(|e| error(&format!("reading {}", vm.value), &e))?
-            .config
-            .is_some_and(|c| c.template);
+        let is_template = !fresh
+            && self
+                .client()
+                .properties::<mo::VirtualMachine>(&["config.template"])
+                .map_err(|e| error("reading the deployed VM", &e))?
+                .get(&vm)
+                .await
+                .map_err(|e| error(&format!("reading {}", vm.value), &e))?
+                .config
+                .is_some_and(|c| c.template);
         if !is_template {
             self.client()
                 .vm(vm.clone())
