@@ -109,10 +109,8 @@ impl VCenterSession {
             .search_inventory_path(&path)
             .await
             .map_err(|e| error(&format!("looking up {path}"), &e))?;
-        // A deploy (OVF or VM template) makes a plain VM; a VM found at the
-        // path may already be the template.
-        let (vm, fresh) = match existing {
-            Some(vm) => (vm, false),
+        let vm = match existing {
+            Some(vm) => vm,
             None => {
                 let pool = self
                     .resource_pool(dc, &target.cluster, target.resource_pool.as_deref(), false)
@@ -149,7 +147,7 @@ impl VCenterSession {
                     spec.accept_all_eula = true;
                     content.deploy_ovf(&item.id, &spec).await
                 };
-                let vm = deployed.map_err(|e| {
+                deployed.map_err(|e| {
                     error(
                         &format!(
                             "deploying item {:?} of content library {:?} into datacenter {}",
@@ -157,20 +155,20 @@ impl VCenterSession {
                         ),
                         &e,
                     )
-                })?;
-                (vm, true)
+                })?
             }
         };
-        let is_template = !fresh
-            && self
-                .client()
-                .properties::<mo::VirtualMachine>(&["config.template"])
-                .map_err(|e| error("reading the deployed VM", &e))?
-                .get(&vm)
-                .await
-                .map_err(|e| error(&format!("reading {}", vm.value), &e))?
-                .config
-                .is_some_and(|c| c.template);
+        // Read even after a fresh deploy: a VM-template item can come out a
+        // template already (the simulator's does), and marking one fails.
+        let is_template = self
+            .client()
+            .properties::<mo::VirtualMachine>(&["config.template"])
+            .map_err(|e| error("reading the deployed VM", &e))?
+            .get(&vm)
+            .await
+            .map_err(|e| error(&format!("reading {}", vm.value), &e))?
+            .config
+            .is_some_and(|c| c.template);
         if !is_template {
             self.client()
                 .vm(vm.clone())
