@@ -31,8 +31,8 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
              const NAME: &'static str = {};\n    \
              const IDEMPOTENT: bool = {};\n    \
              type Response = {response};\n    \
-             fn this(&self) -> &x::ManagedObjectReference {{ &self.this }}\n    \
-             fn decode_response(r: &mut x::XmlReader<'_>) -> Result<Self::Response, x::DecodeError> {{ r.{read}() }}\n}}",
+             #[inline]\n    fn this(&self) -> &x::ManagedObjectReference {{ &self.this }}\n    \
+             #[inline]\n    fn decode_response(r: &mut x::XmlReader<'_>) -> Result<Self::Response, x::DecodeError> {{ r.{read}() }}\n}}",
             lit(&op.name),
             plan.idempotent.contains(&op.name),
         )

@@ -605,75 +605,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::AboutInfo(v) => Object::AboutInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AccountCreatedEvent(v) => Object::AccountCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AccountRemovedEvent(v) => Object::AccountRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AccountUpdatedEvent(v) => Object::AccountUpdatedEvent(Box::new((**v).clone())),
-            Object::Action(v) => Object::Action(Box::new((**v).clone())),
-            Object::ActionParameter(v) => Object::ActionParameter(Box::new((**v).clone())),
-            Object::ActionType(v) => Object::ActionType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ActiveDirectoryFault(v) => Object::ActiveDirectoryFault(Box::new((**v).clone())),
-            Object::ActiveDirectoryProfile(v) => Object::ActiveDirectoryProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ActiveVMsBlockingEVC(v) => Object::ActiveVMsBlockingEVC(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AdminDisabled(v) => Object::AdminDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AdminNotDisabled(v) => Object::AdminNotDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AdminPasswordNotChangedEvent(v) => Object::AdminPasswordNotChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AffinityConfigured(v) => Object::AffinityConfigured(Box::new((**v).clone())),
-            Object::AffinityType(v) => Object::AffinityType(Box::new((**v).clone())),
-            Object::AfterStartupTaskScheduler(v) => Object::AfterStartupTaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AgentInstallFailed(v) => Object::AgentInstallFailed(Box::new((**v).clone())),
-            Object::AgentInstallFailedReason(v) => Object::AgentInstallFailedReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmAcknowledgedEvent(v) => Object::AlarmAcknowledgedEvent(Box::new((**v).clone())),
-            Object::AlarmAction(v) => Object::AlarmAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmActionTriggeredEvent(v) => Object::AlarmActionTriggeredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmClearedEvent(v) => Object::AlarmClearedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmCreatedEvent(v) => Object::AlarmCreatedEvent(Box::new((**v).clone())),
-            Object::AlarmDescription(v) => Object::AlarmDescription(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmEmailCompletedEvent(v) => Object::AlarmEmailCompletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmEmailFailedEvent(v) => Object::AlarmEmailFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmEvent(v) => Object::AlarmEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmEventArgument(v) => Object::AlarmEventArgument(Box::new((**v).clone())),
-            Object::AlarmExpression(v) => Object::AlarmExpression(Box::new((**v).clone())),
-            Object::AlarmFilterSpec(v) => Object::AlarmFilterSpec(Box::new((**v).clone())),
-            Object::AlarmFilterSpecAlarmTypeByEntity(v) => Object::AlarmFilterSpecAlarmTypeByEntity(Box::new((**v).clone())),
-            Object::AlarmFilterSpecAlarmTypeByTrigger(v) => Object::AlarmFilterSpecAlarmTypeByTrigger(Box::new((**v).clone())),
-            Object::AlarmInfo(v) => Object::AlarmInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmReconfiguredEvent(v) => Object::AlarmReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmRemovedEvent(v) => Object::AlarmRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmScriptCompleteEvent(v) => Object::AlarmScriptCompleteEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmScriptFailedEvent(v) => Object::AlarmScriptFailedEvent(Box::new((**v).clone())),
-            Object::AlarmSetting(v) => Object::AlarmSetting(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmSnmpCompletedEvent(v) => Object::AlarmSnmpCompletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmSnmpFailedEvent(v) => Object::AlarmSnmpFailedEvent(Box::new((**v).clone())),
-            Object::AlarmSpec(v) => Object::AlarmSpec(Box::new((**v).clone())),
-            Object::AlarmState(v) => Object::AlarmState(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlarmStatusChangedEvent(v) => Object::AlarmStatusChangedEvent(Box::new((**v).clone())),
-            Object::AlarmTriggeringAction(v) => Object::AlarmTriggeringAction(Box::new((**v).clone())),
-            Object::AlarmTriggeringActionTransitionSpec(v) => Object::AlarmTriggeringActionTransitionSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AllVirtualMachinesLicensedEvent(v) => Object::AllVirtualMachinesLicensedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AlreadyAuthenticatedSessionEvent(v) => Object::AlreadyAuthenticatedSessionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AlreadyBeingManaged(v) => Object::AlreadyBeingManaged(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AlreadyConnected(v) => Object::AlreadyConnected(Box::new((**v).clone())),
-            Object::AlreadyExists(v) => Object::AlreadyExists(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AlreadyUpgraded(v) => Object::AlreadyUpgraded(Box::new((**v).clone())),
-            Object::AndAlarmExpression(v) => Object::AndAlarmExpression(Box::new((**v).clone())),
-            Object::AnswerFile(v) => Object::AnswerFile(Box::new((**v).clone())),
-            Object::AnswerFileCreateSpec(v) => Object::AnswerFileCreateSpec(Box::new((**v).clone())),
-            Object::AnswerFileOptionsCreateSpec(v) => Object::AnswerFileOptionsCreateSpec(Box::new((**v).clone())),
-            Object::AnswerFileSerializedCreateSpec(v) => Object::AnswerFileSerializedCreateSpec(Box::new((**v).clone())),
-            Object::AnswerFileStatusError(v) => Object::AnswerFileStatusError(Box::new((**v).clone())),
-            Object::AnswerFileStatusResult(v) => Object::AnswerFileStatusResult(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailed(v) => Object::AnswerFileUpdateFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AnswerFileUpdateFailure(v) => Object::AnswerFileUpdateFailure(Box::new((**v).clone())),
-            Object::AnswerFileValidationInfoStatus(v) => Object::AnswerFileValidationInfoStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ApplicationQuiesceFault(v) => Object::ApplicationQuiesceFault(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -749,7 +680,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -488,89 +488,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ApplyHostProfileConfigurationResult(v) => Object::ApplyHostProfileConfigurationResult(Box::new((**v).clone())),
-            Object::ApplyHostProfileConfigurationResultStatus(v) => Object::ApplyHostProfileConfigurationResultStatus(Box::new((**v).clone())),
-            Object::ApplyHostProfileConfigurationSpec(v) => Object::ApplyHostProfileConfigurationSpec(Box::new((**v).clone())),
-            Object::ApplyProfile(v) => Object::ApplyProfile(Box::new((**v).clone())),
-            Object::ApplyStorageRecommendationResult(v) => Object::ApplyStorageRecommendationResult(Box::new((**v).clone())),
-            Object::ArrayOfAlarmAction(v) => Object::ArrayOfAlarmAction(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAlarmExpression(v) => Object::ArrayOfAlarmExpression(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAlarmState(v) => Object::ArrayOfAlarmState(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAlarmTriggeringActionTransitionSpec(v) => Object::ArrayOfAlarmTriggeringActionTransitionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAnswerFileStatusError(v) => Object::ArrayOfAnswerFileStatusError(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAnswerFileStatusResult(v) => Object::ArrayOfAnswerFileStatusResult(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfAnswerFileUpdateFailure(v) => Object::ArrayOfAnswerFileUpdateFailure(Box::new(x::clone_vec(v))),
-            Object::ArrayOfApplyHostProfileConfigurationResult(v) => Object::ArrayOfApplyHostProfileConfigurationResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfApplyHostProfileConfigurationSpec(v) => Object::ArrayOfApplyHostProfileConfigurationSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfApplyProfile(v) => Object::ArrayOfApplyProfile(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfAuthenticationRequiredChallenge(v) => Object::ArrayOfAuthenticationRequiredChallenge(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAuthorizationPrivilege(v) => Object::ArrayOfAuthorizationPrivilege(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAuthorizationRole(v) => Object::ArrayOfAuthorizationRole(Box::new(x::clone_vec(v))),
-            Object::ArrayOfAutoStartPowerInfo(v) => Object::ArrayOfAutoStartPowerInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-events")] Object::ArrayOfChangesInfoEventArgument(v) => Object::ArrayOfChangesInfoEventArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCheckResult(v) => Object::ArrayOfCheckResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterAction(v) => Object::ArrayOfClusterAction(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterActionHistory(v) => Object::ArrayOfClusterActionHistory(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterAttemptedVmInfo(v) => Object::ArrayOfClusterAttemptedVmInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceDVSSetting(v) => Object::ArrayOfClusterComputeResourceDVSSetting(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(v) => Object::ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceDvsProfile(v) => Object::ArrayOfClusterComputeResourceDvsProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(v) => Object::ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceHostConfigurationInput(v) => Object::ArrayOfClusterComputeResourceHostConfigurationInput(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceHostEvacuationInfo(v) => Object::ArrayOfClusterComputeResourceHostEvacuationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceHostVmkNicInfo(v) => Object::ArrayOfClusterComputeResourceHostVmkNicInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceValidationResultBase(v) => Object::ArrayOfClusterComputeResourceValidationResultBase(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterComputeResourceVcsSlots(v) => Object::ArrayOfClusterComputeResourceVcsSlots(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasAamNodeState(v) => Object::ArrayOfClusterDasAamNodeState(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(v) => Object::ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasVmConfigInfo(v) => Object::ArrayOfClusterDasVmConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDasVmConfigSpec(v) => Object::ArrayOfClusterDasVmConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDatastoreUpdateSpec(v) => Object::ArrayOfClusterDatastoreUpdateSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDpmHostConfigInfo(v) => Object::ArrayOfClusterDpmHostConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDpmHostConfigSpec(v) => Object::ArrayOfClusterDpmHostConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsFaults(v) => Object::ArrayOfClusterDrsFaults(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsFaultsFaultsByVm(v) => Object::ArrayOfClusterDrsFaultsFaultsByVm(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsMigration(v) => Object::ArrayOfClusterDrsMigration(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsRecommendation(v) => Object::ArrayOfClusterDrsRecommendation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsVmConfigInfo(v) => Object::ArrayOfClusterDrsVmConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterDrsVmConfigSpec(v) => Object::ArrayOfClusterDrsVmConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterEVCManagerCheckResult(v) => Object::ArrayOfClusterEVCManagerCheckResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(v) => Object::ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterGroupInfo(v) => Object::ArrayOfClusterGroupInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterGroupSpec(v) => Object::ArrayOfClusterGroupSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterHostRecommendation(v) => Object::ArrayOfClusterHostRecommendation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterIoFilterInfo(v) => Object::ArrayOfClusterIoFilterInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterNotAttemptedVmInfo(v) => Object::ArrayOfClusterNotAttemptedVmInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterRecommendation(v) => Object::ArrayOfClusterRecommendation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterRuleInfo(v) => Object::ArrayOfClusterRuleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterRuleSpec(v) => Object::ArrayOfClusterRuleSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterTagCategoryUpdateSpec(v) => Object::ArrayOfClusterTagCategoryUpdateSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterVmOrchestrationInfo(v) => Object::ArrayOfClusterVmOrchestrationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfClusterVmOrchestrationSpec(v) => Object::ArrayOfClusterVmOrchestrationSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfComplianceFailure(v) => Object::ArrayOfComplianceFailure(Box::new(x::clone_vec(v))),
-            Object::ArrayOfComplianceFailureComplianceFailureValues(v) => Object::ArrayOfComplianceFailureComplianceFailureValues(Box::new(x::clone_vec(v))),
-            Object::ArrayOfComplianceLocator(v) => Object::ArrayOfComplianceLocator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfComplianceResult(v) => Object::ArrayOfComplianceResult(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfComputeResourceHostSPBMLicenseInfo(v) => Object::ArrayOfComputeResourceHostSPBMLicenseInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfConflictingConfigurationConfig(v) => Object::ArrayOfConflictingConfigurationConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoKeyId(v) => Object::ArrayOfCryptoKeyId(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoKeyPlain(v) => Object::ArrayOfCryptoKeyPlain(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoKeyResult(v) => Object::ArrayOfCryptoKeyResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoManagerHostKeyStatus(v) => Object::ArrayOfCryptoManagerHostKeyStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoManagerKmipClusterStatus(v) => Object::ArrayOfCryptoManagerKmipClusterStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(v) => Object::ArrayOfCryptoManagerKmipCryptoKeyStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCryptoManagerKmipServerStatus(v) => Object::ArrayOfCryptoManagerKmipServerStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCustomFieldDef(v) => Object::ArrayOfCustomFieldDef(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCustomFieldValue(v) => Object::ArrayOfCustomFieldValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCustomizationAdapterMapping(v) => Object::ArrayOfCustomizationAdapterMapping(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -660,7 +577,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

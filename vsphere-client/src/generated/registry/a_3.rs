@@ -457,94 +457,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfCustomizationIpV6Generator(v) => Object::ArrayOfCustomizationIpV6Generator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfCustomizationSpecInfo(v) => Object::ArrayOfCustomizationSpecInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVPortConfigSpec(v) => Object::ArrayOfDVPortConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVPortgroupConfigSpec(v) => Object::ArrayOfDVPortgroupConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSHealthCheckConfig(v) => Object::ArrayOfDVSHealthCheckConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSManagerPhysicalNicsList(v) => Object::ArrayOfDVSManagerPhysicalNicsList(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSNetworkResourcePool(v) => Object::ArrayOfDVSNetworkResourcePool(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSNetworkResourcePoolConfigSpec(v) => Object::ArrayOfDVSNetworkResourcePoolConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDVSVmVnicNetworkResourcePool(v) => Object::ArrayOfDVSVmVnicNetworkResourcePool(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDasHeartbeatDatastoreInfo(v) => Object::ArrayOfDasHeartbeatDatastoreInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDatacenterBasicConnectInfo(v) => Object::ArrayOfDatacenterBasicConnectInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDatacenterMismatchArgument(v) => Object::ArrayOfDatacenterMismatchArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDatastoreHostMount(v) => Object::ArrayOfDatastoreHostMount(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDatastoreMountPathDatastorePair(v) => Object::ArrayOfDatastoreMountPathDatastorePair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDatastoreVVolContainerFailoverPair(v) => Object::ArrayOfDatastoreVVolContainerFailoverPair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDesiredSoftwareSpecComponentSpec(v) => Object::ArrayOfDesiredSoftwareSpecComponentSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDiagnosticManagerBundleInfo(v) => Object::ArrayOfDiagnosticManagerBundleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDiagnosticManagerLogDescriptor(v) => Object::ArrayOfDiagnosticManagerLogDescriptor(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDirectPathProfileInfo(v) => Object::ArrayOfDirectPathProfileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(v) => Object::ArrayOfDirectPathProfileManagerCapacityQuerySpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDirectPathProfileManagerCapacityResult(v) => Object::ArrayOfDirectPathProfileManagerCapacityResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDiskChangeExtent(v) => Object::ArrayOfDiskChangeExtent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualPort(v) => Object::ArrayOfDistributedVirtualPort(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualPortgroupInfo(v) => Object::ArrayOfDistributedVirtualPortgroupInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualPortgroupProblem(v) => Object::ArrayOfDistributedVirtualPortgroupProblem(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMember(v) => Object::ArrayOfDistributedVirtualSwitchHostMember(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberHostUplinkState(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberPnicSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(v) => Object::ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchHostProductSpec(v) => Object::ArrayOfDistributedVirtualSwitchHostProductSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchInfo(v) => Object::ArrayOfDistributedVirtualSwitchInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(v) => Object::ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(v) => Object::ArrayOfDistributedVirtualSwitchManagerCompatibilityResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(v) => Object::ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(v) => Object::ArrayOfDistributedVirtualSwitchManagerSpanInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(v) => Object::ArrayOfDistributedVirtualSwitchNetworkOffloadSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDistributedVirtualSwitchProductSpec(v) => Object::ArrayOfDistributedVirtualSwitchProductSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDpuStatusInfo(v) => Object::ArrayOfDpuStatusInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDpuStatusInfoOperationalInfo(v) => Object::ArrayOfDpuStatusInfoOperationalInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDvsApplyOperationFaultFaultOnObject(v) => Object::ArrayOfDvsApplyOperationFaultFaultOnObject(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsFilterConfig(v) => Object::ArrayOfDvsFilterConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsHostInfrastructureTrafficResource(v) => Object::ArrayOfDvsHostInfrastructureTrafficResource(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsHostVNicProfile(v) => Object::ArrayOfDvsHostVNicProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsNetworkRuleQualifier(v) => Object::ArrayOfDvsNetworkRuleQualifier(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfDvsOperationBulkFaultFaultOnHost(v) => Object::ArrayOfDvsOperationBulkFaultFaultOnHost(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-events")] Object::ArrayOfDvsOutOfSyncHostArgument(v) => Object::ArrayOfDvsOutOfSyncHostArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsProfile(v) => Object::ArrayOfDvsProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsServiceConsoleVNicProfile(v) => Object::ArrayOfDvsServiceConsoleVNicProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsTrafficRule(v) => Object::ArrayOfDvsTrafficRule(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(v) => Object::ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(v) => Object::ArrayOfDvsVmVnicResourcePoolConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDvsVnicAllocatedResource(v) => Object::ArrayOfDvsVnicAllocatedResource(Box::new(x::clone_vec(v))),
-            Object::ArrayOfDynamicProperty(v) => Object::ArrayOfDynamicProperty(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEVCMode(v) => Object::ArrayOfEVCMode(Box::new(x::clone_vec(v))),
-            Object::ArrayOfElementDescription(v) => Object::ArrayOfElementDescription(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEntityBackupConfig(v) => Object::ArrayOfEntityBackupConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEntityPrivilege(v) => Object::ArrayOfEntityPrivilege(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEnumDescription(v) => Object::ArrayOfEnumDescription(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEvent(v) => Object::ArrayOfEvent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEventAlarmExpressionComparison(v) => Object::ArrayOfEventAlarmExpressionComparison(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEventArgDesc(v) => Object::ArrayOfEventArgDesc(Box::new(x::clone_vec(v))),
-            Object::ArrayOfEventDescriptionEventDetail(v) => Object::ArrayOfEventDescriptionEventDetail(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtManagedEntityInfo(v) => Object::ArrayOfExtManagedEntityInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtSolutionManagerInfoTabInfo(v) => Object::ArrayOfExtSolutionManagerInfoTabInfo(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-events")] Object::ArrayOfExtendedEventPair(v) => Object::ArrayOfExtendedEventPair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtension(v) => Object::ArrayOfExtension(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionClientInfo(v) => Object::ArrayOfExtensionClientInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionEventTypeInfo(v) => Object::ArrayOfExtensionEventTypeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionFaultTypeInfo(v) => Object::ArrayOfExtensionFaultTypeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionManagerIpAllocationUsage(v) => Object::ArrayOfExtensionManagerIpAllocationUsage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionPrivilegeInfo(v) => Object::ArrayOfExtensionPrivilegeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionResourceInfo(v) => Object::ArrayOfExtensionResourceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionServerInfo(v) => Object::ArrayOfExtensionServerInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfExtensionTaskTypeInfo(v) => Object::ArrayOfExtensionTaskTypeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFaultToleranceDiskSpec(v) => Object::ArrayOfFaultToleranceDiskSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFaultsByHost(v) => Object::ArrayOfFaultsByHost(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFaultsByVM(v) => Object::ArrayOfFaultsByVM(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFcoeConfigVlanRange(v) => Object::ArrayOfFcoeConfigVlanRange(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFeatureEVCMode(v) => Object::ArrayOfFeatureEVCMode(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFileInfo(v) => Object::ArrayOfFileInfo(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -639,7 +551,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

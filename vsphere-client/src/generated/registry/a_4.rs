@@ -455,94 +455,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfFileLockInfo(v) => Object::ArrayOfFileLockInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFileQuery(v) => Object::ArrayOfFileQuery(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFirewallProfileRulesetProfile(v) => Object::ArrayOfFirewallProfileRulesetProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFolderFailedHostResult(v) => Object::ArrayOfFolderFailedHostResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfFolderNewHostSpec(v) => Object::ArrayOfFolderNewHostSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestAliases(v) => Object::ArrayOfGuestAliases(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestAuthAliasInfo(v) => Object::ArrayOfGuestAuthAliasInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestAuthSubject(v) => Object::ArrayOfGuestAuthSubject(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestDiskInfo(v) => Object::ArrayOfGuestDiskInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestFileInfo(v) => Object::ArrayOfGuestFileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestInfoNamespaceGenerationInfo(v) => Object::ArrayOfGuestInfoNamespaceGenerationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestInfoVirtualDiskMapping(v) => Object::ArrayOfGuestInfoVirtualDiskMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestMappedAliases(v) => Object::ArrayOfGuestMappedAliases(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestNicInfo(v) => Object::ArrayOfGuestNicInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestOsDescriptor(v) => Object::ArrayOfGuestOsDescriptor(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestProcessInfo(v) => Object::ArrayOfGuestProcessInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestRegKeyRecordSpec(v) => Object::ArrayOfGuestRegKeyRecordSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestRegValueSpec(v) => Object::ArrayOfGuestRegValueSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfGuestStackInfo(v) => Object::ArrayOfGuestStackInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHbrManagerVmReplicationCapability(v) => Object::ArrayOfHbrManagerVmReplicationCapability(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHbrTargetSpec(v) => Object::ArrayOfHbrTargetSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHealthUpdate(v) => Object::ArrayOfHealthUpdate(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHealthUpdateInfo(v) => Object::ArrayOfHealthUpdateInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAccessControlEntry(v) => Object::ArrayOfHostAccessControlEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAccountSpec(v) => Object::ArrayOfHostAccountSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostActiveDirectory(v) => Object::ArrayOfHostActiveDirectory(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAssignableHardwareBinding(v) => Object::ArrayOfHostAssignableHardwareBinding(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(v) => Object::ArrayOfHostAssignableHardwareConfigAttributeOverride(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAuthenticationInfo(v) => Object::ArrayOfHostAuthenticationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostAuthenticationStoreInfo(v) => Object::ArrayOfHostAuthenticationStoreInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostBootDevice(v) => Object::ArrayOfHostBootDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostCacheConfigurationInfo(v) => Object::ArrayOfHostCacheConfigurationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostCertificateManagerCertificateInfo(v) => Object::ArrayOfHostCertificateManagerCertificateInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostConnectInfoNetworkInfo(v) => Object::ArrayOfHostConnectInfoNetworkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostConnectSpec(v) => Object::ArrayOfHostConnectSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostCpuIdInfo(v) => Object::ArrayOfHostCpuIdInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostCpuPackage(v) => Object::ArrayOfHostCpuPackage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDatastoreBrowserSearchResults(v) => Object::ArrayOfHostDatastoreBrowserSearchResults(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDatastoreConnectInfo(v) => Object::ArrayOfHostDatastoreConnectInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDatastoreSystemDatastoreResult(v) => Object::ArrayOfHostDatastoreSystemDatastoreResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDateTimeSystemTimeZone(v) => Object::ArrayOfHostDateTimeSystemTimeZone(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDhcpService(v) => Object::ArrayOfHostDhcpService(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDhcpServiceConfig(v) => Object::ArrayOfHostDhcpServiceConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiagnosticPartition(v) => Object::ArrayOfHostDiagnosticPartition(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiagnosticPartitionCreateOption(v) => Object::ArrayOfHostDiagnosticPartitionCreateOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskConfigurationResult(v) => Object::ArrayOfHostDiskConfigurationResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskMappingPartitionOption(v) => Object::ArrayOfHostDiskMappingPartitionOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskPartitionAttributes(v) => Object::ArrayOfHostDiskPartitionAttributes(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskPartitionBlockRange(v) => Object::ArrayOfHostDiskPartitionBlockRange(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDiskPartitionInfo(v) => Object::ArrayOfHostDiskPartitionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostDvxClass(v) => Object::ArrayOfHostDvxClass(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostEventArgument(v) => Object::ArrayOfHostEventArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFeatureCapability(v) => Object::ArrayOfHostFeatureCapability(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFeatureMask(v) => Object::ArrayOfHostFeatureMask(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFeatureVersionInfo(v) => Object::ArrayOfHostFeatureVersionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFileSystemMountInfo(v) => Object::ArrayOfHostFileSystemMountInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFirewallConfigRuleSetConfig(v) => Object::ArrayOfHostFirewallConfigRuleSetConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFirewallRule(v) => Object::ArrayOfHostFirewallRule(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFirewallRuleset(v) => Object::ArrayOfHostFirewallRuleset(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostFirewallRulesetIpNetwork(v) => Object::ArrayOfHostFirewallRulesetIpNetwork(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostGraphicsConfigDeviceType(v) => Object::ArrayOfHostGraphicsConfigDeviceType(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostGraphicsInfo(v) => Object::ArrayOfHostGraphicsInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostHardwareElementInfo(v) => Object::ArrayOfHostHardwareElementInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostHostBusAdapter(v) => Object::ArrayOfHostHostBusAdapter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(v) => Object::ArrayOfHostInternetScsiHbaIscsiIpv6Address(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostInternetScsiHbaParamValue(v) => Object::ArrayOfHostInternetScsiHbaParamValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostInternetScsiHbaSendTarget(v) => Object::ArrayOfHostInternetScsiHbaSendTarget(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostInternetScsiHbaStaticTarget(v) => Object::ArrayOfHostInternetScsiHbaStaticTarget(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostIoFilterInfo(v) => Object::ArrayOfHostIoFilterInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostIpConfigIpV6Address(v) => Object::ArrayOfHostIpConfigIpV6Address(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostIpRouteEntry(v) => Object::ArrayOfHostIpRouteEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostIpRouteOp(v) => Object::ArrayOfHostIpRouteOp(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(v) => Object::ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileReserveResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(v) => Object::ArrayOfHostLowLevelProvisioningManagerFileReserveSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(v) => Object::ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMemberHealthCheckResult(v) => Object::ArrayOfHostMemberHealthCheckResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMemberRuntimeInfo(v) => Object::ArrayOfHostMemberRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMemoryTierInfo(v) => Object::ArrayOfHostMemoryTierInfo(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -637,7 +549,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -455,94 +455,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfHostMultipathInfoLogicalUnit(v) => Object::ArrayOfHostMultipathInfoLogicalUnit(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMultipathInfoPath(v) => Object::ArrayOfHostMultipathInfoPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostMultipathStateInfoPath(v) => Object::ArrayOfHostMultipathStateInfoPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNasVolumeConfig(v) => Object::ArrayOfHostNasVolumeConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNatService(v) => Object::ArrayOfHostNatService(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNatServiceConfig(v) => Object::ArrayOfHostNatServiceConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNatServicePortForwardSpec(v) => Object::ArrayOfHostNatServicePortForwardSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNetStackInstance(v) => Object::ArrayOfHostNetStackInstance(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNetworkConfigNetStackSpec(v) => Object::ArrayOfHostNetworkConfigNetStackSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNumaNode(v) => Object::ArrayOfHostNumaNode(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNumericSensorInfo(v) => Object::ArrayOfHostNumericSensorInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeConnectSpec(v) => Object::ArrayOfHostNvmeConnectSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeController(v) => Object::ArrayOfHostNvmeController(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeDisconnectSpec(v) => Object::ArrayOfHostNvmeDisconnectSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeDiscoveryLogEntry(v) => Object::ArrayOfHostNvmeDiscoveryLogEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeNamespace(v) => Object::ArrayOfHostNvmeNamespace(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostNvmeTopologyInterface(v) => Object::ArrayOfHostNvmeTopologyInterface(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostOpaqueNetworkInfo(v) => Object::ArrayOfHostOpaqueNetworkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostOpaqueSwitch(v) => Object::ArrayOfHostOpaqueSwitch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(v) => Object::ArrayOfHostOpaqueSwitchPhysicalNicZone(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(v) => Object::ArrayOfHostPartialMaintenanceModeRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPatchManagerStatus(v) => Object::ArrayOfHostPatchManagerStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(v) => Object::ArrayOfHostPatchManagerStatusPrerequisitePatch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPathSelectionPolicyOption(v) => Object::ArrayOfHostPathSelectionPolicyOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPciDevice(v) => Object::ArrayOfHostPciDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPciPassthruConfig(v) => Object::ArrayOfHostPciPassthruConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPciPassthruInfo(v) => Object::ArrayOfHostPciPassthruInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlacedVirtualNicIdentifier(v) => Object::ArrayOfHostPlacedVirtualNicIdentifier(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyAdapter(v) => Object::ArrayOfHostPlugStoreTopologyAdapter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyDevice(v) => Object::ArrayOfHostPlugStoreTopologyDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyPath(v) => Object::ArrayOfHostPlugStoreTopologyPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyPlugin(v) => Object::ArrayOfHostPlugStoreTopologyPlugin(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPlugStoreTopologyTarget(v) => Object::ArrayOfHostPlugStoreTopologyTarget(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPnicNetworkResourceInfo(v) => Object::ArrayOfHostPnicNetworkResourceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPortGroup(v) => Object::ArrayOfHostPortGroup(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPortGroupConfig(v) => Object::ArrayOfHostPortGroupConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPortGroupPort(v) => Object::ArrayOfHostPortGroupPort(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPortGroupProfile(v) => Object::ArrayOfHostPortGroupProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPowerPolicy(v) => Object::ArrayOfHostPowerPolicy(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProfileManagerCompositionResultResultElement(v) => Object::ArrayOfHostProfileManagerCompositionResultResultElement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(v) => Object::ArrayOfHostProfileManagerCompositionValidationResultResultElement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProfilesEntityCustomizations(v) => Object::ArrayOfHostProfilesEntityCustomizations(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProtocolEndpoint(v) => Object::ArrayOfHostProtocolEndpoint(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProxySwitch(v) => Object::ArrayOfHostProxySwitch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProxySwitchConfig(v) => Object::ArrayOfHostProxySwitchConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostProxySwitchHostLagConfig(v) => Object::ArrayOfHostProxySwitchHostLagConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostPtpConfigPtpPort(v) => Object::ArrayOfHostPtpConfigPtpPort(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostQualifiedName(v) => Object::ArrayOfHostQualifiedName(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostRdmaDevice(v) => Object::ArrayOfHostRdmaDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Object::ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiDisk(v) => Object::ArrayOfHostScsiDisk(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiDiskPartition(v) => Object::ArrayOfHostScsiDiskPartition(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiTopologyInterface(v) => Object::ArrayOfHostScsiTopologyInterface(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiTopologyLun(v) => Object::ArrayOfHostScsiTopologyLun(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostScsiTopologyTarget(v) => Object::ArrayOfHostScsiTopologyTarget(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostService(v) => Object::ArrayOfHostService(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostServiceConfig(v) => Object::ArrayOfHostServiceConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSharedGpuCapabilities(v) => Object::ArrayOfHostSharedGpuCapabilities(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSnmpDestination(v) => Object::ArrayOfHostSnmpDestination(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSriovDevicePoolInfo(v) => Object::ArrayOfHostSriovDevicePoolInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSslThumbprintInfo(v) => Object::ArrayOfHostSslThumbprintInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageArrayTypePolicyOption(v) => Object::ArrayOfHostStorageArrayTypePolicyOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageElementInfo(v) => Object::ArrayOfHostStorageElementInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageOperationalInfo(v) => Object::ArrayOfHostStorageOperationalInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageSystemDiskLocatorLedResult(v) => Object::ArrayOfHostStorageSystemDiskLocatorLedResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageSystemScsiLunResult(v) => Object::ArrayOfHostStorageSystemScsiLunResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostStorageSystemVmfsVolumeResult(v) => Object::ArrayOfHostStorageSystemVmfsVolumeResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSubSpecification(v) => Object::ArrayOfHostSubSpecification(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSystemIdentificationInfo(v) => Object::ArrayOfHostSystemIdentificationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSystemResourceInfo(v) => Object::ArrayOfHostSystemResourceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(v) => Object::ArrayOfHostSystemSwapConfigurationSystemSwapOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostTpmDigestInfo(v) => Object::ArrayOfHostTpmDigestInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostTpmEventLogEntry(v) => Object::ArrayOfHostTpmEventLogEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostTrustAuthorityAttestationInfo(v) => Object::ArrayOfHostTrustAuthorityAttestationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostUnresolvedVmfsExtent(v) => Object::ArrayOfHostUnresolvedVmfsExtent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostUnresolvedVmfsResolutionResult(v) => Object::ArrayOfHostUnresolvedVmfsResolutionResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostUnresolvedVmfsResolutionSpec(v) => Object::ArrayOfHostUnresolvedVmfsResolutionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostUnresolvedVmfsVolume(v) => Object::ArrayOfHostUnresolvedVmfsVolume(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Object::ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVMotionCompatibility(v) => Object::ArrayOfHostVMotionCompatibility(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVirtualNic(v) => Object::ArrayOfHostVirtualNic(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -637,7 +549,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -461,94 +461,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfHostVirtualNicConfig(v) => Object::ArrayOfHostVirtualNicConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVirtualNicManagerNicTypeSelection(v) => Object::ArrayOfHostVirtualNicManagerNicTypeSelection(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVirtualSwitch(v) => Object::ArrayOfHostVirtualSwitch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVirtualSwitchConfig(v) => Object::ArrayOfHostVirtualSwitchConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVmciAccessManagerAccessSpec(v) => Object::ArrayOfHostVmciAccessManagerAccessSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVmfsRescanResult(v) => Object::ArrayOfHostVmfsRescanResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVsanInternalSystemCmmdsQuery(v) => Object::ArrayOfHostVsanInternalSystemCmmdsQuery(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(v) => Object::ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(v) => Object::ArrayOfHostVsanInternalSystemVsanObjectOperationResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Object::ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVvolNQN(v) => Object::ArrayOfHostVvolNQN(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHostVvolVolumeHostVvolNQN(v) => Object::ArrayOfHostVvolVolumeHostVvolNQN(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(v) => Object::ArrayOfHttpNfcLeaseDatastoreLeaseInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseDeviceUrl(v) => Object::ArrayOfHttpNfcLeaseDeviceUrl(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseHostInfo(v) => Object::ArrayOfHttpNfcLeaseHostInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseManifestEntry(v) => Object::ArrayOfHttpNfcLeaseManifestEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseProbeResult(v) => Object::ArrayOfHttpNfcLeaseProbeResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfHttpNfcLeaseSourceFile(v) => Object::ArrayOfHttpNfcLeaseSourceFile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfID(v) => Object::ArrayOfID(Box::new(x::clone_vec(v))),
-            Object::ArrayOfImportOperationBulkFaultFaultOnImport(v) => Object::ArrayOfImportOperationBulkFaultFaultOnImport(Box::new(x::clone_vec(v))),
-            Object::ArrayOfImportSpec(v) => Object::ArrayOfImportSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIoFilterHostIssue(v) => Object::ArrayOfIoFilterHostIssue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIpPool(v) => Object::ArrayOfIpPool(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIpPoolAssociation(v) => Object::ArrayOfIpPoolAssociation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIpPoolManagerIpAllocation(v) => Object::ArrayOfIpPoolManagerIpAllocation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIscsiDependencyEntity(v) => Object::ArrayOfIscsiDependencyEntity(Box::new(x::clone_vec(v))),
-            Object::ArrayOfIscsiPortInfo(v) => Object::ArrayOfIscsiPortInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKernelModuleInfo(v) => Object::ArrayOfKernelModuleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKeyAnyValue(v) => Object::ArrayOfKeyAnyValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKeyValue(v) => Object::ArrayOfKeyValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKmipClusterInfo(v) => Object::ArrayOfKmipClusterInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfKmipServerInfo(v) => Object::ArrayOfKmipServerInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(v) => Object::ArrayOfLicenseAssignmentManagerLicenseAssignment(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseAvailabilityInfo(v) => Object::ArrayOfLicenseAvailabilityInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseFeatureInfo(v) => Object::ArrayOfLicenseFeatureInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseManagerLicenseInfo(v) => Object::ArrayOfLicenseManagerLicenseInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLicenseReservationInfo(v) => Object::ArrayOfLicenseReservationInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLocalizableMessage(v) => Object::ArrayOfLocalizableMessage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLocalizationManagerMessageCatalog(v) => Object::ArrayOfLocalizationManagerMessageCatalog(Box::new(x::clone_vec(v))),
-            Object::ArrayOfLocalizedMethodFault(v) => Object::ArrayOfLocalizedMethodFault(Box::new(x::clone_vec(v))),
-            Object::ArrayOfManagedEntityStatus(v) => Object::ArrayOfManagedEntityStatus(Box::new(x::clone_vec(v))),
-            Object::ArrayOfMethodActionArgument(v) => Object::ArrayOfMethodActionArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfMethodFault(v) => Object::ArrayOfMethodFault(Box::new(x::clone_vec(v))),
-            Object::ArrayOfMissingObject(v) => Object::ArrayOfMissingObject(Box::new(x::clone_vec(v))),
-            Object::ArrayOfMissingProperty(v) => Object::ArrayOfMissingProperty(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-faults")] Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(v) => Object::ArrayOfMultipleCertificatesVerifyFaultThumbprintData(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNasStorageProfile(v) => Object::ArrayOfNasStorageProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpConfigInfoIpAddress(v) => Object::ArrayOfNetIpConfigInfoIpAddress(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpConfigSpecIpAddressSpec(v) => Object::ArrayOfNetIpConfigSpecIpAddressSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpRouteConfigInfoIpRoute(v) => Object::ArrayOfNetIpRouteConfigInfoIpRoute(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(v) => Object::ArrayOfNetIpRouteConfigSpecIpRouteSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpStackInfoDefaultRouter(v) => Object::ArrayOfNetIpStackInfoDefaultRouter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetIpStackInfoNetToMedia(v) => Object::ArrayOfNetIpStackInfoNetToMedia(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNetStackInstanceProfile(v) => Object::ArrayOfNetStackInstanceProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNoPermissionEntityPrivileges(v) => Object::ArrayOfNoPermissionEntityPrivileges(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNsxHostVNicProfile(v) => Object::ArrayOfNsxHostVNicProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNumericRange(v) => Object::ArrayOfNumericRange(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmDimmInfo(v) => Object::ArrayOfNvdimmDimmInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmGuid(v) => Object::ArrayOfNvdimmGuid(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmInterleaveSetInfo(v) => Object::ArrayOfNvdimmInterleaveSetInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmNamespaceDetails(v) => Object::ArrayOfNvdimmNamespaceDetails(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmNamespaceInfo(v) => Object::ArrayOfNvdimmNamespaceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfNvdimmRegionInfo(v) => Object::ArrayOfNvdimmRegionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfObjectContent(v) => Object::ArrayOfObjectContent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfObjectSpec(v) => Object::ArrayOfObjectSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfObjectUpdate(v) => Object::ArrayOfObjectUpdate(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOpaqueNetworkTargetInfo(v) => Object::ArrayOfOpaqueNetworkTargetInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOptionDef(v) => Object::ArrayOfOptionDef(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOptionProfile(v) => Object::ArrayOfOptionProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOptionValue(v) => Object::ArrayOfOptionValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfConsumerOstNode(v) => Object::ArrayOfOvfConsumerOstNode(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfConsumerOvfSection(v) => Object::ArrayOfOvfConsumerOvfSection(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfDatastoreMapping(v) => Object::ArrayOfOvfDatastoreMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfDeploymentOption(v) => Object::ArrayOfOvfDeploymentOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfFile(v) => Object::ArrayOfOvfFile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfFileItem(v) => Object::ArrayOfOvfFileItem(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfNetworkInfo(v) => Object::ArrayOfOvfNetworkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfNetworkMapping(v) => Object::ArrayOfOvfNetworkMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfOptionInfo(v) => Object::ArrayOfOvfOptionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfResourceMap(v) => Object::ArrayOfOvfResourceMap(Box::new(x::clone_vec(v))),
-            Object::ArrayOfOvfStorageProfileMapping(v) => Object::ArrayOfOvfStorageProfileMapping(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -643,7 +555,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -459,94 +459,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfPerfCounterInfo(v) => Object::ArrayOfPerfCounterInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfEntityMetricBase(v) => Object::ArrayOfPerfEntityMetricBase(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfInterval(v) => Object::ArrayOfPerfInterval(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfMetricId(v) => Object::ArrayOfPerfMetricId(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfMetricSeries(v) => Object::ArrayOfPerfMetricSeries(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfMetricSeriesCSV(v) => Object::ArrayOfPerfMetricSeriesCSV(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfQuerySpec(v) => Object::ArrayOfPerfQuerySpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerfSampleInfo(v) => Object::ArrayOfPerfSampleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPerformanceManagerCounterLevelMapping(v) => Object::ArrayOfPerformanceManagerCounterLevelMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPermission(v) => Object::ArrayOfPermission(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPermissionProfile(v) => Object::ArrayOfPermissionProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNic(v) => Object::ArrayOfPhysicalNic(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicConfig(v) => Object::ArrayOfPhysicalNicConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicHintInfo(v) => Object::ArrayOfPhysicalNicHintInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicIpHint(v) => Object::ArrayOfPhysicalNicIpHint(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicLinkInfo(v) => Object::ArrayOfPhysicalNicLinkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicNameHint(v) => Object::ArrayOfPhysicalNicNameHint(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPhysicalNicProfile(v) => Object::ArrayOfPhysicalNicProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPlacementAffinityRule(v) => Object::ArrayOfPlacementAffinityRule(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPlacementSpec(v) => Object::ArrayOfPlacementSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPnicUplinkProfile(v) => Object::ArrayOfPnicUplinkProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPodDiskLocator(v) => Object::ArrayOfPodDiskLocator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPolicyOption(v) => Object::ArrayOfPolicyOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPrivilegeAvailability(v) => Object::ArrayOfPrivilegeAvailability(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProductComponentInfo(v) => Object::ArrayOfProductComponentInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileApplyProfileProperty(v) => Object::ArrayOfProfileApplyProfileProperty(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileDeferredPolicyOptionParameter(v) => Object::ArrayOfProfileDeferredPolicyOptionParameter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileDescriptionSection(v) => Object::ArrayOfProfileDescriptionSection(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileExecuteError(v) => Object::ArrayOfProfileExecuteError(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileExpression(v) => Object::ArrayOfProfileExpression(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileExpressionMetadata(v) => Object::ArrayOfProfileExpressionMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileMetadata(v) => Object::ArrayOfProfileMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileMetadataProfileOperationMessage(v) => Object::ArrayOfProfileMetadataProfileOperationMessage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileMetadataProfileSortSpec(v) => Object::ArrayOfProfileMetadataProfileSortSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileParameterMetadata(v) => Object::ArrayOfProfileParameterMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(v) => Object::ArrayOfProfileParameterMetadataParameterRelationMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfilePolicy(v) => Object::ArrayOfProfilePolicy(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfilePolicyMetadata(v) => Object::ArrayOfProfilePolicyMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfilePolicyOptionMetadata(v) => Object::ArrayOfProfilePolicyOptionMetadata(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileProfileStructureProperty(v) => Object::ArrayOfProfileProfileStructureProperty(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfilePropertyPath(v) => Object::ArrayOfProfilePropertyPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfProfileUpdateFailedUpdateFailure(v) => Object::ArrayOfProfileUpdateFailedUpdateFailure(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPropertyChange(v) => Object::ArrayOfPropertyChange(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPropertyFilterSpec(v) => Object::ArrayOfPropertyFilterSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPropertyFilterUpdate(v) => Object::ArrayOfPropertyFilterUpdate(Box::new(x::clone_vec(v))),
-            Object::ArrayOfPropertySpec(v) => Object::ArrayOfPropertySpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfRelation(v) => Object::ArrayOfRelation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfReplicationInfoDiskSettings(v) => Object::ArrayOfReplicationInfoDiskSettings(Box::new(x::clone_vec(v))),
-            Object::ArrayOfResourceConfigSpec(v) => Object::ArrayOfResourceConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfRetrieveVStorageObjSpec(v) => Object::ArrayOfRetrieveVStorageObjSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfScheduledTaskDetail(v) => Object::ArrayOfScheduledTaskDetail(Box::new(x::clone_vec(v))),
-            Object::ArrayOfScsiLun(v) => Object::ArrayOfScsiLun(Box::new(x::clone_vec(v))),
-            Object::ArrayOfScsiLunDescriptor(v) => Object::ArrayOfScsiLunDescriptor(Box::new(x::clone_vec(v))),
-            Object::ArrayOfScsiLunDurableName(v) => Object::ArrayOfScsiLunDurableName(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSearchIndexFilter(v) => Object::ArrayOfSearchIndexFilter(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSearchIndexOptionalValue(v) => Object::ArrayOfSearchIndexOptionalValue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSearchIndexPredicate(v) => Object::ArrayOfSearchIndexPredicate(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSearchIndexResourceItem(v) => Object::ArrayOfSearchIndexResourceItem(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSelectionSet(v) => Object::ArrayOfSelectionSet(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSelectionSpec(v) => Object::ArrayOfSelectionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfServiceConsolePortGroupProfile(v) => Object::ArrayOfServiceConsolePortGroupProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfServiceLocator(v) => Object::ArrayOfServiceLocator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfServiceManagerServiceInfo(v) => Object::ArrayOfServiceManagerServiceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfServiceProfile(v) => Object::ArrayOfServiceProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSoftwarePackage(v) => Object::ArrayOfSoftwarePackage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStaticRouteProfile(v) => Object::ArrayOfStaticRouteProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageDrsOptionSpec(v) => Object::ArrayOfStorageDrsOptionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageDrsPlacementRankVmSpec(v) => Object::ArrayOfStorageDrsPlacementRankVmSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageDrsVmConfigInfo(v) => Object::ArrayOfStorageDrsVmConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageDrsVmConfigSpec(v) => Object::ArrayOfStorageDrsVmConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStoragePerformanceSummary(v) => Object::ArrayOfStoragePerformanceSummary(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStorageRequirement(v) => Object::ArrayOfStorageRequirement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfStructuredCustomizations(v) => Object::ArrayOfStructuredCustomizations(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSubnetInfo(v) => Object::ArrayOfSubnetInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfSystemEventInfo(v) => Object::ArrayOfSystemEventInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTag(v) => Object::ArrayOfTag(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTagId(v) => Object::ArrayOfTagId(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTagSpec(v) => Object::ArrayOfTagSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTaskInfo(v) => Object::ArrayOfTaskInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTaskInfoState(v) => Object::ArrayOfTaskInfoState(Box::new(x::clone_vec(v))),
-            Object::ArrayOfTypeDescription(v) => Object::ArrayOfTypeDescription(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -641,7 +553,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -457,94 +457,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Object::ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUsbScanCodeSpecKeyEvent(v) => Object::ArrayOfUsbScanCodeSpecKeyEvent(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserGroupProfile(v) => Object::ArrayOfUserGroupProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserPrivilegeResult(v) => Object::ArrayOfUserPrivilegeResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserProfile(v) => Object::ArrayOfUserProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserSearchResult(v) => Object::ArrayOfUserSearchResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfUserSession(v) => Object::ArrayOfUserSession(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVASAStorageArray(v) => Object::ArrayOfVASAStorageArray(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(v) => Object::ArrayOfVASAStorageArrayDiscoverySvcInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppCloneSpecNetworkMappingPair(v) => Object::ArrayOfVAppCloneSpecNetworkMappingPair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppCloneSpecResourceMap(v) => Object::ArrayOfVAppCloneSpecResourceMap(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppEntityConfigInfo(v) => Object::ArrayOfVAppEntityConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppOvfSectionInfo(v) => Object::ArrayOfVAppOvfSectionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppOvfSectionSpec(v) => Object::ArrayOfVAppOvfSectionSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppProductInfo(v) => Object::ArrayOfVAppProductInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppProductSpec(v) => Object::ArrayOfVAppProductSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppPropertyInfo(v) => Object::ArrayOfVAppPropertyInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVAppPropertySpec(v) => Object::ArrayOfVAppPropertySpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDVSPvlanConfigSpec(v) => Object::ArrayOfVMwareDVSPvlanConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDVSPvlanMapEntry(v) => Object::ArrayOfVMwareDVSPvlanMapEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDVSVspanConfigSpec(v) => Object::ArrayOfVMwareDVSVspanConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDvsLacpGroupConfig(v) => Object::ArrayOfVMwareDvsLacpGroupConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareDvsLacpGroupSpec(v) => Object::ArrayOfVMwareDvsLacpGroupSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVMwareVspanSession(v) => Object::ArrayOfVMwareVspanSession(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectAssociations(v) => Object::ArrayOfVStorageObjectAssociations(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(v) => Object::ArrayOfVStorageObjectAssociationsVmDiskAssociations(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(v) => Object::ArrayOfVStorageObjectReconcileResultInvalidDiskPath(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(v) => Object::ArrayOfVStorageObjectReconcileResultReconcileDetail(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Object::ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVVolHostPE(v) => Object::ArrayOfVVolHostPE(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Object::ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVchaNodeRuntimeInfo(v) => Object::ArrayOfVchaNodeRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVimVasaProviderInfo(v) => Object::ArrayOfVimVasaProviderInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVimVasaProviderStatePerArray(v) => Object::ArrayOfVimVasaProviderStatePerArray(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualAppLinkInfo(v) => Object::ArrayOfVirtualAppLinkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDevice(v) => Object::ArrayOfVirtualDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDeviceBackingOption(v) => Object::ArrayOfVirtualDeviceBackingOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDeviceConfigSpec(v) => Object::ArrayOfVirtualDeviceConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDeviceOption(v) => Object::ArrayOfVirtualDeviceOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDisk(v) => Object::ArrayOfVirtualDisk(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(v) => Object::ArrayOfVirtualDiskDeltaDiskFormatsSupported(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDiskId(v) => Object::ArrayOfVirtualDiskId(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualDiskRuleSpec(v) => Object::ArrayOfVirtualDiskRuleSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(v) => Object::ArrayOfVirtualMachineBaseIndependentFilterSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineBootOptionsBootableDevice(v) => Object::ArrayOfVirtualMachineBootOptionsBootableDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineCdromInfo(v) => Object::ArrayOfVirtualMachineCdromInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineCertThumbprint(v) => Object::ArrayOfVirtualMachineCertThumbprint(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(v) => Object::ArrayOfVirtualMachineConfigInfoDatastoreUrlPair(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineConfigOptionDescriptor(v) => Object::ArrayOfVirtualMachineConfigOptionDescriptor(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineConfigSpec(v) => Object::ArrayOfVirtualMachineConfigSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineConnection(v) => Object::ArrayOfVirtualMachineConnection(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineCpuIdInfoSpec(v) => Object::ArrayOfVirtualMachineCpuIdInfoSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDatastoreInfo(v) => Object::ArrayOfVirtualMachineDatastoreInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDatastoreVolumeOption(v) => Object::ArrayOfVirtualMachineDatastoreVolumeOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDeviceRuntimeInfo(v) => Object::ArrayOfVirtualMachineDeviceRuntimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDisplayTopology(v) => Object::ArrayOfVirtualMachineDisplayTopology(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDvxClassInfo(v) => Object::ArrayOfVirtualMachineDvxClassInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineDynamicPassthroughInfo(v) => Object::ArrayOfVirtualMachineDynamicPassthroughInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFeatureRequirement(v) => Object::ArrayOfVirtualMachineFeatureRequirement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutDiskLayout(v) => Object::ArrayOfVirtualMachineFileLayoutDiskLayout(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(v) => Object::ArrayOfVirtualMachineFileLayoutExDiskLayout(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(v) => Object::ArrayOfVirtualMachineFileLayoutExDiskUnit(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutExFileInfo(v) => Object::ArrayOfVirtualMachineFileLayoutExFileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(v) => Object::ArrayOfVirtualMachineFileLayoutExSnapshotLayout(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(v) => Object::ArrayOfVirtualMachineFileLayoutSnapshotLayout(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineFloppyInfo(v) => Object::ArrayOfVirtualMachineFloppyInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(v) => Object::ArrayOfVirtualMachineIdeDiskDeviceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(v) => Object::ArrayOfVirtualMachineIdeDiskDevicePartitionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(v) => Object::ArrayOfVirtualMachineLegacyNetworkSwitchInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineMessage(v) => Object::ArrayOfVirtualMachineMessage(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(v) => Object::ArrayOfVirtualMachineMetadataManagerVmMetadataInput(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(v) => Object::ArrayOfVirtualMachineMetadataManagerVmMetadataResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineNetworkInfo(v) => Object::ArrayOfVirtualMachineNetworkInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineParallelInfo(v) => Object::ArrayOfVirtualMachineParallelInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachinePciPassthroughInfo(v) => Object::ArrayOfVirtualMachinePciPassthroughInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(v) => Object::ArrayOfVirtualMachinePciSharedGpuPassthroughInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachinePrecisionClockInfo(v) => Object::ArrayOfVirtualMachinePrecisionClockInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(v) => Object::ArrayOfVirtualMachineProfileDetailsDiskProfileDetails(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineProfileSpec(v) => Object::ArrayOfVirtualMachineProfileSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachinePropertyRelation(v) => Object::ArrayOfVirtualMachinePropertyRelation(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(v) => Object::ArrayOfVirtualMachineQuickStatsMemoryTierStats(Box::new(x::clone_vec(v))),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -639,7 +551,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

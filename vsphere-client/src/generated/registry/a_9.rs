@@ -427,75 +427,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(v) => Object::ArrayOfVirtualMachineRelocateSpecDiskLocator(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(v) => Object::ArrayOfVirtualMachineScsiDiskDeviceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineScsiPassthroughInfo(v) => Object::ArrayOfVirtualMachineScsiPassthroughInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSerialInfo(v) => Object::ArrayOfVirtualMachineSerialInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSnapshotTree(v) => Object::ArrayOfVirtualMachineSnapshotTree(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSoundInfo(v) => Object::ArrayOfVirtualMachineSoundInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSriovInfo(v) => Object::ArrayOfVirtualMachineSriovInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineSummary(v) => Object::ArrayOfVirtualMachineSummary(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineUsageOnDatastore(v) => Object::ArrayOfVirtualMachineUsageOnDatastore(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineUsbInfo(v) => Object::ArrayOfVirtualMachineUsbInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVFlashModuleInfo(v) => Object::ArrayOfVirtualMachineVFlashModuleInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(v) => Object::ArrayOfVirtualMachineVMCIDeviceFilterSpec(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVMotionStunTimeInfo(v) => Object::ArrayOfVirtualMachineVMotionStunTimeInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVcpuConfig(v) => Object::ArrayOfVirtualMachineVcpuConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(v) => Object::ArrayOfVirtualMachineVendorDeviceGroupInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(v) => Object::ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVgpuDeviceInfo(v) => Object::ArrayOfVirtualMachineVgpuDeviceInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVgpuProfileInfo(v) => Object::ArrayOfVirtualMachineVgpuProfileInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(v) => Object::ArrayOfVirtualMachineVirtualDeviceGroupsDeviceGroup(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualNicManagerNetConfig(v) => Object::ArrayOfVirtualNicManagerNetConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualPCIPassthroughAllowedDevice(v) => Object::ArrayOfVirtualPCIPassthroughAllowedDevice(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualSCSISharing(v) => Object::ArrayOfVirtualSCSISharing(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVirtualSwitchProfile(v) => Object::ArrayOfVirtualSwitchProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmEventArgument(v) => Object::ArrayOfVmEventArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmPlacementPolicy(v) => Object::ArrayOfVmPlacementPolicy(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmPodConfigForPlacement(v) => Object::ArrayOfVmPodConfigForPlacement(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmPortGroupProfile(v) => Object::ArrayOfVmPortGroupProfile(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmfsConfigOption(v) => Object::ArrayOfVmfsConfigOption(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVmfsDatastoreOption(v) => Object::ArrayOfVmfsDatastoreOption(Box::new(x::clone_vec(v))),
-            #[cfg(feature = "all-events")] Object::ArrayOfVnicPortArgument(v) => Object::ArrayOfVnicPortArgument(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostConfigInfo(v) => Object::ArrayOfVsanHostConfigInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(v) => Object::ArrayOfVsanHostConfigInfoNetworkInfoPortConfig(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostDiskMapInfo(v) => Object::ArrayOfVsanHostDiskMapInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostDiskMapResult(v) => Object::ArrayOfVsanHostDiskMapResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostDiskMapping(v) => Object::ArrayOfVsanHostDiskMapping(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostDiskResult(v) => Object::ArrayOfVsanHostDiskResult(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostMembershipInfo(v) => Object::ArrayOfVsanHostMembershipInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanHostRuntimeInfoDiskIssue(v) => Object::ArrayOfVsanHostRuntimeInfoDiskIssue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanNewPolicyBatch(v) => Object::ArrayOfVsanNewPolicyBatch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanPolicyChangeBatch(v) => Object::ArrayOfVsanPolicyChangeBatch(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanPolicySatisfiability(v) => Object::ArrayOfVsanPolicySatisfiability(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(v) => Object::ArrayOfVsanUpgradeSystemNetworkPartitionInfo(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(v) => Object::ArrayOfVsanUpgradeSystemPreflightCheckIssue(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(v) => Object::ArrayOfVsanUpgradeSystemUpgradeHistoryItem(Box::new(x::clone_vec(v))),
-            Object::ArrayOfVslmTagEntry(v) => Object::ArrayOfVslmTagEntry(Box::new(x::clone_vec(v))),
-            Object::ArrayOfvslmInfrastructureObjectPolicy(v) => Object::ArrayOfvslmInfrastructureObjectPolicy(Box::new(x::clone_vec(v))),
-            Object::ArrayUpdateOperation(v) => Object::ArrayUpdateOperation(Box::new((**v).clone())),
-            Object::ArrayUpdateSpec(v) => Object::ArrayUpdateSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AuthMinimumAdminPermission(v) => Object::AuthMinimumAdminPermission(Box::new((**v).clone())),
-            Object::AuthenticationProfile(v) => Object::AuthenticationProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AuthenticationRequired(v) => Object::AuthenticationRequired(Box::new((**v).clone())),
-            Object::AuthenticationRequiredAuthenticationScheme(v) => Object::AuthenticationRequiredAuthenticationScheme(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::AuthenticationRequiredChallenge(v) => Object::AuthenticationRequiredChallenge(Box::new((**v).clone())),
-            Object::AuthenticationRequiredErrorType(v) => Object::AuthenticationRequiredErrorType(Box::new((**v).clone())),
-            Object::AuthorizationDescription(v) => Object::AuthorizationDescription(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::AuthorizationEvent(v) => Object::AuthorizationEvent(Box::new((**v).clone())),
-            Object::AuthorizationPrivilege(v) => Object::AuthorizationPrivilege(Box::new((**v).clone())),
-            Object::AuthorizationRole(v) => Object::AuthorizationRole(Box::new((**v).clone())),
-            Object::AutoStartAction(v) => Object::AutoStartAction(Box::new((**v).clone())),
-            Object::AutoStartDefaults(v) => Object::AutoStartDefaults(Box::new((**v).clone())),
-            Object::AutoStartPowerInfo(v) => Object::AutoStartPowerInfo(Box::new((**v).clone())),
-            Object::AutoStartWaitHeartbeatSetting(v) => Object::AutoStartWaitHeartbeatSetting(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -571,7 +502,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

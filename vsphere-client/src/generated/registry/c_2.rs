@@ -544,84 +544,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ClusterDrsFaultsFaultsByVm(v) => Object::ClusterDrsFaultsFaultsByVm(Box::new((**v).clone())),
-            Object::ClusterDrsMigration(v) => Object::ClusterDrsMigration(Box::new((**v).clone())),
-            Object::ClusterDrsRecommendation(v) => Object::ClusterDrsRecommendation(Box::new((**v).clone())),
-            Object::ClusterDrsVmConfigInfo(v) => Object::ClusterDrsVmConfigInfo(Box::new((**v).clone())),
-            Object::ClusterDrsVmConfigSpec(v) => Object::ClusterDrsVmConfigSpec(Box::new((**v).clone())),
-            Object::ClusterEVCManagerCheckResult(v) => Object::ClusterEVCManagerCheckResult(Box::new((**v).clone())),
-            Object::ClusterEVCManagerEVCState(v) => Object::ClusterEVCManagerEVCState(Box::new((**v).clone())),
-            Object::ClusterEnterMaintenanceResult(v) => Object::ClusterEnterMaintenanceResult(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterEvent(v) => Object::ClusterEvent(Box::new((**v).clone())),
-            Object::ClusterFailoverHostAdmissionControlInfo(v) => Object::ClusterFailoverHostAdmissionControlInfo(Box::new((**v).clone())),
-            Object::ClusterFailoverHostAdmissionControlInfoHostStatus(v) => Object::ClusterFailoverHostAdmissionControlInfoHostStatus(Box::new((**v).clone())),
-            Object::ClusterFailoverHostAdmissionControlPolicy(v) => Object::ClusterFailoverHostAdmissionControlPolicy(Box::new((**v).clone())),
-            Object::ClusterFailoverLevelAdmissionControlInfo(v) => Object::ClusterFailoverLevelAdmissionControlInfo(Box::new((**v).clone())),
-            Object::ClusterFailoverLevelAdmissionControlPolicy(v) => Object::ClusterFailoverLevelAdmissionControlPolicy(Box::new((**v).clone())),
-            Object::ClusterFailoverResourcesAdmissionControlInfo(v) => Object::ClusterFailoverResourcesAdmissionControlInfo(Box::new((**v).clone())),
-            Object::ClusterFailoverResourcesAdmissionControlPolicy(v) => Object::ClusterFailoverResourcesAdmissionControlPolicy(Box::new((**v).clone())),
-            Object::ClusterFixedSizeSlotPolicy(v) => Object::ClusterFixedSizeSlotPolicy(Box::new((**v).clone())),
-            Object::ClusterFtVmHostRuleInfo(v) => Object::ClusterFtVmHostRuleInfo(Box::new((**v).clone())),
-            Object::ClusterGroupInfo(v) => Object::ClusterGroupInfo(Box::new((**v).clone())),
-            Object::ClusterGroupSpec(v) => Object::ClusterGroupSpec(Box::new((**v).clone())),
-            Object::ClusterHostGroup(v) => Object::ClusterHostGroup(Box::new((**v).clone())),
-            Object::ClusterHostInfraUpdateHaModeAction(v) => Object::ClusterHostInfraUpdateHaModeAction(Box::new((**v).clone())),
-            Object::ClusterHostInfraUpdateHaModeActionOperationType(v) => Object::ClusterHostInfraUpdateHaModeActionOperationType(Box::new((**v).clone())),
-            Object::ClusterHostPowerAction(v) => Object::ClusterHostPowerAction(Box::new((**v).clone())),
-            Object::ClusterHostRecommendation(v) => Object::ClusterHostRecommendation(Box::new((**v).clone())),
-            Object::ClusterInfraUpdateHaConfigInfo(v) => Object::ClusterInfraUpdateHaConfigInfo(Box::new((**v).clone())),
-            Object::ClusterInfraUpdateHaConfigInfoBehaviorType(v) => Object::ClusterInfraUpdateHaConfigInfoBehaviorType(Box::new((**v).clone())),
-            Object::ClusterInfraUpdateHaConfigInfoRemediationType(v) => Object::ClusterInfraUpdateHaConfigInfoRemediationType(Box::new((**v).clone())),
-            Object::ClusterInitialPlacementAction(v) => Object::ClusterInitialPlacementAction(Box::new((**v).clone())),
-            Object::ClusterIoFilterInfo(v) => Object::ClusterIoFilterInfo(Box::new((**v).clone())),
-            Object::ClusterMigrationAction(v) => Object::ClusterMigrationAction(Box::new((**v).clone())),
-            Object::ClusterNetworkConfigSpec(v) => Object::ClusterNetworkConfigSpec(Box::new((**v).clone())),
-            Object::ClusterNotAttemptedVmInfo(v) => Object::ClusterNotAttemptedVmInfo(Box::new((**v).clone())),
-            Object::ClusterOrchestrationInfo(v) => Object::ClusterOrchestrationInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterOvercommittedEvent(v) => Object::ClusterOvercommittedEvent(Box::new((**v).clone())),
-            Object::ClusterPowerOnVmOption(v) => Object::ClusterPowerOnVmOption(Box::new((**v).clone())),
-            Object::ClusterPowerOnVmResult(v) => Object::ClusterPowerOnVmResult(Box::new((**v).clone())),
-            Object::ClusterPreemptibleVmPairInfo(v) => Object::ClusterPreemptibleVmPairInfo(Box::new((**v).clone())),
-            Object::ClusterPreemptibleVmPairSpec(v) => Object::ClusterPreemptibleVmPairSpec(Box::new((**v).clone())),
-            Object::ClusterProactiveDrsConfigInfo(v) => Object::ClusterProactiveDrsConfigInfo(Box::new((**v).clone())),
-            Object::ClusterProfileCompleteConfigSpec(v) => Object::ClusterProfileCompleteConfigSpec(Box::new((**v).clone())),
-            Object::ClusterProfileConfigInfo(v) => Object::ClusterProfileConfigInfo(Box::new((**v).clone())),
-            Object::ClusterProfileConfigServiceCreateSpec(v) => Object::ClusterProfileConfigServiceCreateSpec(Box::new((**v).clone())),
-            Object::ClusterProfileConfigSpec(v) => Object::ClusterProfileConfigSpec(Box::new((**v).clone())),
-            Object::ClusterProfileCreateSpec(v) => Object::ClusterProfileCreateSpec(Box::new((**v).clone())),
-            Object::ClusterProfileServiceType(v) => Object::ClusterProfileServiceType(Box::new((**v).clone())),
-            Object::ClusterRecommendation(v) => Object::ClusterRecommendation(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterReconfiguredEvent(v) => Object::ClusterReconfiguredEvent(Box::new((**v).clone())),
-            Object::ClusterResourceUsageSummary(v) => Object::ClusterResourceUsageSummary(Box::new((**v).clone())),
-            Object::ClusterRuleInfo(v) => Object::ClusterRuleInfo(Box::new((**v).clone())),
-            Object::ClusterRuleSpec(v) => Object::ClusterRuleSpec(Box::new((**v).clone())),
-            Object::ClusterSlotPolicy(v) => Object::ClusterSlotPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ClusterStatusChangedEvent(v) => Object::ClusterStatusChangedEvent(Box::new((**v).clone())),
-            Object::ClusterSystemVMsConfigInfo(v) => Object::ClusterSystemVMsConfigInfo(Box::new((**v).clone())),
-            Object::ClusterSystemVMsConfigInfoDeploymentMode(v) => Object::ClusterSystemVMsConfigInfoDeploymentMode(Box::new((**v).clone())),
-            Object::ClusterSystemVMsConfigSpec(v) => Object::ClusterSystemVMsConfigSpec(Box::new((**v).clone())),
-            Object::ClusterTagCategoryUpdateSpec(v) => Object::ClusterTagCategoryUpdateSpec(Box::new((**v).clone())),
-            Object::ClusterUsageSummary(v) => Object::ClusterUsageSummary(Box::new((**v).clone())),
-            Object::ClusterVmComponentProtectionSettings(v) => Object::ClusterVmComponentProtectionSettings(Box::new((**v).clone())),
-            Object::ClusterVmComponentProtectionSettingsStorageVmReaction(v) => Object::ClusterVmComponentProtectionSettingsStorageVmReaction(Box::new((**v).clone())),
-            Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(v) => Object::ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared(Box::new((**v).clone())),
-            Object::ClusterVmGroup(v) => Object::ClusterVmGroup(Box::new((**v).clone())),
-            Object::ClusterVmHostRuleInfo(v) => Object::ClusterVmHostRuleInfo(Box::new((**v).clone())),
-            Object::ClusterVmOrchestrationInfo(v) => Object::ClusterVmOrchestrationInfo(Box::new((**v).clone())),
-            Object::ClusterVmOrchestrationSpec(v) => Object::ClusterVmOrchestrationSpec(Box::new((**v).clone())),
-            Object::ClusterVmReadiness(v) => Object::ClusterVmReadiness(Box::new((**v).clone())),
-            Object::ClusterVmReadinessReadyCondition(v) => Object::ClusterVmReadinessReadyCondition(Box::new((**v).clone())),
-            Object::ClusterVmToolsMonitoringSettings(v) => Object::ClusterVmToolsMonitoringSettings(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CollectorAddressUnset(v) => Object::CollectorAddressUnset(Box::new((**v).clone())),
-            Object::ComplianceFailure(v) => Object::ComplianceFailure(Box::new((**v).clone())),
-            Object::ComplianceFailureComplianceFailureValues(v) => Object::ComplianceFailureComplianceFailureValues(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -706,7 +628,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

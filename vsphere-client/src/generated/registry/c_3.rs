@@ -728,57 +728,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::ComplianceLocator(v) => Object::ComplianceLocator(Box::new((**v).clone())),
-            Object::ComplianceProfile(v) => Object::ComplianceProfile(Box::new((**v).clone())),
-            Object::ComplianceResult(v) => Object::ComplianceResult(Box::new((**v).clone())),
-            Object::ComplianceResultStatus(v) => Object::ComplianceResultStatus(Box::new((**v).clone())),
-            Object::CompositePolicyOption(v) => Object::CompositePolicyOption(Box::new((**v).clone())),
-            Object::ComputeResourceConfigInfo(v) => Object::ComputeResourceConfigInfo(Box::new((**v).clone())),
-            Object::ComputeResourceConfigSpec(v) => Object::ComputeResourceConfigSpec(Box::new((**v).clone())),
-            Object::ComputeResourceEventArgument(v) => Object::ComputeResourceEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfo(v) => Object::ComputeResourceHostSPBMLicenseInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(v) => Object::ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState(Box::new((**v).clone())),
-            Object::ComputeResourceHostSeedSpec(v) => Object::ComputeResourceHostSeedSpec(Box::new((**v).clone())),
-            Object::ComputeResourceHostSeedSpecSingleHostSpec(v) => Object::ComputeResourceHostSeedSpecSingleHostSpec(Box::new((**v).clone())),
-            Object::ComputeResourceNetworkBootMode(v) => Object::ComputeResourceNetworkBootMode(Box::new((**v).clone())),
-            Object::ComputeResourceSummary(v) => Object::ComputeResourceSummary(Box::new((**v).clone())),
-            Object::ConcurrentAccess(v) => Object::ConcurrentAccess(Box::new((**v).clone())),
-            Object::ConfigSpecOperation(v) => Object::ConfigSpecOperation(Box::new((**v).clone())),
-            Object::ConfigTarget(v) => Object::ConfigTarget(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ConflictingConfiguration(v) => Object::ConflictingConfiguration(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ConflictingConfigurationConfig(v) => Object::ConflictingConfigurationConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ConflictingDatastoreFound(v) => Object::ConflictingDatastoreFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ConnectedIso(v) => Object::ConnectedIso(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuCompatibilityUnknown(v) => Object::CpuCompatibilityUnknown(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuHotPlugNotSupported(v) => Object::CpuHotPlugNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuIncompatible(v) => Object::CpuIncompatible(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuIncompatible1ECX(v) => Object::CpuIncompatible1ECX(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::CpuIncompatible81EDX(v) => Object::CpuIncompatible81EDX(Box::new((**v).clone())),
-            Object::CreateTaskAction(v) => Object::CreateTaskAction(Box::new((**v).clone())),
-            Object::CryptoKeyId(v) => Object::CryptoKeyId(Box::new((**v).clone())),
-            Object::CryptoKeyPlain(v) => Object::CryptoKeyPlain(Box::new((**v).clone())),
-            Object::CryptoKeyResult(v) => Object::CryptoKeyResult(Box::new((**v).clone())),
-            Object::CryptoManagerHostKeyManagementType(v) => Object::CryptoManagerHostKeyManagementType(Box::new((**v).clone())),
-            Object::CryptoManagerHostKeyStatus(v) => Object::CryptoManagerHostKeyStatus(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCertSignRequest(v) => Object::CryptoManagerKmipCertSignRequest(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCertificateInfo(v) => Object::CryptoManagerKmipCertificateInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipClusterStatus(v) => Object::CryptoManagerKmipClusterStatus(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatus(v) => Object::CryptoManagerKmipCryptoKeyStatus(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(v) => Object::CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v) => Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(v) => Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipCustomAttributeSpec(v) => Object::CryptoManagerKmipCustomAttributeSpec(Box::new((**v).clone())),
-            Object::CryptoManagerKmipGenerateKeySpec(v) => Object::CryptoManagerKmipGenerateKeySpec(Box::new((**v).clone())),
-            Object::CryptoManagerKmipServerCertInfo(v) => Object::CryptoManagerKmipServerCertInfo(Box::new((**v).clone())),
-            Object::CryptoManagerKmipServerStatus(v) => Object::CryptoManagerKmipServerStatus(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -836,7 +785,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

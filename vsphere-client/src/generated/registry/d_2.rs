@@ -586,77 +586,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::DasConfigFault(v) => Object::DasConfigFault(Box::new((**v).clone())),
-            Object::DasConfigFaultDasConfigFaultReason(v) => Object::DasConfigFaultDasConfigFaultReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasDisabledEvent(v) => Object::DasDisabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasEnabledEvent(v) => Object::DasEnabledEvent(Box::new((**v).clone())),
-            Object::DasHeartbeatDatastoreInfo(v) => Object::DasHeartbeatDatastoreInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasHostFailedEvent(v) => Object::DasHostFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => Object::DasHostIsolatedEvent(Box::new((**v).clone())),
-            Object::DasVmPriority(v) => Object::DasVmPriority(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DatabaseError(v) => Object::DatabaseError(Box::new((**v).clone())),
-            Object::DatabaseSizeEstimate(v) => Object::DatabaseSizeEstimate(Box::new((**v).clone())),
-            Object::DatabaseSizeParam(v) => Object::DatabaseSizeParam(Box::new((**v).clone())),
-            Object::DatacenterBasicConnectInfo(v) => Object::DatacenterBasicConnectInfo(Box::new((**v).clone())),
-            Object::DatacenterConfigInfo(v) => Object::DatacenterConfigInfo(Box::new((**v).clone())),
-            Object::DatacenterConfigSpec(v) => Object::DatacenterConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatacenterCreatedEvent(v) => Object::DatacenterCreatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatacenterEvent(v) => Object::DatacenterEvent(Box::new((**v).clone())),
-            Object::DatacenterEventArgument(v) => Object::DatacenterEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatch(v) => Object::DatacenterMismatch(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DatacenterMismatchArgument(v) => Object::DatacenterMismatchArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatacenterRenamedEvent(v) => Object::DatacenterRenamedEvent(Box::new((**v).clone())),
-            Object::DatastoreAccessible(v) => Object::DatastoreAccessible(Box::new((**v).clone())),
-            Object::DatastoreCapability(v) => Object::DatastoreCapability(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreCapacityIncreasedEvent(v) => Object::DatastoreCapacityIncreasedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreDestroyedEvent(v) => Object::DatastoreDestroyedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreDiscoveredEvent(v) => Object::DatastoreDiscoveredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreDuplicatedEvent(v) => Object::DatastoreDuplicatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreEvent(v) => Object::DatastoreEvent(Box::new((**v).clone())),
-            Object::DatastoreEventArgument(v) => Object::DatastoreEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreFileCopiedEvent(v) => Object::DatastoreFileCopiedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreFileDeletedEvent(v) => Object::DatastoreFileDeletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreFileEvent(v) => Object::DatastoreFileEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreFileMovedEvent(v) => Object::DatastoreFileMovedEvent(Box::new((**v).clone())),
-            Object::DatastoreHostMount(v) => Object::DatastoreHostMount(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreIORMReconfiguredEvent(v) => Object::DatastoreIORMReconfiguredEvent(Box::new((**v).clone())),
-            Object::DatastoreInfo(v) => Object::DatastoreInfo(Box::new((**v).clone())),
-            Object::DatastoreMountPathDatastorePair(v) => Object::DatastoreMountPathDatastorePair(Box::new((**v).clone())),
-            Object::DatastoreNamespaceManagerDirectoryInfo(v) => Object::DatastoreNamespaceManagerDirectoryInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DatastoreNotWritableOnHost(v) => Object::DatastoreNotWritableOnHost(Box::new((**v).clone())),
-            Object::DatastoreOption(v) => Object::DatastoreOption(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastorePrincipalConfigured(v) => Object::DatastorePrincipalConfigured(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreRemovedOnHostEvent(v) => Object::DatastoreRemovedOnHostEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedEvent(v) => Object::DatastoreRenamedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::DatastoreRenamedOnHostEvent(v) => Object::DatastoreRenamedOnHostEvent(Box::new((**v).clone())),
-            Object::DatastoreSectorFormat(v) => Object::DatastoreSectorFormat(Box::new((**v).clone())),
-            Object::DatastoreSummary(v) => Object::DatastoreSummary(Box::new((**v).clone())),
-            Object::DatastoreSummaryMaintenanceModeState(v) => Object::DatastoreSummaryMaintenanceModeState(Box::new((**v).clone())),
-            Object::DatastoreVVolContainerFailoverPair(v) => Object::DatastoreVVolContainerFailoverPair(Box::new((**v).clone())),
-            Object::DateTimeProfile(v) => Object::DateTimeProfile(Box::new((**v).clone())),
-            Object::DayOfWeek(v) => Object::DayOfWeek(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => Object::DeltaDiskFormatNotSupported(Box::new((**v).clone())),
-            Object::Description(v) => Object::Description(Box::new((**v).clone())),
-            Object::DesiredSoftwareSpec(v) => Object::DesiredSoftwareSpec(Box::new((**v).clone())),
-            Object::DesiredSoftwareSpecBaseImageSpec(v) => Object::DesiredSoftwareSpecBaseImageSpec(Box::new((**v).clone())),
-            Object::DesiredSoftwareSpecComponentSpec(v) => Object::DesiredSoftwareSpecComponentSpec(Box::new((**v).clone())),
-            Object::DesiredSoftwareSpecVendorAddOnSpec(v) => Object::DesiredSoftwareSpecVendorAddOnSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DestinationSwitchFull(v) => Object::DestinationSwitchFull(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DestinationVsanDisabled(v) => Object::DestinationVsanDisabled(Box::new((**v).clone())),
-            Object::DeviceBackedVirtualDiskSpec(v) => Object::DeviceBackedVirtualDiskSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceBackingNotSupported(v) => Object::DeviceBackingNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceControllerNotSupported(v) => Object::DeviceControllerNotSupported(Box::new((**v).clone())),
-            Object::DeviceGroupId(v) => Object::DeviceGroupId(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceHotPlugNotSupported(v) => Object::DeviceHotPlugNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceNotFound(v) => Object::DeviceNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::DeviceNotSupported(v) => Object::DeviceNotSupported(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -734,7 +663,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -576,77 +576,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailed(v) => Object::EVCAdmissionFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUFeaturesForMode(v) => Object::EVCAdmissionFailedCPUFeaturesForMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModel(v) => Object::EVCAdmissionFailedCPUModel(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUModelForMode(v) => Object::EVCAdmissionFailedCPUModelForMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendor(v) => Object::EVCAdmissionFailedCPUVendor(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedCPUVendorUnknown(v) => Object::EVCAdmissionFailedCPUVendorUnknown(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostDisconnected(v) => Object::EVCAdmissionFailedHostDisconnected(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftware(v) => Object::EVCAdmissionFailedHostSoftware(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedHostSoftwareForMode(v) => Object::EVCAdmissionFailedHostSoftwareForMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCAdmissionFailedVmActive(v) => Object::EVCAdmissionFailedVmActive(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCConfigFault(v) => Object::EVCConfigFault(Box::new((**v).clone())),
-            Object::EVCMode(v) => Object::EVCMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCModeIllegalByVendor(v) => Object::EVCModeIllegalByVendor(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCModeUnsupportedByHosts(v) => Object::EVCModeUnsupportedByHosts(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostHardware(v) => Object::EVCUnsupportedByHostHardware(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EVCUnsupportedByHostSoftware(v) => Object::EVCUnsupportedByHostSoftware(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EightHostLimitViolated(v) => Object::EightHostLimitViolated(Box::new((**v).clone())),
-            Object::ElementDescription(v) => Object::ElementDescription(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::EncryptionKeyRequired(v) => Object::EncryptionKeyRequired(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EnteredMaintenanceModeEvent(v) => Object::EnteredMaintenanceModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EnteredStandbyModeEvent(v) => Object::EnteredStandbyModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EnteringMaintenanceModeEvent(v) => Object::EnteringMaintenanceModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EnteringStandbyModeEvent(v) => Object::EnteringStandbyModeEvent(Box::new((**v).clone())),
-            Object::EntityBackup(v) => Object::EntityBackup(Box::new((**v).clone())),
-            Object::EntityBackupConfig(v) => Object::EntityBackupConfig(Box::new((**v).clone())),
-            Object::EntityEventArgument(v) => Object::EntityEventArgument(Box::new((**v).clone())),
-            Object::EntityImportType(v) => Object::EntityImportType(Box::new((**v).clone())),
-            Object::EntityPrivilege(v) => Object::EntityPrivilege(Box::new((**v).clone())),
-            Object::EntityType(v) => Object::EntityType(Box::new((**v).clone())),
-            Object::EnumDescription(v) => Object::EnumDescription(Box::new((**v).clone())),
-            Object::EnvironmentBrowserConfigOptionQuerySpec(v) => Object::EnvironmentBrowserConfigOptionQuerySpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ErrorUpgradeEvent(v) => Object::ErrorUpgradeEvent(Box::new((**v).clone())),
-            Object::EvaluationLicenseSource(v) => Object::EvaluationLicenseSource(Box::new((**v).clone())),
-            Object::Event(v) => Object::Event(Box::new((**v).clone())),
-            Object::EventAlarmExpression(v) => Object::EventAlarmExpression(Box::new((**v).clone())),
-            Object::EventAlarmExpressionComparison(v) => Object::EventAlarmExpressionComparison(Box::new((**v).clone())),
-            Object::EventAlarmExpressionComparisonOperator(v) => Object::EventAlarmExpressionComparisonOperator(Box::new((**v).clone())),
-            Object::EventArgDesc(v) => Object::EventArgDesc(Box::new((**v).clone())),
-            Object::EventArgument(v) => Object::EventArgument(Box::new((**v).clone())),
-            Object::EventCategory(v) => Object::EventCategory(Box::new((**v).clone())),
-            Object::EventDescription(v) => Object::EventDescription(Box::new((**v).clone())),
-            Object::EventDescriptionEventDetail(v) => Object::EventDescriptionEventDetail(Box::new((**v).clone())),
-            Object::EventEventSeverity(v) => Object::EventEventSeverity(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::EventEx(v) => Object::EventEx(Box::new((**v).clone())),
-            Object::EventFilterSpec(v) => Object::EventFilterSpec(Box::new((**v).clone())),
-            Object::EventFilterSpecByEntity(v) => Object::EventFilterSpecByEntity(Box::new((**v).clone())),
-            Object::EventFilterSpecByTime(v) => Object::EventFilterSpecByTime(Box::new((**v).clone())),
-            Object::EventFilterSpecByUsername(v) => Object::EventFilterSpecByUsername(Box::new((**v).clone())),
-            Object::EventFilterSpecRecursionOption(v) => Object::EventFilterSpecRecursionOption(Box::new((**v).clone())),
-            Object::EventManagerEventViewSpec(v) => Object::EventManagerEventViewSpec(Box::new((**v).clone())),
-            Object::EventManagerViewByStartId(v) => Object::EventManagerViewByStartId(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExitMaintenanceModeEvent(v) => Object::ExitMaintenanceModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExitStandbyModeFailedEvent(v) => Object::ExitStandbyModeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExitedStandbyModeEvent(v) => Object::ExitedStandbyModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExitingStandbyModeEvent(v) => Object::ExitingStandbyModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ExpiredAddonLicense(v) => Object::ExpiredAddonLicense(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ExpiredEditionLicense(v) => Object::ExpiredEditionLicense(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ExpiredFeatureLicense(v) => Object::ExpiredFeatureLicense(Box::new((**v).clone())),
-            Object::ExtExtendedProductInfo(v) => Object::ExtExtendedProductInfo(Box::new((**v).clone())),
-            Object::ExtManagedEntityInfo(v) => Object::ExtManagedEntityInfo(Box::new((**v).clone())),
-            Object::ExtSolutionManagerInfo(v) => Object::ExtSolutionManagerInfo(Box::new((**v).clone())),
-            Object::ExtSolutionManagerInfoTabInfo(v) => Object::ExtSolutionManagerInfoTabInfo(Box::new((**v).clone())),
-            Object::ExtendedDescription(v) => Object::ExtendedDescription(Box::new((**v).clone())),
-            Object::ExtendedElementDescription(v) => Object::ExtendedElementDescription(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -724,7 +653,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -556,81 +556,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::ExtendedEvent(v) => Object::ExtendedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ExtendedEventPair(v) => Object::ExtendedEventPair(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ExtendedFault(v) => Object::ExtendedFault(Box::new((**v).clone())),
-            Object::Extension(v) => Object::Extension(Box::new((**v).clone())),
-            Object::ExtensionClientInfo(v) => Object::ExtensionClientInfo(Box::new((**v).clone())),
-            Object::ExtensionEventTypeInfo(v) => Object::ExtensionEventTypeInfo(Box::new((**v).clone())),
-            Object::ExtensionFaultTypeInfo(v) => Object::ExtensionFaultTypeInfo(Box::new((**v).clone())),
-            Object::ExtensionHealthInfo(v) => Object::ExtensionHealthInfo(Box::new((**v).clone())),
-            Object::ExtensionManagerIpAllocationUsage(v) => Object::ExtensionManagerIpAllocationUsage(Box::new((**v).clone())),
-            Object::ExtensionOvfConsumerInfo(v) => Object::ExtensionOvfConsumerInfo(Box::new((**v).clone())),
-            Object::ExtensionPrivilegeInfo(v) => Object::ExtensionPrivilegeInfo(Box::new((**v).clone())),
-            Object::ExtensionResourceInfo(v) => Object::ExtensionResourceInfo(Box::new((**v).clone())),
-            Object::ExtensionServerInfo(v) => Object::ExtensionServerInfo(Box::new((**v).clone())),
-            Object::ExtensionTaskTypeInfo(v) => Object::ExtensionTaskTypeInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FailToEnableSPBM(v) => Object::FailToEnableSPBM(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FailToLockFaultToleranceVMs(v) => Object::FailToLockFaultToleranceVMs(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::FailoverLevelRestored(v) => Object::FailoverLevelRestored(Box::new((**v).clone())),
-            Object::FailoverNodeInfo(v) => Object::FailoverNodeInfo(Box::new((**v).clone())),
-            Object::FaultDomainId(v) => Object::FaultDomainId(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceAntiAffinityViolated(v) => Object::FaultToleranceAntiAffinityViolated(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceCannotEditMem(v) => Object::FaultToleranceCannotEditMem(Box::new((**v).clone())),
-            Object::FaultToleranceConfigInfo(v) => Object::FaultToleranceConfigInfo(Box::new((**v).clone())),
-            Object::FaultToleranceConfigSpec(v) => Object::FaultToleranceConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceCpuIncompatible(v) => Object::FaultToleranceCpuIncompatible(Box::new((**v).clone())),
-            Object::FaultToleranceDiskSpec(v) => Object::FaultToleranceDiskSpec(Box::new((**v).clone())),
-            Object::FaultToleranceMetaSpec(v) => Object::FaultToleranceMetaSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceNeedsThickDisk(v) => Object::FaultToleranceNeedsThickDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceNotLicensed(v) => Object::FaultToleranceNotLicensed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceNotSameBuild(v) => Object::FaultToleranceNotSameBuild(Box::new((**v).clone())),
-            Object::FaultTolerancePrimaryConfigInfo(v) => Object::FaultTolerancePrimaryConfigInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultTolerancePrimaryPowerOnNotAttempted(v) => Object::FaultTolerancePrimaryPowerOnNotAttempted(Box::new((**v).clone())),
-            Object::FaultToleranceSecondaryConfigInfo(v) => Object::FaultToleranceSecondaryConfigInfo(Box::new((**v).clone())),
-            Object::FaultToleranceSecondaryOpResult(v) => Object::FaultToleranceSecondaryOpResult(Box::new((**v).clone())),
-            Object::FaultToleranceVMConfigSpec(v) => Object::FaultToleranceVMConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FaultToleranceVmNotDasProtected(v) => Object::FaultToleranceVmNotDasProtected(Box::new((**v).clone())),
-            Object::FaultsByHost(v) => Object::FaultsByHost(Box::new((**v).clone())),
-            Object::FaultsByVM(v) => Object::FaultsByVM(Box::new((**v).clone())),
-            Object::FcoeConfig(v) => Object::FcoeConfig(Box::new((**v).clone())),
-            Object::FcoeConfigFcoeCapabilities(v) => Object::FcoeConfigFcoeCapabilities(Box::new((**v).clone())),
-            Object::FcoeConfigFcoeSpecification(v) => Object::FcoeConfigFcoeSpecification(Box::new((**v).clone())),
-            Object::FcoeConfigVlanRange(v) => Object::FcoeConfigVlanRange(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FcoeFault(v) => Object::FcoeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FcoeFaultPnicHasNoPortSet(v) => Object::FcoeFaultPnicHasNoPortSet(Box::new((**v).clone())),
-            Object::FeatureEVCMode(v) => Object::FeatureEVCMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FeatureRequirementsNotMet(v) => Object::FeatureRequirementsNotMet(Box::new((**v).clone())),
-            Object::FibreChannelPortType(v) => Object::FibreChannelPortType(Box::new((**v).clone())),
-            Object::FileAlreadyExists(v) => Object::FileAlreadyExists(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FileBackedPortNotSupported(v) => Object::FileBackedPortNotSupported(Box::new((**v).clone())),
-            Object::FileBackedVirtualDiskSpec(v) => Object::FileBackedVirtualDiskSpec(Box::new((**v).clone())),
-            Object::FileFault(v) => Object::FileFault(Box::new((**v).clone())),
-            Object::FileInfo(v) => Object::FileInfo(Box::new((**v).clone())),
-            Object::FileLockInfo(v) => Object::FileLockInfo(Box::new((**v).clone())),
-            Object::FileLockInfoResult(v) => Object::FileLockInfoResult(Box::new((**v).clone())),
-            Object::FileLocked(v) => Object::FileLocked(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FileNameTooLong(v) => Object::FileNameTooLong(Box::new((**v).clone())),
-            Object::FileNotFound(v) => Object::FileNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FileNotWritable(v) => Object::FileNotWritable(Box::new((**v).clone())),
-            Object::FileQuery(v) => Object::FileQuery(Box::new((**v).clone())),
-            Object::FileQueryFlags(v) => Object::FileQueryFlags(Box::new((**v).clone())),
-            Object::FileSystemMountInfoVStorageSupportStatus(v) => Object::FileSystemMountInfoVStorageSupportStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FileTooLarge(v) => Object::FileTooLarge(Box::new((**v).clone())),
-            Object::FileTransferInformation(v) => Object::FileTransferInformation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FilesystemQuiesceFault(v) => Object::FilesystemQuiesceFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::FilterInUse(v) => Object::FilterInUse(Box::new((**v).clone())),
-            Object::FirewallProfile(v) => Object::FirewallProfile(Box::new((**v).clone())),
-            Object::FirewallProfileRulesetProfile(v) => Object::FirewallProfileRulesetProfile(Box::new((**v).clone())),
-            Object::FloatOption(v) => Object::FloatOption(Box::new((**v).clone())),
-            Object::FloppyImageFileInfo(v) => Object::FloppyImageFileInfo(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -712,7 +637,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

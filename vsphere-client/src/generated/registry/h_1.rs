@@ -643,71 +643,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::HAErrorsAtDest(v) => Object::HAErrorsAtDest(Box::new((**v).clone())),
-            Object::HbrDiskMigrationAction(v) => Object::HbrDiskMigrationAction(Box::new((**v).clone())),
-            Object::HbrManagerReplicationVmInfo(v) => Object::HbrManagerReplicationVmInfo(Box::new((**v).clone())),
-            Object::HbrManagerVmReplicationCapability(v) => Object::HbrManagerVmReplicationCapability(Box::new((**v).clone())),
-            Object::HbrReplicationTargetSpec(v) => Object::HbrReplicationTargetSpec(Box::new((**v).clone())),
-            Object::HbrTargetSpec(v) => Object::HbrTargetSpec(Box::new((**v).clone())),
-            Object::HbrTargetSpecReplacement(v) => Object::HbrTargetSpecReplacement(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HealthStatusChangedEvent(v) => Object::HealthStatusChangedEvent(Box::new((**v).clone())),
-            Object::HealthSystemRuntime(v) => Object::HealthSystemRuntime(Box::new((**v).clone())),
-            Object::HealthUpdate(v) => Object::HealthUpdate(Box::new((**v).clone())),
-            Object::HealthUpdateInfo(v) => Object::HealthUpdateInfo(Box::new((**v).clone())),
-            Object::HealthUpdateInfoComponentType(v) => Object::HealthUpdateInfoComponentType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HeterogenousHostsBlockingEVC(v) => Object::HeterogenousHostsBlockingEVC(Box::new((**v).clone())),
-            Object::HostAccessControlEntry(v) => Object::HostAccessControlEntry(Box::new((**v).clone())),
-            Object::HostAccessMode(v) => Object::HostAccessMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostAccessRestrictedToManagementServer(v) => Object::HostAccessRestrictedToManagementServer(Box::new((**v).clone())),
-            Object::HostAccountSpec(v) => Object::HostAccountSpec(Box::new((**v).clone())),
-            Object::HostActiveDirectory(v) => Object::HostActiveDirectory(Box::new((**v).clone())),
-            Object::HostActiveDirectoryAuthenticationCertificateDigest(v) => Object::HostActiveDirectoryAuthenticationCertificateDigest(Box::new((**v).clone())),
-            Object::HostActiveDirectoryInfo(v) => Object::HostActiveDirectoryInfo(Box::new((**v).clone())),
-            Object::HostActiveDirectoryInfoDomainMembershipStatus(v) => Object::HostActiveDirectoryInfoDomainMembershipStatus(Box::new((**v).clone())),
-            Object::HostActiveDirectorySpec(v) => Object::HostActiveDirectorySpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostAddFailedEvent(v) => Object::HostAddFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostAddedEvent(v) => Object::HostAddedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostAdminDisableEvent(v) => Object::HostAdminDisableEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostAdminEnableEvent(v) => Object::HostAdminEnableEvent(Box::new((**v).clone())),
-            Object::HostApplyProfile(v) => Object::HostApplyProfile(Box::new((**v).clone())),
-            Object::HostAssignableHardwareBinding(v) => Object::HostAssignableHardwareBinding(Box::new((**v).clone())),
-            Object::HostAssignableHardwareConfig(v) => Object::HostAssignableHardwareConfig(Box::new((**v).clone())),
-            Object::HostAssignableHardwareConfigAttributeOverride(v) => Object::HostAssignableHardwareConfigAttributeOverride(Box::new((**v).clone())),
-            Object::HostAuthenticationInfo(v) => Object::HostAuthenticationInfo(Box::new((**v).clone())),
-            Object::HostAuthenticationManagerInfo(v) => Object::HostAuthenticationManagerInfo(Box::new((**v).clone())),
-            Object::HostAuthenticationStoreInfo(v) => Object::HostAuthenticationStoreInfo(Box::new((**v).clone())),
-            Object::HostAutoStartManagerConfig(v) => Object::HostAutoStartManagerConfig(Box::new((**v).clone())),
-            Object::HostBIOSInfo(v) => Object::HostBIOSInfo(Box::new((**v).clone())),
-            Object::HostBIOSInfoFirmwareType(v) => Object::HostBIOSInfoFirmwareType(Box::new((**v).clone())),
-            Object::HostBlockAdapterTargetTransport(v) => Object::HostBlockAdapterTargetTransport(Box::new((**v).clone())),
-            Object::HostBlockHba(v) => Object::HostBlockHba(Box::new((**v).clone())),
-            Object::HostBootDevice(v) => Object::HostBootDevice(Box::new((**v).clone())),
-            Object::HostBootDeviceInfo(v) => Object::HostBootDeviceInfo(Box::new((**v).clone())),
-            Object::HostCacheConfigurationInfo(v) => Object::HostCacheConfigurationInfo(Box::new((**v).clone())),
-            Object::HostCacheConfigurationSpec(v) => Object::HostCacheConfigurationSpec(Box::new((**v).clone())),
-            Object::HostCapability(v) => Object::HostCapability(Box::new((**v).clone())),
-            Object::HostCapabilityDRTMTypes(v) => Object::HostCapabilityDRTMTypes(Box::new((**v).clone())),
-            Object::HostCapabilityFtUnsupportedReason(v) => Object::HostCapabilityFtUnsupportedReason(Box::new((**v).clone())),
-            Object::HostCapabilityUnmapMethodSupported(v) => Object::HostCapabilityUnmapMethodSupported(Box::new((**v).clone())),
-            Object::HostCapabilityVmDirectPathGen2UnsupportedReason(v) => Object::HostCapabilityVmDirectPathGen2UnsupportedReason(Box::new((**v).clone())),
-            Object::HostCertificateManagerCertificateInfo(v) => Object::HostCertificateManagerCertificateInfo(Box::new((**v).clone())),
-            Object::HostCertificateManagerCertificateInfoCertificateStatus(v) => Object::HostCertificateManagerCertificateInfoCertificateStatus(Box::new((**v).clone())),
-            Object::HostCertificateManagerCertificateKind(v) => Object::HostCertificateManagerCertificateKind(Box::new((**v).clone())),
-            Object::HostCertificateManagerCertificateSpec(v) => Object::HostCertificateManagerCertificateSpec(Box::new((**v).clone())),
-            Object::HostCertificateManagerCryptoAlgorithm(v) => Object::HostCertificateManagerCryptoAlgorithm(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAccountFailedEvent(v) => Object::HostCnxFailedAccountFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedAlreadyManagedEvent(v) => Object::HostCnxFailedAlreadyManagedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadCcagentEvent(v) => Object::HostCnxFailedBadCcagentEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadUsernameEvent(v) => Object::HostCnxFailedBadUsernameEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedBadVersionEvent(v) => Object::HostCnxFailedBadVersionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostCnxFailedCcagentUpgradeEvent(v) => Object::HostCnxFailedCcagentUpgradeEvent(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -779,7 +714,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

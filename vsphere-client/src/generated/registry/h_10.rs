@@ -465,63 +465,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostVffsVolume(v) => Object::HostVffsVolume(Box::new((**v).clone())),
-            Object::HostVirtualNic(v) => Object::HostVirtualNic(Box::new((**v).clone())),
-            Object::HostVirtualNicConfig(v) => Object::HostVirtualNicConfig(Box::new((**v).clone())),
-            Object::HostVirtualNicConnection(v) => Object::HostVirtualNicConnection(Box::new((**v).clone())),
-            Object::HostVirtualNicIpRouteSpec(v) => Object::HostVirtualNicIpRouteSpec(Box::new((**v).clone())),
-            Object::HostVirtualNicManagerInfo(v) => Object::HostVirtualNicManagerInfo(Box::new((**v).clone())),
-            Object::HostVirtualNicManagerNicType(v) => Object::HostVirtualNicManagerNicType(Box::new((**v).clone())),
-            Object::HostVirtualNicManagerNicTypeSelection(v) => Object::HostVirtualNicManagerNicTypeSelection(Box::new((**v).clone())),
-            Object::HostVirtualNicOpaqueNetworkSpec(v) => Object::HostVirtualNicOpaqueNetworkSpec(Box::new((**v).clone())),
-            Object::HostVirtualNicSpec(v) => Object::HostVirtualNicSpec(Box::new((**v).clone())),
-            Object::HostVirtualSwitch(v) => Object::HostVirtualSwitch(Box::new((**v).clone())),
-            Object::HostVirtualSwitchAutoBridge(v) => Object::HostVirtualSwitchAutoBridge(Box::new((**v).clone())),
-            Object::HostVirtualSwitchBeaconConfig(v) => Object::HostVirtualSwitchBeaconConfig(Box::new((**v).clone())),
-            Object::HostVirtualSwitchBondBridge(v) => Object::HostVirtualSwitchBondBridge(Box::new((**v).clone())),
-            Object::HostVirtualSwitchBridge(v) => Object::HostVirtualSwitchBridge(Box::new((**v).clone())),
-            Object::HostVirtualSwitchConfig(v) => Object::HostVirtualSwitchConfig(Box::new((**v).clone())),
-            Object::HostVirtualSwitchSimpleBridge(v) => Object::HostVirtualSwitchSimpleBridge(Box::new((**v).clone())),
-            Object::HostVirtualSwitchSpec(v) => Object::HostVirtualSwitchSpec(Box::new((**v).clone())),
-            Object::HostVmciAccessManagerAccessSpec(v) => Object::HostVmciAccessManagerAccessSpec(Box::new((**v).clone())),
-            Object::HostVmciAccessManagerMode(v) => Object::HostVmciAccessManagerMode(Box::new((**v).clone())),
-            Object::HostVmfsRescanResult(v) => Object::HostVmfsRescanResult(Box::new((**v).clone())),
-            Object::HostVmfsSpec(v) => Object::HostVmfsSpec(Box::new((**v).clone())),
-            Object::HostVmfsVolume(v) => Object::HostVmfsVolume(Box::new((**v).clone())),
-            Object::HostVmfsVolumeUnmapBandwidthPolicy(v) => Object::HostVmfsVolumeUnmapBandwidthPolicy(Box::new((**v).clone())),
-            Object::HostVmfsVolumeUnmapPriority(v) => Object::HostVmfsVolumeUnmapPriority(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostVnicConnectedToCustomizedDVPortEvent(v) => Object::HostVnicConnectedToCustomizedDVPortEvent(Box::new((**v).clone())),
-            Object::HostVsanInternalSystemCmmdsQuery(v) => Object::HostVsanInternalSystemCmmdsQuery(Box::new((**v).clone())),
-            Object::HostVsanInternalSystemDeleteVsanObjectsResult(v) => Object::HostVsanInternalSystemDeleteVsanObjectsResult(Box::new((**v).clone())),
-            Object::HostVsanInternalSystemVsanObjectOperationResult(v) => Object::HostVsanInternalSystemVsanObjectOperationResult(Box::new((**v).clone())),
-            Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(v) => Object::HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult(Box::new((**v).clone())),
-            Object::HostVvolNQN(v) => Object::HostVvolNQN(Box::new((**v).clone())),
-            Object::HostVvolVolume(v) => Object::HostVvolVolume(Box::new((**v).clone())),
-            Object::HostVvolVolumeHostVvolNQN(v) => Object::HostVvolVolumeHostVvolNQN(Box::new((**v).clone())),
-            Object::HostVvolVolumeSpecification(v) => Object::HostVvolVolumeSpecification(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostWwnChangedEvent(v) => Object::HostWwnChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostWwnConflictEvent(v) => Object::HostWwnConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HotSnapshotMoveNotSupported(v) => Object::HotSnapshotMoveNotSupported(Box::new((**v).clone())),
-            Object::HourlyTaskScheduler(v) => Object::HourlyTaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HttpFault(v) => Object::HttpFault(Box::new((**v).clone())),
-            Object::HttpNfcLeaseCapabilities(v) => Object::HttpNfcLeaseCapabilities(Box::new((**v).clone())),
-            Object::HttpNfcLeaseDatastoreLeaseInfo(v) => Object::HttpNfcLeaseDatastoreLeaseInfo(Box::new((**v).clone())),
-            Object::HttpNfcLeaseDeviceUrl(v) => Object::HttpNfcLeaseDeviceUrl(Box::new((**v).clone())),
-            Object::HttpNfcLeaseHostInfo(v) => Object::HttpNfcLeaseHostInfo(Box::new((**v).clone())),
-            Object::HttpNfcLeaseInfo(v) => Object::HttpNfcLeaseInfo(Box::new((**v).clone())),
-            Object::HttpNfcLeaseManifestEntry(v) => Object::HttpNfcLeaseManifestEntry(Box::new((**v).clone())),
-            Object::HttpNfcLeaseManifestEntryChecksumType(v) => Object::HttpNfcLeaseManifestEntryChecksumType(Box::new((**v).clone())),
-            Object::HttpNfcLeaseMode(v) => Object::HttpNfcLeaseMode(Box::new((**v).clone())),
-            Object::HttpNfcLeaseProbeResult(v) => Object::HttpNfcLeaseProbeResult(Box::new((**v).clone())),
-            Object::HttpNfcLeaseSourceFile(v) => Object::HttpNfcLeaseSourceFile(Box::new((**v).clone())),
-            Object::HttpNfcLeaseState(v) => Object::HttpNfcLeaseState(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -585,7 +528,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -552,83 +552,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostDiagnosticPartition(v) => Object::HostDiagnosticPartition(Box::new((**v).clone())),
-            Object::HostDiagnosticPartitionCreateDescription(v) => Object::HostDiagnosticPartitionCreateDescription(Box::new((**v).clone())),
-            Object::HostDiagnosticPartitionCreateOption(v) => Object::HostDiagnosticPartitionCreateOption(Box::new((**v).clone())),
-            Object::HostDiagnosticPartitionCreateSpec(v) => Object::HostDiagnosticPartitionCreateSpec(Box::new((**v).clone())),
-            Object::HostDigestInfo(v) => Object::HostDigestInfo(Box::new((**v).clone())),
-            Object::HostDigestInfoDigestMethodType(v) => Object::HostDigestInfoDigestMethodType(Box::new((**v).clone())),
-            Object::HostDigestVerificationSetting(v) => Object::HostDigestVerificationSetting(Box::new((**v).clone())),
-            Object::HostDirectoryStoreInfo(v) => Object::HostDirectoryStoreInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostDisconnectedEvent(v) => Object::HostDisconnectedEvent(Box::new((**v).clone())),
-            Object::HostDisconnectedEventReasonCode(v) => Object::HostDisconnectedEventReasonCode(Box::new((**v).clone())),
-            Object::HostDiskConfigurationResult(v) => Object::HostDiskConfigurationResult(Box::new((**v).clone())),
-            Object::HostDiskDimensions(v) => Object::HostDiskDimensions(Box::new((**v).clone())),
-            Object::HostDiskDimensionsChs(v) => Object::HostDiskDimensionsChs(Box::new((**v).clone())),
-            Object::HostDiskDimensionsLba(v) => Object::HostDiskDimensionsLba(Box::new((**v).clone())),
-            Object::HostDiskMappingInfo(v) => Object::HostDiskMappingInfo(Box::new((**v).clone())),
-            Object::HostDiskMappingOption(v) => Object::HostDiskMappingOption(Box::new((**v).clone())),
-            Object::HostDiskMappingPartitionInfo(v) => Object::HostDiskMappingPartitionInfo(Box::new((**v).clone())),
-            Object::HostDiskMappingPartitionOption(v) => Object::HostDiskMappingPartitionOption(Box::new((**v).clone())),
-            Object::HostDiskPartitionAttributes(v) => Object::HostDiskPartitionAttributes(Box::new((**v).clone())),
-            Object::HostDiskPartitionBlockRange(v) => Object::HostDiskPartitionBlockRange(Box::new((**v).clone())),
-            Object::HostDiskPartitionInfo(v) => Object::HostDiskPartitionInfo(Box::new((**v).clone())),
-            Object::HostDiskPartitionInfoPartitionFormat(v) => Object::HostDiskPartitionInfoPartitionFormat(Box::new((**v).clone())),
-            Object::HostDiskPartitionInfoType(v) => Object::HostDiskPartitionInfoType(Box::new((**v).clone())),
-            Object::HostDiskPartitionLayout(v) => Object::HostDiskPartitionLayout(Box::new((**v).clone())),
-            Object::HostDiskPartitionSpec(v) => Object::HostDiskPartitionSpec(Box::new((**v).clone())),
-            Object::HostDistributedVirtualSwitchManagerFailoverReason(v) => Object::HostDistributedVirtualSwitchManagerFailoverReason(Box::new((**v).clone())),
-            Object::HostDistributedVirtualSwitchManagerFailoverStage(v) => Object::HostDistributedVirtualSwitchManagerFailoverStage(Box::new((**v).clone())),
-            Object::HostDnsConfig(v) => Object::HostDnsConfig(Box::new((**v).clone())),
-            Object::HostDnsConfigSpec(v) => Object::HostDnsConfigSpec(Box::new((**v).clone())),
-            Object::HostDvxClass(v) => Object::HostDvxClass(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostEnableAdminFailedEvent(v) => Object::HostEnableAdminFailedEvent(Box::new((**v).clone())),
-            Object::HostEnterMaintenanceResult(v) => Object::HostEnterMaintenanceResult(Box::new((**v).clone())),
-            Object::HostEsxAgentHostManagerConfigInfo(v) => Object::HostEsxAgentHostManagerConfigInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostEvent(v) => Object::HostEvent(Box::new((**v).clone())),
-            Object::HostEventArgument(v) => Object::HostEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostExtraNetworksEvent(v) => Object::HostExtraNetworksEvent(Box::new((**v).clone())),
-            Object::HostFaultToleranceManagerComponentHealthInfo(v) => Object::HostFaultToleranceManagerComponentHealthInfo(Box::new((**v).clone())),
-            Object::HostFeatureCapability(v) => Object::HostFeatureCapability(Box::new((**v).clone())),
-            Object::HostFeatureMask(v) => Object::HostFeatureMask(Box::new((**v).clone())),
-            Object::HostFeatureVersionInfo(v) => Object::HostFeatureVersionInfo(Box::new((**v).clone())),
-            Object::HostFeatureVersionKey(v) => Object::HostFeatureVersionKey(Box::new((**v).clone())),
-            Object::HostFibreChannelHba(v) => Object::HostFibreChannelHba(Box::new((**v).clone())),
-            Object::HostFibreChannelOverEthernetHba(v) => Object::HostFibreChannelOverEthernetHba(Box::new((**v).clone())),
-            Object::HostFibreChannelOverEthernetHbaLinkInfo(v) => Object::HostFibreChannelOverEthernetHbaLinkInfo(Box::new((**v).clone())),
-            Object::HostFibreChannelOverEthernetTargetTransport(v) => Object::HostFibreChannelOverEthernetTargetTransport(Box::new((**v).clone())),
-            Object::HostFibreChannelTargetTransport(v) => Object::HostFibreChannelTargetTransport(Box::new((**v).clone())),
-            Object::HostFileAccess(v) => Object::HostFileAccess(Box::new((**v).clone())),
-            Object::HostFileSystemMountInfo(v) => Object::HostFileSystemMountInfo(Box::new((**v).clone())),
-            Object::HostFileSystemVolume(v) => Object::HostFileSystemVolume(Box::new((**v).clone())),
-            Object::HostFileSystemVolumeFileSystemType(v) => Object::HostFileSystemVolumeFileSystemType(Box::new((**v).clone())),
-            Object::HostFileSystemVolumeInfo(v) => Object::HostFileSystemVolumeInfo(Box::new((**v).clone())),
-            Object::HostFirewallConfig(v) => Object::HostFirewallConfig(Box::new((**v).clone())),
-            Object::HostFirewallConfigRuleSetConfig(v) => Object::HostFirewallConfigRuleSetConfig(Box::new((**v).clone())),
-            Object::HostFirewallDefaultPolicy(v) => Object::HostFirewallDefaultPolicy(Box::new((**v).clone())),
-            Object::HostFirewallInfo(v) => Object::HostFirewallInfo(Box::new((**v).clone())),
-            Object::HostFirewallRule(v) => Object::HostFirewallRule(Box::new((**v).clone())),
-            Object::HostFirewallRuleDirection(v) => Object::HostFirewallRuleDirection(Box::new((**v).clone())),
-            Object::HostFirewallRulePortType(v) => Object::HostFirewallRulePortType(Box::new((**v).clone())),
-            Object::HostFirewallRuleProtocol(v) => Object::HostFirewallRuleProtocol(Box::new((**v).clone())),
-            Object::HostFirewallRuleset(v) => Object::HostFirewallRuleset(Box::new((**v).clone())),
-            Object::HostFirewallRulesetIpList(v) => Object::HostFirewallRulesetIpList(Box::new((**v).clone())),
-            Object::HostFirewallRulesetIpNetwork(v) => Object::HostFirewallRulesetIpNetwork(Box::new((**v).clone())),
-            Object::HostFirewallRulesetRulesetSpec(v) => Object::HostFirewallRulesetRulesetSpec(Box::new((**v).clone())),
-            Object::HostFirewallSystemRuleSetId(v) => Object::HostFirewallSystemRuleSetId(Box::new((**v).clone())),
-            Object::HostFirewallSystemServiceName(v) => Object::HostFirewallSystemServiceName(Box::new((**v).clone())),
-            Object::HostFlagInfo(v) => Object::HostFlagInfo(Box::new((**v).clone())),
-            Object::HostForceMountedInfo(v) => Object::HostForceMountedInfo(Box::new((**v).clone())),
-            Object::HostFru(v) => Object::HostFru(Box::new((**v).clone())),
-            Object::HostFruFruType(v) => Object::HostFruFruType(Box::new((**v).clone())),
-            Object::HostGatewaySpec(v) => Object::HostGatewaySpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -712,7 +635,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

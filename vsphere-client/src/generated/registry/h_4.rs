@@ -598,76 +598,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::HostGetShortNameFailedEvent(v) => Object::HostGetShortNameFailedEvent(Box::new((**v).clone())),
-            Object::HostGraphicsConfig(v) => Object::HostGraphicsConfig(Box::new((**v).clone())),
-            Object::HostGraphicsConfigDeviceType(v) => Object::HostGraphicsConfigDeviceType(Box::new((**v).clone())),
-            Object::HostGraphicsConfigGraphicsType(v) => Object::HostGraphicsConfigGraphicsType(Box::new((**v).clone())),
-            Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(v) => Object::HostGraphicsConfigSharedPassthruAssignmentPolicy(Box::new((**v).clone())),
-            Object::HostGraphicsConfigVgpuMode(v) => Object::HostGraphicsConfigVgpuMode(Box::new((**v).clone())),
-            Object::HostGraphicsInfo(v) => Object::HostGraphicsInfo(Box::new((**v).clone())),
-            Object::HostGraphicsInfoGraphicsType(v) => Object::HostGraphicsInfoGraphicsType(Box::new((**v).clone())),
-            Object::HostGraphicsInfoVgpuMode(v) => Object::HostGraphicsInfoVgpuMode(Box::new((**v).clone())),
-            Object::HostHardwareElementInfo(v) => Object::HostHardwareElementInfo(Box::new((**v).clone())),
-            Object::HostHardwareElementStatus(v) => Object::HostHardwareElementStatus(Box::new((**v).clone())),
-            Object::HostHardwareInfo(v) => Object::HostHardwareInfo(Box::new((**v).clone())),
-            Object::HostHardwareStatusInfo(v) => Object::HostHardwareStatusInfo(Box::new((**v).clone())),
-            Object::HostHardwareSummary(v) => Object::HostHardwareSummary(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostHasComponentFailure(v) => Object::HostHasComponentFailure(Box::new((**v).clone())),
-            Object::HostHasComponentFailureHostComponentType(v) => Object::HostHasComponentFailureHostComponentType(Box::new((**v).clone())),
-            Object::HostHbaCreateSpec(v) => Object::HostHbaCreateSpec(Box::new((**v).clone())),
-            Object::HostHostBusAdapter(v) => Object::HostHostBusAdapter(Box::new((**v).clone())),
-            Object::HostHyperThreadScheduleInfo(v) => Object::HostHyperThreadScheduleInfo(Box::new((**v).clone())),
-            Object::HostImageAcceptanceLevel(v) => Object::HostImageAcceptanceLevel(Box::new((**v).clone())),
-            Object::HostImageProfileSummary(v) => Object::HostImageProfileSummary(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostInAuditModeEvent(v) => Object::HostInAuditModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostInDomain(v) => Object::HostInDomain(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForFaultTolerance(v) => Object::HostIncompatibleForFaultTolerance(Box::new((**v).clone())),
-            Object::HostIncompatibleForFaultToleranceReason(v) => Object::HostIncompatibleForFaultToleranceReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostIncompatibleForRecordReplay(v) => Object::HostIncompatibleForRecordReplay(Box::new((**v).clone())),
-            Object::HostIncompatibleForRecordReplayReason(v) => Object::HostIncompatibleForRecordReplayReason(Box::new((**v).clone())),
-            Object::HostInternetScsiHba(v) => Object::HostInternetScsiHba(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaAuthenticationCapabilities(v) => Object::HostInternetScsiHbaAuthenticationCapabilities(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaAuthenticationProperties(v) => Object::HostInternetScsiHbaAuthenticationProperties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaChapAuthenticationType(v) => Object::HostInternetScsiHbaChapAuthenticationType(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDigestCapabilities(v) => Object::HostInternetScsiHbaDigestCapabilities(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDigestProperties(v) => Object::HostInternetScsiHbaDigestProperties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDigestType(v) => Object::HostInternetScsiHbaDigestType(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDiscoveryCapabilities(v) => Object::HostInternetScsiHbaDiscoveryCapabilities(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaDiscoveryProperties(v) => Object::HostInternetScsiHbaDiscoveryProperties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIPCapabilities(v) => Object::HostInternetScsiHbaIPCapabilities(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIPProperties(v) => Object::HostInternetScsiHbaIPProperties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIPv6Properties(v) => Object::HostInternetScsiHbaIPv6Properties(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIscsiIpv6Address(v) => Object::HostInternetScsiHbaIscsiIpv6Address(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(v) => Object::HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(v) => Object::HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaNetworkBindingSupportType(v) => Object::HostInternetScsiHbaNetworkBindingSupportType(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaParamValue(v) => Object::HostInternetScsiHbaParamValue(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaSendTarget(v) => Object::HostInternetScsiHbaSendTarget(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaStaticTarget(v) => Object::HostInternetScsiHbaStaticTarget(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(v) => Object::HostInternetScsiHbaStaticTargetTargetDiscoveryMethod(Box::new((**v).clone())),
-            Object::HostInternetScsiHbaTargetSet(v) => Object::HostInternetScsiHbaTargetSet(Box::new((**v).clone())),
-            Object::HostInternetScsiTargetTransport(v) => Object::HostInternetScsiTargetTransport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostInventoryFull(v) => Object::HostInventoryFull(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostInventoryFullEvent(v) => Object::HostInventoryFullEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostInventoryUnreadableEvent(v) => Object::HostInventoryUnreadableEvent(Box::new((**v).clone())),
-            Object::HostIoFilterInfo(v) => Object::HostIoFilterInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostIpChangedEvent(v) => Object::HostIpChangedEvent(Box::new((**v).clone())),
-            Object::HostIpConfig(v) => Object::HostIpConfig(Box::new((**v).clone())),
-            Object::HostIpConfigIpV6Address(v) => Object::HostIpConfigIpV6Address(Box::new((**v).clone())),
-            Object::HostIpConfigIpV6AddressConfigType(v) => Object::HostIpConfigIpV6AddressConfigType(Box::new((**v).clone())),
-            Object::HostIpConfigIpV6AddressConfiguration(v) => Object::HostIpConfigIpV6AddressConfiguration(Box::new((**v).clone())),
-            Object::HostIpConfigIpV6AddressStatus(v) => Object::HostIpConfigIpV6AddressStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostIpInconsistentEvent(v) => Object::HostIpInconsistentEvent(Box::new((**v).clone())),
-            Object::HostIpRouteConfig(v) => Object::HostIpRouteConfig(Box::new((**v).clone())),
-            Object::HostIpRouteConfigSpec(v) => Object::HostIpRouteConfigSpec(Box::new((**v).clone())),
-            Object::HostIpRouteEntry(v) => Object::HostIpRouteEntry(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -744,7 +674,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

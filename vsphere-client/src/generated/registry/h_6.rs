@@ -580,79 +580,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostNetStackInstance(v) => Object::HostNetStackInstance(Box::new((**v).clone())),
-            Object::HostNetStackInstanceCongestionControlAlgorithmType(v) => Object::HostNetStackInstanceCongestionControlAlgorithmType(Box::new((**v).clone())),
-            Object::HostNetStackInstanceSystemStackKey(v) => Object::HostNetStackInstanceSystemStackKey(Box::new((**v).clone())),
-            Object::HostNetworkConfig(v) => Object::HostNetworkConfig(Box::new((**v).clone())),
-            Object::HostNetworkConfigNetStackSpec(v) => Object::HostNetworkConfigNetStackSpec(Box::new((**v).clone())),
-            Object::HostNetworkConfigResult(v) => Object::HostNetworkConfigResult(Box::new((**v).clone())),
-            Object::HostNetworkInfo(v) => Object::HostNetworkInfo(Box::new((**v).clone())),
-            Object::HostNetworkPolicy(v) => Object::HostNetworkPolicy(Box::new((**v).clone())),
-            Object::HostNetworkResourceRuntime(v) => Object::HostNetworkResourceRuntime(Box::new((**v).clone())),
-            Object::HostNetworkSecurityPolicy(v) => Object::HostNetworkSecurityPolicy(Box::new((**v).clone())),
-            Object::HostNetworkTrafficShapingPolicy(v) => Object::HostNetworkTrafficShapingPolicy(Box::new((**v).clone())),
-            Object::HostNewNetworkConnectInfo(v) => Object::HostNewNetworkConnectInfo(Box::new((**v).clone())),
-            Object::HostNfcConnectionInfo(v) => Object::HostNfcConnectionInfo(Box::new((**v).clone())),
-            Object::HostNicFailureCriteria(v) => Object::HostNicFailureCriteria(Box::new((**v).clone())),
-            Object::HostNicOrderPolicy(v) => Object::HostNicOrderPolicy(Box::new((**v).clone())),
-            Object::HostNicTeamingPolicy(v) => Object::HostNicTeamingPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNoAvailableNetworksEvent(v) => Object::HostNoAvailableNetworksEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNoHAEnabledPortGroupsEvent(v) => Object::HostNoHAEnabledPortGroupsEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNoRedundantManagementNetworkEvent(v) => Object::HostNoRedundantManagementNetworkEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNonCompliantEvent(v) => Object::HostNonCompliantEvent(Box::new((**v).clone())),
-            Object::HostNotConnected(v) => Object::HostNotConnected(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostNotInClusterEvent(v) => Object::HostNotInClusterEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostNotReachable(v) => Object::HostNotReachable(Box::new((**v).clone())),
-            Object::HostNtpConfig(v) => Object::HostNtpConfig(Box::new((**v).clone())),
-            Object::HostNumaInfo(v) => Object::HostNumaInfo(Box::new((**v).clone())),
-            Object::HostNumaNode(v) => Object::HostNumaNode(Box::new((**v).clone())),
-            Object::HostNumericSensorHealthState(v) => Object::HostNumericSensorHealthState(Box::new((**v).clone())),
-            Object::HostNumericSensorInfo(v) => Object::HostNumericSensorInfo(Box::new((**v).clone())),
-            Object::HostNumericSensorType(v) => Object::HostNumericSensorType(Box::new((**v).clone())),
-            Object::HostNvmeConnectSpec(v) => Object::HostNvmeConnectSpec(Box::new((**v).clone())),
-            Object::HostNvmeController(v) => Object::HostNvmeController(Box::new((**v).clone())),
-            Object::HostNvmeDisconnectSpec(v) => Object::HostNvmeDisconnectSpec(Box::new((**v).clone())),
-            Object::HostNvmeDiscoverSpec(v) => Object::HostNvmeDiscoverSpec(Box::new((**v).clone())),
-            Object::HostNvmeDiscoveryLog(v) => Object::HostNvmeDiscoveryLog(Box::new((**v).clone())),
-            Object::HostNvmeDiscoveryLogEntry(v) => Object::HostNvmeDiscoveryLogEntry(Box::new((**v).clone())),
-            Object::HostNvmeDiscoveryLogSubsystemType(v) => Object::HostNvmeDiscoveryLogSubsystemType(Box::new((**v).clone())),
-            Object::HostNvmeDiscoveryLogTransportRequirements(v) => Object::HostNvmeDiscoveryLogTransportRequirements(Box::new((**v).clone())),
-            Object::HostNvmeNamespace(v) => Object::HostNvmeNamespace(Box::new((**v).clone())),
-            Object::HostNvmeOpaqueTransportParameters(v) => Object::HostNvmeOpaqueTransportParameters(Box::new((**v).clone())),
-            Object::HostNvmeOverFibreChannelParameters(v) => Object::HostNvmeOverFibreChannelParameters(Box::new((**v).clone())),
-            Object::HostNvmeOverRdmaParameters(v) => Object::HostNvmeOverRdmaParameters(Box::new((**v).clone())),
-            Object::HostNvmeOverTcpParameters(v) => Object::HostNvmeOverTcpParameters(Box::new((**v).clone())),
-            Object::HostNvmeSpec(v) => Object::HostNvmeSpec(Box::new((**v).clone())),
-            Object::HostNvmeTopology(v) => Object::HostNvmeTopology(Box::new((**v).clone())),
-            Object::HostNvmeTopologyInterface(v) => Object::HostNvmeTopologyInterface(Box::new((**v).clone())),
-            Object::HostNvmeTransportParameters(v) => Object::HostNvmeTransportParameters(Box::new((**v).clone())),
-            Object::HostNvmeTransportParametersNvmeAddressFamily(v) => Object::HostNvmeTransportParametersNvmeAddressFamily(Box::new((**v).clone())),
-            Object::HostNvmeTransportType(v) => Object::HostNvmeTransportType(Box::new((**v).clone())),
-            Object::HostOpaqueNetworkInfo(v) => Object::HostOpaqueNetworkInfo(Box::new((**v).clone())),
-            Object::HostOpaqueSwitch(v) => Object::HostOpaqueSwitch(Box::new((**v).clone())),
-            Object::HostOpaqueSwitchOpaqueSwitchState(v) => Object::HostOpaqueSwitchOpaqueSwitchState(Box::new((**v).clone())),
-            Object::HostOpaqueSwitchPhysicalNicZone(v) => Object::HostOpaqueSwitchPhysicalNicZone(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostOvercommittedEvent(v) => Object::HostOvercommittedEvent(Box::new((**v).clone())),
-            Object::HostPMemVolume(v) => Object::HostPMemVolume(Box::new((**v).clone())),
-            Object::HostParallelScsiHba(v) => Object::HostParallelScsiHba(Box::new((**v).clone())),
-            Object::HostParallelScsiTargetTransport(v) => Object::HostParallelScsiTargetTransport(Box::new((**v).clone())),
-            Object::HostPartialMaintenanceModeId(v) => Object::HostPartialMaintenanceModeId(Box::new((**v).clone())),
-            Object::HostPartialMaintenanceModeRuntimeInfo(v) => Object::HostPartialMaintenanceModeRuntimeInfo(Box::new((**v).clone())),
-            Object::HostPartialMaintenanceModeStatus(v) => Object::HostPartialMaintenanceModeStatus(Box::new((**v).clone())),
-            Object::HostPatchManagerInstallState(v) => Object::HostPatchManagerInstallState(Box::new((**v).clone())),
-            Object::HostPatchManagerIntegrityStatus(v) => Object::HostPatchManagerIntegrityStatus(Box::new((**v).clone())),
-            Object::HostPatchManagerLocator(v) => Object::HostPatchManagerLocator(Box::new((**v).clone())),
-            Object::HostPatchManagerPatchManagerOperationSpec(v) => Object::HostPatchManagerPatchManagerOperationSpec(Box::new((**v).clone())),
-            Object::HostPatchManagerReason(v) => Object::HostPatchManagerReason(Box::new((**v).clone())),
-            Object::HostPatchManagerResult(v) => Object::HostPatchManagerResult(Box::new((**v).clone())),
-            Object::HostPatchManagerStatus(v) => Object::HostPatchManagerStatus(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -732,7 +659,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -575,80 +575,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostPatchManagerStatusPrerequisitePatch(v) => Object::HostPatchManagerStatusPrerequisitePatch(Box::new((**v).clone())),
-            Object::HostPathSelectionPolicyOption(v) => Object::HostPathSelectionPolicyOption(Box::new((**v).clone())),
-            Object::HostPciDevice(v) => Object::HostPciDevice(Box::new((**v).clone())),
-            Object::HostPciDeviceDirectPathInfo(v) => Object::HostPciDeviceDirectPathInfo(Box::new((**v).clone())),
-            Object::HostPciPassthruConfig(v) => Object::HostPciPassthruConfig(Box::new((**v).clone())),
-            Object::HostPciPassthruInfo(v) => Object::HostPciPassthruInfo(Box::new((**v).clone())),
-            Object::HostPciPassthruInfoDirectPathDeviceMode(v) => Object::HostPciPassthruInfoDirectPathDeviceMode(Box::new((**v).clone())),
-            Object::HostPciPassthruInfoDirectPathState(v) => Object::HostPciPassthruInfoDirectPathState(Box::new((**v).clone())),
-            Object::HostPcieHba(v) => Object::HostPcieHba(Box::new((**v).clone())),
-            Object::HostPcieTargetTransport(v) => Object::HostPcieTargetTransport(Box::new((**v).clone())),
-            Object::HostPersistentMemoryInfo(v) => Object::HostPersistentMemoryInfo(Box::new((**v).clone())),
-            Object::HostPlacedVirtualNicIdentifier(v) => Object::HostPlacedVirtualNicIdentifier(Box::new((**v).clone())),
-            Object::HostPlugStoreTopology(v) => Object::HostPlugStoreTopology(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyAdapter(v) => Object::HostPlugStoreTopologyAdapter(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyDevice(v) => Object::HostPlugStoreTopologyDevice(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyPath(v) => Object::HostPlugStoreTopologyPath(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyPlugin(v) => Object::HostPlugStoreTopologyPlugin(Box::new((**v).clone())),
-            Object::HostPlugStoreTopologyTarget(v) => Object::HostPlugStoreTopologyTarget(Box::new((**v).clone())),
-            Object::HostPnicNetworkResourceInfo(v) => Object::HostPnicNetworkResourceInfo(Box::new((**v).clone())),
-            Object::HostPortGroup(v) => Object::HostPortGroup(Box::new((**v).clone())),
-            Object::HostPortGroupConfig(v) => Object::HostPortGroupConfig(Box::new((**v).clone())),
-            Object::HostPortGroupPort(v) => Object::HostPortGroupPort(Box::new((**v).clone())),
-            Object::HostPortGroupProfile(v) => Object::HostPortGroupProfile(Box::new((**v).clone())),
-            Object::HostPortGroupSpec(v) => Object::HostPortGroupSpec(Box::new((**v).clone())),
-            Object::HostPosixAccountSpec(v) => Object::HostPosixAccountSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostPowerOpFailed(v) => Object::HostPowerOpFailed(Box::new((**v).clone())),
-            Object::HostPowerOperationType(v) => Object::HostPowerOperationType(Box::new((**v).clone())),
-            Object::HostPowerPolicy(v) => Object::HostPowerPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostPrimaryAgentNotShortNameEvent(v) => Object::HostPrimaryAgentNotShortNameEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostProfileAppliedEvent(v) => Object::HostProfileAppliedEvent(Box::new((**v).clone())),
-            Object::HostProfileCompleteConfigSpec(v) => Object::HostProfileCompleteConfigSpec(Box::new((**v).clone())),
-            Object::HostProfileConfigInfo(v) => Object::HostProfileConfigInfo(Box::new((**v).clone())),
-            Object::HostProfileConfigSpec(v) => Object::HostProfileConfigSpec(Box::new((**v).clone())),
-            Object::HostProfileHostBasedConfigSpec(v) => Object::HostProfileHostBasedConfigSpec(Box::new((**v).clone())),
-            Object::HostProfileManagerAnswerFileStatus(v) => Object::HostProfileManagerAnswerFileStatus(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionResult(v) => Object::HostProfileManagerCompositionResult(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionResultResultElement(v) => Object::HostProfileManagerCompositionResultResultElement(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionResultResultElementStatus(v) => Object::HostProfileManagerCompositionResultResultElementStatus(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionValidationResult(v) => Object::HostProfileManagerCompositionValidationResult(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionValidationResultResultElement(v) => Object::HostProfileManagerCompositionValidationResultResultElement(Box::new((**v).clone())),
-            Object::HostProfileManagerCompositionValidationResultResultElementStatus(v) => Object::HostProfileManagerCompositionValidationResultResultElementStatus(Box::new((**v).clone())),
-            Object::HostProfileManagerConfigTaskList(v) => Object::HostProfileManagerConfigTaskList(Box::new((**v).clone())),
-            Object::HostProfileManagerHostToConfigSpecMap(v) => Object::HostProfileManagerHostToConfigSpecMap(Box::new((**v).clone())),
-            Object::HostProfileManagerTaskListRequirement(v) => Object::HostProfileManagerTaskListRequirement(Box::new((**v).clone())),
-            Object::HostProfileSerializedHostProfileSpec(v) => Object::HostProfileSerializedHostProfileSpec(Box::new((**v).clone())),
-            Object::HostProfileValidationFailureInfo(v) => Object::HostProfileValidationFailureInfo(Box::new((**v).clone())),
-            Object::HostProfileValidationFailureInfoUpdateType(v) => Object::HostProfileValidationFailureInfoUpdateType(Box::new((**v).clone())),
-            Object::HostProfileValidationState(v) => Object::HostProfileValidationState(Box::new((**v).clone())),
-            Object::HostProfilesEntityCustomizations(v) => Object::HostProfilesEntityCustomizations(Box::new((**v).clone())),
-            Object::HostProtocolEndpoint(v) => Object::HostProtocolEndpoint(Box::new((**v).clone())),
-            Object::HostProtocolEndpointPEType(v) => Object::HostProtocolEndpointPEType(Box::new((**v).clone())),
-            Object::HostProtocolEndpointProtocolEndpointType(v) => Object::HostProtocolEndpointProtocolEndpointType(Box::new((**v).clone())),
-            Object::HostProxySwitch(v) => Object::HostProxySwitch(Box::new((**v).clone())),
-            Object::HostProxySwitchConfig(v) => Object::HostProxySwitchConfig(Box::new((**v).clone())),
-            Object::HostProxySwitchEnsInfo(v) => Object::HostProxySwitchEnsInfo(Box::new((**v).clone())),
-            Object::HostProxySwitchHostLagConfig(v) => Object::HostProxySwitchHostLagConfig(Box::new((**v).clone())),
-            Object::HostProxySwitchSpec(v) => Object::HostProxySwitchSpec(Box::new((**v).clone())),
-            Object::HostPtpConfig(v) => Object::HostPtpConfig(Box::new((**v).clone())),
-            Object::HostPtpConfigDeviceType(v) => Object::HostPtpConfigDeviceType(Box::new((**v).clone())),
-            Object::HostPtpConfigPtpPort(v) => Object::HostPtpConfigPtpPort(Box::new((**v).clone())),
-            Object::HostQualifiedName(v) => Object::HostQualifiedName(Box::new((**v).clone())),
-            Object::HostQualifiedNameType(v) => Object::HostQualifiedNameType(Box::new((**v).clone())),
-            Object::HostRdmaDevice(v) => Object::HostRdmaDevice(Box::new((**v).clone())),
-            Object::HostRdmaDeviceBacking(v) => Object::HostRdmaDeviceBacking(Box::new((**v).clone())),
-            Object::HostRdmaDeviceCapability(v) => Object::HostRdmaDeviceCapability(Box::new((**v).clone())),
-            Object::HostRdmaDeviceConnectionInfo(v) => Object::HostRdmaDeviceConnectionInfo(Box::new((**v).clone())),
-            Object::HostRdmaDeviceConnectionState(v) => Object::HostRdmaDeviceConnectionState(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -729,7 +655,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -581,79 +581,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostRdmaDevicePnicBacking(v) => Object::HostRdmaDevicePnicBacking(Box::new((**v).clone())),
-            Object::HostRdmaHba(v) => Object::HostRdmaHba(Box::new((**v).clone())),
-            Object::HostRdmaTargetTransport(v) => Object::HostRdmaTargetTransport(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostReconnectionFailedEvent(v) => Object::HostReconnectionFailedEvent(Box::new((**v).clone())),
-            Object::HostReliableMemoryInfo(v) => Object::HostReliableMemoryInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostRemovedEvent(v) => Object::HostRemovedEvent(Box::new((**v).clone())),
-            Object::HostReplayUnsupportedReason(v) => Object::HostReplayUnsupportedReason(Box::new((**v).clone())),
-            Object::HostResignatureRescanResult(v) => Object::HostResignatureRescanResult(Box::new((**v).clone())),
-            Object::HostRuntimeInfo(v) => Object::HostRuntimeInfo(Box::new((**v).clone())),
-            Object::HostRuntimeInfoNetStackInstanceRuntimeInfo(v) => Object::HostRuntimeInfoNetStackInstanceRuntimeInfo(Box::new((**v).clone())),
-            Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(v) => Object::HostRuntimeInfoNetStackInstanceRuntimeInfoState(Box::new((**v).clone())),
-            Object::HostRuntimeInfoNetworkRuntimeInfo(v) => Object::HostRuntimeInfoNetworkRuntimeInfo(Box::new((**v).clone())),
-            Object::HostRuntimeInfoStateEncryptionInfo(v) => Object::HostRuntimeInfoStateEncryptionInfo(Box::new((**v).clone())),
-            Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(v) => Object::HostRuntimeInfoStateEncryptionInfoProtectionMode(Box::new((**v).clone())),
-            Object::HostRuntimeInfoStatelessNvdsMigrationState(v) => Object::HostRuntimeInfoStatelessNvdsMigrationState(Box::new((**v).clone())),
-            Object::HostScsiDisk(v) => Object::HostScsiDisk(Box::new((**v).clone())),
-            Object::HostScsiDiskPartition(v) => Object::HostScsiDiskPartition(Box::new((**v).clone())),
-            Object::HostScsiTopology(v) => Object::HostScsiTopology(Box::new((**v).clone())),
-            Object::HostScsiTopologyInterface(v) => Object::HostScsiTopologyInterface(Box::new((**v).clone())),
-            Object::HostScsiTopologyLun(v) => Object::HostScsiTopologyLun(Box::new((**v).clone())),
-            Object::HostScsiTopologyTarget(v) => Object::HostScsiTopologyTarget(Box::new((**v).clone())),
-            Object::HostSecuritySpec(v) => Object::HostSecuritySpec(Box::new((**v).clone())),
-            Object::HostSerialAttachedHba(v) => Object::HostSerialAttachedHba(Box::new((**v).clone())),
-            Object::HostSerialAttachedTargetTransport(v) => Object::HostSerialAttachedTargetTransport(Box::new((**v).clone())),
-            Object::HostService(v) => Object::HostService(Box::new((**v).clone())),
-            Object::HostServiceConfig(v) => Object::HostServiceConfig(Box::new((**v).clone())),
-            Object::HostServiceInfo(v) => Object::HostServiceInfo(Box::new((**v).clone())),
-            Object::HostServicePolicy(v) => Object::HostServicePolicy(Box::new((**v).clone())),
-            Object::HostServiceSourcePackage(v) => Object::HostServiceSourcePackage(Box::new((**v).clone())),
-            Object::HostServiceTicket(v) => Object::HostServiceTicket(Box::new((**v).clone())),
-            Object::HostSevInfo(v) => Object::HostSevInfo(Box::new((**v).clone())),
-            Object::HostSevInfoSevState(v) => Object::HostSevInfoSevState(Box::new((**v).clone())),
-            Object::HostSgxInfo(v) => Object::HostSgxInfo(Box::new((**v).clone())),
-            Object::HostSgxInfoFlcModes(v) => Object::HostSgxInfoFlcModes(Box::new((**v).clone())),
-            Object::HostSgxInfoSgxStates(v) => Object::HostSgxInfoSgxStates(Box::new((**v).clone())),
-            Object::HostSgxRegistrationInfo(v) => Object::HostSgxRegistrationInfo(Box::new((**v).clone())),
-            Object::HostSgxRegistrationInfoRegistrationStatus(v) => Object::HostSgxRegistrationInfoRegistrationStatus(Box::new((**v).clone())),
-            Object::HostSgxRegistrationInfoRegistrationType(v) => Object::HostSgxRegistrationInfoRegistrationType(Box::new((**v).clone())),
-            Object::HostSharedGpuCapabilities(v) => Object::HostSharedGpuCapabilities(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostShortNameInconsistentEvent(v) => Object::HostShortNameInconsistentEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostShortNameToIpFailedEvent(v) => Object::HostShortNameToIpFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostShutdownEvent(v) => Object::HostShutdownEvent(Box::new((**v).clone())),
-            Object::HostSnmpAgentCapability(v) => Object::HostSnmpAgentCapability(Box::new((**v).clone())),
-            Object::HostSnmpConfigSpec(v) => Object::HostSnmpConfigSpec(Box::new((**v).clone())),
-            Object::HostSnmpDestination(v) => Object::HostSnmpDestination(Box::new((**v).clone())),
-            Object::HostSnmpSystemAgentLimits(v) => Object::HostSnmpSystemAgentLimits(Box::new((**v).clone())),
-            Object::HostSpecification(v) => Object::HostSpecification(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSpecificationChangedEvent(v) => Object::HostSpecificationChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::HostSpecificationOperationFailed(v) => Object::HostSpecificationOperationFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSpecificationRequireEvent(v) => Object::HostSpecificationRequireEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSpecificationUpdateEvent(v) => Object::HostSpecificationUpdateEvent(Box::new((**v).clone())),
-            Object::HostSriovConfig(v) => Object::HostSriovConfig(Box::new((**v).clone())),
-            Object::HostSriovDevicePoolInfo(v) => Object::HostSriovDevicePoolInfo(Box::new((**v).clone())),
-            Object::HostSriovInfo(v) => Object::HostSriovInfo(Box::new((**v).clone())),
-            Object::HostSriovNetworkDevicePoolInfo(v) => Object::HostSriovNetworkDevicePoolInfo(Box::new((**v).clone())),
-            Object::HostSslThumbprintInfo(v) => Object::HostSslThumbprintInfo(Box::new((**v).clone())),
-            Object::HostStandbyMode(v) => Object::HostStandbyMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostStatusChangedEvent(v) => Object::HostStatusChangedEvent(Box::new((**v).clone())),
-            Object::HostStorageArrayTypePolicyOption(v) => Object::HostStorageArrayTypePolicyOption(Box::new((**v).clone())),
-            Object::HostStorageDeviceInfo(v) => Object::HostStorageDeviceInfo(Box::new((**v).clone())),
-            Object::HostStorageElementInfo(v) => Object::HostStorageElementInfo(Box::new((**v).clone())),
-            Object::HostStorageOperationalInfo(v) => Object::HostStorageOperationalInfo(Box::new((**v).clone())),
-            Object::HostStorageProtocol(v) => Object::HostStorageProtocol(Box::new((**v).clone())),
-            Object::HostStorageSystemDiskLocatorLedResult(v) => Object::HostStorageSystemDiskLocatorLedResult(Box::new((**v).clone())),
-            Object::HostStorageSystemScsiLunResult(v) => Object::HostStorageSystemScsiLunResult(Box::new((**v).clone())),
-            Object::HostStorageSystemVmfsVolumeResult(v) => Object::HostStorageSystemVmfsVolumeResult(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -733,7 +660,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -542,83 +542,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::HostSubSpecification(v) => Object::HostSubSpecification(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSubSpecificationDeleteEvent(v) => Object::HostSubSpecificationDeleteEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSubSpecificationUpdateEvent(v) => Object::HostSubSpecificationUpdateEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostSyncFailedEvent(v) => Object::HostSyncFailedEvent(Box::new((**v).clone())),
-            Object::HostSystemComplianceCheckState(v) => Object::HostSystemComplianceCheckState(Box::new((**v).clone())),
-            Object::HostSystemConnectionState(v) => Object::HostSystemConnectionState(Box::new((**v).clone())),
-            Object::HostSystemHealthInfo(v) => Object::HostSystemHealthInfo(Box::new((**v).clone())),
-            Object::HostSystemIdentificationInfo(v) => Object::HostSystemIdentificationInfo(Box::new((**v).clone())),
-            Object::HostSystemIdentificationInfoIdentifier(v) => Object::HostSystemIdentificationInfoIdentifier(Box::new((**v).clone())),
-            Object::HostSystemInfo(v) => Object::HostSystemInfo(Box::new((**v).clone())),
-            Object::HostSystemPowerState(v) => Object::HostSystemPowerState(Box::new((**v).clone())),
-            Object::HostSystemReconnectSpec(v) => Object::HostSystemReconnectSpec(Box::new((**v).clone())),
-            Object::HostSystemRemediationState(v) => Object::HostSystemRemediationState(Box::new((**v).clone())),
-            Object::HostSystemRemediationStateState(v) => Object::HostSystemRemediationStateState(Box::new((**v).clone())),
-            Object::HostSystemResourceInfo(v) => Object::HostSystemResourceInfo(Box::new((**v).clone())),
-            Object::HostSystemSwapConfiguration(v) => Object::HostSystemSwapConfiguration(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationDatastoreOption(v) => Object::HostSystemSwapConfigurationDatastoreOption(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationDisabledOption(v) => Object::HostSystemSwapConfigurationDisabledOption(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationHostCacheOption(v) => Object::HostSystemSwapConfigurationHostCacheOption(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationHostLocalSwapOption(v) => Object::HostSystemSwapConfigurationHostLocalSwapOption(Box::new((**v).clone())),
-            Object::HostSystemSwapConfigurationSystemSwapOption(v) => Object::HostSystemSwapConfigurationSystemSwapOption(Box::new((**v).clone())),
-            Object::HostTargetTransport(v) => Object::HostTargetTransport(Box::new((**v).clone())),
-            Object::HostTcpHba(v) => Object::HostTcpHba(Box::new((**v).clone())),
-            Object::HostTcpHbaCreateSpec(v) => Object::HostTcpHbaCreateSpec(Box::new((**v).clone())),
-            Object::HostTcpTargetTransport(v) => Object::HostTcpTargetTransport(Box::new((**v).clone())),
-            Object::HostTdxInfo(v) => Object::HostTdxInfo(Box::new((**v).clone())),
-            Object::HostTdxInfoTdxState(v) => Object::HostTdxInfoTdxState(Box::new((**v).clone())),
-            Object::HostTpmAttestationInfo(v) => Object::HostTpmAttestationInfo(Box::new((**v).clone())),
-            Object::HostTpmAttestationInfoAcceptanceStatus(v) => Object::HostTpmAttestationInfoAcceptanceStatus(Box::new((**v).clone())),
-            Object::HostTpmAttestationReport(v) => Object::HostTpmAttestationReport(Box::new((**v).clone())),
-            Object::HostTpmBootCompleteEventDetails(v) => Object::HostTpmBootCompleteEventDetails(Box::new((**v).clone())),
-            Object::HostTpmBootSecurityOptionEventDetails(v) => Object::HostTpmBootSecurityOptionEventDetails(Box::new((**v).clone())),
-            Object::HostTpmCommandEventDetails(v) => Object::HostTpmCommandEventDetails(Box::new((**v).clone())),
-            Object::HostTpmDigestInfo(v) => Object::HostTpmDigestInfo(Box::new((**v).clone())),
-            Object::HostTpmEventDetails(v) => Object::HostTpmEventDetails(Box::new((**v).clone())),
-            Object::HostTpmEventLogEntry(v) => Object::HostTpmEventLogEntry(Box::new((**v).clone())),
-            Object::HostTpmNvTagEventDetails(v) => Object::HostTpmNvTagEventDetails(Box::new((**v).clone())),
-            Object::HostTpmOptionEventDetails(v) => Object::HostTpmOptionEventDetails(Box::new((**v).clone())),
-            Object::HostTpmSignerEventDetails(v) => Object::HostTpmSignerEventDetails(Box::new((**v).clone())),
-            Object::HostTpmSoftwareComponentEventDetails(v) => Object::HostTpmSoftwareComponentEventDetails(Box::new((**v).clone())),
-            Object::HostTpmSystemVersionEventDetails(v) => Object::HostTpmSystemVersionEventDetails(Box::new((**v).clone())),
-            Object::HostTpmVersionEventDetails(v) => Object::HostTpmVersionEventDetails(Box::new((**v).clone())),
-            Object::HostTrustAuthorityAttestationInfo(v) => Object::HostTrustAuthorityAttestationInfo(Box::new((**v).clone())),
-            Object::HostTrustAuthorityAttestationInfoAttestationStatus(v) => Object::HostTrustAuthorityAttestationInfoAttestationStatus(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsExtent(v) => Object::HostUnresolvedVmfsExtent(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsExtentUnresolvedReason(v) => Object::HostUnresolvedVmfsExtentUnresolvedReason(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsResignatureSpec(v) => Object::HostUnresolvedVmfsResignatureSpec(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsResolutionResult(v) => Object::HostUnresolvedVmfsResolutionResult(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsResolutionSpec(v) => Object::HostUnresolvedVmfsResolutionSpec(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(v) => Object::HostUnresolvedVmfsResolutionSpecVmfsUuidResolution(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsVolume(v) => Object::HostUnresolvedVmfsVolume(Box::new((**v).clone())),
-            Object::HostUnresolvedVmfsVolumeResolveStatus(v) => Object::HostUnresolvedVmfsVolumeResolveStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostUpgradeFailedEvent(v) => Object::HostUpgradeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::HostUserWorldSwapNotEnabledEvent(v) => Object::HostUserWorldSwapNotEnabledEvent(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashCacheConfigInfo(v) => Object::HostVFlashManagerVFlashCacheConfigInfo(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(v) => Object::HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashCacheConfigSpec(v) => Object::HostVFlashManagerVFlashCacheConfigSpec(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashConfigInfo(v) => Object::HostVFlashManagerVFlashConfigInfo(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashResourceConfigInfo(v) => Object::HostVFlashManagerVFlashResourceConfigInfo(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashResourceConfigSpec(v) => Object::HostVFlashManagerVFlashResourceConfigSpec(Box::new((**v).clone())),
-            Object::HostVFlashManagerVFlashResourceRunTimeInfo(v) => Object::HostVFlashManagerVFlashResourceRunTimeInfo(Box::new((**v).clone())),
-            Object::HostVFlashResourceConfigurationResult(v) => Object::HostVFlashResourceConfigurationResult(Box::new((**v).clone())),
-            Object::HostVMotionCompatibility(v) => Object::HostVMotionCompatibility(Box::new((**v).clone())),
-            Object::HostVMotionConfig(v) => Object::HostVMotionConfig(Box::new((**v).clone())),
-            Object::HostVMotionInfo(v) => Object::HostVMotionInfo(Box::new((**v).clone())),
-            Object::HostVMotionManagerDstInstantCloneResult(v) => Object::HostVMotionManagerDstInstantCloneResult(Box::new((**v).clone())),
-            Object::HostVMotionManagerSrcInstantCloneResult(v) => Object::HostVMotionManagerSrcInstantCloneResult(Box::new((**v).clone())),
-            Object::HostVMotionNetConfig(v) => Object::HostVMotionNetConfig(Box::new((**v).clone())),
-            Object::HostVfatVolume(v) => Object::HostVfatVolume(Box::new((**v).clone())),
-            Object::HostVffsSpec(v) => Object::HostVffsSpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -702,7 +625,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

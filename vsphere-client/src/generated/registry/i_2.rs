@@ -444,79 +444,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::InvalidHostName(v) => Object::InvalidHostName(Box::new((**v).clone())),
-            Object::InvalidHostState(v) => Object::InvalidHostState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidIndexArgument(v) => Object::InvalidIndexArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidIpfixConfig(v) => Object::InvalidIpfixConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidIpmiLoginInfo(v) => Object::InvalidIpmiLoginInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidIpmiMacAddress(v) => Object::InvalidIpmiMacAddress(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidLicense(v) => Object::InvalidLicense(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidLocale(v) => Object::InvalidLocale(Box::new((**v).clone())),
-            Object::InvalidLogin(v) => Object::InvalidLogin(Box::new((**v).clone())),
-            Object::InvalidName(v) => Object::InvalidName(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidNasCredentials(v) => Object::InvalidNasCredentials(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidNetworkInType(v) => Object::InvalidNetworkInType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidNetworkResource(v) => Object::InvalidNetworkResource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidOperationOnSecondaryVm(v) => Object::InvalidOperationOnSecondaryVm(Box::new((**v).clone())),
-            Object::InvalidPowerState(v) => Object::InvalidPowerState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidPrivilege(v) => Object::InvalidPrivilege(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidProfileReferenceHost(v) => Object::InvalidProfileReferenceHost(Box::new((**v).clone())),
-            Object::InvalidProfileReferenceHostReason(v) => Object::InvalidProfileReferenceHostReason(Box::new((**v).clone())),
-            Object::InvalidProperty(v) => Object::InvalidProperty(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidPropertyType(v) => Object::InvalidPropertyType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidPropertyValue(v) => Object::InvalidPropertyValue(Box::new((**v).clone())),
-            Object::InvalidRequest(v) => Object::InvalidRequest(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidResourcePoolStructureFault(v) => Object::InvalidResourcePoolStructureFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidScheduledTask(v) => Object::InvalidScheduledTask(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidSnapshotFormat(v) => Object::InvalidSnapshotFormat(Box::new((**v).clone())),
-            Object::InvalidState(v) => Object::InvalidState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidToken(v) => Object::InvalidToken(Box::new((**v).clone())),
-            Object::InvalidType(v) => Object::InvalidType(Box::new((**v).clone())),
-            Object::InvalidVmConfig(v) => Object::InvalidVmConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InvalidVmState(v) => Object::InvalidVmState(Box::new((**v).clone())),
-            Object::InventoryDescription(v) => Object::InventoryDescription(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(v) => Object::InventoryHasStandardAloneHosts(Box::new((**v).clone())),
-            Object::IoFilterHostIssue(v) => Object::IoFilterHostIssue(Box::new((**v).clone())),
-            Object::IoFilterInfo(v) => Object::IoFilterInfo(Box::new((**v).clone())),
-            Object::IoFilterManagerSslTrust(v) => Object::IoFilterManagerSslTrust(Box::new((**v).clone())),
-            Object::IoFilterOperation(v) => Object::IoFilterOperation(Box::new((**v).clone())),
-            Object::IoFilterQueryIssueResult(v) => Object::IoFilterQueryIssueResult(Box::new((**v).clone())),
-            Object::IoFilterType(v) => Object::IoFilterType(Box::new((**v).clone())),
-            Object::IpAddress(v) => Object::IpAddress(Box::new((**v).clone())),
-            Object::IpAddressProfile(v) => Object::IpAddressProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(v) => Object::IpHostnameGeneratorError(Box::new((**v).clone())),
-            Object::IpPool(v) => Object::IpPool(Box::new((**v).clone())),
-            Object::IpPoolAssociation(v) => Object::IpPoolAssociation(Box::new((**v).clone())),
-            Object::IpPoolIpPoolConfigInfo(v) => Object::IpPoolIpPoolConfigInfo(Box::new((**v).clone())),
-            Object::IpPoolManagerIpAllocation(v) => Object::IpPoolManagerIpAllocation(Box::new((**v).clone())),
-            Object::IpRange(v) => Object::IpRange(Box::new((**v).clone())),
-            Object::IpRouteProfile(v) => Object::IpRouteProfile(Box::new((**v).clone())),
-            Object::IscsiDependencyEntity(v) => Object::IscsiDependencyEntity(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFault(v) => Object::IscsiFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(v) => Object::IscsiFaultInvalidVnic(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(v) => Object::IscsiFaultPnicInUse(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicAlreadyBound(v) => Object::IscsiFaultVnicAlreadyBound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasActivePaths(v) => Object::IscsiFaultVnicHasActivePaths(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasMultipleUplinks(v) => Object::IscsiFaultVnicHasMultipleUplinks(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasNoUplinks(v) => Object::IscsiFaultVnicHasNoUplinks(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicHasWrongUplink(v) => Object::IscsiFaultVnicHasWrongUplink(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicInUse(v) => Object::IscsiFaultVnicInUse(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(v) => Object::IscsiFaultVnicIsLastPath(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(v) => Object::IscsiFaultVnicNotBound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(v) => Object::IscsiFaultVnicNotFound(Box::new((**v).clone())),
-            Object::IscsiMigrationDependency(v) => Object::IscsiMigrationDependency(Box::new((**v).clone())),
-            Object::IscsiPortInfo(v) => Object::IscsiPortInfo(Box::new((**v).clone())),
-            Object::IscsiPortInfoPathStatus(v) => Object::IscsiPortInfoPathStatus(Box::new((**v).clone())),
-            Object::IscsiStatus(v) => Object::IscsiStatus(Box::new((**v).clone())),
-            Object::IsoImageFileInfo(v) => Object::IsoImageFileInfo(Box::new((**v).clone())),
-            Object::IsoImageFileQuery(v) => Object::IsoImageFileQuery(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -596,7 +523,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

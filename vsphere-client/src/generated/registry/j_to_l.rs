@@ -579,79 +579,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::KernelModuleInfo(v) => Object::KernelModuleInfo(Box::new((**v).clone())),
-            Object::KernelModuleSectionInfo(v) => Object::KernelModuleSectionInfo(Box::new((**v).clone())),
-            Object::KeyAnyValue(v) => Object::KeyAnyValue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::KeyNotFound(v) => Object::KeyNotFound(Box::new((**v).clone())),
-            Object::KeyProviderId(v) => Object::KeyProviderId(Box::new((**v).clone())),
-            Object::KeyValue(v) => Object::KeyValue(Box::new((**v).clone())),
-            Object::KmipClusterInfo(v) => Object::KmipClusterInfo(Box::new((**v).clone())),
-            Object::KmipClusterInfoKeyInfo(v) => Object::KmipClusterInfoKeyInfo(Box::new((**v).clone())),
-            Object::KmipClusterInfoKeyType(v) => Object::KmipClusterInfoKeyType(Box::new((**v).clone())),
-            Object::KmipClusterInfoKmsManagementType(v) => Object::KmipClusterInfoKmsManagementType(Box::new((**v).clone())),
-            Object::KmipClusterInfoWrappingKeyIdKeyInfo(v) => Object::KmipClusterInfoWrappingKeyIdKeyInfo(Box::new((**v).clone())),
-            Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v) => Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(Box::new((**v).clone())),
-            Object::KmipServerInfo(v) => Object::KmipServerInfo(Box::new((**v).clone())),
-            Object::KmipServerSpec(v) => Object::KmipServerSpec(Box::new((**v).clone())),
-            Object::KmipServerSpecKeySpec(v) => Object::KmipServerSpecKeySpec(Box::new((**v).clone())),
-            Object::KmipServerSpecWrappingKeyIdKeySpec(v) => Object::KmipServerSpecWrappingKeyIdKeySpec(Box::new((**v).clone())),
-            Object::KmipServerSpecWrappingRotationIntervalKeySpec(v) => Object::KmipServerSpecWrappingRotationIntervalKeySpec(Box::new((**v).clone())),
-            Object::KmipServerStatus(v) => Object::KmipServerStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LargeRDMConversionNotSupported(v) => Object::LargeRDMConversionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LargeRDMNotSupportedOnDatastore(v) => Object::LargeRDMNotSupportedOnDatastore(Box::new((**v).clone())),
-            Object::LatencySensitivity(v) => Object::LatencySensitivity(Box::new((**v).clone())),
-            Object::LatencySensitivitySensitivityLevel(v) => Object::LatencySensitivitySensitivityLevel(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LegacyNetworkInterfaceInUse(v) => Object::LegacyNetworkInterfaceInUse(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseAssignmentFailed(v) => Object::LicenseAssignmentFailed(Box::new((**v).clone())),
-            Object::LicenseAssignmentFailedReason(v) => Object::LicenseAssignmentFailedReason(Box::new((**v).clone())),
-            Object::LicenseAssignmentManagerLicenseAssignment(v) => Object::LicenseAssignmentManagerLicenseAssignment(Box::new((**v).clone())),
-            Object::LicenseAvailabilityInfo(v) => Object::LicenseAvailabilityInfo(Box::new((**v).clone())),
-            Object::LicenseDiagnostics(v) => Object::LicenseDiagnostics(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseDowngradeDisallowed(v) => Object::LicenseDowngradeDisallowed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseEntityNotFound(v) => Object::LicenseEntityNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseEvent(v) => Object::LicenseEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseExpired(v) => Object::LicenseExpired(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseExpiredEvent(v) => Object::LicenseExpiredEvent(Box::new((**v).clone())),
-            Object::LicenseFeatureInfo(v) => Object::LicenseFeatureInfo(Box::new((**v).clone())),
-            Object::LicenseFeatureInfoSourceRestriction(v) => Object::LicenseFeatureInfoSourceRestriction(Box::new((**v).clone())),
-            Object::LicenseFeatureInfoState(v) => Object::LicenseFeatureInfoState(Box::new((**v).clone())),
-            Object::LicenseFeatureInfoUnit(v) => Object::LicenseFeatureInfoUnit(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseKeyEntityMismatch(v) => Object::LicenseKeyEntityMismatch(Box::new((**v).clone())),
-            Object::LicenseManagerEvaluationInfo(v) => Object::LicenseManagerEvaluationInfo(Box::new((**v).clone())),
-            Object::LicenseManagerLicenseInfo(v) => Object::LicenseManagerLicenseInfo(Box::new((**v).clone())),
-            Object::LicenseManagerLicenseKey(v) => Object::LicenseManagerLicenseKey(Box::new((**v).clone())),
-            Object::LicenseManagerState(v) => Object::LicenseManagerState(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseNonComplianceEvent(v) => Object::LicenseNonComplianceEvent(Box::new((**v).clone())),
-            Object::LicenseReservationInfo(v) => Object::LicenseReservationInfo(Box::new((**v).clone())),
-            Object::LicenseReservationInfoState(v) => Object::LicenseReservationInfoState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseRestricted(v) => Object::LicenseRestricted(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseRestrictedEvent(v) => Object::LicenseRestrictedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseServerAvailableEvent(v) => Object::LicenseServerAvailableEvent(Box::new((**v).clone())),
-            Object::LicenseServerSource(v) => Object::LicenseServerSource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseServerUnavailable(v) => Object::LicenseServerUnavailable(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LicenseServerUnavailableEvent(v) => Object::LicenseServerUnavailableEvent(Box::new((**v).clone())),
-            Object::LicenseSource(v) => Object::LicenseSource(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LicenseSourceUnavailable(v) => Object::LicenseSourceUnavailable(Box::new((**v).clone())),
-            Object::LicenseUsageInfo(v) => Object::LicenseUsageInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LimitExceeded(v) => Object::LimitExceeded(Box::new((**v).clone())),
-            Object::LinkDiscoveryProtocolConfig(v) => Object::LinkDiscoveryProtocolConfig(Box::new((**v).clone())),
-            Object::LinkDiscoveryProtocolConfigOperationType(v) => Object::LinkDiscoveryProtocolConfigOperationType(Box::new((**v).clone())),
-            Object::LinkDiscoveryProtocolConfigProtocolType(v) => Object::LinkDiscoveryProtocolConfigProtocolType(Box::new((**v).clone())),
-            Object::LinkLayerDiscoveryProtocolInfo(v) => Object::LinkLayerDiscoveryProtocolInfo(Box::new((**v).clone())),
-            Object::LinkProfile(v) => Object::LinkProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LinuxVolumeNotClean(v) => Object::LinuxVolumeNotClean(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LocalDatastoreCreatedEvent(v) => Object::LocalDatastoreCreatedEvent(Box::new((**v).clone())),
-            Object::LocalDatastoreInfo(v) => Object::LocalDatastoreInfo(Box::new((**v).clone())),
-            Object::LocalLicenseSource(v) => Object::LocalLicenseSource(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LocalTSMEnabledEvent(v) => Object::LocalTSMEnabledEvent(Box::new((**v).clone())),
-            Object::LocalizableMessage(v) => Object::LocalizableMessage(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -731,7 +658,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

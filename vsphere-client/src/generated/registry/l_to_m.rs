@@ -570,79 +570,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::LocalizationManagerMessageCatalog(v) => Object::LocalizationManagerMessageCatalog(Box::new((**v).clone())),
-            Object::LocalizedMethodFault(v) => Object::LocalizedMethodFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(v) => Object::LockerMisconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(v) => Object::LockerReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::LogBundlingFailed(v) => Object::LogBundlingFailed(Box::new((**v).clone())),
-            Object::LongOption(v) => Object::LongOption(Box::new((**v).clone())),
-            Object::LongPolicy(v) => Object::LongPolicy(Box::new((**v).clone())),
-            Object::MacAddress(v) => Object::MacAddress(Box::new((**v).clone())),
-            Object::MacRange(v) => Object::MacRange(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MaintenanceModeFileMove(v) => Object::MaintenanceModeFileMove(Box::new((**v).clone())),
-            Object::ManagedByInfo(v) => Object::ManagedByInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ManagedEntityEventArgument(v) => Object::ManagedEntityEventArgument(Box::new((**v).clone())),
-            Object::ManagedEntityStatus(v) => Object::ManagedEntityStatus(Box::new((**v).clone())),
-            Object::ManagedObjectNotFound(v) => Object::ManagedObjectNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemoryFileFormatNotSupportedByDatastore(v) => Object::MemoryFileFormatNotSupportedByDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemoryHotPlugNotSupported(v) => Object::MemoryHotPlugNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemorySizeNotRecommended(v) => Object::MemorySizeNotRecommended(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupported(v) => Object::MemorySizeNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemorySizeNotSupportedByDatastore(v) => Object::MemorySizeNotSupportedByDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MemorySnapshotOnIndependentDisk(v) => Object::MemorySnapshotOnIndependentDisk(Box::new((**v).clone())),
-            Object::MethodAction(v) => Object::MethodAction(Box::new((**v).clone())),
-            Object::MethodActionArgument(v) => Object::MethodActionArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MethodAlreadyDisabledFault(v) => Object::MethodAlreadyDisabledFault(Box::new((**v).clone())),
-            Object::MethodDescription(v) => Object::MethodDescription(Box::new((**v).clone())),
-            Object::MethodDisabled(v) => Object::MethodDisabled(Box::new((**v).clone())),
-            Object::MethodFault(v) => Object::MethodFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MethodNotFound(v) => Object::MethodNotFound(Box::new((**v).clone())),
-            Object::MetricAlarmExpression(v) => Object::MetricAlarmExpression(Box::new((**v).clone())),
-            Object::MetricAlarmOperator(v) => Object::MetricAlarmOperator(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MigrationDisabled(v) => Object::MigrationDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationErrorEvent(v) => Object::MigrationErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationEvent(v) => Object::MigrationEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MigrationFault(v) => Object::MigrationFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MigrationFeatureNotSupported(v) => Object::MigrationFeatureNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationHostErrorEvent(v) => Object::MigrationHostErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationHostWarningEvent(v) => Object::MigrationHostWarningEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MigrationNotReady(v) => Object::MigrationNotReady(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationResourceErrorEvent(v) => Object::MigrationResourceErrorEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationResourceWarningEvent(v) => Object::MigrationResourceWarningEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MigrationWarningEvent(v) => Object::MigrationWarningEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MismatchedBundle(v) => Object::MismatchedBundle(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MismatchedNetworkPolicies(v) => Object::MismatchedNetworkPolicies(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MismatchedVMotionNetworkNames(v) => Object::MismatchedVMotionNetworkNames(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingBmcSupport(v) => Object::MissingBmcSupport(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingController(v) => Object::MissingController(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingIpPool(v) => Object::MissingIpPool(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingLinuxCustResources(v) => Object::MissingLinuxCustResources(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingNetworkIpConfig(v) => Object::MissingNetworkIpConfig(Box::new((**v).clone())),
-            Object::MissingObject(v) => Object::MissingObject(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingPowerOffConfiguration(v) => Object::MissingPowerOffConfiguration(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingPowerOnConfiguration(v) => Object::MissingPowerOnConfiguration(Box::new((**v).clone())),
-            Object::MissingProperty(v) => Object::MissingProperty(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(v) => Object::MissingWindowsCustResources(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(v) => Object::MksConnectionLimitReached(Box::new((**v).clone())),
-            Object::ModeInfo(v) => Object::ModeInfo(Box::new((**v).clone())),
-            Object::MonthlyByDayTaskScheduler(v) => Object::MonthlyByDayTaskScheduler(Box::new((**v).clone())),
-            Object::MonthlyByWeekdayTaskScheduler(v) => Object::MonthlyByWeekdayTaskScheduler(Box::new((**v).clone())),
-            Object::MonthlyTaskScheduler(v) => Object::MonthlyTaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MountError(v) => Object::MountError(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MtuMatchEvent(v) => Object::MtuMatchEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::MtuMismatchEvent(v) => Object::MtuMismatchEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MultiWriterNotSupported(v) => Object::MultiWriterNotSupported(Box::new((**v).clone())),
-            Object::MultipathState(v) => Object::MultipathState(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFault(v) => Object::MultipleCertificatesVerifyFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MultipleCertificatesVerifyFaultThumbprintData(v) => Object::MultipleCertificatesVerifyFaultThumbprintData(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::MultipleSnapshotsNotSupported(v) => Object::MultipleSnapshotsNotSupported(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -722,7 +649,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -447,74 +447,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::NoSubjectName(v) => Object::NoSubjectName(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoVcManagedIpConfigured(v) => Object::NoVcManagedIpConfigured(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoVirtualNic(v) => Object::NoVirtualNic(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NoVmInVApp(v) => Object::NoVmInVApp(Box::new((**v).clone())),
-            Object::NodeDeploymentSpec(v) => Object::NodeDeploymentSpec(Box::new((**v).clone())),
-            Object::NodeNetworkSpec(v) => Object::NodeNetworkSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NonADUserRequired(v) => Object::NonADUserRequired(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NonHomeRDMVMotionNotSupported(v) => Object::NonHomeRDMVMotionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NonPersistentDisksNotSupported(v) => Object::NonPersistentDisksNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::NonVIWorkloadDetectedOnDatastoreEvent(v) => Object::NonVIWorkloadDetectedOnDatastoreEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NonVmwareOuiMacNotSupportedHost(v) => Object::NonVmwareOuiMacNotSupportedHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotADirectory(v) => Object::NotADirectory(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotAFile(v) => Object::NotAFile(Box::new((**v).clone())),
-            Object::NotAuthenticated(v) => Object::NotAuthenticated(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotEnoughCpus(v) => Object::NotEnoughCpus(Box::new((**v).clone())),
-            Object::NotEnoughLicenses(v) => Object::NotEnoughLicenses(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotEnoughLogicalCpus(v) => Object::NotEnoughLogicalCpus(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::NotEnoughResourcesToStartVmEvent(v) => Object::NotEnoughResourcesToStartVmEvent(Box::new((**v).clone())),
-            Object::NotFound(v) => Object::NotFound(Box::new((**v).clone())),
-            Object::NotImplemented(v) => Object::NotImplemented(Box::new((**v).clone())),
-            Object::NotSupported(v) => Object::NotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedDeviceForFT(v) => Object::NotSupportedDeviceForFT(Box::new((**v).clone())),
-            Object::NotSupportedDeviceForFTDeviceType(v) => Object::NotSupportedDeviceForFTDeviceType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHost(v) => Object::NotSupportedHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForChecksum(v) => Object::NotSupportedHostForChecksum(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVFlash(v) => Object::NotSupportedHostForVFlash(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmcp(v) => Object::NotSupportedHostForVmcp(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVmemFile(v) => Object::NotSupportedHostForVmemFile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostForVsan(v) => Object::NotSupportedHostForVsan(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostInCluster(v) => Object::NotSupportedHostInCluster(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostInDvs(v) => Object::NotSupportedHostInDvs(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotSupportedHostInHACluster(v) => Object::NotSupportedHostInHACluster(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NotUserConfigurableProperty(v) => Object::NotUserConfigurableProperty(Box::new((**v).clone())),
-            Object::NsxHostVNicProfile(v) => Object::NsxHostVNicProfile(Box::new((**v).clone())),
-            Object::NumPortsProfile(v) => Object::NumPortsProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NumVirtualCoresPerSocketNotSupported(v) => Object::NumVirtualCoresPerSocketNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NumVirtualCpusExceedsLimit(v) => Object::NumVirtualCpusExceedsLimit(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NumVirtualCpusIncompatible(v) => Object::NumVirtualCpusIncompatible(Box::new((**v).clone())),
-            Object::NumVirtualCpusIncompatibleReason(v) => Object::NumVirtualCpusIncompatibleReason(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::NumVirtualCpusNotSupported(v) => Object::NumVirtualCpusNotSupported(Box::new((**v).clone())),
-            Object::NumericRange(v) => Object::NumericRange(Box::new((**v).clone())),
-            Object::NvdimmDimmInfo(v) => Object::NvdimmDimmInfo(Box::new((**v).clone())),
-            Object::NvdimmGuid(v) => Object::NvdimmGuid(Box::new((**v).clone())),
-            Object::NvdimmHealthInfo(v) => Object::NvdimmHealthInfo(Box::new((**v).clone())),
-            Object::NvdimmInterleaveSetInfo(v) => Object::NvdimmInterleaveSetInfo(Box::new((**v).clone())),
-            Object::NvdimmInterleaveSetState(v) => Object::NvdimmInterleaveSetState(Box::new((**v).clone())),
-            Object::NvdimmNamespaceCreateSpec(v) => Object::NvdimmNamespaceCreateSpec(Box::new((**v).clone())),
-            Object::NvdimmNamespaceDeleteSpec(v) => Object::NvdimmNamespaceDeleteSpec(Box::new((**v).clone())),
-            Object::NvdimmNamespaceDetails(v) => Object::NvdimmNamespaceDetails(Box::new((**v).clone())),
-            Object::NvdimmNamespaceDetailsHealthStatus(v) => Object::NvdimmNamespaceDetailsHealthStatus(Box::new((**v).clone())),
-            Object::NvdimmNamespaceDetailsState(v) => Object::NvdimmNamespaceDetailsState(Box::new((**v).clone())),
-            Object::NvdimmNamespaceHealthStatus(v) => Object::NvdimmNamespaceHealthStatus(Box::new((**v).clone())),
-            Object::NvdimmNamespaceInfo(v) => Object::NvdimmNamespaceInfo(Box::new((**v).clone())),
-            Object::NvdimmNamespaceState(v) => Object::NvdimmNamespaceState(Box::new((**v).clone())),
-            Object::NvdimmNamespaceType(v) => Object::NvdimmNamespaceType(Box::new((**v).clone())),
-            Object::NvdimmNvdimmHealthInfoState(v) => Object::NvdimmNvdimmHealthInfoState(Box::new((**v).clone())),
-            Object::NvdimmPMemNamespaceCreateSpec(v) => Object::NvdimmPMemNamespaceCreateSpec(Box::new((**v).clone())),
-            Object::NvdimmRangeType(v) => Object::NvdimmRangeType(Box::new((**v).clone())),
-            Object::NvdimmRegionInfo(v) => Object::NvdimmRegionInfo(Box::new((**v).clone())),
-            Object::NvdimmSummary(v) => Object::NvdimmSummary(Box::new((**v).clone())),
-            Object::NvdimmSystemInfo(v) => Object::NvdimmSystemInfo(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -589,7 +521,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

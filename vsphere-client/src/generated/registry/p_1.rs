@@ -559,81 +559,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::PMemDatastoreInfo(v) => Object::PMemDatastoreInfo(Box::new((**v).clone())),
-            Object::ParaVirtualSCSIController(v) => Object::ParaVirtualSCSIController(Box::new((**v).clone())),
-            Object::ParaVirtualSCSIControllerOption(v) => Object::ParaVirtualSCSIControllerOption(Box::new((**v).clone())),
-            Object::PassiveNodeDeploymentSpec(v) => Object::PassiveNodeDeploymentSpec(Box::new((**v).clone())),
-            Object::PassiveNodeNetworkSpec(v) => Object::PassiveNodeNetworkSpec(Box::new((**v).clone())),
-            Object::PasswordExpired(v) => Object::PasswordExpired(Box::new((**v).clone())),
-            Object::PasswordField(v) => Object::PasswordField(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchAlreadyInstalled(v) => Object::PatchAlreadyInstalled(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchBinariesNotFound(v) => Object::PatchBinariesNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchInstallFailed(v) => Object::PatchInstallFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchIntegrityError(v) => Object::PatchIntegrityError(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchMetadataCorrupted(v) => Object::PatchMetadataCorrupted(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchMetadataInvalid(v) => Object::PatchMetadataInvalid(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchMetadataNotFound(v) => Object::PatchMetadataNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchMissingDependencies(v) => Object::PatchMissingDependencies(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchNotApplicable(v) => Object::PatchNotApplicable(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PatchSuperseded(v) => Object::PatchSuperseded(Box::new((**v).clone())),
-            Object::PerfCompositeMetric(v) => Object::PerfCompositeMetric(Box::new((**v).clone())),
-            Object::PerfCounterInfo(v) => Object::PerfCounterInfo(Box::new((**v).clone())),
-            Object::PerfEntityMetric(v) => Object::PerfEntityMetric(Box::new((**v).clone())),
-            Object::PerfEntityMetricBase(v) => Object::PerfEntityMetricBase(Box::new((**v).clone())),
-            Object::PerfEntityMetricCSV(v) => Object::PerfEntityMetricCSV(Box::new((**v).clone())),
-            Object::PerfFormat(v) => Object::PerfFormat(Box::new((**v).clone())),
-            Object::PerfInterval(v) => Object::PerfInterval(Box::new((**v).clone())),
-            Object::PerfMetricId(v) => Object::PerfMetricId(Box::new((**v).clone())),
-            Object::PerfMetricIntSeries(v) => Object::PerfMetricIntSeries(Box::new((**v).clone())),
-            Object::PerfMetricSeries(v) => Object::PerfMetricSeries(Box::new((**v).clone())),
-            Object::PerfMetricSeriesCSV(v) => Object::PerfMetricSeriesCSV(Box::new((**v).clone())),
-            Object::PerfProviderSummary(v) => Object::PerfProviderSummary(Box::new((**v).clone())),
-            Object::PerfQuerySpec(v) => Object::PerfQuerySpec(Box::new((**v).clone())),
-            Object::PerfSampleInfo(v) => Object::PerfSampleInfo(Box::new((**v).clone())),
-            Object::PerfStatsType(v) => Object::PerfStatsType(Box::new((**v).clone())),
-            Object::PerfSummaryType(v) => Object::PerfSummaryType(Box::new((**v).clone())),
-            Object::PerformanceDescription(v) => Object::PerformanceDescription(Box::new((**v).clone())),
-            Object::PerformanceManagerCounterLevelMapping(v) => Object::PerformanceManagerCounterLevelMapping(Box::new((**v).clone())),
-            Object::PerformanceManagerUnit(v) => Object::PerformanceManagerUnit(Box::new((**v).clone())),
-            Object::PerformanceStatisticsDescription(v) => Object::PerformanceStatisticsDescription(Box::new((**v).clone())),
-            Object::Permission(v) => Object::Permission(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::PermissionAddedEvent(v) => Object::PermissionAddedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::PermissionEvent(v) => Object::PermissionEvent(Box::new((**v).clone())),
-            Object::PermissionProfile(v) => Object::PermissionProfile(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::PermissionRemovedEvent(v) => Object::PermissionRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::PermissionUpdatedEvent(v) => Object::PermissionUpdatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PhysCompatRDMNotSupported(v) => Object::PhysCompatRDMNotSupported(Box::new((**v).clone())),
-            Object::PhysicalNic(v) => Object::PhysicalNic(Box::new((**v).clone())),
-            Object::PhysicalNicCdpDeviceCapability(v) => Object::PhysicalNicCdpDeviceCapability(Box::new((**v).clone())),
-            Object::PhysicalNicCdpInfo(v) => Object::PhysicalNicCdpInfo(Box::new((**v).clone())),
-            Object::PhysicalNicConfig(v) => Object::PhysicalNicConfig(Box::new((**v).clone())),
-            Object::PhysicalNicHint(v) => Object::PhysicalNicHint(Box::new((**v).clone())),
-            Object::PhysicalNicHintInfo(v) => Object::PhysicalNicHintInfo(Box::new((**v).clone())),
-            Object::PhysicalNicIpHint(v) => Object::PhysicalNicIpHint(Box::new((**v).clone())),
-            Object::PhysicalNicLinkInfo(v) => Object::PhysicalNicLinkInfo(Box::new((**v).clone())),
-            Object::PhysicalNicNameHint(v) => Object::PhysicalNicNameHint(Box::new((**v).clone())),
-            Object::PhysicalNicProfile(v) => Object::PhysicalNicProfile(Box::new((**v).clone())),
-            Object::PhysicalNicResourcePoolSchedulerDisallowedReason(v) => Object::PhysicalNicResourcePoolSchedulerDisallowedReason(Box::new((**v).clone())),
-            Object::PhysicalNicSpec(v) => Object::PhysicalNicSpec(Box::new((**v).clone())),
-            Object::PhysicalNicVmDirectPathGen2SupportedMode(v) => Object::PhysicalNicVmDirectPathGen2SupportedMode(Box::new((**v).clone())),
-            Object::PinnedCertificate(v) => Object::PinnedCertificate(Box::new((**v).clone())),
-            Object::PlaceVmsXClusterSpecCandidateNetworks(v) => Object::PlaceVmsXClusterSpecCandidateNetworks(Box::new((**v).clone())),
-            Object::PlaceVmsXClusterSpecPlacementType(v) => Object::PlaceVmsXClusterSpecPlacementType(Box::new((**v).clone())),
-            Object::PlacementAction(v) => Object::PlacementAction(Box::new((**v).clone())),
-            Object::PlacementAffinityRule(v) => Object::PlacementAffinityRule(Box::new((**v).clone())),
-            Object::PlacementAffinityRuleRuleScope(v) => Object::PlacementAffinityRuleRuleScope(Box::new((**v).clone())),
-            Object::PlacementAffinityRuleRuleType(v) => Object::PlacementAffinityRuleRuleType(Box::new((**v).clone())),
-            Object::PlacementRankResult(v) => Object::PlacementRankResult(Box::new((**v).clone())),
-            Object::PlacementRankSpec(v) => Object::PlacementRankSpec(Box::new((**v).clone())),
-            Object::PlacementResult(v) => Object::PlacementResult(Box::new((**v).clone())),
-            Object::PlacementSpec(v) => Object::PlacementSpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -715,7 +640,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -505,75 +505,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::PlacementSpecPlacementType(v) => Object::PlacementSpecPlacementType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PlatformConfigFault(v) => Object::PlatformConfigFault(Box::new((**v).clone())),
-            Object::PnicUplinkProfile(v) => Object::PnicUplinkProfile(Box::new((**v).clone())),
-            Object::PodDiskLocator(v) => Object::PodDiskLocator(Box::new((**v).clone())),
-            Object::PodStorageDrsEntry(v) => Object::PodStorageDrsEntry(Box::new((**v).clone())),
-            Object::PodVMInfo(v) => Object::PodVMInfo(Box::new((**v).clone())),
-            Object::PodVMOverheadInfo(v) => Object::PodVMOverheadInfo(Box::new((**v).clone())),
-            Object::PolicyOption(v) => Object::PolicyOption(Box::new((**v).clone())),
-            Object::PortGroupConnecteeType(v) => Object::PortGroupConnecteeType(Box::new((**v).clone())),
-            Object::PortGroupProfile(v) => Object::PortGroupProfile(Box::new((**v).clone())),
-            Object::PosixUserSearchResult(v) => Object::PosixUserSearchResult(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryFailed(v) => Object::PowerOnFtSecondaryFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::PowerOnFtSecondaryTimedout(v) => Object::PowerOnFtSecondaryTimedout(Box::new((**v).clone())),
-            Object::PowerSystemCapability(v) => Object::PowerSystemCapability(Box::new((**v).clone())),
-            Object::PowerSystemInfo(v) => Object::PowerSystemInfo(Box::new((**v).clone())),
-            Object::PrivilegeAvailability(v) => Object::PrivilegeAvailability(Box::new((**v).clone())),
-            Object::PrivilegePolicyDef(v) => Object::PrivilegePolicyDef(Box::new((**v).clone())),
-            Object::ProductComponentInfo(v) => Object::ProductComponentInfo(Box::new((**v).clone())),
-            Object::ProfileApplyProfileElement(v) => Object::ProfileApplyProfileElement(Box::new((**v).clone())),
-            Object::ProfileApplyProfileProperty(v) => Object::ProfileApplyProfileProperty(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileAssociatedEvent(v) => Object::ProfileAssociatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileChangedEvent(v) => Object::ProfileChangedEvent(Box::new((**v).clone())),
-            Object::ProfileCompositeExpression(v) => Object::ProfileCompositeExpression(Box::new((**v).clone())),
-            Object::ProfileCompositePolicyOptionMetadata(v) => Object::ProfileCompositePolicyOptionMetadata(Box::new((**v).clone())),
-            Object::ProfileConfigInfo(v) => Object::ProfileConfigInfo(Box::new((**v).clone())),
-            Object::ProfileCreateSpec(v) => Object::ProfileCreateSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileCreatedEvent(v) => Object::ProfileCreatedEvent(Box::new((**v).clone())),
-            Object::ProfileDeferredPolicyOptionParameter(v) => Object::ProfileDeferredPolicyOptionParameter(Box::new((**v).clone())),
-            Object::ProfileDescription(v) => Object::ProfileDescription(Box::new((**v).clone())),
-            Object::ProfileDescriptionSection(v) => Object::ProfileDescriptionSection(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileDissociatedEvent(v) => Object::ProfileDissociatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileEvent(v) => Object::ProfileEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileEventArgument(v) => Object::ProfileEventArgument(Box::new((**v).clone())),
-            Object::ProfileExecuteError(v) => Object::ProfileExecuteError(Box::new((**v).clone())),
-            Object::ProfileExecuteResult(v) => Object::ProfileExecuteResult(Box::new((**v).clone())),
-            Object::ProfileExecuteResultStatus(v) => Object::ProfileExecuteResultStatus(Box::new((**v).clone())),
-            Object::ProfileExpression(v) => Object::ProfileExpression(Box::new((**v).clone())),
-            Object::ProfileExpressionMetadata(v) => Object::ProfileExpressionMetadata(Box::new((**v).clone())),
-            Object::ProfileMetadata(v) => Object::ProfileMetadata(Box::new((**v).clone())),
-            Object::ProfileMetadataProfileOperationMessage(v) => Object::ProfileMetadataProfileOperationMessage(Box::new((**v).clone())),
-            Object::ProfileMetadataProfileSortSpec(v) => Object::ProfileMetadataProfileSortSpec(Box::new((**v).clone())),
-            Object::ProfileNumericComparator(v) => Object::ProfileNumericComparator(Box::new((**v).clone())),
-            Object::ProfileParameterMetadata(v) => Object::ProfileParameterMetadata(Box::new((**v).clone())),
-            Object::ProfileParameterMetadataParameterRelationMetadata(v) => Object::ProfileParameterMetadataParameterRelationMetadata(Box::new((**v).clone())),
-            Object::ProfileParameterMetadataRelationType(v) => Object::ProfileParameterMetadataRelationType(Box::new((**v).clone())),
-            Object::ProfilePolicy(v) => Object::ProfilePolicy(Box::new((**v).clone())),
-            Object::ProfilePolicyMetadata(v) => Object::ProfilePolicyMetadata(Box::new((**v).clone())),
-            Object::ProfilePolicyOptionMetadata(v) => Object::ProfilePolicyOptionMetadata(Box::new((**v).clone())),
-            Object::ProfileProfileStructure(v) => Object::ProfileProfileStructure(Box::new((**v).clone())),
-            Object::ProfileProfileStructureProperty(v) => Object::ProfileProfileStructureProperty(Box::new((**v).clone())),
-            Object::ProfilePropertyPath(v) => Object::ProfilePropertyPath(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileReferenceHostChangedEvent(v) => Object::ProfileReferenceHostChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ProfileRemovedEvent(v) => Object::ProfileRemovedEvent(Box::new((**v).clone())),
-            Object::ProfileSerializedCreateSpec(v) => Object::ProfileSerializedCreateSpec(Box::new((**v).clone())),
-            Object::ProfileSimpleExpression(v) => Object::ProfileSimpleExpression(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ProfileUpdateFailed(v) => Object::ProfileUpdateFailed(Box::new((**v).clone())),
-            Object::ProfileUpdateFailedUpdateFailure(v) => Object::ProfileUpdateFailedUpdateFailure(Box::new((**v).clone())),
-            Object::PropertyChange(v) => Object::PropertyChange(Box::new((**v).clone())),
-            Object::PropertyChangeOp(v) => Object::PropertyChangeOp(Box::new((**v).clone())),
-            Object::PropertyFilterSpec(v) => Object::PropertyFilterSpec(Box::new((**v).clone())),
-            Object::PropertyFilterUpdate(v) => Object::PropertyFilterUpdate(Box::new((**v).clone())),
-            Object::PropertySpec(v) => Object::PropertySpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -649,7 +580,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -760,51 +760,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::RDMConversionNotSupported(v) => Object::RDMConversionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RDMNotPreserved(v) => Object::RDMNotPreserved(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RDMNotSupported(v) => Object::RDMNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RDMNotSupportedOnDatastore(v) => Object::RDMNotSupportedOnDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RDMPointsToInaccessibleDisk(v) => Object::RDMPointsToInaccessibleDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RawDiskNotSupported(v) => Object::RawDiskNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReadHostResourcePoolTreeFailed(v) => Object::ReadHostResourcePoolTreeFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReadOnlyDisksWithLegacyDestination(v) => Object::ReadOnlyDisksWithLegacyDestination(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RebootRequired(v) => Object::RebootRequired(Box::new((**v).clone())),
-            Object::RecommendationReasonCode(v) => Object::RecommendationReasonCode(Box::new((**v).clone())),
-            Object::RecommendationType(v) => Object::RecommendationType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => Object::RecordReplayDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => Object::RecoveryEvent(Box::new((**v).clone())),
-            Object::RecurrentTaskScheduler(v) => Object::RecurrentTaskScheduler(Box::new((**v).clone())),
-            Object::Relation(v) => Object::Relation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => Object::RemoteDeviceNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => Object::RemoteTSMEnabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => Object::RemoveFailed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationConfigFault(v) => Object::ReplicationConfigFault(Box::new((**v).clone())),
-            Object::ReplicationConfigSpec(v) => Object::ReplicationConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationDiskConfigFault(v) => Object::ReplicationDiskConfigFault(Box::new((**v).clone())),
-            Object::ReplicationDiskConfigFaultReasonForFault(v) => Object::ReplicationDiskConfigFaultReasonForFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationFault(v) => Object::ReplicationFault(Box::new((**v).clone())),
-            Object::ReplicationGroupId(v) => Object::ReplicationGroupId(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationIncompatibleWithFT(v) => Object::ReplicationIncompatibleWithFT(Box::new((**v).clone())),
-            Object::ReplicationInfoDiskSettings(v) => Object::ReplicationInfoDiskSettings(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationInvalidOptions(v) => Object::ReplicationInvalidOptions(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationNotSupportedOnHost(v) => Object::ReplicationNotSupportedOnHost(Box::new((**v).clone())),
-            Object::ReplicationSpec(v) => Object::ReplicationSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmConfigFault(v) => Object::ReplicationVmConfigFault(Box::new((**v).clone())),
-            Object::ReplicationVmConfigFaultReasonForFault(v) => Object::ReplicationVmConfigFaultReasonForFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmFault(v) => Object::ReplicationVmFault(Box::new((**v).clone())),
-            Object::ReplicationVmFaultReasonForFault(v) => Object::ReplicationVmFaultReasonForFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ReplicationVmInProgressFault(v) => Object::ReplicationVmInProgressFault(Box::new((**v).clone())),
-            Object::ReplicationVmInProgressFaultActivity(v) => Object::ReplicationVmInProgressFaultActivity(Box::new((**v).clone())),
-            Object::ReplicationVmProgressInfo(v) => Object::ReplicationVmProgressInfo(Box::new((**v).clone())),
-            Object::ReplicationVmState(v) => Object::ReplicationVmState(Box::new((**v).clone())),
-            Object::RequestCanceled(v) => Object::RequestCanceled(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -856,7 +811,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -589,78 +589,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::SAMLTokenAuthentication(v) => Object::SAMLTokenAuthentication(Box::new((**v).clone())),
-            Object::SDDCBase(v) => Object::SDDCBase(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SSLDisabledFault(v) => Object::SSLDisabledFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SSLVerifyFault(v) => Object::SSLVerifyFault(Box::new((**v).clone())),
-            Object::SSPIAuthentication(v) => Object::SSPIAuthentication(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SSPIChallenge(v) => Object::SSPIChallenge(Box::new((**v).clone())),
-            Object::ScheduledHardwareUpgradeInfo(v) => Object::ScheduledHardwareUpgradeInfo(Box::new((**v).clone())),
-            Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(v) => Object::ScheduledHardwareUpgradeInfoHardwareUpgradePolicy(Box::new((**v).clone())),
-            Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(v) => Object::ScheduledHardwareUpgradeInfoHardwareUpgradeStatus(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskCompletedEvent(v) => Object::ScheduledTaskCompletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskCreatedEvent(v) => Object::ScheduledTaskCreatedEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskDescription(v) => Object::ScheduledTaskDescription(Box::new((**v).clone())),
-            Object::ScheduledTaskDetail(v) => Object::ScheduledTaskDetail(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailCompletedEvent(v) => Object::ScheduledTaskEmailCompletedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskEmailFailedEvent(v) => Object::ScheduledTaskEmailFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskEvent(v) => Object::ScheduledTaskEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskEventArgument(v) => Object::ScheduledTaskEventArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskFailedEvent(v) => Object::ScheduledTaskFailedEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskInfo(v) => Object::ScheduledTaskInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskReconfiguredEvent(v) => Object::ScheduledTaskReconfiguredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskRemovedEvent(v) => Object::ScheduledTaskRemovedEvent(Box::new((**v).clone())),
-            Object::ScheduledTaskSpec(v) => Object::ScheduledTaskSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ScheduledTaskStartedEvent(v) => Object::ScheduledTaskStartedEvent(Box::new((**v).clone())),
-            Object::ScsiDiskType(v) => Object::ScsiDiskType(Box::new((**v).clone())),
-            Object::ScsiLun(v) => Object::ScsiLun(Box::new((**v).clone())),
-            Object::ScsiLunCapabilities(v) => Object::ScsiLunCapabilities(Box::new((**v).clone())),
-            Object::ScsiLunDescriptor(v) => Object::ScsiLunDescriptor(Box::new((**v).clone())),
-            Object::ScsiLunDescriptorQuality(v) => Object::ScsiLunDescriptorQuality(Box::new((**v).clone())),
-            Object::ScsiLunDurableName(v) => Object::ScsiLunDurableName(Box::new((**v).clone())),
-            Object::ScsiLunLunReservationStatus(v) => Object::ScsiLunLunReservationStatus(Box::new((**v).clone())),
-            Object::ScsiLunState(v) => Object::ScsiLunState(Box::new((**v).clone())),
-            Object::ScsiLunType(v) => Object::ScsiLunType(Box::new((**v).clone())),
-            Object::ScsiLunVStorageSupportStatus(v) => Object::ScsiLunVStorageSupportStatus(Box::new((**v).clone())),
-            Object::SeSparseVirtualDiskSpec(v) => Object::SeSparseVirtualDiskSpec(Box::new((**v).clone())),
-            Object::SearchIndexFilter(v) => Object::SearchIndexFilter(Box::new((**v).clone())),
-            Object::SearchIndexIterationSpec(v) => Object::SearchIndexIterationSpec(Box::new((**v).clone())),
-            Object::SearchIndexOptionalValue(v) => Object::SearchIndexOptionalValue(Box::new((**v).clone())),
-            Object::SearchIndexPredicate(v) => Object::SearchIndexPredicate(Box::new((**v).clone())),
-            Object::SearchIndexPredicateArrayOperator(v) => Object::SearchIndexPredicateArrayOperator(Box::new((**v).clone())),
-            Object::SearchIndexPredicateComparisonOperator(v) => Object::SearchIndexPredicateComparisonOperator(Box::new((**v).clone())),
-            Object::SearchIndexQuerySpec(v) => Object::SearchIndexQuerySpec(Box::new((**v).clone())),
-            Object::SearchIndexQuerySpecResourceType(v) => Object::SearchIndexQuerySpecResourceType(Box::new((**v).clone())),
-            Object::SearchIndexResourceItem(v) => Object::SearchIndexResourceItem(Box::new((**v).clone())),
-            Object::SearchIndexResultSet(v) => Object::SearchIndexResultSet(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyDisabled(v) => Object::SecondaryVmAlreadyDisabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyEnabled(v) => Object::SecondaryVmAlreadyEnabled(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SecondaryVmAlreadyRegistered(v) => Object::SecondaryVmAlreadyRegistered(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SecondaryVmNotRegistered(v) => Object::SecondaryVmNotRegistered(Box::new((**v).clone())),
-            Object::SecurityError(v) => Object::SecurityError(Box::new((**v).clone())),
-            Object::SecurityProfile(v) => Object::SecurityProfile(Box::new((**v).clone())),
-            Object::SelectionSet(v) => Object::SelectionSet(Box::new((**v).clone())),
-            Object::SelectionSpec(v) => Object::SelectionSpec(Box::new((**v).clone())),
-            Object::SendEmailAction(v) => Object::SendEmailAction(Box::new((**v).clone())),
-            Object::SendSNMPAction(v) => Object::SendSNMPAction(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ServerLicenseExpiredEvent(v) => Object::ServerLicenseExpiredEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::ServerStartedSessionEvent(v) => Object::ServerStartedSessionEvent(Box::new((**v).clone())),
-            Object::ServiceConsolePortGroupProfile(v) => Object::ServiceConsolePortGroupProfile(Box::new((**v).clone())),
-            Object::ServiceConsoleReservationInfo(v) => Object::ServiceConsoleReservationInfo(Box::new((**v).clone())),
-            Object::ServiceContent(v) => Object::ServiceContent(Box::new((**v).clone())),
-            Object::ServiceLocator(v) => Object::ServiceLocator(Box::new((**v).clone())),
-            Object::ServiceLocatorCredential(v) => Object::ServiceLocatorCredential(Box::new((**v).clone())),
-            Object::ServiceLocatorNamePassword(v) => Object::ServiceLocatorNamePassword(Box::new((**v).clone())),
-            Object::ServiceLocatorSAMLCredential(v) => Object::ServiceLocatorSAMLCredential(Box::new((**v).clone())),
-            Object::ServiceManagerServiceInfo(v) => Object::ServiceManagerServiceInfo(Box::new((**v).clone())),
-            Object::ServiceProfile(v) => Object::ServiceProfile(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -739,7 +667,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

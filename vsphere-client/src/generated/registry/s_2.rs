@@ -562,79 +562,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::SessionEvent(v) => Object::SessionEvent(Box::new((**v).clone())),
-            Object::SessionManagerGenericServiceTicket(v) => Object::SessionManagerGenericServiceTicket(Box::new((**v).clone())),
-            Object::SessionManagerGenericServiceTicketTicketType(v) => Object::SessionManagerGenericServiceTicketTicketType(Box::new((**v).clone())),
-            Object::SessionManagerHttpServiceRequestSpec(v) => Object::SessionManagerHttpServiceRequestSpec(Box::new((**v).clone())),
-            Object::SessionManagerHttpServiceRequestSpecMethod(v) => Object::SessionManagerHttpServiceRequestSpecMethod(Box::new((**v).clone())),
-            Object::SessionManagerLocalTicket(v) => Object::SessionManagerLocalTicket(Box::new((**v).clone())),
-            Object::SessionManagerServiceRequestSpec(v) => Object::SessionManagerServiceRequestSpec(Box::new((**v).clone())),
-            Object::SessionManagerVmomiServiceRequestSpec(v) => Object::SessionManagerVmomiServiceRequestSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SessionNotFound(v) => Object::SessionNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::SessionTerminatedEvent(v) => Object::SessionTerminatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SharedBusControllerNotSupported(v) => Object::SharedBusControllerNotSupported(Box::new((**v).clone())),
-            Object::SharesInfo(v) => Object::SharesInfo(Box::new((**v).clone())),
-            Object::SharesLevel(v) => Object::SharesLevel(Box::new((**v).clone())),
-            Object::SharesOption(v) => Object::SharesOption(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::ShrinkDiskFault(v) => Object::ShrinkDiskFault(Box::new((**v).clone())),
-            Object::SimpleCommandEncoding(v) => Object::SimpleCommandEncoding(Box::new((**v).clone())),
-            Object::SingleIp(v) => Object::SingleIp(Box::new((**v).clone())),
-            Object::SingleMac(v) => Object::SingleMac(Box::new((**v).clone())),
-            Object::SiteInfo(v) => Object::SiteInfo(Box::new((**v).clone())),
-            Object::SlpDiscoveryMethod(v) => Object::SlpDiscoveryMethod(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotCloneNotSupported(v) => Object::SnapshotCloneNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotCopyNotSupported(v) => Object::SnapshotCopyNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotDisabled(v) => Object::SnapshotDisabled(Box::new((**v).clone())),
-            Object::SnapshotFault(v) => Object::SnapshotFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotIncompatibleDeviceInVm(v) => Object::SnapshotIncompatibleDeviceInVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotLocked(v) => Object::SnapshotLocked(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotMoveFromNonHomeNotSupported(v) => Object::SnapshotMoveFromNonHomeNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotMoveNotSupported(v) => Object::SnapshotMoveNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotMoveToNonHomeNotSupported(v) => Object::SnapshotMoveToNonHomeNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotNoChange(v) => Object::SnapshotNoChange(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SnapshotRevertIssue(v) => Object::SnapshotRevertIssue(Box::new((**v).clone())),
-            Object::SnapshotSelectionSpec(v) => Object::SnapshotSelectionSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionDisallowed(v) => Object::SoftRuleVioCorrectionDisallowed(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SoftRuleVioCorrectionImpact(v) => Object::SoftRuleVioCorrectionImpact(Box::new((**v).clone())),
-            Object::SoftwarePackage(v) => Object::SoftwarePackage(Box::new((**v).clone())),
-            Object::SoftwarePackageCapability(v) => Object::SoftwarePackageCapability(Box::new((**v).clone())),
-            Object::SoftwarePackageConstraint(v) => Object::SoftwarePackageConstraint(Box::new((**v).clone())),
-            Object::SoftwarePackageVibType(v) => Object::SoftwarePackageVibType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SolutionUserRequired(v) => Object::SolutionUserRequired(Box::new((**v).clone())),
-            Object::SourceNodeSpec(v) => Object::SourceNodeSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SsdDiskNotAvailable(v) => Object::SsdDiskNotAvailable(Box::new((**v).clone())),
-            Object::StateAlarmExpression(v) => Object::StateAlarmExpression(Box::new((**v).clone())),
-            Object::StateAlarmOperator(v) => Object::StateAlarmOperator(Box::new((**v).clone())),
-            Object::StaticRouteProfile(v) => Object::StaticRouteProfile(Box::new((**v).clone())),
-            Object::StorageDrsAutomationConfig(v) => Object::StorageDrsAutomationConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveDiskInMultiWriterMode(v) => Object::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveFTVm(v) => Object::StorageDrsCannotMoveFTVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveIndependentDisk(v) => Object::StorageDrsCannotMoveIndependentDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v) => Object::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveManuallyPlacedVm(v) => Object::StorageDrsCannotMoveManuallyPlacedVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveSharedDisk(v) => Object::StorageDrsCannotMoveSharedDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveTemplate(v) => Object::StorageDrsCannotMoveTemplate(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmInUserFolder(v) => Object::StorageDrsCannotMoveVmInUserFolder(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithMountedCDROM(v) => Object::StorageDrsCannotMoveVmWithMountedCDROM(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v) => Object::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new((**v).clone())),
-            Object::StorageDrsConfigInfo(v) => Object::StorageDrsConfigInfo(Box::new((**v).clone())),
-            Object::StorageDrsConfigSpec(v) => Object::StorageDrsConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsDatacentersCannotShareDatastore(v) => Object::StorageDrsDatacentersCannotShareDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsDisabledOnVm(v) => Object::StorageDrsDisabledOnVm(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsHbrDiskNotMovable(v) => Object::StorageDrsHbrDiskNotMovable(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsHmsMoveInProgress(v) => Object::StorageDrsHmsMoveInProgress(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsHmsUnreachable(v) => Object::StorageDrsHmsUnreachable(Box::new((**v).clone())),
-            Object::StorageDrsIoLoadBalanceConfig(v) => Object::StorageDrsIoLoadBalanceConfig(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsIolbDisabledInternally(v) => Object::StorageDrsIolbDisabledInternally(Box::new((**v).clone())),
-            Object::StorageDrsOptionSpec(v) => Object::StorageDrsOptionSpec(Box::new((**v).clone())),
-            Object::StorageDrsPlacementRankVmSpec(v) => Object::StorageDrsPlacementRankVmSpec(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -714,7 +641,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -366,56 +366,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::StorageDrsPodConfigInfo(v) => Object::StorageDrsPodConfigInfo(Box::new((**v).clone())),
-            Object::StorageDrsPodConfigInfoBehavior(v) => Object::StorageDrsPodConfigInfoBehavior(Box::new((**v).clone())),
-            Object::StorageDrsPodConfigSpec(v) => Object::StorageDrsPodConfigSpec(Box::new((**v).clone())),
-            Object::StorageDrsPodSelectionSpec(v) => Object::StorageDrsPodSelectionSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsRelocateDisabled(v) => Object::StorageDrsRelocateDisabled(Box::new((**v).clone())),
-            Object::StorageDrsSpaceLoadBalanceConfig(v) => Object::StorageDrsSpaceLoadBalanceConfig(Box::new((**v).clone())),
-            Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(v) => Object::StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsStaleHmsCollection(v) => Object::StorageDrsStaleHmsCollection(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageDrsUnableToMoveFiles(v) => Object::StorageDrsUnableToMoveFiles(Box::new((**v).clone())),
-            Object::StorageDrsVmConfigInfo(v) => Object::StorageDrsVmConfigInfo(Box::new((**v).clone())),
-            Object::StorageDrsVmConfigSpec(v) => Object::StorageDrsVmConfigSpec(Box::new((**v).clone())),
-            Object::StorageIOAllocationInfo(v) => Object::StorageIOAllocationInfo(Box::new((**v).clone())),
-            Object::StorageIOAllocationOption(v) => Object::StorageIOAllocationOption(Box::new((**v).clone())),
-            Object::StorageIORMConfigOption(v) => Object::StorageIORMConfigOption(Box::new((**v).clone())),
-            Object::StorageIORMConfigSpec(v) => Object::StorageIORMConfigSpec(Box::new((**v).clone())),
-            Object::StorageIORMInfo(v) => Object::StorageIORMInfo(Box::new((**v).clone())),
-            Object::StorageIORMThresholdMode(v) => Object::StorageIORMThresholdMode(Box::new((**v).clone())),
-            Object::StorageMigrationAction(v) => Object::StorageMigrationAction(Box::new((**v).clone())),
-            Object::StoragePerformanceSummary(v) => Object::StoragePerformanceSummary(Box::new((**v).clone())),
-            Object::StoragePlacementAction(v) => Object::StoragePlacementAction(Box::new((**v).clone())),
-            Object::StoragePlacementResult(v) => Object::StoragePlacementResult(Box::new((**v).clone())),
-            Object::StoragePlacementSpec(v) => Object::StoragePlacementSpec(Box::new((**v).clone())),
-            Object::StoragePlacementSpecPlacementType(v) => Object::StoragePlacementSpecPlacementType(Box::new((**v).clone())),
-            Object::StoragePodSummary(v) => Object::StoragePodSummary(Box::new((**v).clone())),
-            Object::StorageProfile(v) => Object::StorageProfile(Box::new((**v).clone())),
-            Object::StorageRequirement(v) => Object::StorageRequirement(Box::new((**v).clone())),
-            Object::StorageResourceManagerStorageProfileStatistics(v) => Object::StorageResourceManagerStorageProfileStatistics(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageVMotionNotSupported(v) => Object::StorageVMotionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::StorageVmotionIncompatible(v) => Object::StorageVmotionIncompatible(Box::new((**v).clone())),
-            Object::StringExpression(v) => Object::StringExpression(Box::new((**v).clone())),
-            Object::StringOption(v) => Object::StringOption(Box::new((**v).clone())),
-            Object::StringPolicy(v) => Object::StringPolicy(Box::new((**v).clone())),
-            Object::StructuredCustomizations(v) => Object::StructuredCustomizations(Box::new((**v).clone())),
-            Object::SubnetInfo(v) => Object::SubnetInfo(Box::new((**v).clone())),
-            Object::SubnetInfoFolderInfo(v) => Object::SubnetInfoFolderInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(v) => Object::SuspendedRelocateNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwapDatastoreNotWritableOnHost(v) => Object::SwapDatastoreNotWritableOnHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwapDatastoreUnset(v) => Object::SwapDatastoreUnset(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwapPlacementOverrideNotSupported(v) => Object::SwapPlacementOverrideNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwitchIpUnset(v) => Object::SwitchIpUnset(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(v) => Object::SwitchNotInUpgradeMode(Box::new((**v).clone())),
-            Object::SystemError(v) => Object::SystemError(Box::new((**v).clone())),
-            Object::SystemEventInfo(v) => Object::SystemEventInfo(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -472,7 +422,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

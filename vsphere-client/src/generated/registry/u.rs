@@ -653,55 +653,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-faults")] Object::UnSupportedDatastoreForVFlash(v) => Object::UnSupportedDatastoreForVFlash(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UncommittedUndoableDisk(v) => Object::UncommittedUndoableDisk(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnconfiguredPropertyValue(v) => Object::UnconfiguredPropertyValue(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UncustomizableGuest(v) => Object::UncustomizableGuest(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnexpectedCustomizationFault(v) => Object::UnexpectedCustomizationFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnexpectedFault(v) => Object::UnexpectedFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesEvent(v) => Object::UnlicensedVirtualMachinesEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UnlicensedVirtualMachinesFoundEvent(v) => Object::UnlicensedVirtualMachinesFoundEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnrecognizedHost(v) => Object::UnrecognizedHost(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsharedSwapVMotionNotSupported(v) => Object::UnsharedSwapVMotionNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsupportedDatastore(v) => Object::UnsupportedDatastore(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsupportedGuest(v) => Object::UnsupportedGuest(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsupportedVimApiVersion(v) => Object::UnsupportedVimApiVersion(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnsupportedVmxLocation(v) => Object::UnsupportedVmxLocation(Box::new((**v).clone())),
-            Object::UntrustedCertificate(v) => Object::UntrustedCertificate(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UnusedVirtualDiskBlocksNotScrubbed(v) => Object::UnusedVirtualDiskBlocksNotScrubbed(Box::new((**v).clone())),
-            Object::UpdateSet(v) => Object::UpdateSet(Box::new((**v).clone())),
-            Object::UpdateVirtualMachineFilesResult(v) => Object::UpdateVirtualMachineFilesResult(Box::new((**v).clone())),
-            Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(v) => Object::UpdateVirtualMachineFilesResultFailedVmFileInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UpdatedAgentBeingRestartedEvent(v) => Object::UpdatedAgentBeingRestartedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UpgradeEvent(v) => Object::UpgradeEvent(Box::new((**v).clone())),
-            Object::UpgradePolicy(v) => Object::UpgradePolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuNotSupportEvent(v) => Object::UplinkPortMtuNotSupportEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UplinkPortMtuSupportEvent(v) => Object::UplinkPortMtuSupportEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanTrunkedEvent(v) => Object::UplinkPortVlanTrunkedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UplinkPortVlanUntrunkedEvent(v) => Object::UplinkPortVlanUntrunkedEvent(Box::new((**v).clone())),
-            Object::UsbScanCodeSpec(v) => Object::UsbScanCodeSpec(Box::new((**v).clone())),
-            Object::UsbScanCodeSpecKeyEvent(v) => Object::UsbScanCodeSpecKeyEvent(Box::new((**v).clone())),
-            Object::UsbScanCodeSpecModifierType(v) => Object::UsbScanCodeSpecModifierType(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserAssignedToGroup(v) => Object::UserAssignedToGroup(Box::new((**v).clone())),
-            Object::UserGroupProfile(v) => Object::UserGroupProfile(Box::new((**v).clone())),
-            Object::UserInputRequiredParameterMetadata(v) => Object::UserInputRequiredParameterMetadata(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserLoginSessionEvent(v) => Object::UserLoginSessionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserLogoutSessionEvent(v) => Object::UserLogoutSessionEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::UserNotFound(v) => Object::UserNotFound(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserPasswordChanged(v) => Object::UserPasswordChanged(Box::new((**v).clone())),
-            Object::UserPrivilegeResult(v) => Object::UserPrivilegeResult(Box::new((**v).clone())),
-            Object::UserProfile(v) => Object::UserProfile(Box::new((**v).clone())),
-            Object::UserSearchResult(v) => Object::UserSearchResult(Box::new((**v).clone())),
-            Object::UserSession(v) => Object::UserSession(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserUnassignedFromGroup(v) => Object::UserUnassignedFromGroup(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::UserUpgradeEvent(v) => Object::UserUpgradeEvent(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -757,7 +708,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -478,92 +478,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            #[cfg(feature = "all-events")] Object::VmRelocateSpecEvent(v) => Object::VmRelocateSpecEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRelocatedEvent(v) => Object::VmRelocatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRemoteConsoleConnectedEvent(v) => Object::VmRemoteConsoleConnectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRemoteConsoleDisconnectedEvent(v) => Object::VmRemoteConsoleDisconnectedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRemovedEvent(v) => Object::VmRemovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRenamedEvent(v) => Object::VmRenamedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRequirementsExceedCurrentEVCModeEvent(v) => Object::VmRequirementsExceedCurrentEVCModeEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmResettingEvent(v) => Object::VmResettingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmResourcePoolMovedEvent(v) => Object::VmResourcePoolMovedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmResourceReallocatedEvent(v) => Object::VmResourceReallocatedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmRestartedOnAlternateHostEvent(v) => Object::VmRestartedOnAlternateHostEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmResumingEvent(v) => Object::VmResumingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryAddedEvent(v) => Object::VmSecondaryAddedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledBySystemEvent(v) => Object::VmSecondaryDisabledBySystemEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryDisabledEvent(v) => Object::VmSecondaryDisabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryEnabledEvent(v) => Object::VmSecondaryEnabledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSecondaryStartedEvent(v) => Object::VmSecondaryStartedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmShutdownOnIsolationEvent(v) => Object::VmShutdownOnIsolationEvent(Box::new((**v).clone())),
-            Object::VmShutdownOnIsolationEventOperation(v) => Object::VmShutdownOnIsolationEventOperation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmSmpFaultToleranceTooManyVMsOnHost(v) => Object::VmSmpFaultToleranceTooManyVMsOnHost(Box::new((**v).clone())),
-            Object::VmSnapshotFileInfo(v) => Object::VmSnapshotFileInfo(Box::new((**v).clone())),
-            Object::VmSnapshotFileQuery(v) => Object::VmSnapshotFileQuery(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStartRecordingEvent(v) => Object::VmStartRecordingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStartReplayingEvent(v) => Object::VmStartReplayingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStartingEvent(v) => Object::VmStartingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStartingSecondaryEvent(v) => Object::VmStartingSecondaryEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStaticMacConflictEvent(v) => Object::VmStaticMacConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmStoppingEvent(v) => Object::VmStoppingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSuspendedEvent(v) => Object::VmSuspendedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmSuspendingEvent(v) => Object::VmSuspendingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmTimedoutStartingSecondaryEvent(v) => Object::VmTimedoutStartingSecondaryEvent(Box::new((**v).clone())),
-            Object::VmToVmGroupsAntiAffinity(v) => Object::VmToVmGroupsAntiAffinity(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmToolsUpgradeFault(v) => Object::VmToolsUpgradeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUnsupportedStartingEvent(v) => Object::VmUnsupportedStartingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUpgradeCompleteEvent(v) => Object::VmUpgradeCompleteEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUpgradeFailedEvent(v) => Object::VmUpgradeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUpgradingEvent(v) => Object::VmUpgradingEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUuidAssignedEvent(v) => Object::VmUuidAssignedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUuidChangedEvent(v) => Object::VmUuidChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmUuidConflictEvent(v) => Object::VmUuidConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmValidateMaxDevice(v) => Object::VmValidateMaxDevice(Box::new((**v).clone())),
-            Object::VmVmAffinity(v) => Object::VmVmAffinity(Box::new((**v).clone())),
-            Object::VmVmAntiAffinity(v) => Object::VmVmAntiAffinity(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationClearEvent(v) => Object::VmVnicPoolReservationViolationClearEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmVnicPoolReservationViolationRaiseEvent(v) => Object::VmVnicPoolReservationViolationRaiseEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmWwnAssignedEvent(v) => Object::VmWwnAssignedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmWwnChangedEvent(v) => Object::VmWwnChangedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmWwnConflict(v) => Object::VmWwnConflict(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(v) => Object::VmWwnConflictEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(v) => Object::VmfsAlreadyMounted(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(v) => Object::VmfsAmbiguousMount(Box::new((**v).clone())),
-            Object::VmfsConfigOption(v) => Object::VmfsConfigOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreAllExtentOption(v) => Object::VmfsDatastoreAllExtentOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreBaseOption(v) => Object::VmfsDatastoreBaseOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreCreateSpec(v) => Object::VmfsDatastoreCreateSpec(Box::new((**v).clone())),
-            Object::VmfsDatastoreExpandSpec(v) => Object::VmfsDatastoreExpandSpec(Box::new((**v).clone())),
-            Object::VmfsDatastoreExtendSpec(v) => Object::VmfsDatastoreExtendSpec(Box::new((**v).clone())),
-            Object::VmfsDatastoreInfo(v) => Object::VmfsDatastoreInfo(Box::new((**v).clone())),
-            Object::VmfsDatastoreMultipleExtentOption(v) => Object::VmfsDatastoreMultipleExtentOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreOption(v) => Object::VmfsDatastoreOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreSingleExtentOption(v) => Object::VmfsDatastoreSingleExtentOption(Box::new((**v).clone())),
-            Object::VmfsDatastoreSpec(v) => Object::VmfsDatastoreSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmfsMountFault(v) => Object::VmfsMountFault(Box::new((**v).clone())),
-            Object::VmfsUnmapBandwidthSpec(v) => Object::VmfsUnmapBandwidthSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VmotionInterfaceNotEnabled(v) => Object::VmotionInterfaceNotEnabled(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(v) => Object::VmwareDistributedVirtualSwitchDpuFailoverPolicy(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(v) => Object::VmwareDistributedVirtualSwitchNetworkOffloadConfig(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchPvlanPortType(v) => Object::VmwareDistributedVirtualSwitchPvlanPortType(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchPvlanSpec(v) => Object::VmwareDistributedVirtualSwitchPvlanSpec(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchRealTimeConfig(v) => Object::VmwareDistributedVirtualSwitchRealTimeConfig(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchRealTimeLanAnnotation(v) => Object::VmwareDistributedVirtualSwitchRealTimeLanAnnotation(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(v) => Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchVlanIdSpec(v) => Object::VmwareDistributedVirtualSwitchVlanIdSpec(Box::new((**v).clone())),
-            Object::VmwareDistributedVirtualSwitchVlanSpec(v) => Object::VmwareDistributedVirtualSwitchVlanSpec(Box::new((**v).clone())),
-            Object::VmwareUplinkPortTeamingPolicy(v) => Object::VmwareUplinkPortTeamingPolicy(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VnicPortArgument(v) => Object::VnicPortArgument(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VolumeEditorError(v) => Object::VolumeEditorError(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VramLimitLicense(v) => Object::VramLimitLicense(Box::new((**v).clone())),
-            Object::VsanClusterConfigInfo(v) => Object::VsanClusterConfigInfo(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -656,7 +570,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -510,84 +510,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VsanClusterConfigInfoHostDefaultInfo(v) => Object::VsanClusterConfigInfoHostDefaultInfo(Box::new((**v).clone())),
-            Object::VsanClusterCoreConfig(v) => Object::VsanClusterCoreConfig(Box::new((**v).clone())),
-            Object::VsanClusterCoreConfigSpec(v) => Object::VsanClusterCoreConfigSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VsanClusterUuidMismatch(v) => Object::VsanClusterUuidMismatch(Box::new((**v).clone())),
-            Object::VsanDatastoreInfo(v) => Object::VsanDatastoreInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VsanDiskFault(v) => Object::VsanDiskFault(Box::new((**v).clone())),
-            Object::VsanDiskIssueType(v) => Object::VsanDiskIssueType(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VsanFault(v) => Object::VsanFault(Box::new((**v).clone())),
-            Object::VsanHostClusterStatus(v) => Object::VsanHostClusterStatus(Box::new((**v).clone())),
-            Object::VsanHostClusterStatusState(v) => Object::VsanHostClusterStatusState(Box::new((**v).clone())),
-            Object::VsanHostClusterStatusStateCompletionEstimate(v) => Object::VsanHostClusterStatusStateCompletionEstimate(Box::new((**v).clone())),
-            Object::VsanHostConfigInfo(v) => Object::VsanHostConfigInfo(Box::new((**v).clone())),
-            Object::VsanHostConfigInfoClusterInfo(v) => Object::VsanHostConfigInfoClusterInfo(Box::new((**v).clone())),
-            Object::VsanHostConfigInfoNetworkInfo(v) => Object::VsanHostConfigInfoNetworkInfo(Box::new((**v).clone())),
-            Object::VsanHostConfigInfoNetworkInfoPortConfig(v) => Object::VsanHostConfigInfoNetworkInfoPortConfig(Box::new((**v).clone())),
-            Object::VsanHostConfigInfoStorageInfo(v) => Object::VsanHostConfigInfoStorageInfo(Box::new((**v).clone())),
-            Object::VsanHostDecommissionMode(v) => Object::VsanHostDecommissionMode(Box::new((**v).clone())),
-            Object::VsanHostDecommissionModeObjectAction(v) => Object::VsanHostDecommissionModeObjectAction(Box::new((**v).clone())),
-            Object::VsanHostDiskMapInfo(v) => Object::VsanHostDiskMapInfo(Box::new((**v).clone())),
-            Object::VsanHostDiskMapResult(v) => Object::VsanHostDiskMapResult(Box::new((**v).clone())),
-            Object::VsanHostDiskMapping(v) => Object::VsanHostDiskMapping(Box::new((**v).clone())),
-            Object::VsanHostDiskResult(v) => Object::VsanHostDiskResult(Box::new((**v).clone())),
-            Object::VsanHostDiskResultState(v) => Object::VsanHostDiskResultState(Box::new((**v).clone())),
-            Object::VsanHostFaultDomainInfo(v) => Object::VsanHostFaultDomainInfo(Box::new((**v).clone())),
-            Object::VsanHostHealthState(v) => Object::VsanHostHealthState(Box::new((**v).clone())),
-            Object::VsanHostIpConfig(v) => Object::VsanHostIpConfig(Box::new((**v).clone())),
-            Object::VsanHostMembershipInfo(v) => Object::VsanHostMembershipInfo(Box::new((**v).clone())),
-            Object::VsanHostNodeState(v) => Object::VsanHostNodeState(Box::new((**v).clone())),
-            Object::VsanHostRuntimeInfo(v) => Object::VsanHostRuntimeInfo(Box::new((**v).clone())),
-            Object::VsanHostRuntimeInfoDiskIssue(v) => Object::VsanHostRuntimeInfoDiskIssue(Box::new((**v).clone())),
-            Object::VsanHostVsanDiskInfo(v) => Object::VsanHostVsanDiskInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VsanIncompatibleDiskMapping(v) => Object::VsanIncompatibleDiskMapping(Box::new((**v).clone())),
-            Object::VsanNewPolicyBatch(v) => Object::VsanNewPolicyBatch(Box::new((**v).clone())),
-            Object::VsanPolicyChangeBatch(v) => Object::VsanPolicyChangeBatch(Box::new((**v).clone())),
-            Object::VsanPolicyCost(v) => Object::VsanPolicyCost(Box::new((**v).clone())),
-            Object::VsanPolicySatisfiability(v) => Object::VsanPolicySatisfiability(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemAPIBrokenIssue(v) => Object::VsanUpgradeSystemAPIBrokenIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v) => Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemHostsDisconnectedIssue(v) => Object::VsanUpgradeSystemHostsDisconnectedIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemMissingHostsInClusterIssue(v) => Object::VsanUpgradeSystemMissingHostsInClusterIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemNetworkPartitionInfo(v) => Object::VsanUpgradeSystemNetworkPartitionInfo(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemNetworkPartitionIssue(v) => Object::VsanUpgradeSystemNetworkPartitionIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v) => Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemPreflightCheckIssue(v) => Object::VsanUpgradeSystemPreflightCheckIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemPreflightCheckResult(v) => Object::VsanUpgradeSystemPreflightCheckResult(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemRogueHostsInClusterIssue(v) => Object::VsanUpgradeSystemRogueHostsInClusterIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v) => Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(v) => Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOpType(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeHistoryItem(v) => Object::VsanUpgradeSystemUpgradeHistoryItem(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v) => Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemUpgradeStatus(v) => Object::VsanUpgradeSystemUpgradeStatus(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v) => Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(Box::new((**v).clone())),
-            Object::VsanUpgradeSystemWrongEsxVersionIssue(v) => Object::VsanUpgradeSystemWrongEsxVersionIssue(Box::new((**v).clone())),
-            Object::VslmCloneSpec(v) => Object::VslmCloneSpec(Box::new((**v).clone())),
-            Object::VslmCreateSpec(v) => Object::VslmCreateSpec(Box::new((**v).clone())),
-            Object::VslmCreateSpecBackingSpec(v) => Object::VslmCreateSpecBackingSpec(Box::new((**v).clone())),
-            Object::VslmCreateSpecDiskFileBackingSpec(v) => Object::VslmCreateSpecDiskFileBackingSpec(Box::new((**v).clone())),
-            Object::VslmCreateSpecRawDiskMappingBackingSpec(v) => Object::VslmCreateSpecRawDiskMappingBackingSpec(Box::new((**v).clone())),
-            Object::VslmMigrateSpec(v) => Object::VslmMigrateSpec(Box::new((**v).clone())),
-            Object::VslmRelocateSpec(v) => Object::VslmRelocateSpec(Box::new((**v).clone())),
-            Object::VslmTagEntry(v) => Object::VslmTagEntry(Box::new((**v).clone())),
-            Object::VslmVsoPostRelocateChangeMetadataOperation(v) => Object::VslmVsoPostRelocateChangeMetadataOperation(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanDestPortConflict(v) => Object::VspanDestPortConflict(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortConflict(v) => Object::VspanPortConflict(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortMoveFault(v) => Object::VspanPortMoveFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortPromiscChangeFault(v) => Object::VspanPortPromiscChangeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortgroupPromiscChangeFault(v) => Object::VspanPortgroupPromiscChangeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPortgroupTypeChangeFault(v) => Object::VspanPortgroupTypeChangeFault(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanPromiscuousPortNotSupported(v) => Object::VspanPromiscuousPortNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::VspanSameSessionPortConflict(v) => Object::VspanSameSessionPortConflict(Box::new((**v).clone())),
-            Object::VvolDatastoreInfo(v) => Object::VvolDatastoreInfo(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -672,7 +594,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -580,78 +580,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VMwareDvsLacpGroupConfig(v) => Object::VMwareDvsLacpGroupConfig(Box::new((**v).clone())),
-            Object::VMwareDvsLacpGroupSpec(v) => Object::VMwareDvsLacpGroupSpec(Box::new((**v).clone())),
-            Object::VMwareDvsLacpLoadBalanceAlgorithm(v) => Object::VMwareDvsLacpLoadBalanceAlgorithm(Box::new((**v).clone())),
-            Object::VMwareDvsLagIpfixConfig(v) => Object::VMwareDvsLagIpfixConfig(Box::new((**v).clone())),
-            Object::VMwareDvsLagVlanConfig(v) => Object::VMwareDvsLagVlanConfig(Box::new((**v).clone())),
-            Object::VMwareDvsMtuCapability(v) => Object::VMwareDvsMtuCapability(Box::new((**v).clone())),
-            Object::VMwareDvsMulticastFilteringMode(v) => Object::VMwareDvsMulticastFilteringMode(Box::new((**v).clone())),
-            Object::VMwareDvsPerfNicOffloadCapability(v) => Object::VMwareDvsPerfNicOffloadCapability(Box::new((**v).clone())),
-            Object::VMwareDvsSystemTrafficCapabilities(v) => Object::VMwareDvsSystemTrafficCapabilities(Box::new((**v).clone())),
-            Object::VMwareIpfixConfig(v) => Object::VMwareIpfixConfig(Box::new((**v).clone())),
-            Object::VMwareUplinkLacpMode(v) => Object::VMwareUplinkLacpMode(Box::new((**v).clone())),
-            Object::VMwareUplinkLacpPolicy(v) => Object::VMwareUplinkLacpPolicy(Box::new((**v).clone())),
-            Object::VMwareUplinkLacpTimeoutMode(v) => Object::VMwareUplinkLacpTimeoutMode(Box::new((**v).clone())),
-            Object::VMwareUplinkPortOrderPolicy(v) => Object::VMwareUplinkPortOrderPolicy(Box::new((**v).clone())),
-            Object::VMwareVspanPort(v) => Object::VMwareVspanPort(Box::new((**v).clone())),
-            Object::VMwareVspanSession(v) => Object::VMwareVspanSession(Box::new((**v).clone())),
-            Object::VStorageObject(v) => Object::VStorageObject(Box::new((**v).clone())),
-            Object::VStorageObjectAssociations(v) => Object::VStorageObjectAssociations(Box::new((**v).clone())),
-            Object::VStorageObjectAssociationsVmDiskAssociations(v) => Object::VStorageObjectAssociationsVmDiskAssociations(Box::new((**v).clone())),
-            Object::VStorageObjectAttachResult(v) => Object::VStorageObjectAttachResult(Box::new((**v).clone())),
-            Object::VStorageObjectAttachSpec(v) => Object::VStorageObjectAttachSpec(Box::new((**v).clone())),
-            Object::VStorageObjectConfigInfo(v) => Object::VStorageObjectConfigInfo(Box::new((**v).clone())),
-            Object::VStorageObjectConsumptionType(v) => Object::VStorageObjectConsumptionType(Box::new((**v).clone())),
-            Object::VStorageObjectReconcileResult(v) => Object::VStorageObjectReconcileResult(Box::new((**v).clone())),
-            Object::VStorageObjectReconcileResultInvalidDiskPath(v) => Object::VStorageObjectReconcileResultInvalidDiskPath(Box::new((**v).clone())),
-            Object::VStorageObjectReconcileResultReconcileDetail(v) => Object::VStorageObjectReconcileResultReconcileDetail(Box::new((**v).clone())),
-            Object::VStorageObjectReconcileSpec(v) => Object::VStorageObjectReconcileSpec(Box::new((**v).clone())),
-            Object::VStorageObjectSnapshot(v) => Object::VStorageObjectSnapshot(Box::new((**v).clone())),
-            Object::VStorageObjectSnapshotDetails(v) => Object::VStorageObjectSnapshotDetails(Box::new((**v).clone())),
-            Object::VStorageObjectSnapshotInfo(v) => Object::VStorageObjectSnapshotInfo(Box::new((**v).clone())),
-            Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(v) => Object::VStorageObjectSnapshotInfoVStorageObjectSnapshot(Box::new((**v).clone())),
-            Object::VStorageObjectStateInfo(v) => Object::VStorageObjectStateInfo(Box::new((**v).clone())),
-            Object::VVolHostPE(v) => Object::VVolHostPE(Box::new((**v).clone())),
-            Object::VVolVmConfigFileUpdateResult(v) => Object::VVolVmConfigFileUpdateResult(Box::new((**v).clone())),
-            Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(v) => Object::VVolVmConfigFileUpdateResultFailedVmConfigFileInfo(Box::new((**v).clone())),
-            Object::ValidateMigrationTestType(v) => Object::ValidateMigrationTestType(Box::new((**v).clone())),
-            Object::VasaProviderContainerSpec(v) => Object::VasaProviderContainerSpec(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VcAgentUninstallFailedEvent(v) => Object::VcAgentUninstallFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VcAgentUninstalledEvent(v) => Object::VcAgentUninstalledEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradeFailedEvent(v) => Object::VcAgentUpgradeFailedEvent(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VcAgentUpgradedEvent(v) => Object::VcAgentUpgradedEvent(Box::new((**v).clone())),
-            Object::VchaClusterConfigInfo(v) => Object::VchaClusterConfigInfo(Box::new((**v).clone())),
-            Object::VchaClusterConfigSpec(v) => Object::VchaClusterConfigSpec(Box::new((**v).clone())),
-            Object::VchaClusterDeploymentSpec(v) => Object::VchaClusterDeploymentSpec(Box::new((**v).clone())),
-            Object::VchaClusterHealth(v) => Object::VchaClusterHealth(Box::new((**v).clone())),
-            Object::VchaClusterMode(v) => Object::VchaClusterMode(Box::new((**v).clone())),
-            Object::VchaClusterNetworkSpec(v) => Object::VchaClusterNetworkSpec(Box::new((**v).clone())),
-            Object::VchaClusterRuntimeInfo(v) => Object::VchaClusterRuntimeInfo(Box::new((**v).clone())),
-            Object::VchaClusterState(v) => Object::VchaClusterState(Box::new((**v).clone())),
-            Object::VchaNodeRole(v) => Object::VchaNodeRole(Box::new((**v).clone())),
-            Object::VchaNodeRuntimeInfo(v) => Object::VchaNodeRuntimeInfo(Box::new((**v).clone())),
-            Object::VchaNodeState(v) => Object::VchaNodeState(Box::new((**v).clone())),
-            Object::VchaState(v) => Object::VchaState(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::VimAccountPasswordChangedEvent(v) => Object::VimAccountPasswordChangedEvent(Box::new((**v).clone())),
-            Object::VimFault(v) => Object::VimFault(Box::new((**v).clone())),
-            Object::VimVasaProvider(v) => Object::VimVasaProvider(Box::new((**v).clone())),
-            Object::VimVasaProviderInfo(v) => Object::VimVasaProviderInfo(Box::new((**v).clone())),
-            Object::VimVasaProviderStatePerArray(v) => Object::VimVasaProviderStatePerArray(Box::new((**v).clone())),
-            Object::VimVasaProviderVirtualHostConfig(v) => Object::VimVasaProviderVirtualHostConfig(Box::new((**v).clone())),
-            Object::VirtualAHCIController(v) => Object::VirtualAHCIController(Box::new((**v).clone())),
-            Object::VirtualAHCIControllerOption(v) => Object::VirtualAHCIControllerOption(Box::new((**v).clone())),
-            Object::VirtualAppImportSpec(v) => Object::VirtualAppImportSpec(Box::new((**v).clone())),
-            Object::VirtualAppLinkInfo(v) => Object::VirtualAppLinkInfo(Box::new((**v).clone())),
-            Object::VirtualAppSummary(v) => Object::VirtualAppSummary(Box::new((**v).clone())),
-            Object::VirtualAppVAppState(v) => Object::VirtualAppVAppState(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -730,7 +658,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

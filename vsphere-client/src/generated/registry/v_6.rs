@@ -665,69 +665,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::VirtualMachineFloppyInfo(v) => Object::VirtualMachineFloppyInfo(Box::new((**v).clone())),
-            Object::VirtualMachineForkConfigInfo(v) => Object::VirtualMachineForkConfigInfo(Box::new((**v).clone())),
-            Object::VirtualMachineForkConfigInfoChildType(v) => Object::VirtualMachineForkConfigInfoChildType(Box::new((**v).clone())),
-            Object::VirtualMachineGuestArchitecture(v) => Object::VirtualMachineGuestArchitecture(Box::new((**v).clone())),
-            Object::VirtualMachineGuestIntegrityInfo(v) => Object::VirtualMachineGuestIntegrityInfo(Box::new((**v).clone())),
-            Object::VirtualMachineGuestMonitoringModeInfo(v) => Object::VirtualMachineGuestMonitoringModeInfo(Box::new((**v).clone())),
-            Object::VirtualMachineGuestOsFamily(v) => Object::VirtualMachineGuestOsFamily(Box::new((**v).clone())),
-            Object::VirtualMachineGuestOsIdentifier(v) => Object::VirtualMachineGuestOsIdentifier(Box::new((**v).clone())),
-            Object::VirtualMachineGuestQuiesceSpec(v) => Object::VirtualMachineGuestQuiesceSpec(Box::new((**v).clone())),
-            Object::VirtualMachineGuestRebootStatus(v) => Object::VirtualMachineGuestRebootStatus(Box::new((**v).clone())),
-            Object::VirtualMachineGuestState(v) => Object::VirtualMachineGuestState(Box::new((**v).clone())),
-            Object::VirtualMachineGuestSummary(v) => Object::VirtualMachineGuestSummary(Box::new((**v).clone())),
-            Object::VirtualMachineHtSharing(v) => Object::VirtualMachineHtSharing(Box::new((**v).clone())),
-            Object::VirtualMachineIdeDiskDeviceInfo(v) => Object::VirtualMachineIdeDiskDeviceInfo(Box::new((**v).clone())),
-            Object::VirtualMachineIdeDiskDevicePartitionInfo(v) => Object::VirtualMachineIdeDiskDevicePartitionInfo(Box::new((**v).clone())),
-            Object::VirtualMachineImportSpec(v) => Object::VirtualMachineImportSpec(Box::new((**v).clone())),
-            Object::VirtualMachineIndependentFilterSpec(v) => Object::VirtualMachineIndependentFilterSpec(Box::new((**v).clone())),
-            Object::VirtualMachineInstantCloneSpec(v) => Object::VirtualMachineInstantCloneSpec(Box::new((**v).clone())),
-            Object::VirtualMachineLegacyNetworkSwitchInfo(v) => Object::VirtualMachineLegacyNetworkSwitchInfo(Box::new((**v).clone())),
-            Object::VirtualMachineMemoryAllocationPolicy(v) => Object::VirtualMachineMemoryAllocationPolicy(Box::new((**v).clone())),
-            Object::VirtualMachineMemoryReservationInfo(v) => Object::VirtualMachineMemoryReservationInfo(Box::new((**v).clone())),
-            Object::VirtualMachineMemoryReservationSpec(v) => Object::VirtualMachineMemoryReservationSpec(Box::new((**v).clone())),
-            Object::VirtualMachineMessage(v) => Object::VirtualMachineMessage(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadata(v) => Object::VirtualMachineMetadataManagerVmMetadata(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataInput(v) => Object::VirtualMachineMetadataManagerVmMetadataInput(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataOp(v) => Object::VirtualMachineMetadataManagerVmMetadataOp(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataOwner(v) => Object::VirtualMachineMetadataManagerVmMetadataOwner(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(v) => Object::VirtualMachineMetadataManagerVmMetadataOwnerOwner(Box::new((**v).clone())),
-            Object::VirtualMachineMetadataManagerVmMetadataResult(v) => Object::VirtualMachineMetadataManagerVmMetadataResult(Box::new((**v).clone())),
-            Object::VirtualMachineMksConnection(v) => Object::VirtualMachineMksConnection(Box::new((**v).clone())),
-            Object::VirtualMachineMksTicket(v) => Object::VirtualMachineMksTicket(Box::new((**v).clone())),
-            Object::VirtualMachineMovePriority(v) => Object::VirtualMachineMovePriority(Box::new((**v).clone())),
-            Object::VirtualMachineNeedSecondaryReason(v) => Object::VirtualMachineNeedSecondaryReason(Box::new((**v).clone())),
-            Object::VirtualMachineNetworkInfo(v) => Object::VirtualMachineNetworkInfo(Box::new((**v).clone())),
-            Object::VirtualMachineNetworkShaperInfo(v) => Object::VirtualMachineNetworkShaperInfo(Box::new((**v).clone())),
-            Object::VirtualMachineParallelInfo(v) => Object::VirtualMachineParallelInfo(Box::new((**v).clone())),
-            Object::VirtualMachinePciPassthroughInfo(v) => Object::VirtualMachinePciPassthroughInfo(Box::new((**v).clone())),
-            Object::VirtualMachinePciSharedGpuPassthroughInfo(v) => Object::VirtualMachinePciSharedGpuPassthroughInfo(Box::new((**v).clone())),
-            Object::VirtualMachinePowerOffBehavior(v) => Object::VirtualMachinePowerOffBehavior(Box::new((**v).clone())),
-            Object::VirtualMachinePowerOpType(v) => Object::VirtualMachinePowerOpType(Box::new((**v).clone())),
-            Object::VirtualMachinePowerState(v) => Object::VirtualMachinePowerState(Box::new((**v).clone())),
-            Object::VirtualMachinePrecisionClockInfo(v) => Object::VirtualMachinePrecisionClockInfo(Box::new((**v).clone())),
-            Object::VirtualMachineProfileDetails(v) => Object::VirtualMachineProfileDetails(Box::new((**v).clone())),
-            Object::VirtualMachineProfileDetailsDiskProfileDetails(v) => Object::VirtualMachineProfileDetailsDiskProfileDetails(Box::new((**v).clone())),
-            Object::VirtualMachineProfileRawData(v) => Object::VirtualMachineProfileRawData(Box::new((**v).clone())),
-            Object::VirtualMachineProfileSpec(v) => Object::VirtualMachineProfileSpec(Box::new((**v).clone())),
-            Object::VirtualMachinePropertyRelation(v) => Object::VirtualMachinePropertyRelation(Box::new((**v).clone())),
-            Object::VirtualMachineQuestionInfo(v) => Object::VirtualMachineQuestionInfo(Box::new((**v).clone())),
-            Object::VirtualMachineQuickStats(v) => Object::VirtualMachineQuickStats(Box::new((**v).clone())),
-            Object::VirtualMachineQuickStatsMemoryTierStats(v) => Object::VirtualMachineQuickStatsMemoryTierStats(Box::new((**v).clone())),
-            Object::VirtualMachineRecordReplayState(v) => Object::VirtualMachineRecordReplayState(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateDiskMoveOptions(v) => Object::VirtualMachineRelocateDiskMoveOptions(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateSpec(v) => Object::VirtualMachineRelocateSpec(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateSpecDiskLocator(v) => Object::VirtualMachineRelocateSpecDiskLocator(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(v) => Object::VirtualMachineRelocateSpecDiskLocatorBackingSpec(Box::new((**v).clone())),
-            Object::VirtualMachineRelocateTransformation(v) => Object::VirtualMachineRelocateTransformation(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -797,7 +734,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

@@ -239,31 +239,6 @@ impl PartialEq for Object {
     }
 }
 
-impl Clone for Object {
-    fn clone(&self) -> Self {
-        match self {
-            Object::WaitOptions(v) => Object::WaitOptions(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupported(v) => Object::WakeOnLanNotSupported(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WakeOnLanNotSupportedByVmotionNIC(v) => Object::WakeOnLanNotSupportedByVmotionNIC(Box::new((**v).clone())),
-            #[cfg(feature = "all-events")] Object::WarningUpgradeEvent(v) => Object::WarningUpgradeEvent(Box::new((**v).clone())),
-            Object::WeekOfMonth(v) => Object::WeekOfMonth(Box::new((**v).clone())),
-            Object::WeeklyTaskScheduler(v) => Object::WeeklyTaskScheduler(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WillLoseHAProtection(v) => Object::WillLoseHAProtection(Box::new((**v).clone())),
-            Object::WillLoseHAProtectionResolution(v) => Object::WillLoseHAProtectionResolution(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WillModifyConfigCpuRequirements(v) => Object::WillModifyConfigCpuRequirements(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WillResetSnapshotDirectory(v) => Object::WillResetSnapshotDirectory(Box::new((**v).clone())),
-            Object::WinNetBIOSConfigInfo(v) => Object::WinNetBIOSConfigInfo(Box::new((**v).clone())),
-            #[cfg(feature = "all-faults")] Object::WipeDiskFault(v) => Object::WipeDiskFault(Box::new((**v).clone())),
-            Object::WitnessNodeInfo(v) => Object::WitnessNodeInfo(Box::new((**v).clone())),
-            Object::VslmDiskInfoFlag(v) => Object::VslmDiskInfoFlag(Box::new((**v).clone())),
-            Object::VslmInfrastructureObjectPolicy(v) => Object::VslmInfrastructureObjectPolicy(Box::new((**v).clone())),
-            Object::VslmInfrastructureObjectPolicySpec(v) => Object::VslmInfrastructureObjectPolicySpec(Box::new((**v).clone())),
-            Object::VslmVClockInfo(v) => Object::VslmVClockInfo(Box::new((**v).clone())),
-            Object::VslmVStorageObjectControlFlag(v) => Object::VslmVStorageObjectControlFlag(Box::new((**v).clone())),
-        }
-    }
-}
-
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
@@ -295,7 +270,7 @@ impl x::DataObject for Object {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn x::DataObject> {
-        Box::new(self.clone())
+        x::clone_object(self)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn x::DataObject) -> bool {

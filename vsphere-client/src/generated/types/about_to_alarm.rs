@@ -478,6 +478,7 @@ impl PartialEq for ActiveVMsBlockingEVC {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ActiveVMsBlockingEVC {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             evc_config_fault: self.evc_config_fault.clone(),
@@ -724,6 +725,7 @@ impl PartialEq for AffinityConfigured {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for AffinityConfigured {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             migration_fault: self.migration_fault.clone(),
@@ -1227,6 +1229,7 @@ impl PartialEq for AlarmDescription {
     }
 }
 impl Clone for AlarmDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expr: x::clone_vec(&self.expr),
@@ -1610,6 +1613,7 @@ impl PartialEq for AlarmFilterSpec {
     }
 }
 impl Clone for AlarmFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             status: x::clone_vec(&self.status),
@@ -2403,6 +2407,7 @@ impl PartialEq for AlarmTriggeringAction {
     }
 }
 impl Clone for AlarmTriggeringAction {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             action: self.action.clone(),

@@ -375,6 +375,7 @@ impl PartialEq for AndAlarmExpression {
     }
 }
 impl Clone for AndAlarmExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expression: x::clone_vec(&self.expression),
@@ -423,6 +424,7 @@ impl PartialEq for AnswerFile {
     }
 }
 impl Clone for AnswerFile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             user_input: x::clone_vec(&self.user_input),
@@ -516,6 +518,7 @@ impl PartialEq for AnswerFileOptionsCreateSpec {
     }
 }
 impl Clone for AnswerFileOptionsCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             answer_file_create_spec: self.answer_file_create_spec.clone(),
@@ -693,6 +696,7 @@ impl PartialEq for AnswerFileStatusResult {
     }
 }
 impl Clone for AnswerFileStatusResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             checked_time: self.checked_time.clone(),
@@ -760,6 +764,7 @@ impl PartialEq for AnswerFileUpdateFailed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for AnswerFileUpdateFailed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -938,6 +943,7 @@ impl PartialEq for ApplyHostProfileConfigurationResult {
     }
 }
 impl Clone for ApplyHostProfileConfigurationResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             start_time: self.start_time.clone(),
@@ -1012,6 +1018,7 @@ impl PartialEq for ApplyHostProfileConfigurationSpec {
     }
 }
 impl Clone for ApplyHostProfileConfigurationSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_execute_result: self.profile_execute_result.clone(),
@@ -1114,6 +1121,7 @@ impl PartialEq for ApplyProfile {
     }
 }
 impl Clone for ApplyProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,

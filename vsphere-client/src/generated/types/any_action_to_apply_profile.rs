@@ -67,6 +67,7 @@ impl PartialEq for AnyAction {
     }
 }
 impl Clone for AnyAction {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::Action(v) => Self::Action(Box::new((**v).clone())),
@@ -330,6 +331,7 @@ impl PartialEq for AnyAlarmAction {
     }
 }
 impl Clone for AnyAlarmAction {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::AlarmAction(v) => Self::AlarmAction(Box::new((**v).clone())),
@@ -514,6 +516,7 @@ impl PartialEq for AnyAlarmExpression {
     }
 }
 impl Clone for AnyAlarmExpression {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::AlarmExpression(v) => Self::AlarmExpression(Box::new((**v).clone())),
@@ -782,6 +785,7 @@ impl PartialEq for AnyAlarmSpec {
     }
 }
 impl Clone for AnyAlarmSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::AlarmSpec(v) => Self::AlarmSpec(Box::new((**v).clone())),
@@ -917,6 +921,7 @@ impl PartialEq for AnyAnswerFileCreateSpec {
     }
 }
 impl Clone for AnyAnswerFileCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::AnswerFileCreateSpec(v) => {
@@ -1213,6 +1218,7 @@ impl PartialEq for AnyApplyProfile {
     }
 }
 impl Clone for AnyApplyProfile {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ApplyProfile(v) => Self::ApplyProfile(Box::new((**v).clone())),

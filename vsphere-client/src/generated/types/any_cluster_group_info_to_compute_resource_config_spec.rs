@@ -62,6 +62,7 @@ impl PartialEq for AnyClusterGroupInfo {
     }
 }
 impl Clone for AnyClusterGroupInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterGroupInfo(v) => Self::ClusterGroupInfo(Box::new((**v).clone())),
@@ -235,6 +236,7 @@ impl PartialEq for AnyClusterProfileConfigSpec {
     }
 }
 impl Clone for AnyClusterProfileConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterProfileConfigSpec(v) => {
@@ -443,6 +445,7 @@ impl PartialEq for AnyClusterRuleInfo {
     }
 }
 impl Clone for AnyClusterRuleInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterRuleInfo(v) => Self::ClusterRuleInfo(Box::new((**v).clone())),
@@ -768,6 +771,7 @@ impl PartialEq for AnyClusterSlotPolicy {
     }
 }
 impl Clone for AnyClusterSlotPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ClusterSlotPolicy(v) => {
@@ -910,6 +914,7 @@ impl PartialEq for AnyComputeResourceConfigInfo {
     }
 }
 impl Clone for AnyComputeResourceConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ComputeResourceConfigInfo(v) => {
@@ -1059,6 +1064,7 @@ impl PartialEq for AnyComputeResourceConfigSpec {
     }
 }
 impl Clone for AnyComputeResourceConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ComputeResourceConfigSpec(v) => {

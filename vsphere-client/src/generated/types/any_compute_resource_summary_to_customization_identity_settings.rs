@@ -55,6 +55,7 @@ impl PartialEq for AnyComputeResourceSummary {
     }
 }
 impl Clone for AnyComputeResourceSummary {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ComputeResourceSummary(v) => {
@@ -226,6 +227,7 @@ impl PartialEq for AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
     }
 }
 impl Clone for AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::CryptoManagerKmipCryptoKeyStatusKeyInfo(v) => {
@@ -463,6 +465,7 @@ impl PartialEq for AnyCryptoSpec {
     }
 }
 impl Clone for AnyCryptoSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::CryptoSpec(v) => Self::CryptoSpec(Box::new((**v).clone())),
@@ -743,6 +746,7 @@ impl PartialEq for AnyCustomFieldValue {
     }
 }
 impl Clone for AnyCustomFieldValue {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::CustomFieldValue(v) => Self::CustomFieldValue(Box::new((**v).clone())),
@@ -898,6 +902,7 @@ impl PartialEq for AnyCustomizationIdentitySettings {
     }
 }
 impl Clone for AnyCustomizationIdentitySettings {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::CustomizationIdentitySettings(v) => {

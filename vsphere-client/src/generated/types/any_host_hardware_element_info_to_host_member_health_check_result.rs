@@ -62,6 +62,7 @@ impl PartialEq for AnyHostHardwareElementInfo {
     }
 }
 impl Clone for AnyHostHardwareElementInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostHardwareElementInfo(v) => {
@@ -239,6 +240,7 @@ impl PartialEq for AnyHostHbaCreateSpec {
     }
 }
 impl Clone for AnyHostHbaCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostHbaCreateSpec(v) => {
@@ -413,6 +415,7 @@ impl PartialEq for AnyHostHostBusAdapter {
     }
 }
 impl Clone for AnyHostHostBusAdapter {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostHostBusAdapter(v) => {
@@ -790,6 +793,7 @@ impl PartialEq for AnyHostIpRouteConfig {
     }
 }
 impl Clone for AnyHostIpRouteConfig {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostIpRouteConfig(v) => {
@@ -949,6 +953,7 @@ impl PartialEq for AnyHostMemberHealthCheckResult {
     }
 }
 impl Clone for AnyHostMemberHealthCheckResult {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostMemberHealthCheckResult(v) => {

@@ -70,6 +70,7 @@ impl PartialEq for AnyHostMultipathInfoLogicalUnitPolicy {
     }
 }
 impl Clone for AnyHostMultipathInfoLogicalUnitPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostMultipathInfoLogicalUnitPolicy(v) => {
@@ -281,6 +282,7 @@ impl PartialEq for AnyHostNvmeTransportParameters {
     }
 }
 impl Clone for AnyHostNvmeTransportParameters {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostNvmeTransportParameters(v) => {
@@ -531,6 +533,7 @@ impl PartialEq for AnyHostPciPassthruConfig {
     }
 }
 impl Clone for AnyHostPciPassthruConfig {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostPciPassthruConfig(v) => {
@@ -679,6 +682,7 @@ impl PartialEq for AnyHostPciPassthruInfo {
     }
 }
 impl Clone for AnyHostPciPassthruInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostPciPassthruInfo(v) => {
@@ -826,6 +830,7 @@ impl PartialEq for AnyHostProfileConfigSpec {
     }
 }
 impl Clone for AnyHostProfileConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostProfileConfigSpec(v) => {
@@ -1007,6 +1012,7 @@ impl PartialEq for AnyHostProfilesEntityCustomizations {
     }
 }
 impl Clone for AnyHostProfilesEntityCustomizations {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostProfilesEntityCustomizations(v) => {

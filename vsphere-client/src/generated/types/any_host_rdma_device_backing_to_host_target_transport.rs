@@ -55,6 +55,7 @@ impl PartialEq for AnyHostRdmaDeviceBacking {
     }
 }
 impl Clone for AnyHostRdmaDeviceBacking {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostRdmaDeviceBacking(v) => {
@@ -205,6 +206,7 @@ impl PartialEq for AnyHostSriovDevicePoolInfo {
     }
 }
 impl Clone for AnyHostSriovDevicePoolInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostSriovDevicePoolInfo(v) => {
@@ -400,6 +402,7 @@ impl PartialEq for AnyHostSystemSwapConfigurationSystemSwapOption {
     }
 }
 impl Clone for AnyHostSystemSwapConfigurationSystemSwapOption {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostSystemSwapConfigurationSystemSwapOption(v) => {
@@ -720,6 +723,7 @@ impl PartialEq for AnyHostTargetTransport {
     }
 }
 impl Clone for AnyHostTargetTransport {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostTargetTransport(v) => {

@@ -89,6 +89,7 @@ impl PartialEq for AnyHostTpmEventDetails {
     }
 }
 impl Clone for AnyHostTpmEventDetails {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostTpmEventDetails(v) => {
@@ -481,6 +482,7 @@ impl PartialEq for AnyHostVirtualSwitchBridge {
     }
 }
 impl Clone for AnyHostVirtualSwitchBridge {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::HostVirtualSwitchBridge(v) => {
@@ -687,6 +689,7 @@ impl PartialEq for AnyImportSpec {
     }
 }
 impl Clone for AnyImportSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ImportSpec(v) => Self::ImportSpec(Box::new((**v).clone())),
@@ -864,6 +867,7 @@ impl PartialEq for AnyIoFilterManagerSslTrust {
     }
 }
 impl Clone for AnyIoFilterManagerSslTrust {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::IoFilterManagerSslTrust(v) => {
@@ -1046,6 +1050,7 @@ impl PartialEq for AnyIpAddress {
     }
 }
 impl Clone for AnyIpAddress {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::IpAddress(v) => Self::IpAddress(Box::new((**v).clone())),

@@ -66,6 +66,7 @@ impl PartialEq for AnyKmipClusterInfoKeyInfo {
     }
 }
 impl Clone for AnyKmipClusterInfoKeyInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::KmipClusterInfoKeyInfo(v) => {
@@ -264,6 +265,7 @@ impl PartialEq for AnyKmipServerSpecKeySpec {
     }
 }
 impl Clone for AnyKmipServerSpecKeySpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::KmipServerSpecKeySpec(v) => {
@@ -457,6 +459,7 @@ impl PartialEq for AnyLicenseSource {
     }
 }
 impl Clone for AnyLicenseSource {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::LicenseSource(v) => Self::LicenseSource(Box::new((**v).clone())),
@@ -660,6 +663,7 @@ impl PartialEq for AnyMacAddress {
     }
 }
 impl Clone for AnyMacAddress {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::MacAddress(v) => Self::MacAddress(Box::new((**v).clone())),

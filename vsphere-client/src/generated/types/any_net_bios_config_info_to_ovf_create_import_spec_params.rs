@@ -55,6 +55,7 @@ impl PartialEq for AnyNetBIOSConfigInfo {
     }
 }
 impl Clone for AnyNetBIOSConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::NetBIOSConfigInfo(v) => {
@@ -201,6 +202,7 @@ impl PartialEq for AnyNetworkSummary {
     }
 }
 impl Clone for AnyNetworkSummary {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::NetworkSummary(v) => Self::NetworkSummary(Box::new((**v).clone())),
@@ -345,6 +347,7 @@ impl PartialEq for AnyNodeDeploymentSpec {
     }
 }
 impl Clone for AnyNodeDeploymentSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::NodeDeploymentSpec(v) => {
@@ -491,6 +494,7 @@ impl PartialEq for AnyNodeNetworkSpec {
     }
 }
 impl Clone for AnyNodeNetworkSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::NodeNetworkSpec(v) => Self::NodeNetworkSpec(Box::new((**v).clone())),
@@ -650,6 +654,7 @@ impl PartialEq for AnyOptionType {
     }
 }
 impl Clone for AnyOptionType {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::OptionType(v) => Self::OptionType(Box::new((**v).clone())),
@@ -924,6 +929,7 @@ impl PartialEq for AnyOptionValue {
     }
 }
 impl Clone for AnyOptionValue {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::OptionValue(v) => Self::OptionValue(Box::new((**v).clone())),
@@ -1066,6 +1072,7 @@ impl PartialEq for AnyOvfCreateImportSpecParams {
     }
 }
 impl Clone for AnyOvfCreateImportSpecParams {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::OvfCreateImportSpecParams(v) => {

@@ -62,6 +62,7 @@ impl PartialEq for AnyPerfEntityMetricBase {
     }
 }
 impl Clone for AnyPerfEntityMetricBase {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::PerfEntityMetricBase(v) => {
@@ -237,6 +238,7 @@ impl PartialEq for AnyPerfMetricSeries {
     }
 }
 impl Clone for AnyPerfMetricSeries {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::PerfMetricSeries(v) => Self::PerfMetricSeries(Box::new((**v).clone())),
@@ -409,6 +411,7 @@ impl PartialEq for AnyPolicyOption {
     }
 }
 impl Clone for AnyPolicyOption {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::PolicyOption(v) => Self::PolicyOption(Box::new((**v).clone())),
@@ -554,6 +557,7 @@ impl PartialEq for AnyProfileConfigInfo {
     }
 }
 impl Clone for AnyProfileConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ProfileConfigInfo(v) => {
@@ -766,6 +770,7 @@ impl PartialEq for AnyProfileCreateSpec {
     }
 }
 impl Clone for AnyProfileCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ProfileCreateSpec(v) => {

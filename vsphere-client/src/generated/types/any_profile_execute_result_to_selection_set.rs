@@ -57,6 +57,7 @@ impl PartialEq for AnyProfileExecuteResult {
     }
 }
 impl Clone for AnyProfileExecuteResult {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ProfileExecuteResult(v) => {
@@ -215,6 +216,7 @@ impl PartialEq for AnyProfileExpression {
     }
 }
 impl Clone for AnyProfileExpression {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ProfileExpression(v) => {
@@ -398,6 +400,7 @@ impl PartialEq for AnyProfilePolicyOptionMetadata {
     }
 }
 impl Clone for AnyProfilePolicyOptionMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ProfilePolicyOptionMetadata(v) => {
@@ -595,6 +598,7 @@ impl PartialEq for AnyResourcePoolSummary {
     }
 }
 impl Clone for AnyResourcePoolSummary {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ResourcePoolSummary(v) => {
@@ -741,6 +745,7 @@ impl PartialEq for AnyScheduledTaskSpec {
     }
 }
 impl Clone for AnyScheduledTaskSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ScheduledTaskSpec(v) => {
@@ -887,6 +892,7 @@ impl PartialEq for AnyScsiLun {
     }
 }
 impl Clone for AnyScsiLun {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ScsiLun(v) => Self::ScsiLun(Box::new((**v).clone())),
@@ -1032,6 +1038,7 @@ impl PartialEq for AnySelectionSet {
     }
 }
 impl Clone for AnySelectionSet {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::SelectionSet(v) => Self::SelectionSet(Box::new((**v).clone())),

@@ -59,6 +59,7 @@ impl PartialEq for AnySelectionSpec {
     }
 }
 impl Clone for AnySelectionSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::SelectionSpec(v) => Self::SelectionSpec(Box::new((**v).clone())),
@@ -202,6 +203,7 @@ impl PartialEq for AnyServiceLocatorCredential {
     }
 }
 impl Clone for AnyServiceLocatorCredential {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::ServiceLocatorCredential(v) => {
@@ -386,6 +388,7 @@ impl PartialEq for AnySessionManagerServiceRequestSpec {
     }
 }
 impl Clone for AnySessionManagerServiceRequestSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::SessionManagerServiceRequestSpec(v) => {
@@ -584,6 +587,7 @@ impl PartialEq for AnyTaskManagerTaskViewSpec {
     }
 }
 impl Clone for AnyTaskManagerTaskViewSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::TaskManagerTaskViewSpec(v) => {
@@ -736,6 +740,7 @@ impl PartialEq for AnyTaskReason {
     }
 }
 impl Clone for AnyTaskReason {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::TaskReason(v) => Self::TaskReason(Box::new((**v).clone())),
@@ -976,6 +981,7 @@ impl PartialEq for AnyTaskScheduler {
     }
 }
 impl Clone for AnyTaskScheduler {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::TaskScheduler(v) => Self::TaskScheduler(Box::new((**v).clone())),

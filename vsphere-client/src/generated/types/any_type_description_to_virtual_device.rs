@@ -59,6 +59,7 @@ impl PartialEq for AnyTypeDescription {
     }
 }
 impl Clone for AnyTypeDescription {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::TypeDescription(v) => Self::TypeDescription(Box::new((**v).clone())),
@@ -207,6 +208,7 @@ impl PartialEq for AnyUserSearchResult {
     }
 }
 impl Clone for AnyUserSearchResult {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::UserSearchResult(v) => Self::UserSearchResult(Box::new((**v).clone())),
@@ -490,6 +492,7 @@ impl PartialEq for AnyVirtualDevice {
     }
 }
 impl Clone for AnyVirtualDevice {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VirtualDevice(v) => Self::VirtualDevice(Box::new((**v).clone())),

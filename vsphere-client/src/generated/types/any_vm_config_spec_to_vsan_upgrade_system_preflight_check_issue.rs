@@ -55,6 +55,7 @@ impl PartialEq for AnyVmConfigSpec {
     }
 }
 impl Clone for AnyVmConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmConfigSpec(v) => Self::VmConfigSpec(Box::new((**v).clone())),
@@ -205,6 +206,7 @@ impl PartialEq for AnyVmPlacementPolicy {
     }
 }
 impl Clone for AnyVmPlacementPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmPlacementPolicy(v) => {
@@ -409,6 +411,7 @@ impl PartialEq for AnyVmfsDatastoreBaseOption {
     }
 }
 impl Clone for AnyVmfsDatastoreBaseOption {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmfsDatastoreBaseOption(v) => {
@@ -624,6 +627,7 @@ impl PartialEq for AnyVmfsDatastoreSpec {
     }
 }
 impl Clone for AnyVmfsDatastoreSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmfsDatastoreSpec(v) => {
@@ -854,6 +858,7 @@ impl PartialEq for AnyVmwareDistributedVirtualSwitchVlanSpec {
     }
 }
 impl Clone for AnyVmwareDistributedVirtualSwitchVlanSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VmwareDistributedVirtualSwitchVlanSpec(v) => {
@@ -1172,6 +1177,7 @@ impl PartialEq for AnyVsanUpgradeSystemPreflightCheckIssue {
     }
 }
 impl Clone for AnyVsanUpgradeSystemPreflightCheckIssue {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VsanUpgradeSystemPreflightCheckIssue(v) => {

@@ -80,6 +80,7 @@ impl PartialEq for AnyVsanUpgradeSystemUpgradeHistoryItem {
     }
 }
 impl Clone for AnyVsanUpgradeSystemUpgradeHistoryItem {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VsanUpgradeSystemUpgradeHistoryItem(v) => {
@@ -291,6 +292,7 @@ impl PartialEq for AnyVslmCreateSpecBackingSpec {
     }
 }
 impl Clone for AnyVslmCreateSpecBackingSpec {
+    #[inline]
     fn clone(&self) -> Self {
         match self {
             Self::VslmCreateSpecBackingSpec(v) => {

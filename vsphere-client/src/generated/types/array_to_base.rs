@@ -192,6 +192,7 @@ impl PartialEq for AuthenticationRequired {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for AuthenticationRequired {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             runtime_fault: self.runtime_fault.clone(),
@@ -340,6 +341,7 @@ impl PartialEq for AuthorizationDescription {
     }
 }
 impl Clone for AuthorizationDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             privilege: x::clone_vec(&self.privilege),
@@ -504,6 +506,7 @@ impl PartialEq for AuthorizationRole {
     }
 }
 impl Clone for AuthorizationRole {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             role_id: self.role_id,
@@ -907,6 +910,7 @@ impl PartialEq for BaseConfigInfo {
     }
 }
 impl Clone for BaseConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),

@@ -52,6 +52,7 @@ impl PartialEq for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     }
 }
 impl Clone for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_das_advanced_runtime_info: self
@@ -757,6 +758,7 @@ impl PartialEq for ClusterDpmConfigInfo {
     }
 }
 impl Clone for ClusterDpmConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -928,6 +930,7 @@ impl PartialEq for ClusterDrsConfigInfo {
     }
 }
 impl Clone for ClusterDrsConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -991,6 +994,7 @@ impl PartialEq for ClusterDrsFaults {
     }
 }
 impl Clone for ClusterDrsFaults {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             reason: self.reason.clone(),
@@ -1107,6 +1111,7 @@ impl PartialEq for ClusterDrsFaultsFaultsByVm {
     }
 }
 impl Clone for ClusterDrsFaultsFaultsByVm {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -1243,6 +1248,7 @@ impl PartialEq for ClusterDrsRecommendation {
     }
 }
 impl Clone for ClusterDrsRecommendation {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1415,6 +1421,7 @@ impl PartialEq for ClusterEVCManagerCheckResult {
     }
 }
 impl Clone for ClusterEVCManagerCheckResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             evc_mode_key: self.evc_mode_key.clone(),
@@ -1479,6 +1486,7 @@ impl PartialEq for ClusterEVCManagerEVCState {
     }
 }
 impl Clone for ClusterEVCManagerEVCState {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             supported_evc_mode: x::clone_vec(&self.supported_evc_mode),
@@ -1540,6 +1548,7 @@ impl PartialEq for ClusterEnterMaintenanceResult {
     }
 }
 impl Clone for ClusterEnterMaintenanceResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             recommendations: x::clone_vec(&self.recommendations),
@@ -1647,6 +1656,7 @@ impl PartialEq for ClusterFailoverHostAdmissionControlInfo {
     }
 }
 impl Clone for ClusterFailoverHostAdmissionControlInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_status: x::clone_vec(&self.host_status),
@@ -1750,6 +1760,7 @@ impl PartialEq for ClusterFailoverHostAdmissionControlPolicy {
     }
 }
 impl Clone for ClusterFailoverHostAdmissionControlPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_das_admission_control_policy: self
@@ -2149,6 +2160,7 @@ impl PartialEq for ClusterFtVmHostRuleInfo {
     }
 }
 impl Clone for ClusterFtVmHostRuleInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_rule_info: self.cluster_rule_info.clone(),
@@ -2322,6 +2334,7 @@ impl PartialEq for ClusterHostGroup {
     }
 }
 impl Clone for ClusterHostGroup {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_group_info: self.cluster_group_info.clone(),
@@ -2556,6 +2569,7 @@ impl PartialEq for ClusterInfraUpdateHaConfigInfo {
     }
 }
 impl Clone for ClusterInfraUpdateHaConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -2972,6 +2986,7 @@ impl PartialEq for ClusterPowerOnVmResult {
     }
 }
 impl Clone for ClusterPowerOnVmResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             attempted: x::clone_vec(&self.attempted),
@@ -3210,61 +3225,6 @@ impl x::Fields for ClusterProfileCompleteConfigSpec {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.cluster_profile_config_spec, w);
-        w.write_opt("complyProfile", &self.comply_profile);
-    }
-}
-/// `ClusterProfileConfigInfo` (extends `ProfileConfigInfo`).
-///
-/// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct ClusterProfileConfigInfo {
-    /// The fields `ClusterProfileConfigInfo` inherits from `ProfileConfigInfo`.
-    pub profile_config_info: ProfileConfigInfo,
-    /// `complyProfile`.
-    pub comply_profile: Option<ComplianceProfile>,
-}
-impl x::SchemaType for ClusterProfileConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterProfileConfigInfo";
-}
-impl x::Structure for ClusterProfileConfigInfo {}
-impl std::fmt::Debug for ClusterProfileConfigInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ClusterProfileConfigInfo", x::fields_ref(self))
-    }
-}
-impl PartialEq for ClusterProfileConfigInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl std::ops::Deref for ClusterProfileConfigInfo {
-    type Target = ProfileConfigInfo;
-    #[inline]
-    fn deref(&self) -> &ProfileConfigInfo {
-        &self.profile_config_info
-    }
-}
-impl std::ops::DerefMut for ClusterProfileConfigInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
-        &mut self.profile_config_info
-    }
-}
-impl x::Fields for ClusterProfileConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "complyProfile" => r.read_opt(&mut self.comply_profile),
-            _ => return x::Fields::decode_field(&mut self.profile_config_info, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.profile_config_info, w);
         w.write_opt("complyProfile", &self.comply_profile);
     }
 }

@@ -5,6 +5,61 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterProfileConfigInfo` (extends `ProfileConfigInfo`).
+///
+/// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct ClusterProfileConfigInfo {
+    /// The fields `ClusterProfileConfigInfo` inherits from `ProfileConfigInfo`.
+    pub profile_config_info: ProfileConfigInfo,
+    /// `complyProfile`.
+    pub comply_profile: Option<ComplianceProfile>,
+}
+impl x::SchemaType for ClusterProfileConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterProfileConfigInfo";
+}
+impl x::Structure for ClusterProfileConfigInfo {}
+impl std::fmt::Debug for ClusterProfileConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterProfileConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterProfileConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for ClusterProfileConfigInfo {
+    type Target = ProfileConfigInfo;
+    #[inline]
+    fn deref(&self) -> &ProfileConfigInfo {
+        &self.profile_config_info
+    }
+}
+impl std::ops::DerefMut for ClusterProfileConfigInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
+        &mut self.profile_config_info
+    }
+}
+impl x::Fields for ClusterProfileConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "complyProfile" => r.read_opt(&mut self.comply_profile),
+            _ => return x::Fields::decode_field(&mut self.profile_config_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.profile_config_info, w);
+        w.write_opt("complyProfile", &self.comply_profile);
+    }
+}
 /// `ClusterProfileConfigServiceCreateSpec` (extends `ClusterProfileConfigSpec`).
 ///
 /// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
@@ -30,6 +85,7 @@ impl PartialEq for ClusterProfileConfigServiceCreateSpec {
     }
 }
 impl Clone for ClusterProfileConfigServiceCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_profile_config_spec: self.cluster_profile_config_spec.clone(),
@@ -213,6 +269,7 @@ impl PartialEq for ClusterRecommendation {
     }
 }
 impl Clone for ClusterRecommendation {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -649,6 +706,7 @@ impl PartialEq for ClusterSystemVMsConfigInfo {
     }
 }
 impl Clone for ClusterSystemVMsConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             allowed_datastores: x::clone_vec(&self.allowed_datastores),
@@ -722,6 +780,7 @@ impl PartialEq for ClusterSystemVMsConfigSpec {
     }
 }
 impl Clone for ClusterSystemVMsConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             allowed_datastores: x::clone_vec(&self.allowed_datastores),
@@ -1045,6 +1104,7 @@ impl PartialEq for ClusterVmGroup {
     }
 }
 impl Clone for ClusterVmGroup {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_group_info: self.cluster_group_info.clone(),

@@ -88,6 +88,7 @@ impl PartialEq for ComplianceFailure {
     }
 }
 impl Clone for ComplianceFailure {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             failure_type: self.failure_type.clone(),
@@ -249,6 +250,7 @@ impl PartialEq for ComplianceProfile {
     }
 }
 impl Clone for ComplianceProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expression: x::clone_vec(&self.expression),
@@ -304,6 +306,7 @@ impl PartialEq for ComplianceResult {
     }
 }
 impl Clone for ComplianceResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile: self.profile.clone(),
@@ -368,6 +371,7 @@ impl PartialEq for CompositePolicyOption {
     }
 }
 impl Clone for CompositePolicyOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             policy_option: self.policy_option.clone(),
@@ -1013,6 +1017,7 @@ impl PartialEq for ConfigTarget {
     }
 }
 impl Clone for ConfigTarget {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             num_cpus: self.num_cpus,

@@ -36,6 +36,7 @@ impl PartialEq for ConflictingConfiguration {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ConflictingConfiguration {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_fault: self.dvs_fault.clone(),
@@ -1070,6 +1071,7 @@ impl PartialEq for CryptoManagerKmipClusterStatus {
     }
 }
 impl Clone for CryptoManagerKmipClusterStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_id: self.cluster_id.clone(),
@@ -1144,6 +1146,7 @@ impl PartialEq for CryptoManagerKmipCryptoKeyStatus {
     }
 }
 impl Clone for CryptoManagerKmipCryptoKeyStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key_id: self.key_id.clone(),
@@ -1433,6 +1436,7 @@ impl PartialEq for CryptoManagerKmipCustomAttributeSpec {
     }
 }
 impl Clone for CryptoManagerKmipCustomAttributeSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             attributes: x::clone_vec(&self.attributes),

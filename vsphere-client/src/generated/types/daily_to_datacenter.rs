@@ -375,6 +375,7 @@ impl PartialEq for DasConfigFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for DasConfigFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -557,6 +558,7 @@ impl PartialEq for DasHeartbeatDatastoreInfo {
     }
 }
 impl Clone for DasHeartbeatDatastoreInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             datastore: self.datastore.clone(),
@@ -1213,6 +1215,7 @@ impl PartialEq for DatacenterMismatch {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for DatacenterMismatch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             migration_fault: self.migration_fault.clone(),

@@ -86,6 +86,7 @@ impl PartialEq for DeltaDiskFormatNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for DeltaDiskFormatNotSupported {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_config_fault: self.vm_config_fault.clone(),
@@ -202,6 +203,7 @@ impl PartialEq for DesiredSoftwareSpec {
     }
 }
 impl Clone for DesiredSoftwareSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             base_image_spec: self.base_image_spec.clone(),
@@ -1039,6 +1041,7 @@ impl PartialEq for DiagnosticManagerAuditRecordResult {
     }
 }
 impl Clone for DiagnosticManagerAuditRecordResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             records: x::clone_vec(&self.records),
@@ -1196,6 +1199,7 @@ impl PartialEq for DiagnosticManagerLogHeader {
     }
 }
 impl Clone for DiagnosticManagerLogHeader {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             line_start: self.line_start,

@@ -149,6 +149,7 @@ impl PartialEq for EncryptionKeyRequired {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for EncryptionKeyRequired {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             invalid_state: self.invalid_state.clone(),
@@ -564,6 +565,7 @@ impl PartialEq for EntityPrivilege {
     }
 }
 impl Clone for EntityPrivilege {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -617,6 +619,7 @@ impl PartialEq for EnumDescription {
     }
 }
 impl Clone for EnumDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -676,6 +679,7 @@ impl PartialEq for EnvironmentBrowserConfigOptionQuerySpec {
     }
 }
 impl Clone for EnvironmentBrowserConfigOptionQuerySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -930,6 +934,7 @@ impl PartialEq for EventAlarmExpression {
     }
 }
 impl Clone for EventAlarmExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             comparisons: x::clone_vec(&self.comparisons),
@@ -1115,6 +1120,7 @@ impl PartialEq for EventDescription {
     }
 }
 impl Clone for EventDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             category: x::clone_vec(&self.category),
@@ -1262,6 +1268,7 @@ impl PartialEq for EventEx {
 }
 #[cfg(feature = "all-events")]
 impl Clone for EventEx {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             event: self.event.clone(),
@@ -1379,6 +1386,7 @@ impl PartialEq for EventFilterSpec {
     }
 }
 impl Clone for EventFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -1561,6 +1569,7 @@ impl PartialEq for EventFilterSpecByUsername {
     }
 }
 impl Clone for EventFilterSpecByUsername {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             system_user: self.system_user,

@@ -537,6 +537,7 @@ impl PartialEq for ExtSolutionManagerInfo {
     }
 }
 impl Clone for ExtSolutionManagerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             tab: x::clone_vec(&self.tab),
@@ -635,6 +636,7 @@ impl PartialEq for ExtendedDescription {
     }
 }
 impl Clone for ExtendedDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             description: self.description.clone(),
@@ -703,6 +705,7 @@ impl PartialEq for ExtendedElementDescription {
     }
 }
 impl Clone for ExtendedElementDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             element_description: self.element_description.clone(),
@@ -779,6 +782,7 @@ impl PartialEq for ExtendedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for ExtendedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             general_event: self.general_event.clone(),
@@ -911,6 +915,7 @@ impl PartialEq for ExtendedFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ExtendedFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -1014,6 +1019,7 @@ impl PartialEq for Extension {
     }
 }
 impl Clone for Extension {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             description: self.description.clone(),
@@ -1346,6 +1352,7 @@ impl PartialEq for ExtensionOvfConsumerInfo {
     }
 }
 impl Clone for ExtensionOvfConsumerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             callback_url: self.callback_url.clone(),
@@ -1442,6 +1449,7 @@ impl PartialEq for ExtensionResourceInfo {
     }
 }
 impl Clone for ExtensionResourceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             locale: self.locale.clone(),
@@ -1510,6 +1518,7 @@ impl PartialEq for ExtensionServerInfo {
     }
 }
 impl Clone for ExtensionServerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             url: self.url.clone(),

@@ -40,6 +40,7 @@ impl PartialEq for FailToEnableSPBM {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for FailToEnableSPBM {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             not_enough_licenses: self.not_enough_licenses.clone(),
@@ -459,6 +460,7 @@ impl PartialEq for FaultToleranceConfigInfo {
     }
 }
 impl Clone for FaultToleranceConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             role: self.role,
@@ -933,6 +935,7 @@ impl PartialEq for FaultTolerancePrimaryConfigInfo {
     }
 }
 impl Clone for FaultTolerancePrimaryConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             fault_tolerance_config_info: self.fault_tolerance_config_info.clone(),
@@ -1183,6 +1186,7 @@ impl PartialEq for FaultToleranceVMConfigSpec {
     }
 }
 impl Clone for FaultToleranceVMConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_config: self.vm_config.clone(),

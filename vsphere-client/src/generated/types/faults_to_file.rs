@@ -28,6 +28,7 @@ impl PartialEq for FaultsByHost {
     }
 }
 impl Clone for FaultsByHost {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -81,6 +82,7 @@ impl PartialEq for FaultsByVM {
     }
 }
 impl Clone for FaultsByVM {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -140,6 +142,7 @@ impl PartialEq for FcoeConfig {
     }
 }
 impl Clone for FcoeConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             priority_class: self.priority_class,
@@ -247,6 +250,7 @@ impl PartialEq for FcoeConfigFcoeSpecification {
     }
 }
 impl Clone for FcoeConfigFcoeSpecification {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             underlying_pnic: self.underlying_pnic.clone(),
@@ -472,6 +476,7 @@ impl PartialEq for FeatureEVCMode {
     }
 }
 impl Clone for FeatureEVCMode {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             element_description: self.element_description.clone(),
@@ -555,6 +560,7 @@ impl PartialEq for FeatureRequirementsNotMet {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for FeatureRequirementsNotMet {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_hardware_compatibility_issue: self
@@ -747,6 +753,7 @@ impl PartialEq for FileBackedVirtualDiskSpec {
     }
 }
 impl Clone for FileBackedVirtualDiskSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_disk_spec: self.virtual_disk_spec.clone(),
@@ -1041,6 +1048,7 @@ impl PartialEq for FileLockInfoResult {
     }
 }
 impl Clone for FileLockInfoResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lock_info: x::clone_vec(&self.lock_info),

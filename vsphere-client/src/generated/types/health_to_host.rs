@@ -522,6 +522,7 @@ impl PartialEq for HostActiveDirectoryInfo {
     }
 }
 impl Clone for HostActiveDirectoryInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_directory_store_info: self.host_directory_store_info.clone(),
@@ -617,6 +618,7 @@ impl PartialEq for HostActiveDirectorySpec {
     }
 }
 impl Clone for HostActiveDirectorySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             domain_name: self.domain_name.clone(),
@@ -950,6 +952,7 @@ impl PartialEq for HostApplyProfile {
     }
 }
 impl Clone for HostApplyProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),
@@ -1112,6 +1115,7 @@ impl PartialEq for HostAssignableHardwareConfig {
     }
 }
 impl Clone for HostAssignableHardwareConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             attribute_override: x::clone_vec(&self.attribute_override),
@@ -1221,6 +1225,7 @@ impl PartialEq for HostAuthenticationInfo {
     }
 }
 impl Clone for HostAuthenticationInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             principal: self.principal.clone(),
@@ -1276,6 +1281,7 @@ impl PartialEq for HostAuthenticationManagerInfo {
     }
 }
 impl Clone for HostAuthenticationManagerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             auth_config: x::clone_vec(&self.auth_config),
@@ -1361,6 +1367,7 @@ impl PartialEq for HostAutoStartManagerConfig {
     }
 }
 impl Clone for HostAutoStartManagerConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             defaults: self.defaults.clone(),
@@ -1605,6 +1612,7 @@ impl PartialEq for HostBootDeviceInfo {
     }
 }
 impl Clone for HostBootDeviceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             boot_devices: x::clone_vec(&self.boot_devices),

@@ -420,6 +420,7 @@ impl PartialEq for HostCapability {
     }
 }
 impl Clone for HostCapability {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             recursive_resource_pools_supported: self.recursive_resource_pools_supported,
@@ -1571,6 +1572,7 @@ impl PartialEq for HostCertificateManagerCertificateSpec {
     }
 }
 impl Clone for HostCertificateManagerCertificateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             kind: self.kind.clone(),
@@ -2633,6 +2635,7 @@ impl PartialEq for HostConfigFailed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for HostConfigFailed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_config_fault: self.host_config_fault.clone(),

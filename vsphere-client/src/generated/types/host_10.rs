@@ -129,6 +129,7 @@ impl PartialEq for HostVirtualSwitch {
     }
 }
 impl Clone for HostVirtualSwitch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -198,6 +199,7 @@ impl PartialEq for HostVirtualSwitchAutoBridge {
     }
 }
 impl Clone for HostVirtualSwitchAutoBridge {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             excluded_nic_device: x::clone_vec(&self.excluded_nic_device),
@@ -283,6 +285,7 @@ impl PartialEq for HostVirtualSwitchBondBridge {
     }
 }
 impl Clone for HostVirtualSwitchBondBridge {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             nic_device: x::clone_vec(&self.nic_device),
@@ -503,6 +506,7 @@ impl PartialEq for HostVmciAccessManagerAccessSpec {
     }
 }
 impl Clone for HostVmciAccessManagerAccessSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -699,6 +703,7 @@ impl PartialEq for HostVmfsVolume {
     }
 }
 impl Clone for HostVmfsVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
@@ -934,6 +939,7 @@ impl PartialEq for HostVsanInternalSystemDeleteVsanObjectsResult {
     }
 }
 impl Clone for HostVsanInternalSystemDeleteVsanObjectsResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uuid: self.uuid.clone(),
@@ -994,6 +1000,7 @@ impl PartialEq for HostVsanInternalSystemVsanObjectOperationResult {
     }
 }
 impl Clone for HostVsanInternalSystemVsanObjectOperationResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uuid: self.uuid.clone(),
@@ -1182,6 +1189,7 @@ impl PartialEq for HostVvolVolume {
     }
 }
 impl Clone for HostVvolVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
@@ -1302,6 +1310,7 @@ impl PartialEq for HostVvolVolumeHostVvolNQN {
     }
 }
 impl Clone for HostVvolVolumeHostVvolNQN {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -1366,6 +1375,7 @@ impl PartialEq for HostVvolVolumeSpecification {
     }
 }
 impl Clone for HostVvolVolumeSpecification {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             max_size_in_mb: self.max_size_in_mb,
@@ -1449,6 +1459,7 @@ impl PartialEq for HostWwnChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for HostWwnChangedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_event: self.host_event.clone(),
@@ -1534,6 +1545,7 @@ impl PartialEq for HostWwnConflictEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for HostWwnConflictEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_event: self.host_event.clone(),

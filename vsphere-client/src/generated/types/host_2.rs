@@ -146,6 +146,7 @@ impl PartialEq for HostConfigInfo {
     }
 }
 impl Clone for HostConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -619,6 +620,7 @@ impl PartialEq for HostConfigSpec {
     }
 }
 impl Clone for HostConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             nas_datastore: x::clone_vec(&self.nas_datastore),
@@ -741,6 +743,7 @@ impl PartialEq for HostConfigSummary {
     }
 }
 impl Clone for HostConfigSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -894,6 +897,7 @@ impl PartialEq for HostConnectInfo {
     }
 }
 impl Clone for HostConnectInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             server_ip: self.server_ip.clone(),
@@ -1349,6 +1353,7 @@ impl PartialEq for HostCpuPackage {
     }
 }
 impl Clone for HostCpuPackage {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             index: self.index,
@@ -1957,6 +1962,7 @@ impl PartialEq for HostDatastoreBrowserSearchResults {
     }
 }
 impl Clone for HostDatastoreBrowserSearchResults {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             datastore: self.datastore.clone(),
@@ -2019,6 +2025,7 @@ impl PartialEq for HostDatastoreBrowserSearchSpec {
     }
 }
 impl Clone for HostDatastoreBrowserSearchSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             query: x::clone_vec(&self.query),
@@ -2536,6 +2543,7 @@ impl PartialEq for HostDateTimeSystemServiceTestResult {
     }
 }
 impl Clone for HostDateTimeSystemServiceTestResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             working_normally: self.working_normally,

@@ -30,6 +30,7 @@ impl PartialEq for HostDigestInfo {
     }
 }
 impl Clone for HostDigestInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             digest_method: self.digest_method.clone(),
@@ -400,6 +401,7 @@ impl PartialEq for HostDiskMappingOption {
     }
 }
 impl Clone for HostDiskMappingOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             physical_partition: x::clone_vec(&self.physical_partition),
@@ -714,6 +716,7 @@ impl PartialEq for HostDiskPartitionLayout {
     }
 }
 impl Clone for HostDiskPartitionLayout {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             total: self.total.clone(),
@@ -771,6 +774,7 @@ impl PartialEq for HostDiskPartitionSpec {
     }
 }
 impl Clone for HostDiskPartitionSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             partition_format: self.partition_format.clone(),
@@ -849,6 +853,7 @@ impl PartialEq for HostDnsConfig {
     }
 }
 impl Clone for HostDnsConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dhcp: self.dhcp,
@@ -1044,6 +1049,7 @@ impl PartialEq for HostEnableAdminFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for HostEnableAdminFailedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_event: self.host_event.clone(),
@@ -1108,6 +1114,7 @@ impl PartialEq for HostEnterMaintenanceResult {
     }
 }
 impl Clone for HostEnterMaintenanceResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_faults: x::clone_vec(&self.vm_faults),
@@ -2000,6 +2007,7 @@ impl PartialEq for HostFileSystemVolumeInfo {
     }
 }
 impl Clone for HostFileSystemVolumeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             volume_type_list: x::clone_vec(&self.volume_type_list),
@@ -2049,6 +2057,7 @@ impl PartialEq for HostFirewallConfig {
     }
 }
 impl Clone for HostFirewallConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             rule: x::clone_vec(&self.rule),
@@ -2188,6 +2197,7 @@ impl PartialEq for HostFirewallInfo {
     }
 }
 impl Clone for HostFirewallInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             default_policy: self.default_policy.clone(),
@@ -2312,6 +2322,7 @@ impl PartialEq for HostFirewallRuleset {
     }
 }
 impl Clone for HostFirewallRuleset {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2404,6 +2415,7 @@ impl PartialEq for HostFirewallRulesetIpList {
     }
 }
 impl Clone for HostFirewallRulesetIpList {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_address: x::clone_vec(&self.ip_address),
@@ -2694,6 +2706,7 @@ impl PartialEq for HostGatewaySpec {
     }
 }
 impl Clone for HostGatewaySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             gateway_type: self.gateway_type.clone(),
@@ -2807,6 +2820,7 @@ impl PartialEq for HostGraphicsConfig {
     }
 }
 impl Clone for HostGraphicsConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_default_graphics_type: self.host_default_graphics_type.clone(),
@@ -2937,6 +2951,7 @@ impl PartialEq for HostGraphicsInfo {
     }
 }
 impl Clone for HostGraphicsInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device_name: self.device_name.clone(),
@@ -3086,6 +3101,7 @@ impl PartialEq for HostHardwareInfo {
     }
 }
 impl Clone for HostHardwareInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             system_info: self.system_info.clone(),
@@ -3199,6 +3215,7 @@ impl PartialEq for HostHardwareStatusInfo {
     }
 }
 impl Clone for HostHardwareStatusInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             memory_status_info: x::clone_vec(&self.memory_status_info),
@@ -3286,6 +3303,7 @@ impl PartialEq for HostHardwareSummary {
     }
 }
 impl Clone for HostHardwareSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vendor: self.vendor.clone(),

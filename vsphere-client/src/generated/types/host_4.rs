@@ -599,6 +599,7 @@ impl PartialEq for HostInternetScsiHba {
     }
 }
 impl Clone for HostInternetScsiHba {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_host_bus_adapter: self.host_host_bus_adapter.clone(),
@@ -1345,6 +1346,7 @@ impl PartialEq for HostInternetScsiHbaIPv6Properties {
     }
 }
 impl Clone for HostInternetScsiHbaIPv6Properties {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             iscsi_ipv6_address: x::clone_vec(&self.iscsi_ipv6_address),
@@ -1542,6 +1544,7 @@ impl PartialEq for HostInternetScsiHbaSendTarget {
     }
 }
 impl Clone for HostInternetScsiHbaSendTarget {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             address: self.address.clone(),
@@ -1626,6 +1629,7 @@ impl PartialEq for HostInternetScsiHbaStaticTarget {
     }
 }
 impl Clone for HostInternetScsiHbaStaticTarget {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             address: self.address.clone(),
@@ -1702,6 +1706,7 @@ impl PartialEq for HostInternetScsiHbaTargetSet {
     }
 }
 impl Clone for HostInternetScsiHbaTargetSet {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             static_targets: x::clone_vec(&self.static_targets),
@@ -1753,6 +1758,7 @@ impl PartialEq for HostInternetScsiTargetTransport {
     }
 }
 impl Clone for HostInternetScsiTargetTransport {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             i_scsi_name: self.i_scsi_name.clone(),
@@ -2225,6 +2231,7 @@ impl PartialEq for HostIpConfigIpV6AddressConfiguration {
     }
 }
 impl Clone for HostIpConfigIpV6AddressConfiguration {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_v6_address: x::clone_vec(&self.ip_v6_address),
@@ -2559,6 +2566,7 @@ impl PartialEq for HostIpRouteTableConfig {
     }
 }
 impl Clone for HostIpRouteTableConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_route: x::clone_vec(&self.ip_route),
@@ -2608,6 +2616,7 @@ impl PartialEq for HostIpRouteTableInfo {
     }
 }
 impl Clone for HostIpRouteTableInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ip_route: x::clone_vec(&self.ip_route),
@@ -2823,6 +2832,7 @@ impl PartialEq for HostLicensableResourceInfo {
     }
 }
 impl Clone for HostLicensableResourceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             resource: x::clone_vec(&self.resource),
@@ -2974,6 +2984,7 @@ impl PartialEq for HostLicenseSpec {
     }
 }
 impl Clone for HostLicenseSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             source: self.source.clone(),

@@ -62,6 +62,7 @@ impl PartialEq for HostListSummary {
     }
 }
 impl Clone for HostListSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -771,6 +772,7 @@ impl PartialEq for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     }
 }
 impl Clone for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id,
@@ -1085,6 +1087,7 @@ impl PartialEq for HostMemberRuntimeInfo {
     }
 }
 impl Clone for HostMemberRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -1330,6 +1333,7 @@ impl PartialEq for HostMemoryTierInfo {
     }
 }
 impl Clone for HostMemoryTierInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -1631,6 +1635,7 @@ impl PartialEq for HostMultipathInfo {
     }
 }
 impl Clone for HostMultipathInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lun: x::clone_vec(&self.lun),
@@ -1829,6 +1834,7 @@ impl PartialEq for HostMultipathInfoLogicalUnit {
     }
 }
 impl Clone for HostMultipathInfoLogicalUnit {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2041,6 +2047,7 @@ impl PartialEq for HostMultipathStateInfo {
     }
 }
 impl Clone for HostMultipathStateInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             path: x::clone_vec(&self.path),
@@ -2144,6 +2151,7 @@ impl PartialEq for HostNasVolume {
     }
 }
 impl Clone for HostNasVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
@@ -2297,6 +2305,7 @@ impl PartialEq for HostNasVolumeSpec {
     }
 }
 impl Clone for HostNasVolumeSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             remote_host: self.remote_host.clone(),
@@ -2543,6 +2552,7 @@ impl PartialEq for HostNatServiceNameServiceSpec {
     }
 }
 impl Clone for HostNatServiceNameServiceSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dns_auto_detect: self.dns_auto_detect,
@@ -2679,6 +2689,7 @@ impl PartialEq for HostNatServiceSpec {
     }
 }
 impl Clone for HostNatServiceSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_switch: self.virtual_switch.clone(),
@@ -2770,6 +2781,7 @@ impl PartialEq for HostNetCapabilities {
     }
 }
 impl Clone for HostNetCapabilities {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             can_set_physical_nic_link_speed: self.can_set_physical_nic_link_speed,
@@ -3014,6 +3026,7 @@ impl PartialEq for HostNetworkConfig {
     }
 }
 impl Clone for HostNetworkConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vswitch: x::clone_vec(&self.vswitch),
@@ -3147,6 +3160,7 @@ impl PartialEq for HostNetworkConfigResult {
     }
 }
 impl Clone for HostNetworkConfigResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vnic_device: x::clone_vec(&self.vnic_device),

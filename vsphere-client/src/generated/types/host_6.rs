@@ -66,6 +66,7 @@ impl PartialEq for HostNetworkInfo {
     }
 }
 impl Clone for HostNetworkInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vswitch: x::clone_vec(&self.vswitch),
@@ -221,6 +222,7 @@ impl PartialEq for HostNetworkResourceRuntime {
     }
 }
 impl Clone for HostNetworkResourceRuntime {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pnic_resource_info: x::clone_vec(&self.pnic_resource_info),
@@ -531,6 +533,7 @@ impl PartialEq for HostNicOrderPolicy {
     }
 }
 impl Clone for HostNicOrderPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             active_nic: x::clone_vec(&self.active_nic),
@@ -1028,6 +1031,7 @@ impl PartialEq for HostNtpConfig {
     }
 }
 impl Clone for HostNtpConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             server: x::clone_vec(&self.server),
@@ -1079,6 +1083,7 @@ impl PartialEq for HostNumaInfo {
     }
 }
 impl Clone for HostNumaInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             type_: self.type_.clone(),
@@ -1141,6 +1146,7 @@ impl PartialEq for HostNumaNode {
     }
 }
 impl Clone for HostNumaNode {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             type_id: self.type_id,
@@ -1398,6 +1404,7 @@ impl PartialEq for HostNvmeController {
     }
 }
 impl Clone for HostNvmeController {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1595,6 +1602,7 @@ impl PartialEq for HostNvmeDiscoveryLog {
     }
 }
 impl Clone for HostNvmeDiscoveryLog {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entry: x::clone_vec(&self.entry),
@@ -1993,6 +2001,7 @@ impl PartialEq for HostNvmeTopology {
     }
 }
 impl Clone for HostNvmeTopology {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             adapter: x::clone_vec(&self.adapter),
@@ -2041,6 +2050,7 @@ impl PartialEq for HostNvmeTopologyInterface {
     }
 }
 impl Clone for HostNvmeTopologyInterface {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2134,6 +2144,7 @@ impl PartialEq for HostOpaqueNetworkInfo {
     }
 }
 impl Clone for HostOpaqueNetworkInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             opaque_network_id: self.opaque_network_id.clone(),
@@ -2211,6 +2222,7 @@ impl PartialEq for HostOpaqueSwitch {
     }
 }
 impl Clone for HostOpaqueSwitch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2282,6 +2294,7 @@ impl PartialEq for HostOpaqueSwitchPhysicalNicZone {
     }
 }
 impl Clone for HostOpaqueSwitchPhysicalNicZone {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2683,6 +2696,7 @@ impl PartialEq for HostPatchManagerResult {
     }
 }
 impl Clone for HostPatchManagerResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             version: self.version.clone(),
@@ -2753,6 +2767,7 @@ impl PartialEq for HostPatchManagerStatus {
     }
 }
 impl Clone for HostPatchManagerStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2837,6 +2852,7 @@ impl PartialEq for HostPatchManagerStatusPrerequisitePatch {
     }
 }
 impl Clone for HostPatchManagerStatusPrerequisitePatch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -3266,6 +3282,7 @@ impl PartialEq for HostPciPassthruInfoDirectPathState {
     }
 }
 impl Clone for HostPciPassthruInfoDirectPathState {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             mode: self.mode.clone(),

@@ -199,6 +199,7 @@ impl PartialEq for HostPlugStoreTopology {
     }
 }
 impl Clone for HostPlugStoreTopology {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             adapter: x::clone_vec(&self.adapter),
@@ -259,6 +260,7 @@ impl PartialEq for HostPlugStoreTopologyAdapter {
     }
 }
 impl Clone for HostPlugStoreTopologyAdapter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -317,6 +319,7 @@ impl PartialEq for HostPlugStoreTopologyDevice {
     }
 }
 impl Clone for HostPlugStoreTopologyDevice {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -446,6 +449,7 @@ impl PartialEq for HostPlugStoreTopologyPlugin {
     }
 }
 impl Clone for HostPlugStoreTopologyPlugin {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -554,6 +558,7 @@ impl PartialEq for HostPnicNetworkResourceInfo {
     }
 }
 impl Clone for HostPnicNetworkResourceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pnic_device: self.pnic_device.clone(),
@@ -629,6 +634,7 @@ impl PartialEq for HostPortGroup {
     }
 }
 impl Clone for HostPortGroup {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -738,6 +744,7 @@ impl PartialEq for HostPortGroupPort {
     }
 }
 impl Clone for HostPortGroupPort {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1210,6 +1217,7 @@ impl PartialEq for HostProfileCompleteConfigSpec {
     }
 }
 impl Clone for HostProfileCompleteConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_profile_config_spec: self.host_profile_config_spec.clone(),
@@ -1309,6 +1317,7 @@ impl PartialEq for HostProfileConfigInfo {
     }
 }
 impl Clone for HostProfileConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_config_info: self.profile_config_info.clone(),
@@ -1500,6 +1509,7 @@ impl PartialEq for HostProfileManagerCompositionResult {
     }
 }
 impl Clone for HostProfileManagerCompositionResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             errors: x::clone_vec(&self.errors),
@@ -1555,6 +1565,7 @@ impl PartialEq for HostProfileManagerCompositionResultResultElement {
     }
 }
 impl Clone for HostProfileManagerCompositionResultResultElement {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             target: self.target.clone(),
@@ -1615,6 +1626,7 @@ impl PartialEq for HostProfileManagerCompositionValidationResult {
     }
 }
 impl Clone for HostProfileManagerCompositionValidationResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             results: x::clone_vec(&self.results),
@@ -1684,6 +1696,7 @@ impl PartialEq for HostProfileManagerCompositionValidationResultResultElement {
     }
 }
 impl Clone for HostProfileManagerCompositionValidationResultResultElement {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             target: self.target.clone(),
@@ -1767,6 +1780,7 @@ impl PartialEq for HostProfileManagerConfigTaskList {
     }
 }
 impl Clone for HostProfileManagerConfigTaskList {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             config_spec: self.config_spec.clone(),
@@ -1935,6 +1949,7 @@ impl PartialEq for HostProfileValidationFailureInfo {
     }
 }
 impl Clone for HostProfileValidationFailureInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -2052,6 +2067,7 @@ impl PartialEq for HostProtocolEndpoint {
     }
 }
 impl Clone for HostProtocolEndpoint {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pe_type: self.pe_type.clone(),
@@ -2208,6 +2224,7 @@ impl PartialEq for HostProxySwitch {
     }
 }
 impl Clone for HostProxySwitch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_uuid: self.dvs_uuid.clone(),
@@ -2495,6 +2512,7 @@ impl PartialEq for HostProxySwitchHostLagConfig {
     }
 }
 impl Clone for HostProxySwitchHostLagConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lag_key: self.lag_key.clone(),
@@ -2588,6 +2606,7 @@ impl PartialEq for HostPtpConfig {
     }
 }
 impl Clone for HostPtpConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             domain: self.domain,
@@ -3187,6 +3206,7 @@ impl PartialEq for HostResignatureRescanResult {
     }
 }
 impl Clone for HostResignatureRescanResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             rescan: x::clone_vec(&self.rescan),

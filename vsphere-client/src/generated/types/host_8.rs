@@ -66,6 +66,7 @@ impl PartialEq for HostRuntimeInfo {
     }
 }
 impl Clone for HostRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             connection_state: self.connection_state.clone(),
@@ -193,6 +194,7 @@ impl PartialEq for HostRuntimeInfoNetStackInstanceRuntimeInfo {
     }
 }
 impl Clone for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             net_stack_instance_key: self.net_stack_instance_key.clone(),
@@ -255,6 +257,7 @@ impl PartialEq for HostRuntimeInfoNetworkRuntimeInfo {
     }
 }
 impl Clone for HostRuntimeInfoNetworkRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             net_stack_instance_runtime_info: x::clone_vec(
@@ -378,6 +381,7 @@ impl PartialEq for HostScsiDisk {
     }
 }
 impl Clone for HostScsiDisk {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             scsi_lun: self.scsi_lun.clone(),
@@ -518,6 +522,7 @@ impl PartialEq for HostScsiTopology {
     }
 }
 impl Clone for HostScsiTopology {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             adapter: x::clone_vec(&self.adapter),
@@ -566,6 +571,7 @@ impl PartialEq for HostScsiTopologyInterface {
     }
 }
 impl Clone for HostScsiTopologyInterface {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -675,6 +681,7 @@ impl PartialEq for HostScsiTopologyTarget {
     }
 }
 impl Clone for HostScsiTopologyTarget {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -736,6 +743,7 @@ impl PartialEq for HostSecuritySpec {
     }
 }
 impl Clone for HostSecuritySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             admin_password: self.admin_password.clone(),
@@ -882,6 +890,7 @@ impl PartialEq for HostService {
     }
 }
 impl Clone for HostService {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -996,6 +1005,7 @@ impl PartialEq for HostServiceInfo {
     }
 }
 impl Clone for HostServiceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             service: x::clone_vec(&self.service),
@@ -1603,6 +1613,7 @@ impl PartialEq for HostSnmpConfigSpec {
     }
 }
 impl Clone for HostSnmpConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -1769,6 +1780,7 @@ impl PartialEq for HostSpecification {
     }
 }
 impl Clone for HostSpecification {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             created_time: self.created_time.clone(),
@@ -2256,6 +2268,7 @@ impl PartialEq for HostSriovNetworkDevicePoolInfo {
     }
 }
 impl Clone for HostSriovNetworkDevicePoolInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_sriov_device_pool_info: self.host_sriov_device_pool_info.clone(),
@@ -2331,6 +2344,7 @@ impl PartialEq for HostSslThumbprintInfo {
     }
 }
 impl Clone for HostSslThumbprintInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             principal: self.principal.clone(),
@@ -2494,6 +2508,7 @@ impl PartialEq for HostStorageDeviceInfo {
     }
 }
 impl Clone for HostStorageDeviceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_bus_adapter: x::clone_vec(&self.host_bus_adapter),
@@ -2562,6 +2577,7 @@ impl PartialEq for HostStorageElementInfo {
     }
 }
 impl Clone for HostStorageElementInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_hardware_element_info: self.host_hardware_element_info.clone(),
@@ -2817,6 +2833,7 @@ impl PartialEq for HostSubSpecification {
     }
 }
 impl Clone for HostSubSpecification {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -3104,6 +3121,7 @@ impl PartialEq for HostSystemHealthInfo {
     }
 }
 impl Clone for HostSystemHealthInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             numeric_sensor_info: x::clone_vec(&self.numeric_sensor_info),
@@ -3219,6 +3237,7 @@ impl PartialEq for HostSystemInfo {
     }
 }
 impl Clone for HostSystemInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vendor: self.vendor.clone(),

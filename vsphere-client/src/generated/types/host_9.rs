@@ -71,6 +71,7 @@ impl PartialEq for HostSystemResourceInfo {
     }
 }
 impl Clone for HostSystemResourceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -125,6 +126,7 @@ impl PartialEq for HostSystemSwapConfiguration {
     }
 }
 impl Clone for HostSystemSwapConfiguration {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             option: x::clone_vec(&self.option),
@@ -702,6 +704,7 @@ impl PartialEq for HostTpmAttestationReport {
     }
 }
 impl Clone for HostTpmAttestationReport {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
@@ -980,6 +983,7 @@ impl PartialEq for HostTpmEventDetails {
     }
 }
 impl Clone for HostTpmEventDetails {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             data_hash: x::clone_vec(&self.data_hash),
@@ -1130,6 +1134,7 @@ impl PartialEq for HostTpmOptionEventDetails {
     }
 }
 impl Clone for HostTpmOptionEventDetails {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_tpm_event_details: self.host_tpm_event_details.clone(),
@@ -1450,6 +1455,7 @@ impl PartialEq for HostTrustAuthorityAttestationInfo {
     }
 }
 impl Clone for HostTrustAuthorityAttestationInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             attestation_status: self.attestation_status.clone(),
@@ -1579,6 +1585,7 @@ impl PartialEq for HostUnresolvedVmfsResignatureSpec {
     }
 }
 impl Clone for HostUnresolvedVmfsResignatureSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             extent_device_path: x::clone_vec(&self.extent_device_path),
@@ -1674,6 +1681,7 @@ impl PartialEq for HostUnresolvedVmfsResolutionSpec {
     }
 }
 impl Clone for HostUnresolvedVmfsResolutionSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             extent_device_path: x::clone_vec(&self.extent_device_path),
@@ -1733,6 +1741,7 @@ impl PartialEq for HostUnresolvedVmfsVolume {
     }
 }
 impl Clone for HostUnresolvedVmfsVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             extent: x::clone_vec(&self.extent),
@@ -1956,6 +1965,7 @@ impl PartialEq for HostVFlashManagerVFlashCacheConfigInfo {
     }
 }
 impl Clone for HostVFlashManagerVFlashCacheConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vflash_module_config_option: x::clone_vec(&self.vflash_module_config_option),
@@ -2314,6 +2324,7 @@ impl PartialEq for HostVFlashResourceConfigurationResult {
     }
 }
 impl Clone for HostVFlashResourceConfigurationResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device_path: x::clone_vec(&self.device_path),
@@ -2366,6 +2377,7 @@ impl PartialEq for HostVMotionCompatibility {
     }
 }
 impl Clone for HostVMotionCompatibility {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -2635,6 +2647,7 @@ impl PartialEq for HostVMotionNetConfig {
     }
 }
 impl Clone for HostVMotionNetConfig {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             candidate_vnic: x::clone_vec(&self.candidate_vnic),
@@ -2789,6 +2802,7 @@ impl PartialEq for HostVffsVolume {
     }
 }
 impl Clone for HostVffsVolume {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
@@ -3063,6 +3077,7 @@ impl PartialEq for HostVirtualNicManagerInfo {
     }
 }
 impl Clone for HostVirtualNicManagerInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             net_config: x::clone_vec(&self.net_config),
@@ -3109,6 +3124,7 @@ impl PartialEq for HostVirtualNicManagerNicTypeSelection {
     }
 }
 impl Clone for HostVirtualNicManagerNicTypeSelection {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vnic: self.vnic.clone(),

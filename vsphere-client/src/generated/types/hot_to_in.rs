@@ -253,6 +253,7 @@ impl PartialEq for HttpNfcLeaseDatastoreLeaseInfo {
     }
 }
 impl Clone for HttpNfcLeaseDatastoreLeaseInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             datastore_key: self.datastore_key.clone(),
@@ -442,6 +443,7 @@ impl PartialEq for HttpNfcLeaseInfo {
     }
 }
 impl Clone for HttpNfcLeaseInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lease: self.lease.clone(),
@@ -627,6 +629,7 @@ impl PartialEq for HttpNfcLeaseSourceFile {
     }
 }
 impl Clone for HttpNfcLeaseSourceFile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             target_device_id: self.target_device_id.clone(),
@@ -815,6 +818,7 @@ impl PartialEq for IORMNotSupportedHostOnDatastore {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for IORMNotSupportedHostOnDatastore {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -949,6 +953,7 @@ impl PartialEq for ImportHostAddFailure {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ImportHostAddFailure {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_fault: self.dvs_fault.clone(),
@@ -1021,6 +1026,7 @@ impl PartialEq for ImportOperationBulkFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ImportOperationBulkFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_fault: self.dvs_fault.clone(),

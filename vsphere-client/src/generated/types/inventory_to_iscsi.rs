@@ -109,6 +109,7 @@ impl PartialEq for InventoryHasStandardAloneHosts {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for InventoryHasStandardAloneHosts {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             not_enough_licenses: self.not_enough_licenses.clone(),
@@ -173,6 +174,7 @@ impl PartialEq for IoFilterHostIssue {
     }
 }
 impl Clone for IoFilterHostIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
@@ -320,6 +322,7 @@ impl PartialEq for IoFilterQueryIssueResult {
     }
 }
 impl Clone for IoFilterQueryIssueResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             op_type: self.op_type.clone(),
@@ -545,6 +548,7 @@ impl PartialEq for IpPool {
     }
 }
 impl Clone for IpPool {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id,
@@ -686,6 +690,7 @@ impl PartialEq for IpPoolIpPoolConfigInfo {
     }
 }
 impl Clone for IpPoolIpPoolConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             subnet_address: self.subnet_address.clone(),
@@ -856,6 +861,7 @@ impl PartialEq for IpRouteProfile {
     }
 }
 impl Clone for IpRouteProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),
@@ -1717,6 +1723,7 @@ impl PartialEq for IscsiMigrationDependency {
     }
 }
 impl Clone for IscsiMigrationDependency {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             migration_allowed: self.migration_allowed,
@@ -1864,6 +1871,7 @@ impl PartialEq for IscsiStatus {
     }
 }
 impl Clone for IscsiStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             reason: x::clone_vec(&self.reason),

@@ -443,6 +443,7 @@ impl PartialEq for KmipClusterInfo {
     }
 }
 impl Clone for KmipClusterInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_id: self.cluster_id.clone(),

@@ -101,6 +101,7 @@ impl PartialEq for LicenseAssignmentManagerLicenseAssignment {
     }
 }
 impl Clone for LicenseAssignmentManagerLicenseAssignment {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity_id: self.entity_id.clone(),
@@ -293,6 +294,7 @@ impl PartialEq for LicenseDowngradeDisallowed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for LicenseDowngradeDisallowed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             not_enough_licenses: self.not_enough_licenses.clone(),
@@ -622,6 +624,7 @@ impl PartialEq for LicenseFeatureInfo {
     }
 }
 impl Clone for LicenseFeatureInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -750,6 +753,7 @@ impl PartialEq for LicenseManagerEvaluationInfo {
     }
 }
 impl Clone for LicenseManagerEvaluationInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             properties: x::clone_vec(&self.properties),
@@ -808,6 +812,7 @@ impl PartialEq for LicenseManagerLicenseInfo {
     }
 }
 impl Clone for LicenseManagerLicenseInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             license_key: self.license_key.clone(),
@@ -1425,6 +1430,7 @@ impl PartialEq for LicenseUsageInfo {
     }
 }
 impl Clone for LicenseUsageInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             source: self.source.clone(),

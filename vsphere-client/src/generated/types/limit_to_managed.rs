@@ -140,6 +140,7 @@ impl PartialEq for LinkLayerDiscoveryProtocolInfo {
     }
 }
 impl Clone for LinkLayerDiscoveryProtocolInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             chassis_id: self.chassis_id.clone(),
@@ -516,6 +517,7 @@ impl PartialEq for LocalizableMessage {
     }
 }
 impl Clone for LocalizableMessage {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),

@@ -487,6 +487,7 @@ impl PartialEq for NvdimmDimmInfo {
     }
 }
 impl Clone for NvdimmDimmInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dimm_handle: self.dimm_handle,
@@ -625,6 +626,7 @@ impl PartialEq for NvdimmHealthInfo {
     }
 }
 impl Clone for NvdimmHealthInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             health_status: self.health_status.clone(),
@@ -711,6 +713,7 @@ impl PartialEq for NvdimmInterleaveSetInfo {
     }
 }
 impl Clone for NvdimmInterleaveSetInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             set_id: self.set_id,
@@ -1186,6 +1189,7 @@ impl PartialEq for NvdimmSystemInfo {
     }
 }
 impl Clone for NvdimmSystemInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             summary: self.summary.clone(),

@@ -30,6 +30,7 @@ impl PartialEq for ObjectContent {
     }
 }
 impl Clone for ObjectContent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             obj: self.obj.clone(),
@@ -88,6 +89,7 @@ impl PartialEq for ObjectSpec {
     }
 }
 impl Clone for ObjectSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             obj: self.obj.clone(),
@@ -148,6 +150,7 @@ impl PartialEq for ObjectUpdate {
     }
 }
 impl Clone for ObjectUpdate {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             kind: self.kind.clone(),
@@ -845,6 +848,7 @@ impl PartialEq for OrAlarmExpression {
     }
 }
 impl Clone for OrAlarmExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expression: x::clone_vec(&self.expression),
@@ -962,6 +966,7 @@ impl PartialEq for OutOfSyncDvsHost {
 }
 #[cfg(feature = "all-events")]
 impl Clone for OutOfSyncDvsHost {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             dvs_event: self.dvs_event.clone(),
@@ -1486,6 +1491,7 @@ impl PartialEq for OvfConsumerFault {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for OvfConsumerFault {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ovf_consumer_callback_fault: self.ovf_consumer_callback_fault.clone(),
@@ -1641,6 +1647,7 @@ impl PartialEq for OvfConsumerOstNode {
     }
 }
 impl Clone for OvfConsumerOstNode {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2167,6 +2174,7 @@ impl PartialEq for OvfCreateDescriptorParams {
     }
 }
 impl Clone for OvfCreateDescriptorParams {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ovf_files: x::clone_vec(&self.ovf_files),
@@ -2232,6 +2240,7 @@ impl PartialEq for OvfCreateDescriptorResult {
     }
 }
 impl Clone for OvfCreateDescriptorResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ovf_descriptor: self.ovf_descriptor.clone(),
@@ -2307,6 +2316,7 @@ impl PartialEq for OvfCreateImportSpecParams {
     }
 }
 impl Clone for OvfCreateImportSpecParams {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ovf_manager_common_params: self.ovf_manager_common_params.clone(),
@@ -2402,6 +2412,7 @@ impl PartialEq for OvfCreateImportSpecResult {
     }
 }
 impl Clone for OvfCreateImportSpecResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             import_spec: self.import_spec.clone(),

@@ -311,6 +311,7 @@ impl PartialEq for OvfValidateHostResult {
     }
 }
 impl Clone for OvfValidateHostResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             download_size: self.download_size,
@@ -968,6 +969,7 @@ impl PartialEq for PatchBinariesNotFound {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PatchBinariesNotFound {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -1220,6 +1222,7 @@ impl PartialEq for PatchMetadataInvalid {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PatchMetadataInvalid {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),
@@ -1353,6 +1356,7 @@ impl PartialEq for PatchMissingDependencies {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PatchMissingDependencies {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             patch_not_applicable: self.patch_not_applicable.clone(),
@@ -1491,6 +1495,7 @@ impl PartialEq for PatchSuperseded {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PatchSuperseded {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             patch_not_applicable: self.patch_not_applicable.clone(),

@@ -132,6 +132,7 @@ impl PartialEq for PhysicalNic {
     }
 }
 impl Clone for PhysicalNic {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -556,6 +557,7 @@ impl PartialEq for PhysicalNicHintInfo {
     }
 }
 impl Clone for PhysicalNicHintInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             device: self.device.clone(),
@@ -938,6 +940,7 @@ impl PartialEq for PlaceVmsXClusterSpecCandidateNetworks {
     }
 }
 impl Clone for PlaceVmsXClusterSpecCandidateNetworks {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             networks: x::clone_vec(&self.networks),
@@ -1052,6 +1055,7 @@ impl PartialEq for PlacementAffinityRule {
     }
 }
 impl Clone for PlacementAffinityRule {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             rule_type: self.rule_type.clone(),
@@ -1121,6 +1125,7 @@ impl PartialEq for PlacementRankResult {
     }
 }
 impl Clone for PlacementRankResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1189,6 +1194,7 @@ impl PartialEq for PlacementRankSpec {
     }
 }
 impl Clone for PlacementRankSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             specs: x::clone_vec(&self.specs),
@@ -1244,6 +1250,7 @@ impl PartialEq for PlacementResult {
     }
 }
 impl Clone for PlacementResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             recommendations: x::clone_vec(&self.recommendations),
@@ -1315,6 +1322,7 @@ impl PartialEq for PlacementSpec {
     }
 }
 impl Clone for PlacementSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             priority: self.priority.clone(),

@@ -154,6 +154,7 @@ impl PartialEq for PodDiskLocator {
     }
 }
 impl Clone for PodDiskLocator {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             disk_id: self.disk_id,
@@ -217,6 +218,7 @@ impl PartialEq for PodStorageDrsEntry {
     }
 }
 impl Clone for PodStorageDrsEntry {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             storage_drs_config: self.storage_drs_config.clone(),
@@ -383,6 +385,7 @@ impl PartialEq for PolicyOption {
     }
 }
 impl Clone for PolicyOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -606,6 +609,7 @@ impl PartialEq for PowerOnFtSecondaryFailed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for PowerOnFtSecondaryFailed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_fault_tolerance_issue: self.vm_fault_tolerance_issue.clone(),
@@ -757,6 +761,7 @@ impl PartialEq for PowerSystemCapability {
     }
 }
 impl Clone for PowerSystemCapability {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             available_policy: x::clone_vec(&self.available_policy),
@@ -1044,6 +1049,7 @@ impl PartialEq for ProfileApplyProfileProperty {
     }
 }
 impl Clone for ProfileApplyProfileProperty {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             property_name: self.property_name.clone(),
@@ -1216,6 +1222,7 @@ impl PartialEq for ProfileCompositeExpression {
     }
 }
 impl Clone for ProfileCompositeExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_expression: self.profile_expression.clone(),
@@ -1282,6 +1289,7 @@ impl PartialEq for ProfileCompositePolicyOptionMetadata {
     }
 }
 impl Clone for ProfileCompositePolicyOptionMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_policy_option_metadata: self.profile_policy_option_metadata.clone(),
@@ -1499,6 +1507,7 @@ impl PartialEq for ProfileDeferredPolicyOptionParameter {
     }
 }
 impl Clone for ProfileDeferredPolicyOptionParameter {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             input_path: self.input_path.clone(),
@@ -1550,6 +1559,7 @@ impl PartialEq for ProfileDescription {
     }
 }
 impl Clone for ProfileDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             section: x::clone_vec(&self.section),
@@ -1596,6 +1606,7 @@ impl PartialEq for ProfileDescriptionSection {
     }
 }
 impl Clone for ProfileDescriptionSection {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             description: self.description.clone(),
@@ -1868,6 +1879,7 @@ impl PartialEq for ProfileExecuteResult {
     }
 }
 impl Clone for ProfileExecuteResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             status: self.status.clone(),
@@ -1973,6 +1985,7 @@ impl PartialEq for ProfileExpressionMetadata {
     }
 }
 impl Clone for ProfileExpressionMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             expression_id: self.expression_id.clone(),
@@ -2036,6 +2049,7 @@ impl PartialEq for ProfileMetadata {
     }
 }
 impl Clone for ProfileMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -2206,6 +2220,7 @@ impl PartialEq for ProfileParameterMetadata {
     }
 }
 impl Clone for ProfileParameterMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2287,6 +2302,7 @@ impl PartialEq for ProfileParameterMetadataParameterRelationMetadata {
     }
 }
 impl Clone for ProfileParameterMetadataParameterRelationMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             relation_types: x::clone_vec(&self.relation_types),
@@ -2394,6 +2410,7 @@ impl PartialEq for ProfilePolicyMetadata {
     }
 }
 impl Clone for ProfilePolicyMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2449,6 +2466,7 @@ impl PartialEq for ProfilePolicyOptionMetadata {
     }
 }
 impl Clone for ProfilePolicyOptionMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -2498,6 +2516,7 @@ impl PartialEq for ProfileProfileStructure {
     }
 }
 impl Clone for ProfileProfileStructure {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_type_name: self.profile_type_name.clone(),
@@ -2835,6 +2854,7 @@ impl PartialEq for ProfileSimpleExpression {
     }
 }
 impl Clone for ProfileSimpleExpression {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_expression: self.profile_expression.clone(),
@@ -2909,6 +2929,7 @@ impl PartialEq for ProfileUpdateFailed {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for ProfileUpdateFailed {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vim_fault: self.vim_fault.clone(),

@@ -79,6 +79,7 @@ impl PartialEq for PropertyFilterSpec {
     }
 }
 impl Clone for PropertyFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             prop_set: x::clone_vec(&self.prop_set),
@@ -142,6 +143,7 @@ impl PartialEq for PropertyFilterUpdate {
     }
 }
 impl Clone for PropertyFilterUpdate {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             filter: self.filter.clone(),
@@ -200,6 +202,7 @@ impl PartialEq for PropertySpec {
     }
 }
 impl Clone for PropertySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             type_: self.type_.clone(),

@@ -16,16 +16,19 @@ impl x::SchemaType for AbandonHciWorkflowRequestType {
 }
 impl x::Structure for AbandonHciWorkflowRequestType {}
 impl std::fmt::Debug for AbandonHciWorkflowRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AbandonHciWorkflowRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AbandonHciWorkflowRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AbandonHciWorkflowRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -38,6 +41,7 @@ impl x::Fields for AbandonHciWorkflowRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -46,9 +50,11 @@ impl x::Request for AbandonHciWorkflowRequestType {
     const NAME: &'static str = "AbandonHciWorkflow";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -68,16 +74,19 @@ impl x::SchemaType for AbdicateDomOwnershipRequestType {
 }
 impl x::Structure for AbdicateDomOwnershipRequestType {}
 impl std::fmt::Debug for AbdicateDomOwnershipRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AbdicateDomOwnershipRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AbdicateDomOwnershipRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AbdicateDomOwnershipRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -86,6 +95,7 @@ impl Clone for AbdicateDomOwnershipRequestType {
     }
 }
 impl x::Fields for AbdicateDomOwnershipRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -99,6 +109,7 @@ impl x::Fields for AbdicateDomOwnershipRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
@@ -108,9 +119,11 @@ impl x::Request for AbdicateDomOwnershipRequestType {
     const NAME: &'static str = "AbdicateDomOwnership";
     const IDEMPOTENT: bool = false;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -132,16 +145,19 @@ impl x::SchemaType for AbortCustomizationRequestType {
 }
 impl x::Structure for AbortCustomizationRequestType {}
 impl std::fmt::Debug for AbortCustomizationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AbortCustomizationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AbortCustomizationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AbortCustomizationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -156,6 +172,7 @@ impl x::Fields for AbortCustomizationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -166,9 +183,11 @@ impl x::Request for AbortCustomizationRequestType {
     const NAME: &'static str = "AbortCustomization_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -190,16 +209,19 @@ impl x::SchemaType for AcknowledgeAlarmRequestType {
 }
 impl x::Structure for AcknowledgeAlarmRequestType {}
 impl std::fmt::Debug for AcknowledgeAlarmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcknowledgeAlarmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcknowledgeAlarmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcknowledgeAlarmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -214,6 +236,7 @@ impl x::Fields for AcknowledgeAlarmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("alarm", &self.alarm);
@@ -224,9 +247,11 @@ impl x::Request for AcknowledgeAlarmRequestType {
     const NAME: &'static str = "AcknowledgeAlarm";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -244,16 +269,19 @@ impl x::SchemaType for AcquireCimServicesTicketRequestType {
 }
 impl x::Structure for AcquireCimServicesTicketRequestType {}
 impl std::fmt::Debug for AcquireCimServicesTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireCimServicesTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireCimServicesTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireCimServicesTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -266,6 +294,7 @@ impl x::Fields for AcquireCimServicesTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -274,9 +303,11 @@ impl x::Request for AcquireCimServicesTicketRequestType {
     const NAME: &'static str = "AcquireCimServicesTicket";
     const IDEMPOTENT: bool = false;
     type Response = HostServiceTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -294,16 +325,19 @@ impl x::SchemaType for AcquireCloneTicketRequestType {
 }
 impl x::Structure for AcquireCloneTicketRequestType {}
 impl std::fmt::Debug for AcquireCloneTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireCloneTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireCloneTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireCloneTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -316,6 +350,7 @@ impl x::Fields for AcquireCloneTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -324,9 +359,11 @@ impl x::Request for AcquireCloneTicketRequestType {
     const NAME: &'static str = "AcquireCloneTicket";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -350,16 +387,19 @@ impl x::SchemaType for AcquireCredentialsInGuestRequestType {
 }
 impl x::Structure for AcquireCredentialsInGuestRequestType {}
 impl std::fmt::Debug for AcquireCredentialsInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireCredentialsInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireCredentialsInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireCredentialsInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -375,6 +415,7 @@ impl x::Fields for AcquireCredentialsInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -386,9 +427,11 @@ impl x::Request for AcquireCredentialsInGuestRequestType {
     const NAME: &'static str = "AcquireCredentialsInGuest";
     const IDEMPOTENT: bool = false;
     type Response = AnyGuestAuthentication;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -408,16 +451,19 @@ impl x::SchemaType for AcquireGenericServiceTicketRequestType {
 }
 impl x::Structure for AcquireGenericServiceTicketRequestType {}
 impl std::fmt::Debug for AcquireGenericServiceTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireGenericServiceTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireGenericServiceTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireGenericServiceTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -431,6 +477,7 @@ impl x::Fields for AcquireGenericServiceTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -440,9 +487,11 @@ impl x::Request for AcquireGenericServiceTicketRequestType {
     const NAME: &'static str = "AcquireGenericServiceTicket";
     const IDEMPOTENT: bool = false;
     type Response = SessionManagerGenericServiceTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -462,16 +511,19 @@ impl x::SchemaType for AcquireLocalTicketRequestType {
 }
 impl x::Structure for AcquireLocalTicketRequestType {}
 impl std::fmt::Debug for AcquireLocalTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireLocalTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireLocalTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireLocalTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -485,6 +537,7 @@ impl x::Fields for AcquireLocalTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
@@ -494,9 +547,11 @@ impl x::Request for AcquireLocalTicketRequestType {
     const NAME: &'static str = "AcquireLocalTicket";
     const IDEMPOTENT: bool = false;
     type Response = SessionManagerLocalTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -514,16 +569,19 @@ impl x::SchemaType for AcquireMksTicketRequestType {
 }
 impl x::Structure for AcquireMksTicketRequestType {}
 impl std::fmt::Debug for AcquireMksTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireMksTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireMksTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireMksTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -536,6 +594,7 @@ impl x::Fields for AcquireMksTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -544,9 +603,11 @@ impl x::Request for AcquireMksTicketRequestType {
     const NAME: &'static str = "AcquireMksTicket";
     const IDEMPOTENT: bool = false;
     type Response = VirtualMachineMksTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -566,16 +627,19 @@ impl x::SchemaType for AcquireTicketRequestType {
 }
 impl x::Structure for AcquireTicketRequestType {}
 impl std::fmt::Debug for AcquireTicketRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcquireTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireTicketRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireTicketRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -589,6 +653,7 @@ impl x::Fields for AcquireTicketRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("ticketType", &self.ticket_type);
@@ -598,9 +663,11 @@ impl x::Request for AcquireTicketRequestType {
     const NAME: &'static str = "AcquireTicket";
     const IDEMPOTENT: bool = false;
     type Response = VirtualMachineTicket;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -622,16 +689,19 @@ impl x::SchemaType for AddAuthorizationRoleRequestType {
 }
 impl x::Structure for AddAuthorizationRoleRequestType {}
 impl std::fmt::Debug for AddAuthorizationRoleRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddAuthorizationRoleRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddAuthorizationRoleRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -641,6 +711,7 @@ impl Clone for AddAuthorizationRoleRequestType {
     }
 }
 impl x::Fields for AddAuthorizationRoleRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -655,6 +726,7 @@ impl x::Fields for AddAuthorizationRoleRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -665,9 +737,11 @@ impl x::Request for AddAuthorizationRoleRequestType {
     const NAME: &'static str = "AddAuthorizationRole";
     const IDEMPOTENT: bool = false;
     type Response = i32;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -693,16 +767,19 @@ impl x::SchemaType for AddCustomFieldDefRequestType {
 }
 impl x::Structure for AddCustomFieldDefRequestType {}
 impl std::fmt::Debug for AddCustomFieldDefRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddCustomFieldDefRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddCustomFieldDefRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddCustomFieldDefRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -719,6 +796,7 @@ impl x::Fields for AddCustomFieldDefRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -731,9 +809,11 @@ impl x::Request for AddCustomFieldDefRequestType {
     const NAME: &'static str = "AddCustomFieldDef";
     const IDEMPOTENT: bool = false;
     type Response = CustomFieldDef;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -753,16 +833,19 @@ impl x::SchemaType for AddDVPortgroupRequestType {
 }
 impl x::Structure for AddDVPortgroupRequestType {}
 impl std::fmt::Debug for AddDVPortgroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddDVPortgroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddDVPortgroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddDVPortgroupRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -771,6 +854,7 @@ impl Clone for AddDVPortgroupRequestType {
     }
 }
 impl x::Fields for AddDVPortgroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -784,6 +868,7 @@ impl x::Fields for AddDVPortgroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("spec", &self.spec);
@@ -793,9 +878,11 @@ impl x::Request for AddDVPortgroupRequestType {
     const NAME: &'static str = "AddDVPortgroup_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -815,16 +902,19 @@ impl x::SchemaType for AddDisksRequestType {
 }
 impl x::Structure for AddDisksRequestType {}
 impl std::fmt::Debug for AddDisksRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddDisksRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddDisksRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -833,6 +923,7 @@ impl Clone for AddDisksRequestType {
     }
 }
 impl x::Fields for AddDisksRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -846,6 +937,7 @@ impl x::Fields for AddDisksRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("disk", &self.disk);
@@ -855,9 +947,11 @@ impl x::Request for AddDisksRequestType {
     const NAME: &'static str = "AddDisks_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -879,16 +973,19 @@ impl x::SchemaType for AddFilterEntitiesRequestType {
 }
 impl x::Structure for AddFilterEntitiesRequestType {}
 impl std::fmt::Debug for AddFilterEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddFilterEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddFilterEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -898,6 +995,7 @@ impl Clone for AddFilterEntitiesRequestType {
     }
 }
 impl x::Fields for AddFilterEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -912,6 +1010,7 @@ impl x::Fields for AddFilterEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -922,9 +1021,11 @@ impl x::Request for AddFilterEntitiesRequestType {
     const NAME: &'static str = "AddFilterEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -948,16 +1049,19 @@ impl x::SchemaType for AddFilterRequestType {
 }
 impl x::Structure for AddFilterRequestType {}
 impl std::fmt::Debug for AddFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddFilterRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -968,6 +1072,7 @@ impl Clone for AddFilterRequestType {
     }
 }
 impl x::Fields for AddFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -983,6 +1088,7 @@ impl x::Fields for AddFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -994,9 +1100,11 @@ impl x::Request for AddFilterRequestType {
     const NAME: &'static str = "AddFilter";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1026,16 +1134,19 @@ impl x::SchemaType for AddGuestAliasRequestType {
 }
 impl x::Structure for AddGuestAliasRequestType {}
 impl std::fmt::Debug for AddGuestAliasRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddGuestAliasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddGuestAliasRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddGuestAliasRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1054,6 +1165,7 @@ impl x::Fields for AddGuestAliasRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1068,9 +1180,11 @@ impl x::Request for AddGuestAliasRequestType {
     const NAME: &'static str = "AddGuestAlias";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1096,16 +1210,19 @@ impl x::SchemaType for AddHostRequestType {
 }
 impl x::Structure for AddHostRequestType {}
 impl std::fmt::Debug for AddHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1122,6 +1239,7 @@ impl x::Fields for AddHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1134,9 +1252,11 @@ impl x::Request for AddHostRequestType {
     const NAME: &'static str = "AddHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1158,16 +1278,19 @@ impl x::SchemaType for AddInternetScsiSendTargetsRequestType {
 }
 impl x::Structure for AddInternetScsiSendTargetsRequestType {}
 impl std::fmt::Debug for AddInternetScsiSendTargetsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddInternetScsiSendTargetsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddInternetScsiSendTargetsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddInternetScsiSendTargetsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1177,6 +1300,7 @@ impl Clone for AddInternetScsiSendTargetsRequestType {
     }
 }
 impl x::Fields for AddInternetScsiSendTargetsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1191,6 +1315,7 @@ impl x::Fields for AddInternetScsiSendTargetsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -1201,9 +1326,11 @@ impl x::Request for AddInternetScsiSendTargetsRequestType {
     const NAME: &'static str = "AddInternetScsiSendTargets";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1225,6 +1352,7 @@ impl x::SchemaType for AddInternetScsiStaticTargetsRequestType {
 }
 impl x::Structure for AddInternetScsiStaticTargetsRequestType {}
 impl std::fmt::Debug for AddInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1234,11 +1362,13 @@ impl std::fmt::Debug for AddInternetScsiStaticTargetsRequestType {
     }
 }
 impl PartialEq for AddInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1248,6 +1378,7 @@ impl Clone for AddInternetScsiStaticTargetsRequestType {
     }
 }
 impl x::Fields for AddInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1262,6 +1393,7 @@ impl x::Fields for AddInternetScsiStaticTargetsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -1272,9 +1404,11 @@ impl x::Request for AddInternetScsiStaticTargetsRequestType {
     const NAME: &'static str = "AddInternetScsiStaticTargets";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1294,16 +1428,19 @@ impl x::SchemaType for AddKeyRequestType {
 }
 impl x::Structure for AddKeyRequestType {}
 impl std::fmt::Debug for AddKeyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddKeyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddKeyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1317,6 +1454,7 @@ impl x::Fields for AddKeyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
@@ -1326,9 +1464,11 @@ impl x::Request for AddKeyRequestType {
     const NAME: &'static str = "AddKey";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1348,16 +1488,19 @@ impl x::SchemaType for AddKeysRequestType {
 }
 impl x::Structure for AddKeysRequestType {}
 impl std::fmt::Debug for AddKeysRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddKeysRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddKeysRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddKeysRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1366,6 +1509,7 @@ impl Clone for AddKeysRequestType {
     }
 }
 impl x::Fields for AddKeysRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1379,6 +1523,7 @@ impl x::Fields for AddKeysRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("keys", &self.keys);
@@ -1388,9 +1533,11 @@ impl x::Request for AddKeysRequestType {
     const NAME: &'static str = "AddKeys";
     const IDEMPOTENT: bool = false;
     type Response = Vec<CryptoKeyResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1412,16 +1559,19 @@ impl x::SchemaType for AddLicenseRequestType {
 }
 impl x::Structure for AddLicenseRequestType {}
 impl std::fmt::Debug for AddLicenseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddLicenseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddLicenseRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1431,6 +1581,7 @@ impl Clone for AddLicenseRequestType {
     }
 }
 impl x::Fields for AddLicenseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1445,6 +1596,7 @@ impl x::Fields for AddLicenseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("licenseKey", &self.license_key);
@@ -1455,9 +1607,11 @@ impl x::Request for AddLicenseRequestType {
     const NAME: &'static str = "AddLicense";
     const IDEMPOTENT: bool = false;
     type Response = LicenseManagerLicenseInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1479,16 +1633,19 @@ impl x::SchemaType for AddMonitoredEntitiesRequestType {
 }
 impl x::Structure for AddMonitoredEntitiesRequestType {}
 impl std::fmt::Debug for AddMonitoredEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddMonitoredEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddMonitoredEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1498,6 +1655,7 @@ impl Clone for AddMonitoredEntitiesRequestType {
     }
 }
 impl x::Fields for AddMonitoredEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1512,6 +1670,7 @@ impl x::Fields for AddMonitoredEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -1522,9 +1681,11 @@ impl x::Request for AddMonitoredEntitiesRequestType {
     const NAME: &'static str = "AddMonitoredEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1544,16 +1705,19 @@ impl x::SchemaType for AddNetworkResourcePoolRequestType {
 }
 impl x::Structure for AddNetworkResourcePoolRequestType {}
 impl std::fmt::Debug for AddNetworkResourcePoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddNetworkResourcePoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddNetworkResourcePoolRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1562,6 +1726,7 @@ impl Clone for AddNetworkResourcePoolRequestType {
     }
 }
 impl x::Fields for AddNetworkResourcePoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1575,6 +1740,7 @@ impl x::Fields for AddNetworkResourcePoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("configSpec", &self.config_spec);
@@ -1584,9 +1750,11 @@ impl x::Request for AddNetworkResourcePoolRequestType {
     const NAME: &'static str = "AddNetworkResourcePool";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1606,16 +1774,19 @@ impl x::SchemaType for AddPortGroupRequestType {
 }
 impl x::Structure for AddPortGroupRequestType {}
 impl std::fmt::Debug for AddPortGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddPortGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddPortGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddPortGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1629,6 +1800,7 @@ impl x::Fields for AddPortGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("portgrp", &self.portgrp);
@@ -1638,9 +1810,11 @@ impl x::Request for AddPortGroupRequestType {
     const NAME: &'static str = "AddPortGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1662,16 +1836,19 @@ impl x::SchemaType for AddServiceConsoleVirtualNicRequestType {
 }
 impl x::Structure for AddServiceConsoleVirtualNicRequestType {}
 impl std::fmt::Debug for AddServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddServiceConsoleVirtualNicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1686,6 +1863,7 @@ impl x::Fields for AddServiceConsoleVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("portgroup", &self.portgroup);
@@ -1696,9 +1874,11 @@ impl x::Request for AddServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "AddServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1724,16 +1904,19 @@ impl x::SchemaType for AddStandaloneHostRequestType {
 }
 impl x::Structure for AddStandaloneHostRequestType {}
 impl std::fmt::Debug for AddStandaloneHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddStandaloneHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddStandaloneHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddStandaloneHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1750,6 +1933,7 @@ impl x::Fields for AddStandaloneHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1762,9 +1946,11 @@ impl x::Request for AddStandaloneHostRequestType {
     const NAME: &'static str = "AddStandaloneHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1786,16 +1972,19 @@ impl x::SchemaType for AddVirtualNicRequestType {
 }
 impl x::Structure for AddVirtualNicRequestType {}
 impl std::fmt::Debug for AddVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddVirtualNicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1810,6 +1999,7 @@ impl x::Fields for AddVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("portgroup", &self.portgroup);
@@ -1820,9 +2010,11 @@ impl x::Request for AddVirtualNicRequestType {
     const NAME: &'static str = "AddVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1844,16 +2036,19 @@ impl x::SchemaType for AddVirtualSwitchRequestType {
 }
 impl x::Structure for AddVirtualSwitchRequestType {}
 impl std::fmt::Debug for AddVirtualSwitchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddVirtualSwitchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddVirtualSwitchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1868,6 +2063,7 @@ impl x::Fields for AddVirtualSwitchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vswitchName", &self.vswitch_name);
@@ -1878,9 +2074,11 @@ impl x::Request for AddVirtualSwitchRequestType {
     const NAME: &'static str = "AddVirtualSwitch";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

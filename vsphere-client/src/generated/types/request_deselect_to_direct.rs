@@ -20,16 +20,19 @@ impl x::SchemaType for DeselectVnicForNicTypeRequestType {
 }
 impl x::Structure for DeselectVnicForNicTypeRequestType {}
 impl std::fmt::Debug for DeselectVnicForNicTypeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeselectVnicForNicTypeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeselectVnicForNicTypeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeselectVnicForNicTypeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for DeselectVnicForNicTypeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("nicType", &self.nic_type);
@@ -54,9 +58,11 @@ impl x::Request for DeselectVnicForNicTypeRequestType {
     const NAME: &'static str = "DeselectVnicForNicType";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -74,16 +80,19 @@ impl x::SchemaType for DeselectVnicRequestType {
 }
 impl x::Structure for DeselectVnicRequestType {}
 impl std::fmt::Debug for DeselectVnicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeselectVnicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeselectVnicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeselectVnicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -96,6 +105,7 @@ impl x::Fields for DeselectVnicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -104,9 +114,11 @@ impl x::Request for DeselectVnicRequestType {
     const NAME: &'static str = "DeselectVnic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -124,16 +136,19 @@ impl x::SchemaType for DestroyChildrenRequestType {
 }
 impl x::Structure for DestroyChildrenRequestType {}
 impl std::fmt::Debug for DestroyChildrenRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyChildrenRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyChildrenRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyChildrenRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -146,6 +161,7 @@ impl x::Fields for DestroyChildrenRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -154,9 +170,11 @@ impl x::Request for DestroyChildrenRequestType {
     const NAME: &'static str = "DestroyChildren";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -174,16 +192,19 @@ impl x::SchemaType for DestroyCollectorRequestType {
 }
 impl x::Structure for DestroyCollectorRequestType {}
 impl std::fmt::Debug for DestroyCollectorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyCollectorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyCollectorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -196,6 +217,7 @@ impl x::Fields for DestroyCollectorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -204,9 +226,11 @@ impl x::Request for DestroyCollectorRequestType {
     const NAME: &'static str = "DestroyCollector";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -224,16 +248,19 @@ impl x::SchemaType for DestroyDatastoreRequestType {
 }
 impl x::Structure for DestroyDatastoreRequestType {}
 impl std::fmt::Debug for DestroyDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -246,6 +273,7 @@ impl x::Fields for DestroyDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -254,9 +282,11 @@ impl x::Request for DestroyDatastoreRequestType {
     const NAME: &'static str = "DestroyDatastore";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -280,16 +310,19 @@ impl x::SchemaType for DestroyIpPoolRequestType {
 }
 impl x::Structure for DestroyIpPoolRequestType {}
 impl std::fmt::Debug for DestroyIpPoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyIpPoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyIpPoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyIpPoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -305,6 +338,7 @@ impl x::Fields for DestroyIpPoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -316,9 +350,11 @@ impl x::Request for DestroyIpPoolRequestType {
     const NAME: &'static str = "DestroyIpPool";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -336,16 +372,19 @@ impl x::SchemaType for DestroyNetworkRequestType {
 }
 impl x::Structure for DestroyNetworkRequestType {}
 impl std::fmt::Debug for DestroyNetworkRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyNetworkRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyNetworkRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyNetworkRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -358,6 +397,7 @@ impl x::Fields for DestroyNetworkRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -366,9 +406,11 @@ impl x::Request for DestroyNetworkRequestType {
     const NAME: &'static str = "DestroyNetwork";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -386,16 +428,19 @@ impl x::SchemaType for DestroyProfileRequestType {
 }
 impl x::Structure for DestroyProfileRequestType {}
 impl std::fmt::Debug for DestroyProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -408,6 +453,7 @@ impl x::Fields for DestroyProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -416,9 +462,11 @@ impl x::Request for DestroyProfileRequestType {
     const NAME: &'static str = "DestroyProfile";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -436,16 +484,19 @@ impl x::SchemaType for DestroyPropertyCollectorRequestType {
 }
 impl x::Structure for DestroyPropertyCollectorRequestType {}
 impl std::fmt::Debug for DestroyPropertyCollectorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyPropertyCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyPropertyCollectorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyPropertyCollectorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -458,6 +509,7 @@ impl x::Fields for DestroyPropertyCollectorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -466,9 +518,11 @@ impl x::Request for DestroyPropertyCollectorRequestType {
     const NAME: &'static str = "DestroyPropertyCollector";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -486,16 +540,19 @@ impl x::SchemaType for DestroyPropertyFilterRequestType {
 }
 impl x::Structure for DestroyPropertyFilterRequestType {}
 impl std::fmt::Debug for DestroyPropertyFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyPropertyFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyPropertyFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyPropertyFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -508,6 +565,7 @@ impl x::Fields for DestroyPropertyFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -516,9 +574,11 @@ impl x::Request for DestroyPropertyFilterRequestType {
     const NAME: &'static str = "DestroyPropertyFilter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -536,16 +596,19 @@ impl x::SchemaType for DestroyRequestType {
 }
 impl x::Structure for DestroyRequestType {}
 impl std::fmt::Debug for DestroyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -558,6 +621,7 @@ impl x::Fields for DestroyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -566,9 +630,11 @@ impl x::Request for DestroyRequestType {
     const NAME: &'static str = "Destroy_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -588,16 +654,19 @@ impl x::SchemaType for DestroyVffsRequestType {
 }
 impl x::Structure for DestroyVffsRequestType {}
 impl std::fmt::Debug for DestroyVffsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyVffsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyVffsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyVffsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -611,6 +680,7 @@ impl x::Fields for DestroyVffsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vffsPath", &self.vffs_path);
@@ -620,9 +690,11 @@ impl x::Request for DestroyVffsRequestType {
     const NAME: &'static str = "DestroyVffs";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -640,16 +712,19 @@ impl x::SchemaType for DestroyViewRequestType {
 }
 impl x::Structure for DestroyViewRequestType {}
 impl std::fmt::Debug for DestroyViewRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyViewRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyViewRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -662,6 +737,7 @@ impl x::Fields for DestroyViewRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -670,9 +746,11 @@ impl x::Request for DestroyViewRequestType {
     const NAME: &'static str = "DestroyView";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -692,16 +770,19 @@ impl x::SchemaType for DetachDiskRequestType {
 }
 impl x::Structure for DetachDiskRequestType {}
 impl std::fmt::Debug for DetachDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DetachDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DetachDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -715,6 +796,7 @@ impl x::Fields for DetachDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("diskId", &self.disk_id);
@@ -724,9 +806,11 @@ impl x::Request for DetachDiskRequestType {
     const NAME: &'static str = "DetachDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -746,16 +830,19 @@ impl x::SchemaType for DetachScsiLunExRequestType {
 }
 impl x::Structure for DetachScsiLunExRequestType {}
 impl std::fmt::Debug for DetachScsiLunExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachScsiLunExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DetachScsiLunExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DetachScsiLunExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -764,6 +851,7 @@ impl Clone for DetachScsiLunExRequestType {
     }
 }
 impl x::Fields for DetachScsiLunExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -777,6 +865,7 @@ impl x::Fields for DetachScsiLunExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("lunUuid", &self.lun_uuid);
@@ -786,9 +875,11 @@ impl x::Request for DetachScsiLunExRequestType {
     const NAME: &'static str = "DetachScsiLunEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -808,16 +899,19 @@ impl x::SchemaType for DetachScsiLunRequestType {
 }
 impl x::Structure for DetachScsiLunRequestType {}
 impl std::fmt::Debug for DetachScsiLunRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachScsiLunRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DetachScsiLunRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DetachScsiLunRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -831,6 +925,7 @@ impl x::Fields for DetachScsiLunRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunUuid", &self.lun_uuid);
@@ -840,9 +935,11 @@ impl x::Request for DetachScsiLunRequestType {
     const NAME: &'static str = "DetachScsiLun";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -866,16 +963,19 @@ impl x::SchemaType for DetachTagFromVStorageObjectRequestType {
 }
 impl x::Structure for DetachTagFromVStorageObjectRequestType {}
 impl std::fmt::Debug for DetachTagFromVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachTagFromVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DetachTagFromVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DetachTagFromVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -891,6 +991,7 @@ impl x::Fields for DetachTagFromVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -902,9 +1003,11 @@ impl x::Request for DetachTagFromVStorageObjectRequestType {
     const NAME: &'static str = "DetachTagFromVStorageObject";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -930,6 +1033,7 @@ impl x::SchemaType for DirectPathProfileManagerCreateRequestType {
 }
 impl x::Structure for DirectPathProfileManagerCreateRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerCreateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -939,11 +1043,13 @@ impl std::fmt::Debug for DirectPathProfileManagerCreateRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerCreateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerCreateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -957,6 +1063,7 @@ impl x::Fields for DirectPathProfileManagerCreateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerCreate", true);
         w.write("_this", &self.this);
@@ -967,9 +1074,11 @@ impl x::Request for DirectPathProfileManagerCreateRequestType {
     const NAME: &'static str = "DirectPathProfileManagerCreate";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -995,6 +1104,7 @@ impl x::SchemaType for DirectPathProfileManagerDeleteRequestType {
 }
 impl x::Structure for DirectPathProfileManagerDeleteRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerDeleteRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1004,11 +1114,13 @@ impl std::fmt::Debug for DirectPathProfileManagerDeleteRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerDeleteRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerDeleteRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1022,6 +1134,7 @@ impl x::Fields for DirectPathProfileManagerDeleteRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerDelete", true);
         w.write("_this", &self.this);
@@ -1032,9 +1145,11 @@ impl x::Request for DirectPathProfileManagerDeleteRequestType {
     const NAME: &'static str = "DirectPathProfileManagerDelete";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1060,6 +1175,7 @@ impl x::SchemaType for DirectPathProfileManagerListRequestType {
 }
 impl x::Structure for DirectPathProfileManagerListRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerListRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1069,11 +1185,13 @@ impl std::fmt::Debug for DirectPathProfileManagerListRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerListRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerListRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1087,6 +1205,7 @@ impl x::Fields for DirectPathProfileManagerListRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerList", true);
         w.write("_this", &self.this);
@@ -1097,9 +1216,11 @@ impl x::Request for DirectPathProfileManagerListRequestType {
     const NAME: &'static str = "DirectPathProfileManagerList";
     const IDEMPOTENT: bool = false;
     type Response = Vec<DirectPathProfileInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1129,6 +1250,7 @@ impl x::SchemaType for DirectPathProfileManagerQueryCapacityRequestType {
 }
 impl x::Structure for DirectPathProfileManagerQueryCapacityRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerQueryCapacityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1138,11 +1260,13 @@ impl std::fmt::Debug for DirectPathProfileManagerQueryCapacityRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerQueryCapacityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DirectPathProfileManagerQueryCapacityRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1152,6 +1276,7 @@ impl Clone for DirectPathProfileManagerQueryCapacityRequestType {
     }
 }
 impl x::Fields for DirectPathProfileManagerQueryCapacityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1166,6 +1291,7 @@ impl x::Fields for DirectPathProfileManagerQueryCapacityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerQueryCapacity", true);
         w.write("_this", &self.this);
@@ -1177,9 +1303,11 @@ impl x::Request for DirectPathProfileManagerQueryCapacityRequestType {
     const NAME: &'static str = "DirectPathProfileManagerQueryCapacity";
     const IDEMPOTENT: bool = false;
     type Response = Vec<AnyDirectPathProfileManagerCapacityResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1209,6 +1337,7 @@ impl x::SchemaType for DirectPathProfileManagerUpdateRequestType {
 }
 impl x::Structure for DirectPathProfileManagerUpdateRequestType {}
 impl std::fmt::Debug for DirectPathProfileManagerUpdateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1218,11 +1347,13 @@ impl std::fmt::Debug for DirectPathProfileManagerUpdateRequestType {
     }
 }
 impl PartialEq for DirectPathProfileManagerUpdateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerUpdateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1237,6 +1368,7 @@ impl x::Fields for DirectPathProfileManagerUpdateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DirectPathProfileManagerUpdate", true);
         w.write("_this", &self.this);
@@ -1248,9 +1380,11 @@ impl x::Request for DirectPathProfileManagerUpdateRequestType {
     const NAME: &'static str = "DirectPathProfileManagerUpdate";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -20,16 +20,19 @@ impl x::SchemaType for LogUserEventRequestType {
 }
 impl x::Structure for LogUserEventRequestType {}
 impl std::fmt::Debug for LogUserEventRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LogUserEventRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LogUserEventRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LogUserEventRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for LogUserEventRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -54,9 +58,11 @@ impl x::Request for LogUserEventRequestType {
     const NAME: &'static str = "LogUserEvent";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -78,16 +84,19 @@ impl x::SchemaType for LoginBySSPIRequestType {
 }
 impl x::Structure for LoginBySSPIRequestType {}
 impl std::fmt::Debug for LoginBySSPIRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LoginBySSPIRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginBySSPIRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginBySSPIRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -102,6 +111,7 @@ impl x::Fields for LoginBySSPIRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("base64Token", &self.base64_token);
@@ -112,9 +122,11 @@ impl x::Request for LoginBySSPIRequestType {
     const NAME: &'static str = "LoginBySSPI";
     const IDEMPOTENT: bool = false;
     type Response = UserSession;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -134,16 +146,19 @@ impl x::SchemaType for LoginByTokenRequestType {
 }
 impl x::Structure for LoginByTokenRequestType {}
 impl std::fmt::Debug for LoginByTokenRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LoginByTokenRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginByTokenRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginByTokenRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -157,6 +172,7 @@ impl x::Fields for LoginByTokenRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("locale", &self.locale);
@@ -166,9 +182,11 @@ impl x::Request for LoginByTokenRequestType {
     const NAME: &'static str = "LoginByToken";
     const IDEMPOTENT: bool = false;
     type Response = UserSession;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -190,16 +208,19 @@ impl x::SchemaType for LoginExtensionByCertificateRequestType {
 }
 impl x::Structure for LoginExtensionByCertificateRequestType {}
 impl std::fmt::Debug for LoginExtensionByCertificateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LoginExtensionByCertificateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginExtensionByCertificateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginExtensionByCertificateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -214,6 +235,7 @@ impl x::Fields for LoginExtensionByCertificateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extensionKey", &self.extension_key);
@@ -224,9 +246,11 @@ impl x::Request for LoginExtensionByCertificateRequestType {
     const NAME: &'static str = "LoginExtensionByCertificate";
     const IDEMPOTENT: bool = false;
     type Response = UserSession;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -248,16 +272,19 @@ impl x::SchemaType for LoginExtensionBySubjectNameRequestType {
 }
 impl x::Structure for LoginExtensionBySubjectNameRequestType {}
 impl std::fmt::Debug for LoginExtensionBySubjectNameRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LoginExtensionBySubjectNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginExtensionBySubjectNameRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginExtensionBySubjectNameRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -272,6 +299,7 @@ impl x::Fields for LoginExtensionBySubjectNameRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extensionKey", &self.extension_key);
@@ -282,9 +310,11 @@ impl x::Request for LoginExtensionBySubjectNameRequestType {
     const NAME: &'static str = "LoginExtensionBySubjectName";
     const IDEMPOTENT: bool = false;
     type Response = UserSession;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -308,16 +338,19 @@ impl x::SchemaType for LoginRequestType {
 }
 impl x::Structure for LoginRequestType {}
 impl std::fmt::Debug for LoginRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LoginRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -333,6 +366,7 @@ impl x::Fields for LoginRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
@@ -344,9 +378,11 @@ impl x::Request for LoginRequestType {
     const NAME: &'static str = "Login";
     const IDEMPOTENT: bool = false;
     type Response = UserSession;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -364,16 +400,19 @@ impl x::SchemaType for LogoutRequestType {
 }
 impl x::Structure for LogoutRequestType {}
 impl std::fmt::Debug for LogoutRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LogoutRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LogoutRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LogoutRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -386,6 +425,7 @@ impl x::Fields for LogoutRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -394,9 +434,11 @@ impl x::Request for LogoutRequestType {
     const NAME: &'static str = "Logout";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -416,16 +458,19 @@ impl x::SchemaType for LookupDvPortGroupRequestType {
 }
 impl x::Structure for LookupDvPortGroupRequestType {}
 impl std::fmt::Debug for LookupDvPortGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LookupDvPortGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LookupDvPortGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LookupDvPortGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -439,6 +484,7 @@ impl x::Fields for LookupDvPortGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("portgroupKey", &self.portgroup_key);
@@ -448,9 +494,11 @@ impl x::Request for LookupDvPortGroupRequestType {
     const NAME: &'static str = "LookupDvPortGroup";
     const IDEMPOTENT: bool = false;
     type Response = Option<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -472,16 +520,19 @@ impl x::SchemaType for LookupVmOverheadMemoryRequestType {
 }
 impl x::Structure for LookupVmOverheadMemoryRequestType {}
 impl std::fmt::Debug for LookupVmOverheadMemoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LookupVmOverheadMemoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LookupVmOverheadMemoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LookupVmOverheadMemoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -496,6 +547,7 @@ impl x::Fields for LookupVmOverheadMemoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -506,9 +558,11 @@ impl x::Request for LookupVmOverheadMemoryRequestType {
     const NAME: &'static str = "LookupVmOverheadMemory";
     const IDEMPOTENT: bool = false;
     type Response = i64;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -534,16 +588,19 @@ impl x::SchemaType for MakeDirectoryInGuestRequestType {
 }
 impl x::Structure for MakeDirectoryInGuestRequestType {}
 impl std::fmt::Debug for MakeDirectoryInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MakeDirectoryInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MakeDirectoryInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MakeDirectoryInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -560,6 +617,7 @@ impl x::Fields for MakeDirectoryInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -572,9 +630,11 @@ impl x::Request for MakeDirectoryInGuestRequestType {
     const NAME: &'static str = "MakeDirectoryInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -598,16 +658,19 @@ impl x::SchemaType for MakeDirectoryRequestType {
 }
 impl x::Structure for MakeDirectoryRequestType {}
 impl std::fmt::Debug for MakeDirectoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MakeDirectoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MakeDirectoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MakeDirectoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -623,6 +686,7 @@ impl x::Fields for MakeDirectoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -634,9 +698,11 @@ impl x::Request for MakeDirectoryRequestType {
     const NAME: &'static str = "MakeDirectory";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -656,16 +722,19 @@ impl x::SchemaType for MakePrimaryVMRequestType {
 }
 impl x::Structure for MakePrimaryVMRequestType {}
 impl std::fmt::Debug for MakePrimaryVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MakePrimaryVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MakePrimaryVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MakePrimaryVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -679,6 +748,7 @@ impl x::Fields for MakePrimaryVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -688,9 +758,11 @@ impl x::Request for MakePrimaryVMRequestType {
     const NAME: &'static str = "MakePrimaryVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -710,16 +782,19 @@ impl x::SchemaType for MarkAsLocalRequestType {
 }
 impl x::Structure for MarkAsLocalRequestType {}
 impl std::fmt::Debug for MarkAsLocalRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkAsLocalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsLocalRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsLocalRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -733,6 +808,7 @@ impl x::Fields for MarkAsLocalRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("scsiDiskUuid", &self.scsi_disk_uuid);
@@ -742,9 +818,11 @@ impl x::Request for MarkAsLocalRequestType {
     const NAME: &'static str = "MarkAsLocal_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -764,16 +842,19 @@ impl x::SchemaType for MarkAsNonLocalRequestType {
 }
 impl x::Structure for MarkAsNonLocalRequestType {}
 impl std::fmt::Debug for MarkAsNonLocalRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkAsNonLocalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsNonLocalRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsNonLocalRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -787,6 +868,7 @@ impl x::Fields for MarkAsNonLocalRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("scsiDiskUuid", &self.scsi_disk_uuid);
@@ -796,9 +878,11 @@ impl x::Request for MarkAsNonLocalRequestType {
     const NAME: &'static str = "MarkAsNonLocal_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -818,16 +902,19 @@ impl x::SchemaType for MarkAsNonSsdRequestType {
 }
 impl x::Structure for MarkAsNonSsdRequestType {}
 impl std::fmt::Debug for MarkAsNonSsdRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkAsNonSsdRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsNonSsdRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsNonSsdRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -841,6 +928,7 @@ impl x::Fields for MarkAsNonSsdRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("scsiDiskUuid", &self.scsi_disk_uuid);
@@ -850,9 +938,11 @@ impl x::Request for MarkAsNonSsdRequestType {
     const NAME: &'static str = "MarkAsNonSsd_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -872,16 +962,19 @@ impl x::SchemaType for MarkAsSsdRequestType {
 }
 impl x::Structure for MarkAsSsdRequestType {}
 impl std::fmt::Debug for MarkAsSsdRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkAsSsdRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsSsdRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsSsdRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -895,6 +988,7 @@ impl x::Fields for MarkAsSsdRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("scsiDiskUuid", &self.scsi_disk_uuid);
@@ -904,9 +998,11 @@ impl x::Request for MarkAsSsdRequestType {
     const NAME: &'static str = "MarkAsSsd_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -924,16 +1020,19 @@ impl x::SchemaType for MarkAsTemplateRequestType {
 }
 impl x::Structure for MarkAsTemplateRequestType {}
 impl std::fmt::Debug for MarkAsTemplateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkAsTemplateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsTemplateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsTemplateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -946,6 +1045,7 @@ impl x::Fields for MarkAsTemplateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -954,9 +1054,11 @@ impl x::Request for MarkAsTemplateRequestType {
     const NAME: &'static str = "MarkAsTemplate";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -978,16 +1080,19 @@ impl x::SchemaType for MarkAsVirtualMachineRequestType {
 }
 impl x::Structure for MarkAsVirtualMachineRequestType {}
 impl std::fmt::Debug for MarkAsVirtualMachineRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkAsVirtualMachineRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsVirtualMachineRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsVirtualMachineRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1002,6 +1107,7 @@ impl x::Fields for MarkAsVirtualMachineRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pool", &self.pool);
@@ -1012,9 +1118,11 @@ impl x::Request for MarkAsVirtualMachineRequestType {
     const NAME: &'static str = "MarkAsVirtualMachine";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1034,16 +1142,19 @@ impl x::SchemaType for MarkDefaultRequestType {
 }
 impl x::Structure for MarkDefaultRequestType {}
 impl std::fmt::Debug for MarkDefaultRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkDefaultRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkDefaultRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkDefaultRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1057,6 +1168,7 @@ impl x::Fields for MarkDefaultRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("clusterId", &self.cluster_id);
@@ -1066,9 +1178,11 @@ impl x::Request for MarkDefaultRequestType {
     const NAME: &'static str = "MarkDefault";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1090,16 +1204,19 @@ impl x::SchemaType for MarkForRemovalRequestType {
 }
 impl x::Structure for MarkForRemovalRequestType {}
 impl std::fmt::Debug for MarkForRemovalRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkForRemovalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkForRemovalRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkForRemovalRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1114,6 +1231,7 @@ impl x::Fields for MarkForRemovalRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hbaName", &self.hba_name);
@@ -1124,9 +1242,11 @@ impl x::Request for MarkForRemovalRequestType {
     const NAME: &'static str = "MarkForRemoval";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1148,16 +1268,19 @@ impl x::SchemaType for MarkPerenniallyReservedExRequestType {
 }
 impl x::Structure for MarkPerenniallyReservedExRequestType {}
 impl std::fmt::Debug for MarkPerenniallyReservedExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkPerenniallyReservedExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkPerenniallyReservedExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MarkPerenniallyReservedExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1167,6 +1290,7 @@ impl Clone for MarkPerenniallyReservedExRequestType {
     }
 }
 impl x::Fields for MarkPerenniallyReservedExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1181,6 +1305,7 @@ impl x::Fields for MarkPerenniallyReservedExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("lunUuid", &self.lun_uuid);
@@ -1191,9 +1316,11 @@ impl x::Request for MarkPerenniallyReservedExRequestType {
     const NAME: &'static str = "MarkPerenniallyReservedEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1215,16 +1342,19 @@ impl x::SchemaType for MarkPerenniallyReservedRequestType {
 }
 impl x::Structure for MarkPerenniallyReservedRequestType {}
 impl std::fmt::Debug for MarkPerenniallyReservedRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkPerenniallyReservedRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkPerenniallyReservedRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkPerenniallyReservedRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1239,6 +1369,7 @@ impl x::Fields for MarkPerenniallyReservedRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunUuid", &self.lun_uuid);
@@ -1249,9 +1380,11 @@ impl x::Request for MarkPerenniallyReservedRequestType {
     const NAME: &'static str = "MarkPerenniallyReserved";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1271,16 +1404,19 @@ impl x::SchemaType for MarkServiceProviderEntitiesRequestType {
 }
 impl x::Structure for MarkServiceProviderEntitiesRequestType {}
 impl std::fmt::Debug for MarkServiceProviderEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MarkServiceProviderEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkServiceProviderEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MarkServiceProviderEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1289,6 +1425,7 @@ impl Clone for MarkServiceProviderEntitiesRequestType {
     }
 }
 impl x::Fields for MarkServiceProviderEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1302,6 +1439,7 @@ impl x::Fields for MarkServiceProviderEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -1311,9 +1449,11 @@ impl x::Request for MarkServiceProviderEntitiesRequestType {
     const NAME: &'static str = "MarkServiceProviderEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -20,16 +20,19 @@ impl x::SchemaType for ReleaseCredentialsInGuestRequestType {
 }
 impl x::Structure for ReleaseCredentialsInGuestRequestType {}
 impl std::fmt::Debug for ReleaseCredentialsInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReleaseCredentialsInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReleaseCredentialsInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReleaseCredentialsInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for ReleaseCredentialsInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -54,9 +58,11 @@ impl x::Request for ReleaseCredentialsInGuestRequestType {
     const NAME: &'static str = "ReleaseCredentialsInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -80,16 +86,19 @@ impl x::SchemaType for ReleaseIpAllocationRequestType {
 }
 impl x::Structure for ReleaseIpAllocationRequestType {}
 impl std::fmt::Debug for ReleaseIpAllocationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReleaseIpAllocationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReleaseIpAllocationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReleaseIpAllocationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -105,6 +114,7 @@ impl x::Fields for ReleaseIpAllocationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -116,9 +126,11 @@ impl x::Request for ReleaseIpAllocationRequestType {
     const NAME: &'static str = "ReleaseIpAllocation";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -140,16 +152,19 @@ impl x::SchemaType for ReleaseManagedSnapshotRequestType {
 }
 impl x::Structure for ReleaseManagedSnapshotRequestType {}
 impl std::fmt::Debug for ReleaseManagedSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReleaseManagedSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReleaseManagedSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReleaseManagedSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -164,6 +179,7 @@ impl x::Fields for ReleaseManagedSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vdisk", &self.vdisk);
@@ -174,9 +190,11 @@ impl x::Request for ReleaseManagedSnapshotRequestType {
     const NAME: &'static str = "ReleaseManagedSnapshot";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -194,16 +212,19 @@ impl x::SchemaType for ReloadRequestType {
 }
 impl x::Structure for ReloadRequestType {}
 impl std::fmt::Debug for ReloadRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReloadRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReloadRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReloadRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -216,6 +237,7 @@ impl x::Fields for ReloadRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -224,9 +246,11 @@ impl x::Request for ReloadRequestType {
     const NAME: &'static str = "Reload";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -248,16 +272,19 @@ impl x::SchemaType for RelocateVMRequestType {
 }
 impl x::Structure for RelocateVMRequestType {}
 impl std::fmt::Debug for RelocateVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RelocateVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RelocateVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RelocateVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -272,6 +299,7 @@ impl x::Fields for RelocateVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -282,9 +310,11 @@ impl x::Request for RelocateVMRequestType {
     const NAME: &'static str = "RelocateVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -308,16 +338,19 @@ impl x::SchemaType for RelocateVStorageObjectRequestType {
 }
 impl x::Structure for RelocateVStorageObjectRequestType {}
 impl std::fmt::Debug for RelocateVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RelocateVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RelocateVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RelocateVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -333,6 +366,7 @@ impl x::Fields for RelocateVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -344,9 +378,11 @@ impl x::Request for RelocateVStorageObjectRequestType {
     const NAME: &'static str = "RelocateVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -364,16 +400,19 @@ impl x::SchemaType for RemoveAlarmRequestType {
 }
 impl x::Structure for RemoveAlarmRequestType {}
 impl std::fmt::Debug for RemoveAlarmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAlarmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveAlarmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveAlarmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -386,6 +425,7 @@ impl x::Fields for RemoveAlarmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -394,9 +434,11 @@ impl x::Request for RemoveAlarmRequestType {
     const NAME: &'static str = "RemoveAlarm";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -420,16 +462,19 @@ impl x::SchemaType for RemoveAllSnapshotsRequestType {
 }
 impl x::Structure for RemoveAllSnapshotsRequestType {}
 impl std::fmt::Debug for RemoveAllSnapshotsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAllSnapshotsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveAllSnapshotsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveAllSnapshotsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -444,6 +489,7 @@ impl x::Fields for RemoveAllSnapshotsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("consolidate", &self.consolidate);
@@ -456,9 +502,11 @@ impl x::Request for RemoveAllSnapshotsRequestType {
     const NAME: &'static str = "RemoveAllSnapshots_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -478,16 +526,19 @@ impl x::SchemaType for RemoveAssignedLicenseRequestType {
 }
 impl x::Structure for RemoveAssignedLicenseRequestType {}
 impl std::fmt::Debug for RemoveAssignedLicenseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAssignedLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveAssignedLicenseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveAssignedLicenseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -501,6 +552,7 @@ impl x::Fields for RemoveAssignedLicenseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entityId", &self.entity_id);
@@ -510,9 +562,11 @@ impl x::Request for RemoveAssignedLicenseRequestType {
     const NAME: &'static str = "RemoveAssignedLicense";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -534,16 +588,19 @@ impl x::SchemaType for RemoveAuthorizationRoleRequestType {
 }
 impl x::Structure for RemoveAuthorizationRoleRequestType {}
 impl std::fmt::Debug for RemoveAuthorizationRoleRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveAuthorizationRoleRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveAuthorizationRoleRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -558,6 +615,7 @@ impl x::Fields for RemoveAuthorizationRoleRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("roleId", &self.role_id);
@@ -568,9 +626,11 @@ impl x::Request for RemoveAuthorizationRoleRequestType {
     const NAME: &'static str = "RemoveAuthorizationRole";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -590,16 +650,19 @@ impl x::SchemaType for RemoveCustomFieldDefRequestType {
 }
 impl x::Structure for RemoveCustomFieldDefRequestType {}
 impl std::fmt::Debug for RemoveCustomFieldDefRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveCustomFieldDefRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveCustomFieldDefRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveCustomFieldDefRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -613,6 +676,7 @@ impl x::Fields for RemoveCustomFieldDefRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
@@ -622,9 +686,11 @@ impl x::Request for RemoveCustomFieldDefRequestType {
     const NAME: &'static str = "RemoveCustomFieldDef";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -644,16 +710,19 @@ impl x::SchemaType for RemoveDatastoreExRequestType {
 }
 impl x::Structure for RemoveDatastoreExRequestType {}
 impl std::fmt::Debug for RemoveDatastoreExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDatastoreExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDatastoreExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveDatastoreExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -662,6 +731,7 @@ impl Clone for RemoveDatastoreExRequestType {
     }
 }
 impl x::Fields for RemoveDatastoreExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -675,6 +745,7 @@ impl x::Fields for RemoveDatastoreExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("datastore", &self.datastore);
@@ -684,9 +755,11 @@ impl x::Request for RemoveDatastoreExRequestType {
     const NAME: &'static str = "RemoveDatastoreEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -706,16 +779,19 @@ impl x::SchemaType for RemoveDatastoreRequestType {
 }
 impl x::Structure for RemoveDatastoreRequestType {}
 impl std::fmt::Debug for RemoveDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -729,6 +805,7 @@ impl x::Fields for RemoveDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -738,9 +815,11 @@ impl x::Request for RemoveDatastoreRequestType {
     const NAME: &'static str = "RemoveDatastore";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -764,16 +843,19 @@ impl x::SchemaType for RemoveDiskMappingRequestType {
 }
 impl x::Structure for RemoveDiskMappingRequestType {}
 impl std::fmt::Debug for RemoveDiskMappingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDiskMappingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDiskMappingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveDiskMappingRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -784,6 +866,7 @@ impl Clone for RemoveDiskMappingRequestType {
     }
 }
 impl x::Fields for RemoveDiskMappingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -799,6 +882,7 @@ impl x::Fields for RemoveDiskMappingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("mapping", &self.mapping);
@@ -810,9 +894,11 @@ impl x::Request for RemoveDiskMappingRequestType {
     const NAME: &'static str = "RemoveDiskMapping_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -836,16 +922,19 @@ impl x::SchemaType for RemoveDiskRequestType {
 }
 impl x::Structure for RemoveDiskRequestType {}
 impl std::fmt::Debug for RemoveDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveDiskRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -856,6 +945,7 @@ impl Clone for RemoveDiskRequestType {
     }
 }
 impl x::Fields for RemoveDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -871,6 +961,7 @@ impl x::Fields for RemoveDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("disk", &self.disk);
@@ -882,9 +973,11 @@ impl x::Request for RemoveDiskRequestType {
     const NAME: &'static str = "RemoveDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -908,16 +1001,19 @@ impl x::SchemaType for RemoveEntityPermissionRequestType {
 }
 impl x::Structure for RemoveEntityPermissionRequestType {}
 impl std::fmt::Debug for RemoveEntityPermissionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveEntityPermissionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveEntityPermissionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveEntityPermissionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -933,6 +1029,7 @@ impl x::Fields for RemoveEntityPermissionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -944,9 +1041,11 @@ impl x::Request for RemoveEntityPermissionRequestType {
     const NAME: &'static str = "RemoveEntityPermission";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -968,16 +1067,19 @@ impl x::SchemaType for RemoveFilterEntitiesRequestType {
 }
 impl x::Structure for RemoveFilterEntitiesRequestType {}
 impl std::fmt::Debug for RemoveFilterEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveFilterEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveFilterEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -987,6 +1089,7 @@ impl Clone for RemoveFilterEntitiesRequestType {
     }
 }
 impl x::Fields for RemoveFilterEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1001,6 +1104,7 @@ impl x::Fields for RemoveFilterEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -1011,9 +1115,11 @@ impl x::Request for RemoveFilterEntitiesRequestType {
     const NAME: &'static str = "RemoveFilterEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1033,16 +1139,19 @@ impl x::SchemaType for RemoveFilterRequestType {
 }
 impl x::Structure for RemoveFilterRequestType {}
 impl std::fmt::Debug for RemoveFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1056,6 +1165,7 @@ impl x::Fields for RemoveFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -1065,9 +1175,11 @@ impl x::Request for RemoveFilterRequestType {
     const NAME: &'static str = "RemoveFilter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1087,16 +1199,19 @@ impl x::SchemaType for RemoveGroupRequestType {
 }
 impl x::Structure for RemoveGroupRequestType {}
 impl std::fmt::Debug for RemoveGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1110,6 +1225,7 @@ impl x::Fields for RemoveGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("groupName", &self.group_name);
@@ -1119,9 +1235,11 @@ impl x::Request for RemoveGroupRequestType {
     const NAME: &'static str = "RemoveGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1147,16 +1265,19 @@ impl x::SchemaType for RemoveGuestAliasByCertRequestType {
 }
 impl x::Structure for RemoveGuestAliasByCertRequestType {}
 impl std::fmt::Debug for RemoveGuestAliasByCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveGuestAliasByCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveGuestAliasByCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveGuestAliasByCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1173,6 +1294,7 @@ impl x::Fields for RemoveGuestAliasByCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1185,9 +1307,11 @@ impl x::Request for RemoveGuestAliasByCertRequestType {
     const NAME: &'static str = "RemoveGuestAliasByCert";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1215,16 +1339,19 @@ impl x::SchemaType for RemoveGuestAliasRequestType {
 }
 impl x::Structure for RemoveGuestAliasRequestType {}
 impl std::fmt::Debug for RemoveGuestAliasRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveGuestAliasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveGuestAliasRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveGuestAliasRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1242,6 +1369,7 @@ impl x::Fields for RemoveGuestAliasRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1255,9 +1383,11 @@ impl x::Request for RemoveGuestAliasRequestType {
     const NAME: &'static str = "RemoveGuestAlias";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1281,6 +1411,7 @@ impl x::SchemaType for RemoveInternetScsiSendTargetsRequestType {
 }
 impl x::Structure for RemoveInternetScsiSendTargetsRequestType {}
 impl std::fmt::Debug for RemoveInternetScsiSendTargetsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1290,11 +1421,13 @@ impl std::fmt::Debug for RemoveInternetScsiSendTargetsRequestType {
     }
 }
 impl PartialEq for RemoveInternetScsiSendTargetsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveInternetScsiSendTargetsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1305,6 +1438,7 @@ impl Clone for RemoveInternetScsiSendTargetsRequestType {
     }
 }
 impl x::Fields for RemoveInternetScsiSendTargetsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1320,6 +1454,7 @@ impl x::Fields for RemoveInternetScsiSendTargetsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -1331,9 +1466,11 @@ impl x::Request for RemoveInternetScsiSendTargetsRequestType {
     const NAME: &'static str = "RemoveInternetScsiSendTargets";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1355,6 +1492,7 @@ impl x::SchemaType for RemoveInternetScsiStaticTargetsRequestType {
 }
 impl x::Structure for RemoveInternetScsiStaticTargetsRequestType {}
 impl std::fmt::Debug for RemoveInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1364,11 +1502,13 @@ impl std::fmt::Debug for RemoveInternetScsiStaticTargetsRequestType {
     }
 }
 impl PartialEq for RemoveInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1378,6 +1518,7 @@ impl Clone for RemoveInternetScsiStaticTargetsRequestType {
     }
 }
 impl x::Fields for RemoveInternetScsiStaticTargetsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1392,6 +1533,7 @@ impl x::Fields for RemoveInternetScsiStaticTargetsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -1402,9 +1544,11 @@ impl x::Request for RemoveInternetScsiStaticTargetsRequestType {
     const NAME: &'static str = "RemoveInternetScsiStaticTargets";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1426,16 +1570,19 @@ impl x::SchemaType for RemoveKeyRequestType {
 }
 impl x::Structure for RemoveKeyRequestType {}
 impl std::fmt::Debug for RemoveKeyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveKeyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveKeyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1450,6 +1597,7 @@ impl x::Fields for RemoveKeyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
@@ -1460,9 +1608,11 @@ impl x::Request for RemoveKeyRequestType {
     const NAME: &'static str = "RemoveKey";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1484,16 +1634,19 @@ impl x::SchemaType for RemoveKeysRequestType {
 }
 impl x::Structure for RemoveKeysRequestType {}
 impl std::fmt::Debug for RemoveKeysRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveKeysRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveKeysRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveKeysRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1503,6 +1656,7 @@ impl Clone for RemoveKeysRequestType {
     }
 }
 impl x::Fields for RemoveKeysRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1517,6 +1671,7 @@ impl x::Fields for RemoveKeysRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("keys", &self.keys);
@@ -1527,9 +1682,11 @@ impl x::Request for RemoveKeysRequestType {
     const NAME: &'static str = "RemoveKeys";
     const IDEMPOTENT: bool = false;
     type Response = Vec<CryptoKeyResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1551,16 +1708,19 @@ impl x::SchemaType for RemoveKmipServerRequestType {
 }
 impl x::Structure for RemoveKmipServerRequestType {}
 impl std::fmt::Debug for RemoveKmipServerRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveKmipServerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveKmipServerRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveKmipServerRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1575,6 +1735,7 @@ impl x::Fields for RemoveKmipServerRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("clusterId", &self.cluster_id);
@@ -1585,9 +1746,11 @@ impl x::Request for RemoveKmipServerRequestType {
     const NAME: &'static str = "RemoveKmipServer";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1609,16 +1772,19 @@ impl x::SchemaType for RemoveLicenseLabelRequestType {
 }
 impl x::Structure for RemoveLicenseLabelRequestType {}
 impl std::fmt::Debug for RemoveLicenseLabelRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveLicenseLabelRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveLicenseLabelRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveLicenseLabelRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1633,6 +1799,7 @@ impl x::Fields for RemoveLicenseLabelRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("licenseKey", &self.license_key);
@@ -1643,9 +1810,11 @@ impl x::Request for RemoveLicenseLabelRequestType {
     const NAME: &'static str = "RemoveLicenseLabel";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1665,16 +1834,19 @@ impl x::SchemaType for RemoveLicenseRequestType {
 }
 impl x::Structure for RemoveLicenseRequestType {}
 impl std::fmt::Debug for RemoveLicenseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveLicenseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveLicenseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1688,6 +1860,7 @@ impl x::Fields for RemoveLicenseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("licenseKey", &self.license_key);
@@ -1697,9 +1870,11 @@ impl x::Request for RemoveLicenseRequestType {
     const NAME: &'static str = "RemoveLicense";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1721,16 +1896,19 @@ impl x::SchemaType for RemoveMonitoredEntitiesRequestType {
 }
 impl x::Structure for RemoveMonitoredEntitiesRequestType {}
 impl std::fmt::Debug for RemoveMonitoredEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveMonitoredEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveMonitoredEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1740,6 +1918,7 @@ impl Clone for RemoveMonitoredEntitiesRequestType {
     }
 }
 impl x::Fields for RemoveMonitoredEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1754,6 +1933,7 @@ impl x::Fields for RemoveMonitoredEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -1764,9 +1944,11 @@ impl x::Request for RemoveMonitoredEntitiesRequestType {
     const NAME: &'static str = "RemoveMonitoredEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1786,16 +1968,19 @@ impl x::SchemaType for RemoveNetworkResourcePoolRequestType {
 }
 impl x::Structure for RemoveNetworkResourcePoolRequestType {}
 impl std::fmt::Debug for RemoveNetworkResourcePoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveNetworkResourcePoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveNetworkResourcePoolRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1804,6 +1989,7 @@ impl Clone for RemoveNetworkResourcePoolRequestType {
     }
 }
 impl x::Fields for RemoveNetworkResourcePoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1817,6 +2003,7 @@ impl x::Fields for RemoveNetworkResourcePoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("key", &self.key);
@@ -1826,9 +2013,11 @@ impl x::Request for RemoveNetworkResourcePoolRequestType {
     const NAME: &'static str = "RemoveNetworkResourcePool";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1848,16 +2037,19 @@ impl x::SchemaType for RemoveNvmeOverRdmaAdapterRequestType {
 }
 impl x::Structure for RemoveNvmeOverRdmaAdapterRequestType {}
 impl std::fmt::Debug for RemoveNvmeOverRdmaAdapterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveNvmeOverRdmaAdapterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveNvmeOverRdmaAdapterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveNvmeOverRdmaAdapterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1871,6 +2063,7 @@ impl x::Fields for RemoveNvmeOverRdmaAdapterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hbaDeviceName", &self.hba_device_name);
@@ -1880,9 +2073,11 @@ impl x::Request for RemoveNvmeOverRdmaAdapterRequestType {
     const NAME: &'static str = "RemoveNvmeOverRdmaAdapter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1902,16 +2097,19 @@ impl x::SchemaType for RemovePerfIntervalRequestType {
 }
 impl x::Structure for RemovePerfIntervalRequestType {}
 impl std::fmt::Debug for RemovePerfIntervalRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemovePerfIntervalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemovePerfIntervalRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemovePerfIntervalRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1925,6 +2123,7 @@ impl x::Fields for RemovePerfIntervalRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("samplePeriod", &self.sample_period);
@@ -1934,9 +2133,11 @@ impl x::Request for RemovePerfIntervalRequestType {
     const NAME: &'static str = "RemovePerfInterval";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1956,16 +2157,19 @@ impl x::SchemaType for RemovePortGroupRequestType {
 }
 impl x::Structure for RemovePortGroupRequestType {}
 impl std::fmt::Debug for RemovePortGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemovePortGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemovePortGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemovePortGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1979,6 +2183,7 @@ impl x::Fields for RemovePortGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pgName", &self.pg_name);
@@ -1988,9 +2193,11 @@ impl x::Request for RemovePortGroupRequestType {
     const NAME: &'static str = "RemovePortGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2008,16 +2215,19 @@ impl x::SchemaType for RemoveScheduledTaskRequestType {
 }
 impl x::Structure for RemoveScheduledTaskRequestType {}
 impl std::fmt::Debug for RemoveScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2030,6 +2240,7 @@ impl x::Fields for RemoveScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2038,9 +2249,11 @@ impl x::Request for RemoveScheduledTaskRequestType {
     const NAME: &'static str = "RemoveScheduledTask";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2060,6 +2273,7 @@ impl x::SchemaType for RemoveServiceConsoleVirtualNicRequestType {
 }
 impl x::Structure for RemoveServiceConsoleVirtualNicRequestType {}
 impl std::fmt::Debug for RemoveServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2069,11 +2283,13 @@ impl std::fmt::Debug for RemoveServiceConsoleVirtualNicRequestType {
     }
 }
 impl PartialEq for RemoveServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2087,6 +2303,7 @@ impl x::Fields for RemoveServiceConsoleVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
@@ -2096,9 +2313,11 @@ impl x::Request for RemoveServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "RemoveServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2120,6 +2339,7 @@ impl x::SchemaType for RemoveSmartCardTrustAnchorByFingerprintRequestType {
 }
 impl x::Structure for RemoveSmartCardTrustAnchorByFingerprintRequestType {}
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorByFingerprintRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2129,11 +2349,13 @@ impl std::fmt::Debug for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     }
 }
 impl PartialEq for RemoveSmartCardTrustAnchorByFingerprintRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSmartCardTrustAnchorByFingerprintRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2148,6 +2370,7 @@ impl x::Fields for RemoveSmartCardTrustAnchorByFingerprintRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("fingerprint", &self.fingerprint);
@@ -2158,9 +2381,11 @@ impl x::Request for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchorByFingerprint";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2186,6 +2411,7 @@ impl x::SchemaType for RemoveSmartCardTrustAnchorCertificateRequestType {
 }
 impl x::Structure for RemoveSmartCardTrustAnchorCertificateRequestType {}
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorCertificateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2195,11 +2421,13 @@ impl std::fmt::Debug for RemoveSmartCardTrustAnchorCertificateRequestType {
     }
 }
 impl PartialEq for RemoveSmartCardTrustAnchorCertificateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSmartCardTrustAnchorCertificateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2213,6 +2441,7 @@ impl x::Fields for RemoveSmartCardTrustAnchorCertificateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation RemoveSmartCardTrustAnchorCertificate", true);
         w.write("_this", &self.this);
@@ -2223,9 +2452,11 @@ impl x::Request for RemoveSmartCardTrustAnchorCertificateRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchorCertificate";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2247,16 +2478,19 @@ impl x::SchemaType for RemoveSmartCardTrustAnchorRequestType {
 }
 impl x::Structure for RemoveSmartCardTrustAnchorRequestType {}
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveSmartCardTrustAnchorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveSmartCardTrustAnchorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSmartCardTrustAnchorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2271,6 +2505,7 @@ impl x::Fields for RemoveSmartCardTrustAnchorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("issuer", &self.issuer);
@@ -2281,9 +2516,11 @@ impl x::Request for RemoveSmartCardTrustAnchorRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchor";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2305,16 +2542,19 @@ impl x::SchemaType for RemoveSnapshotRequestType {
 }
 impl x::Structure for RemoveSnapshotRequestType {}
 impl std::fmt::Debug for RemoveSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2329,6 +2569,7 @@ impl x::Fields for RemoveSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("removeChildren", &self.remove_children);
@@ -2339,9 +2580,11 @@ impl x::Request for RemoveSnapshotRequestType {
     const NAME: &'static str = "RemoveSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2361,16 +2604,19 @@ impl x::SchemaType for RemoveSoftwareAdapterRequestType {
 }
 impl x::Structure for RemoveSoftwareAdapterRequestType {}
 impl std::fmt::Debug for RemoveSoftwareAdapterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveSoftwareAdapterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveSoftwareAdapterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSoftwareAdapterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2384,6 +2630,7 @@ impl x::Fields for RemoveSoftwareAdapterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hbaDeviceName", &self.hba_device_name);
@@ -2393,9 +2640,11 @@ impl x::Request for RemoveSoftwareAdapterRequestType {
     const NAME: &'static str = "RemoveSoftwareAdapter";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2415,16 +2664,19 @@ impl x::SchemaType for RemoveUserRequestType {
 }
 impl x::Structure for RemoveUserRequestType {}
 impl std::fmt::Debug for RemoveUserRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveUserRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveUserRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2438,6 +2690,7 @@ impl x::Fields for RemoveUserRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
@@ -2447,9 +2700,11 @@ impl x::Request for RemoveUserRequestType {
     const NAME: &'static str = "RemoveUser";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2469,16 +2724,19 @@ impl x::SchemaType for RemoveVirtualNicRequestType {
 }
 impl x::Structure for RemoveVirtualNicRequestType {}
 impl std::fmt::Debug for RemoveVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveVirtualNicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2492,6 +2750,7 @@ impl x::Fields for RemoveVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
@@ -2501,9 +2760,11 @@ impl x::Request for RemoveVirtualNicRequestType {
     const NAME: &'static str = "RemoveVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2523,16 +2784,19 @@ impl x::SchemaType for RemoveVirtualSwitchRequestType {
 }
 impl x::Structure for RemoveVirtualSwitchRequestType {}
 impl std::fmt::Debug for RemoveVirtualSwitchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveVirtualSwitchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveVirtualSwitchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2546,6 +2810,7 @@ impl x::Fields for RemoveVirtualSwitchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vswitchName", &self.vswitch_name);
@@ -2555,9 +2820,11 @@ impl x::Request for RemoveVirtualSwitchRequestType {
     const NAME: &'static str = "RemoveVirtualSwitch";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -18,6 +18,7 @@ impl x::SchemaType for ResignatureUnresolvedVmfsVolumeRequestType {
 }
 impl x::Structure for ResignatureUnresolvedVmfsVolumeRequestType {}
 impl std::fmt::Debug for ResignatureUnresolvedVmfsVolumeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -27,11 +28,13 @@ impl std::fmt::Debug for ResignatureUnresolvedVmfsVolumeRequestType {
     }
 }
 impl PartialEq for ResignatureUnresolvedVmfsVolumeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResignatureUnresolvedVmfsVolumeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -45,6 +48,7 @@ impl x::Fields for ResignatureUnresolvedVmfsVolumeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("resolutionSpec", &self.resolution_spec);
@@ -54,9 +58,11 @@ impl x::Request for ResignatureUnresolvedVmfsVolumeRequestType {
     const NAME: &'static str = "ResignatureUnresolvedVmfsVolume_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -78,6 +84,7 @@ impl x::SchemaType for ResolveInstallationErrorsOnClusterRequestType {
 }
 impl x::Structure for ResolveInstallationErrorsOnClusterRequestType {}
 impl std::fmt::Debug for ResolveInstallationErrorsOnClusterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -87,11 +94,13 @@ impl std::fmt::Debug for ResolveInstallationErrorsOnClusterRequestType {
     }
 }
 impl PartialEq for ResolveInstallationErrorsOnClusterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResolveInstallationErrorsOnClusterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -106,6 +115,7 @@ impl x::Fields for ResolveInstallationErrorsOnClusterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -116,9 +126,11 @@ impl x::Request for ResolveInstallationErrorsOnClusterRequestType {
     const NAME: &'static str = "ResolveInstallationErrorsOnCluster_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -140,6 +152,7 @@ impl x::SchemaType for ResolveInstallationErrorsOnHostRequestType {
 }
 impl x::Structure for ResolveInstallationErrorsOnHostRequestType {}
 impl std::fmt::Debug for ResolveInstallationErrorsOnHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -149,11 +162,13 @@ impl std::fmt::Debug for ResolveInstallationErrorsOnHostRequestType {
     }
 }
 impl PartialEq for ResolveInstallationErrorsOnHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResolveInstallationErrorsOnHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -168,6 +183,7 @@ impl x::Fields for ResolveInstallationErrorsOnHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -178,9 +194,11 @@ impl x::Request for ResolveInstallationErrorsOnHostRequestType {
     const NAME: &'static str = "ResolveInstallationErrorsOnHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -200,6 +218,7 @@ impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
 }
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesExRequestType {}
 impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -209,11 +228,13 @@ impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     }
 }
 impl PartialEq for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -222,6 +243,7 @@ impl Clone for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     }
 }
 impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -235,6 +257,7 @@ impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("resolutionSpec", &self.resolution_spec);
@@ -244,9 +267,11 @@ impl x::Request for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     const NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumesEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -266,6 +291,7 @@ impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesRequestType {
 }
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesRequestType {}
 impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -275,11 +301,13 @@ impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     }
 }
 impl PartialEq for ResolveMultipleUnresolvedVmfsVolumesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ResolveMultipleUnresolvedVmfsVolumesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -288,6 +316,7 @@ impl Clone for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     }
 }
 impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -301,6 +330,7 @@ impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("resolutionSpec", &self.resolution_spec);
@@ -310,9 +340,11 @@ impl x::Request for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     const NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumes";
     const IDEMPOTENT: bool = false;
     type Response = Vec<HostUnresolvedVmfsResolutionResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -350,16 +382,19 @@ impl x::SchemaType for ResolveNfsServerHostNameRequestType {
 }
 impl x::Structure for ResolveNfsServerHostNameRequestType {}
 impl std::fmt::Debug for ResolveNfsServerHostNameRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResolveNfsServerHostNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResolveNfsServerHostNameRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResolveNfsServerHostNameRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -376,6 +411,7 @@ impl x::Fields for ResolveNfsServerHostNameRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0901_0000, "operation ResolveNfsServerHostName", true);
         w.write("_this", &self.this);
@@ -389,9 +425,11 @@ impl x::Request for ResolveNfsServerHostNameRequestType {
     const NAME: &'static str = "ResolveNfsServerHostName";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -411,6 +449,7 @@ impl x::SchemaType for RestartServiceConsoleVirtualNicRequestType {
 }
 impl x::Structure for RestartServiceConsoleVirtualNicRequestType {}
 impl std::fmt::Debug for RestartServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -420,11 +459,13 @@ impl std::fmt::Debug for RestartServiceConsoleVirtualNicRequestType {
     }
 }
 impl PartialEq for RestartServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RestartServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -438,6 +479,7 @@ impl x::Fields for RestartServiceConsoleVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
@@ -447,9 +489,11 @@ impl x::Request for RestartServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "RestartServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -469,16 +513,19 @@ impl x::SchemaType for RestartServiceRequestType {
 }
 impl x::Structure for RestartServiceRequestType {}
 impl std::fmt::Debug for RestartServiceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RestartServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RestartServiceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RestartServiceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -492,6 +539,7 @@ impl x::Fields for RestartServiceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -501,9 +549,11 @@ impl x::Request for RestartServiceRequestType {
     const NAME: &'static str = "RestartService";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -523,6 +573,7 @@ impl x::SchemaType for RestoreFirmwareConfigurationRequestType {
 }
 impl x::Structure for RestoreFirmwareConfigurationRequestType {}
 impl std::fmt::Debug for RestoreFirmwareConfigurationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -532,11 +583,13 @@ impl std::fmt::Debug for RestoreFirmwareConfigurationRequestType {
     }
 }
 impl PartialEq for RestoreFirmwareConfigurationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RestoreFirmwareConfigurationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -550,6 +603,7 @@ impl x::Fields for RestoreFirmwareConfigurationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("force", &self.force);
@@ -559,9 +613,11 @@ impl x::Request for RestoreFirmwareConfigurationRequestType {
     const NAME: &'static str = "RestoreFirmwareConfiguration";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -579,16 +635,19 @@ impl x::SchemaType for RetrieveAllPermissionsRequestType {
 }
 impl x::Structure for RetrieveAllPermissionsRequestType {}
 impl std::fmt::Debug for RetrieveAllPermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveAllPermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveAllPermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveAllPermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -601,6 +660,7 @@ impl x::Fields for RetrieveAllPermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -609,9 +669,11 @@ impl x::Request for RetrieveAllPermissionsRequestType {
     const NAME: &'static str = "RetrieveAllPermissions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<Permission>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -633,6 +695,7 @@ impl x::SchemaType for RetrieveAnswerFileForProfileRequestType {
 }
 impl x::Structure for RetrieveAnswerFileForProfileRequestType {}
 impl std::fmt::Debug for RetrieveAnswerFileForProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -642,11 +705,13 @@ impl std::fmt::Debug for RetrieveAnswerFileForProfileRequestType {
     }
 }
 impl PartialEq for RetrieveAnswerFileForProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveAnswerFileForProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -661,6 +726,7 @@ impl x::Fields for RetrieveAnswerFileForProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -671,9 +737,11 @@ impl x::Request for RetrieveAnswerFileForProfileRequestType {
     const NAME: &'static str = "RetrieveAnswerFileForProfile";
     const IDEMPOTENT: bool = true;
     type Response = Option<AnswerFile>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -693,16 +761,19 @@ impl x::SchemaType for RetrieveAnswerFileRequestType {
 }
 impl x::Structure for RetrieveAnswerFileRequestType {}
 impl std::fmt::Debug for RetrieveAnswerFileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveAnswerFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveAnswerFileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveAnswerFileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -716,6 +787,7 @@ impl x::Fields for RetrieveAnswerFileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -725,9 +797,11 @@ impl x::Request for RetrieveAnswerFileRequestType {
     const NAME: &'static str = "RetrieveAnswerFile";
     const IDEMPOTENT: bool = true;
     type Response = Option<AnswerFile>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -747,16 +821,19 @@ impl x::SchemaType for RetrieveArgumentDescriptionRequestType {
 }
 impl x::Structure for RetrieveArgumentDescriptionRequestType {}
 impl std::fmt::Debug for RetrieveArgumentDescriptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveArgumentDescriptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveArgumentDescriptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveArgumentDescriptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -770,6 +847,7 @@ impl x::Fields for RetrieveArgumentDescriptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("eventTypeId", &self.event_type_id);
@@ -779,9 +857,11 @@ impl x::Request for RetrieveArgumentDescriptionRequestType {
     const NAME: &'static str = "RetrieveArgumentDescription";
     const IDEMPOTENT: bool = true;
     type Response = Vec<EventArgDesc>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -803,16 +883,19 @@ impl x::SchemaType for RetrieveCertificateInfoListRequestType {
 }
 impl x::Structure for RetrieveCertificateInfoListRequestType {}
 impl std::fmt::Debug for RetrieveCertificateInfoListRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveCertificateInfoListRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveCertificateInfoListRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveCertificateInfoListRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -825,6 +908,7 @@ impl x::Fields for RetrieveCertificateInfoListRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0100, "operation RetrieveCertificateInfoList", true);
         w.write("_this", &self.this);
@@ -834,9 +918,11 @@ impl x::Request for RetrieveCertificateInfoListRequestType {
     const NAME: &'static str = "RetrieveCertificateInfoList";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostCertificateManagerCertificateInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -856,16 +942,19 @@ impl x::SchemaType for RetrieveClientCertRequestType {
 }
 impl x::Structure for RetrieveClientCertRequestType {}
 impl std::fmt::Debug for RetrieveClientCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveClientCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveClientCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveClientCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -879,6 +968,7 @@ impl x::Fields for RetrieveClientCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -888,9 +978,11 @@ impl x::Request for RetrieveClientCertRequestType {
     const NAME: &'static str = "RetrieveClientCert";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -910,16 +1002,19 @@ impl x::SchemaType for RetrieveClientCsrRequestType {
 }
 impl x::Structure for RetrieveClientCsrRequestType {}
 impl std::fmt::Debug for RetrieveClientCsrRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveClientCsrRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveClientCsrRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveClientCsrRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -933,6 +1028,7 @@ impl x::Fields for RetrieveClientCsrRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -942,9 +1038,11 @@ impl x::Request for RetrieveClientCsrRequestType {
     const NAME: &'static str = "RetrieveClientCsr";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -962,6 +1060,7 @@ impl x::SchemaType for RetrieveDasAdvancedRuntimeInfoRequestType {
 }
 impl x::Structure for RetrieveDasAdvancedRuntimeInfoRequestType {}
 impl std::fmt::Debug for RetrieveDasAdvancedRuntimeInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -971,11 +1070,13 @@ impl std::fmt::Debug for RetrieveDasAdvancedRuntimeInfoRequestType {
     }
 }
 impl PartialEq for RetrieveDasAdvancedRuntimeInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveDasAdvancedRuntimeInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -988,6 +1089,7 @@ impl x::Fields for RetrieveDasAdvancedRuntimeInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -996,9 +1098,11 @@ impl x::Request for RetrieveDasAdvancedRuntimeInfoRequestType {
     const NAME: &'static str = "RetrieveDasAdvancedRuntimeInfo";
     const IDEMPOTENT: bool = true;
     type Response = Option<AnyClusterDasAdvancedRuntimeInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1016,16 +1120,19 @@ impl x::SchemaType for RetrieveDescriptionRequestType {
 }
 impl x::Structure for RetrieveDescriptionRequestType {}
 impl std::fmt::Debug for RetrieveDescriptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveDescriptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveDescriptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveDescriptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1038,6 +1145,7 @@ impl x::Fields for RetrieveDescriptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1046,9 +1154,11 @@ impl x::Request for RetrieveDescriptionRequestType {
     const NAME: &'static str = "RetrieveDescription";
     const IDEMPOTENT: bool = true;
     type Response = Option<ProfileDescription>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1068,16 +1178,19 @@ impl x::SchemaType for RetrieveDiskPartitionInfoRequestType {
 }
 impl x::Structure for RetrieveDiskPartitionInfoRequestType {}
 impl std::fmt::Debug for RetrieveDiskPartitionInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveDiskPartitionInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveDiskPartitionInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveDiskPartitionInfoRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1086,6 +1199,7 @@ impl Clone for RetrieveDiskPartitionInfoRequestType {
     }
 }
 impl x::Fields for RetrieveDiskPartitionInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1099,6 +1213,7 @@ impl x::Fields for RetrieveDiskPartitionInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("devicePath", &self.device_path);
@@ -1108,9 +1223,11 @@ impl x::Request for RetrieveDiskPartitionInfoRequestType {
     const NAME: &'static str = "RetrieveDiskPartitionInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostDiskPartitionInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1128,6 +1245,7 @@ impl x::SchemaType for RetrieveDynamicPassthroughInfoRequestType {
 }
 impl x::Structure for RetrieveDynamicPassthroughInfoRequestType {}
 impl std::fmt::Debug for RetrieveDynamicPassthroughInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1137,11 +1255,13 @@ impl std::fmt::Debug for RetrieveDynamicPassthroughInfoRequestType {
     }
 }
 impl PartialEq for RetrieveDynamicPassthroughInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveDynamicPassthroughInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1154,6 +1274,7 @@ impl x::Fields for RetrieveDynamicPassthroughInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1162,9 +1283,11 @@ impl x::Request for RetrieveDynamicPassthroughInfoRequestType {
     const NAME: &'static str = "RetrieveDynamicPassthroughInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualMachineDynamicPassthroughInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1186,16 +1309,19 @@ impl x::SchemaType for RetrieveEntityPermissionsRequestType {
 }
 impl x::Structure for RetrieveEntityPermissionsRequestType {}
 impl std::fmt::Debug for RetrieveEntityPermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveEntityPermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveEntityPermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1210,6 +1336,7 @@ impl x::Fields for RetrieveEntityPermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -1220,9 +1347,11 @@ impl x::Request for RetrieveEntityPermissionsRequestType {
     const NAME: &'static str = "RetrieveEntityPermissions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<Permission>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1242,16 +1371,19 @@ impl x::SchemaType for RetrieveEntityScheduledTaskRequestType {
 }
 impl x::Structure for RetrieveEntityScheduledTaskRequestType {}
 impl std::fmt::Debug for RetrieveEntityScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveEntityScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveEntityScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveEntityScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1265,6 +1397,7 @@ impl x::Fields for RetrieveEntityScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("entity", &self.entity);
@@ -1274,9 +1407,11 @@ impl x::Request for RetrieveEntityScheduledTaskRequestType {
     const NAME: &'static str = "RetrieveEntityScheduledTask";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1294,16 +1429,19 @@ impl x::SchemaType for RetrieveFreeEpcMemoryRequestType {
 }
 impl x::Structure for RetrieveFreeEpcMemoryRequestType {}
 impl std::fmt::Debug for RetrieveFreeEpcMemoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveFreeEpcMemoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveFreeEpcMemoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveFreeEpcMemoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1316,6 +1454,7 @@ impl x::Fields for RetrieveFreeEpcMemoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1324,9 +1463,11 @@ impl x::Request for RetrieveFreeEpcMemoryRequestType {
     const NAME: &'static str = "RetrieveFreeEpcMemory";
     const IDEMPOTENT: bool = true;
     type Response = i64;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1344,16 +1485,19 @@ impl x::SchemaType for RetrieveHardwareUptimeRequestType {
 }
 impl x::Structure for RetrieveHardwareUptimeRequestType {}
 impl std::fmt::Debug for RetrieveHardwareUptimeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveHardwareUptimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveHardwareUptimeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveHardwareUptimeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1366,6 +1510,7 @@ impl x::Fields for RetrieveHardwareUptimeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1374,9 +1519,11 @@ impl x::Request for RetrieveHardwareUptimeRequestType {
     const NAME: &'static str = "RetrieveHardwareUptime";
     const IDEMPOTENT: bool = true;
     type Response = i64;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1394,6 +1541,7 @@ impl x::SchemaType for RetrieveHostAccessControlEntriesRequestType {
 }
 impl x::Structure for RetrieveHostAccessControlEntriesRequestType {}
 impl std::fmt::Debug for RetrieveHostAccessControlEntriesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1403,11 +1551,13 @@ impl std::fmt::Debug for RetrieveHostAccessControlEntriesRequestType {
     }
 }
 impl PartialEq for RetrieveHostAccessControlEntriesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveHostAccessControlEntriesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1420,6 +1570,7 @@ impl x::Fields for RetrieveHostAccessControlEntriesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1428,9 +1579,11 @@ impl x::Request for RetrieveHostAccessControlEntriesRequestType {
     const NAME: &'static str = "RetrieveHostAccessControlEntries";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostAccessControlEntry>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1452,6 +1605,7 @@ impl x::SchemaType for RetrieveHostCustomizationsForProfileRequestType {
 }
 impl x::Structure for RetrieveHostCustomizationsForProfileRequestType {}
 impl std::fmt::Debug for RetrieveHostCustomizationsForProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1461,11 +1615,13 @@ impl std::fmt::Debug for RetrieveHostCustomizationsForProfileRequestType {
     }
 }
 impl PartialEq for RetrieveHostCustomizationsForProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveHostCustomizationsForProfileRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1475,6 +1631,7 @@ impl Clone for RetrieveHostCustomizationsForProfileRequestType {
     }
 }
 impl x::Fields for RetrieveHostCustomizationsForProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1489,6 +1646,7 @@ impl x::Fields for RetrieveHostCustomizationsForProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("hosts", &self.hosts);
@@ -1499,9 +1657,11 @@ impl x::Request for RetrieveHostCustomizationsForProfileRequestType {
     const NAME: &'static str = "RetrieveHostCustomizationsForProfile";
     const IDEMPOTENT: bool = true;
     type Response = Vec<StructuredCustomizations>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1521,16 +1681,19 @@ impl x::SchemaType for RetrieveHostCustomizationsRequestType {
 }
 impl x::Structure for RetrieveHostCustomizationsRequestType {}
 impl std::fmt::Debug for RetrieveHostCustomizationsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveHostCustomizationsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveHostCustomizationsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveHostCustomizationsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1539,6 +1702,7 @@ impl Clone for RetrieveHostCustomizationsRequestType {
     }
 }
 impl x::Fields for RetrieveHostCustomizationsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1552,6 +1716,7 @@ impl x::Fields for RetrieveHostCustomizationsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("hosts", &self.hosts);
@@ -1561,9 +1726,11 @@ impl x::Request for RetrieveHostCustomizationsRequestType {
     const NAME: &'static str = "RetrieveHostCustomizations";
     const IDEMPOTENT: bool = true;
     type Response = Vec<StructuredCustomizations>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1585,16 +1752,19 @@ impl x::SchemaType for RetrieveHostSpecificationRequestType {
 }
 impl x::Structure for RetrieveHostSpecificationRequestType {}
 impl std::fmt::Debug for RetrieveHostSpecificationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveHostSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveHostSpecificationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveHostSpecificationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1609,6 +1779,7 @@ impl x::Fields for RetrieveHostSpecificationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -1619,9 +1790,11 @@ impl x::Request for RetrieveHostSpecificationRequestType {
     const NAME: &'static str = "RetrieveHostSpecification";
     const IDEMPOTENT: bool = true;
     type Response = HostSpecification;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1643,16 +1816,19 @@ impl x::SchemaType for RetrieveKmipServerCertRequestType {
 }
 impl x::Structure for RetrieveKmipServerCertRequestType {}
 impl std::fmt::Debug for RetrieveKmipServerCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveKmipServerCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveKmipServerCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveKmipServerCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1667,6 +1843,7 @@ impl x::Fields for RetrieveKmipServerCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("keyProvider", &self.key_provider);
@@ -1677,9 +1854,11 @@ impl x::Request for RetrieveKmipServerCertRequestType {
     const NAME: &'static str = "RetrieveKmipServerCert";
     const IDEMPOTENT: bool = true;
     type Response = CryptoManagerKmipServerCertInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1699,16 +1878,19 @@ impl x::SchemaType for RetrieveKmipServersStatusRequestType {
 }
 impl x::Structure for RetrieveKmipServersStatusRequestType {}
 impl std::fmt::Debug for RetrieveKmipServersStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveKmipServersStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveKmipServersStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveKmipServersStatusRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1717,6 +1899,7 @@ impl Clone for RetrieveKmipServersStatusRequestType {
     }
 }
 impl x::Fields for RetrieveKmipServersStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1730,6 +1913,7 @@ impl x::Fields for RetrieveKmipServersStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("clusters", &self.clusters);
@@ -1739,9 +1923,11 @@ impl x::Request for RetrieveKmipServersStatusRequestType {
     const NAME: &'static str = "RetrieveKmipServersStatus_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1761,16 +1947,19 @@ impl x::SchemaType for RetrieveObjectScheduledTaskRequestType {
 }
 impl x::Structure for RetrieveObjectScheduledTaskRequestType {}
 impl std::fmt::Debug for RetrieveObjectScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveObjectScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveObjectScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveObjectScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1784,6 +1973,7 @@ impl x::Fields for RetrieveObjectScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("obj", &self.obj);
@@ -1793,9 +1983,11 @@ impl x::Request for RetrieveObjectScheduledTaskRequestType {
     const NAME: &'static str = "RetrieveObjectScheduledTask";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1813,16 +2005,19 @@ impl x::SchemaType for RetrieveProductComponentsRequestType {
 }
 impl x::Structure for RetrieveProductComponentsRequestType {}
 impl std::fmt::Debug for RetrieveProductComponentsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveProductComponentsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveProductComponentsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveProductComponentsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1835,6 +2030,7 @@ impl x::Fields for RetrieveProductComponentsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1843,9 +2039,11 @@ impl x::Request for RetrieveProductComponentsRequestType {
     const NAME: &'static str = "RetrieveProductComponents";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ProductComponentInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1867,16 +2065,19 @@ impl x::SchemaType for RetrievePropertiesExRequestType {
 }
 impl x::Structure for RetrievePropertiesExRequestType {}
 impl std::fmt::Debug for RetrievePropertiesExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrievePropertiesExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrievePropertiesExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrievePropertiesExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1886,6 +2087,7 @@ impl Clone for RetrievePropertiesExRequestType {
     }
 }
 impl x::Fields for RetrievePropertiesExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1900,6 +2102,7 @@ impl x::Fields for RetrievePropertiesExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("specSet", &self.spec_set);
@@ -1910,9 +2113,11 @@ impl x::Request for RetrievePropertiesExRequestType {
     const NAME: &'static str = "RetrievePropertiesEx";
     const IDEMPOTENT: bool = true;
     type Response = Option<RetrieveResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1932,16 +2137,19 @@ impl x::SchemaType for RetrievePropertiesRequestType {
 }
 impl x::Structure for RetrievePropertiesRequestType {}
 impl std::fmt::Debug for RetrievePropertiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrievePropertiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrievePropertiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrievePropertiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1950,6 +2158,7 @@ impl Clone for RetrievePropertiesRequestType {
     }
 }
 impl x::Fields for RetrievePropertiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1963,6 +2172,7 @@ impl x::Fields for RetrievePropertiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("specSet", &self.spec_set);
@@ -1972,9 +2182,11 @@ impl x::Request for RetrievePropertiesRequestType {
     const NAME: &'static str = "RetrieveProperties";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ObjectContent>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1994,16 +2206,19 @@ impl x::SchemaType for RetrieveRolePermissionsRequestType {
 }
 impl x::Structure for RetrieveRolePermissionsRequestType {}
 impl std::fmt::Debug for RetrieveRolePermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveRolePermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveRolePermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveRolePermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2017,6 +2232,7 @@ impl x::Fields for RetrieveRolePermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("roleId", &self.role_id);
@@ -2026,9 +2242,11 @@ impl x::Request for RetrieveRolePermissionsRequestType {
     const NAME: &'static str = "RetrieveRolePermissions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<Permission>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2048,6 +2266,7 @@ impl x::SchemaType for RetrieveSelfSignedClientCertRequestType {
 }
 impl x::Structure for RetrieveSelfSignedClientCertRequestType {}
 impl std::fmt::Debug for RetrieveSelfSignedClientCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2057,11 +2276,13 @@ impl std::fmt::Debug for RetrieveSelfSignedClientCertRequestType {
     }
 }
 impl PartialEq for RetrieveSelfSignedClientCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveSelfSignedClientCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2075,6 +2296,7 @@ impl x::Fields for RetrieveSelfSignedClientCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -2084,9 +2306,11 @@ impl x::Request for RetrieveSelfSignedClientCertRequestType {
     const NAME: &'static str = "RetrieveSelfSignedClientCert";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2104,16 +2328,19 @@ impl x::SchemaType for RetrieveServiceContentRequestType {
 }
 impl x::Structure for RetrieveServiceContentRequestType {}
 impl std::fmt::Debug for RetrieveServiceContentRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveServiceContentRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveServiceContentRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveServiceContentRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2126,6 +2353,7 @@ impl x::Fields for RetrieveServiceContentRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2134,9 +2362,11 @@ impl x::Request for RetrieveServiceContentRequestType {
     const NAME: &'static str = "RetrieveServiceContent";
     const IDEMPOTENT: bool = true;
     type Response = ServiceContent;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2154,6 +2384,7 @@ impl x::SchemaType for RetrieveServiceProviderEntitiesRequestType {
 }
 impl x::Structure for RetrieveServiceProviderEntitiesRequestType {}
 impl std::fmt::Debug for RetrieveServiceProviderEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2163,11 +2394,13 @@ impl std::fmt::Debug for RetrieveServiceProviderEntitiesRequestType {
     }
 }
 impl PartialEq for RetrieveServiceProviderEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveServiceProviderEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2180,6 +2413,7 @@ impl x::Fields for RetrieveServiceProviderEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2188,9 +2422,11 @@ impl x::Request for RetrieveServiceProviderEntitiesRequestType {
     const NAME: &'static str = "RetrieveServiceProviderEntities";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2214,16 +2450,19 @@ impl x::SchemaType for RetrieveSnapshotDetailsRequestType {
 }
 impl x::Structure for RetrieveSnapshotDetailsRequestType {}
 impl std::fmt::Debug for RetrieveSnapshotDetailsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveSnapshotDetailsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveSnapshotDetailsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveSnapshotDetailsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2239,6 +2478,7 @@ impl x::Fields for RetrieveSnapshotDetailsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2250,9 +2490,11 @@ impl x::Request for RetrieveSnapshotDetailsRequestType {
     const NAME: &'static str = "RetrieveSnapshotDetails";
     const IDEMPOTENT: bool = true;
     type Response = VStorageObjectSnapshotDetails;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2274,16 +2516,19 @@ impl x::SchemaType for RetrieveSnapshotInfoRequestType {
 }
 impl x::Structure for RetrieveSnapshotInfoRequestType {}
 impl std::fmt::Debug for RetrieveSnapshotInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveSnapshotInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveSnapshotInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveSnapshotInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2298,6 +2543,7 @@ impl x::Fields for RetrieveSnapshotInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2308,9 +2554,11 @@ impl x::Request for RetrieveSnapshotInfoRequestType {
     const NAME: &'static str = "RetrieveSnapshotInfo";
     const IDEMPOTENT: bool = true;
     type Response = VStorageObjectSnapshotInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2342,16 +2590,19 @@ impl x::SchemaType for RetrieveUserGroupsRequestType {
 }
 impl x::Structure for RetrieveUserGroupsRequestType {}
 impl std::fmt::Debug for RetrieveUserGroupsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveUserGroupsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveUserGroupsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveUserGroupsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2371,6 +2622,7 @@ impl x::Fields for RetrieveUserGroupsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("domain", &self.domain);
@@ -2386,9 +2638,11 @@ impl x::Request for RetrieveUserGroupsRequestType {
     const NAME: &'static str = "RetrieveUserGroups";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnyUserSearchResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2408,6 +2662,7 @@ impl x::SchemaType for RetrieveVStorageInfrastructureObjectPolicyRequestType {
 }
 impl x::Structure for RetrieveVStorageInfrastructureObjectPolicyRequestType {}
 impl std::fmt::Debug for RetrieveVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2417,11 +2672,13 @@ impl std::fmt::Debug for RetrieveVStorageInfrastructureObjectPolicyRequestType {
     }
 }
 impl PartialEq for RetrieveVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2435,6 +2692,7 @@ impl x::Fields for RetrieveVStorageInfrastructureObjectPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -2444,9 +2702,11 @@ impl x::Request for RetrieveVStorageInfrastructureObjectPolicyRequestType {
     const NAME: &'static str = "RetrieveVStorageInfrastructureObjectPolicy";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VslmInfrastructureObjectPolicy>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2466,6 +2726,7 @@ impl x::SchemaType for RetrieveVStorageObjectAssociationsRequestType {
 }
 impl x::Structure for RetrieveVStorageObjectAssociationsRequestType {}
 impl std::fmt::Debug for RetrieveVStorageObjectAssociationsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2475,11 +2736,13 @@ impl std::fmt::Debug for RetrieveVStorageObjectAssociationsRequestType {
     }
 }
 impl PartialEq for RetrieveVStorageObjectAssociationsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveVStorageObjectAssociationsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2488,6 +2751,7 @@ impl Clone for RetrieveVStorageObjectAssociationsRequestType {
     }
 }
 impl x::Fields for RetrieveVStorageObjectAssociationsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2501,6 +2765,7 @@ impl x::Fields for RetrieveVStorageObjectAssociationsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("ids", &self.ids);
@@ -2510,9 +2775,11 @@ impl x::Request for RetrieveVStorageObjectAssociationsRequestType {
     const NAME: &'static str = "RetrieveVStorageObjectAssociations";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VStorageObjectAssociations>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2538,16 +2805,19 @@ impl x::SchemaType for RetrieveVStorageObjectRequestType {
 }
 impl x::Structure for RetrieveVStorageObjectRequestType {}
 impl std::fmt::Debug for RetrieveVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveVStorageObjectRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2558,6 +2828,7 @@ impl Clone for RetrieveVStorageObjectRequestType {
     }
 }
 impl x::Fields for RetrieveVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2573,6 +2844,7 @@ impl x::Fields for RetrieveVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2592,9 +2864,11 @@ impl x::Request for RetrieveVStorageObjectRequestType {
     const NAME: &'static str = "RetrieveVStorageObject";
     const IDEMPOTENT: bool = true;
     type Response = VStorageObject;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2616,16 +2890,19 @@ impl x::SchemaType for RetrieveVStorageObjectStateRequestType {
 }
 impl x::Structure for RetrieveVStorageObjectStateRequestType {}
 impl std::fmt::Debug for RetrieveVStorageObjectStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVStorageObjectStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVStorageObjectStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVStorageObjectStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2640,6 +2917,7 @@ impl x::Fields for RetrieveVStorageObjectStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2650,9 +2928,11 @@ impl x::Request for RetrieveVStorageObjectStateRequestType {
     const NAME: &'static str = "RetrieveVStorageObjectState";
     const IDEMPOTENT: bool = true;
     type Response = VStorageObjectStateInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2674,6 +2954,7 @@ impl x::SchemaType for RetrieveVendorDeviceGroupInfoRequestType {
 }
 impl x::Structure for RetrieveVendorDeviceGroupInfoRequestType {}
 impl std::fmt::Debug for RetrieveVendorDeviceGroupInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2683,11 +2964,13 @@ impl std::fmt::Debug for RetrieveVendorDeviceGroupInfoRequestType {
     }
 }
 impl PartialEq for RetrieveVendorDeviceGroupInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVendorDeviceGroupInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2700,6 +2983,7 @@ impl x::Fields for RetrieveVendorDeviceGroupInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "operation RetrieveVendorDeviceGroupInfo", true);
         w.write("_this", &self.this);
@@ -2709,9 +2993,11 @@ impl x::Request for RetrieveVendorDeviceGroupInfoRequestType {
     const NAME: &'static str = "RetrieveVendorDeviceGroupInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualMachineVendorDeviceGroupInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2729,16 +3015,19 @@ impl x::SchemaType for RetrieveVgpuDeviceInfoRequestType {
 }
 impl x::Structure for RetrieveVgpuDeviceInfoRequestType {}
 impl std::fmt::Debug for RetrieveVgpuDeviceInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVgpuDeviceInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVgpuDeviceInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVgpuDeviceInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2751,6 +3040,7 @@ impl x::Fields for RetrieveVgpuDeviceInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2759,9 +3049,11 @@ impl x::Request for RetrieveVgpuDeviceInfoRequestType {
     const NAME: &'static str = "RetrieveVgpuDeviceInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualMachineVgpuDeviceInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2779,16 +3071,19 @@ impl x::SchemaType for RetrieveVgpuProfileInfoRequestType {
 }
 impl x::Structure for RetrieveVgpuProfileInfoRequestType {}
 impl std::fmt::Debug for RetrieveVgpuProfileInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVgpuProfileInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVgpuProfileInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVgpuProfileInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2801,6 +3096,7 @@ impl x::Fields for RetrieveVgpuProfileInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2809,9 +3105,11 @@ impl x::Request for RetrieveVgpuProfileInfoRequestType {
     const NAME: &'static str = "RetrieveVgpuProfileInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualMachineVgpuProfileInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

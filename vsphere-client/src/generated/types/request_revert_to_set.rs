@@ -20,16 +20,19 @@ impl x::SchemaType for RevertToCurrentSnapshotRequestType {
 }
 impl x::Structure for RevertToCurrentSnapshotRequestType {}
 impl std::fmt::Debug for RevertToCurrentSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RevertToCurrentSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertToCurrentSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertToCurrentSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for RevertToCurrentSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -54,9 +58,11 @@ impl x::Request for RevertToCurrentSnapshotRequestType {
     const NAME: &'static str = "RevertToCurrentSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -78,16 +84,19 @@ impl x::SchemaType for RevertToSnapshotRequestType {
 }
 impl x::Structure for RevertToSnapshotRequestType {}
 impl std::fmt::Debug for RevertToSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RevertToSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertToSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertToSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -102,6 +111,7 @@ impl x::Fields for RevertToSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -112,9 +122,11 @@ impl x::Request for RevertToSnapshotRequestType {
     const NAME: &'static str = "RevertToSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -148,16 +160,19 @@ impl x::SchemaType for RevertVStorageObjectExRequestType {
 }
 impl x::Structure for RevertVStorageObjectExRequestType {}
 impl std::fmt::Debug for RevertVStorageObjectExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RevertVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertVStorageObjectExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertVStorageObjectExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -173,6 +188,7 @@ impl x::Fields for RevertVStorageObjectExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "operation RevertVStorageObjectEx_Task", true);
         w.write("_this", &self.this);
@@ -185,9 +201,11 @@ impl x::Request for RevertVStorageObjectExRequestType {
     const NAME: &'static str = "RevertVStorageObjectEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -211,16 +229,19 @@ impl x::SchemaType for RevertVStorageObjectRequestType {
 }
 impl x::Structure for RevertVStorageObjectRequestType {}
 impl std::fmt::Debug for RevertVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RevertVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -236,6 +257,7 @@ impl x::Fields for RevertVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -247,9 +269,11 @@ impl x::Request for RevertVStorageObjectRequestType {
     const NAME: &'static str = "RevertVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -267,16 +291,19 @@ impl x::SchemaType for RewindCollectorRequestType {
 }
 impl x::Structure for RewindCollectorRequestType {}
 impl std::fmt::Debug for RewindCollectorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RewindCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RewindCollectorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RewindCollectorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -289,6 +316,7 @@ impl x::Fields for RewindCollectorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -297,9 +325,11 @@ impl x::Request for RewindCollectorRequestType {
     const NAME: &'static str = "RewindCollector";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -317,16 +347,19 @@ impl x::SchemaType for RunScheduledTaskRequestType {
 }
 impl x::Structure for RunScheduledTaskRequestType {}
 impl std::fmt::Debug for RunScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RunScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RunScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RunScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -339,6 +372,7 @@ impl x::Fields for RunScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -347,9 +381,11 @@ impl x::Request for RunScheduledTaskRequestType {
     const NAME: &'static str = "RunScheduledTask";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -369,6 +405,7 @@ impl x::SchemaType for RunVsanPhysicalDiskDiagnosticsRequestType {
 }
 impl x::Structure for RunVsanPhysicalDiskDiagnosticsRequestType {}
 impl std::fmt::Debug for RunVsanPhysicalDiskDiagnosticsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -378,11 +415,13 @@ impl std::fmt::Debug for RunVsanPhysicalDiskDiagnosticsRequestType {
     }
 }
 impl PartialEq for RunVsanPhysicalDiskDiagnosticsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RunVsanPhysicalDiskDiagnosticsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -391,6 +430,7 @@ impl Clone for RunVsanPhysicalDiskDiagnosticsRequestType {
     }
 }
 impl x::Fields for RunVsanPhysicalDiskDiagnosticsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -404,6 +444,7 @@ impl x::Fields for RunVsanPhysicalDiskDiagnosticsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("disks", &self.disks);
@@ -413,9 +454,11 @@ impl x::Request for RunVsanPhysicalDiskDiagnosticsRequestType {
     const NAME: &'static str = "RunVsanPhysicalDiskDiagnostics";
     const IDEMPOTENT: bool = false;
     type Response = Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -437,16 +480,19 @@ impl x::SchemaType for ScanHostPatchRequestType {
 }
 impl x::Structure for ScanHostPatchRequestType {}
 impl std::fmt::Debug for ScanHostPatchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ScanHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ScanHostPatchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ScanHostPatchRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -456,6 +502,7 @@ impl Clone for ScanHostPatchRequestType {
     }
 }
 impl x::Fields for ScanHostPatchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -470,6 +517,7 @@ impl x::Fields for ScanHostPatchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("repository", &self.repository);
@@ -480,9 +528,11 @@ impl x::Request for ScanHostPatchRequestType {
     const NAME: &'static str = "ScanHostPatch_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -506,16 +556,19 @@ impl x::SchemaType for ScanHostPatchV2RequestType {
 }
 impl x::Structure for ScanHostPatchV2RequestType {}
 impl std::fmt::Debug for ScanHostPatchV2RequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ScanHostPatchV2RequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ScanHostPatchV2RequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ScanHostPatchV2RequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -526,6 +579,7 @@ impl Clone for ScanHostPatchV2RequestType {
     }
 }
 impl x::Fields for ScanHostPatchV2RequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -541,6 +595,7 @@ impl x::Fields for ScanHostPatchV2RequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("metaUrls", &self.meta_urls);
@@ -552,9 +607,11 @@ impl x::Request for ScanHostPatchV2RequestType {
     const NAME: &'static str = "ScanHostPatchV2_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -578,6 +635,7 @@ impl x::SchemaType for ScheduleReconcileDatastoreInventoryRequestType {
 }
 impl x::Structure for ScheduleReconcileDatastoreInventoryRequestType {}
 impl std::fmt::Debug for ScheduleReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -587,11 +645,13 @@ impl std::fmt::Debug for ScheduleReconcileDatastoreInventoryRequestType {
     }
 }
 impl PartialEq for ScheduleReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -606,6 +666,7 @@ impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -624,9 +685,11 @@ impl x::Request for ScheduleReconcileDatastoreInventoryRequestType {
     const NAME: &'static str = "ScheduleReconcileDatastoreInventory";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -648,16 +711,19 @@ impl x::SchemaType for SearchDatastoreRequestType {
 }
 impl x::Structure for SearchDatastoreRequestType {}
 impl std::fmt::Debug for SearchDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SearchDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SearchDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -672,6 +738,7 @@ impl x::Fields for SearchDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastorePath", &self.datastore_path);
@@ -682,9 +749,11 @@ impl x::Request for SearchDatastoreRequestType {
     const NAME: &'static str = "SearchDatastore_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -706,16 +775,19 @@ impl x::SchemaType for SearchDatastoreSubFoldersRequestType {
 }
 impl x::Structure for SearchDatastoreSubFoldersRequestType {}
 impl std::fmt::Debug for SearchDatastoreSubFoldersRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SearchDatastoreSubFoldersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchDatastoreSubFoldersRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SearchDatastoreSubFoldersRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -730,6 +802,7 @@ impl x::Fields for SearchDatastoreSubFoldersRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastorePath", &self.datastore_path);
@@ -740,9 +813,11 @@ impl x::Request for SearchDatastoreSubFoldersRequestType {
     const NAME: &'static str = "SearchDatastoreSubFolders_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -762,16 +837,19 @@ impl x::SchemaType for SelectActivePartitionRequestType {
 }
 impl x::Structure for SelectActivePartitionRequestType {}
 impl std::fmt::Debug for SelectActivePartitionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SelectActivePartitionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SelectActivePartitionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SelectActivePartitionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -785,6 +863,7 @@ impl x::Fields for SelectActivePartitionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("partition", &self.partition);
@@ -794,9 +873,11 @@ impl x::Request for SelectActivePartitionRequestType {
     const NAME: &'static str = "SelectActivePartition";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -818,16 +899,19 @@ impl x::SchemaType for SelectVnicForNicTypeRequestType {
 }
 impl x::Structure for SelectVnicForNicTypeRequestType {}
 impl std::fmt::Debug for SelectVnicForNicTypeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SelectVnicForNicTypeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SelectVnicForNicTypeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SelectVnicForNicTypeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -842,6 +926,7 @@ impl x::Fields for SelectVnicForNicTypeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("nicType", &self.nic_type);
@@ -852,9 +937,11 @@ impl x::Request for SelectVnicForNicTypeRequestType {
     const NAME: &'static str = "SelectVnicForNicType";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -874,16 +961,19 @@ impl x::SchemaType for SelectVnicRequestType {
 }
 impl x::Structure for SelectVnicRequestType {}
 impl std::fmt::Debug for SelectVnicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SelectVnicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SelectVnicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SelectVnicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -897,6 +987,7 @@ impl x::Fields for SelectVnicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
@@ -906,9 +997,11 @@ impl x::Request for SelectVnicRequestType {
     const NAME: &'static str = "SelectVnic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -926,16 +1019,19 @@ impl x::SchemaType for SendNMIRequestType {
 }
 impl x::Structure for SendNMIRequestType {}
 impl std::fmt::Debug for SendNMIRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SendNMIRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SendNMIRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SendNMIRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -948,6 +1044,7 @@ impl x::Fields for SendNMIRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -956,9 +1053,11 @@ impl x::Request for SendNMIRequestType {
     const NAME: &'static str = "SendNMI";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -976,16 +1075,19 @@ impl x::SchemaType for SendTestNotificationRequestType {
 }
 impl x::Structure for SendTestNotificationRequestType {}
 impl std::fmt::Debug for SendTestNotificationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SendTestNotificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SendTestNotificationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SendTestNotificationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -998,6 +1100,7 @@ impl x::Fields for SendTestNotificationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1006,9 +1109,11 @@ impl x::Request for SendTestNotificationRequestType {
     const NAME: &'static str = "SendTestNotification";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1030,16 +1135,19 @@ impl x::SchemaType for SessionIsActiveRequestType {
 }
 impl x::Structure for SessionIsActiveRequestType {}
 impl std::fmt::Debug for SessionIsActiveRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SessionIsActiveRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionIsActiveRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SessionIsActiveRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1054,6 +1162,7 @@ impl x::Fields for SessionIsActiveRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("sessionID", &self.session_id);
@@ -1064,9 +1173,11 @@ impl x::Request for SessionIsActiveRequestType {
     const NAME: &'static str = "SessionIsActive";
     const IDEMPOTENT: bool = true;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1086,16 +1197,19 @@ impl x::SchemaType for SetCollectorPageSizeRequestType {
 }
 impl x::Structure for SetCollectorPageSizeRequestType {}
 impl std::fmt::Debug for SetCollectorPageSizeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetCollectorPageSizeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetCollectorPageSizeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetCollectorPageSizeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1109,6 +1223,7 @@ impl x::Fields for SetCollectorPageSizeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("maxCount", &self.max_count);
@@ -1118,9 +1233,11 @@ impl x::Request for SetCollectorPageSizeRequestType {
     const NAME: &'static str = "SetCollectorPageSize";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1144,16 +1261,19 @@ impl x::SchemaType for SetCryptoModeRequestType {
 }
 impl x::Structure for SetCryptoModeRequestType {}
 impl std::fmt::Debug for SetCryptoModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetCryptoModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetCryptoModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetCryptoModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1168,6 +1288,7 @@ impl x::Fields for SetCryptoModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cryptoMode", &self.crypto_mode);
@@ -1180,9 +1301,11 @@ impl x::Request for SetCryptoModeRequestType {
     const NAME: &'static str = "SetCryptoMode";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1204,16 +1327,19 @@ impl x::SchemaType for SetDefaultKmsClusterRequestType {
 }
 impl x::Structure for SetDefaultKmsClusterRequestType {}
 impl std::fmt::Debug for SetDefaultKmsClusterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetDefaultKmsClusterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetDefaultKmsClusterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetDefaultKmsClusterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1228,6 +1354,7 @@ impl x::Fields for SetDefaultKmsClusterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("entity", &self.entity);
@@ -1238,9 +1365,11 @@ impl x::Request for SetDefaultKmsClusterRequestType {
     const NAME: &'static str = "SetDefaultKmsCluster";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1260,16 +1389,19 @@ impl x::SchemaType for SetDisplayTopologyRequestType {
 }
 impl x::Structure for SetDisplayTopologyRequestType {}
 impl std::fmt::Debug for SetDisplayTopologyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetDisplayTopologyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetDisplayTopologyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SetDisplayTopologyRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1278,6 +1410,7 @@ impl Clone for SetDisplayTopologyRequestType {
     }
 }
 impl x::Fields for SetDisplayTopologyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1291,6 +1424,7 @@ impl x::Fields for SetDisplayTopologyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("displays", &self.displays);
@@ -1300,9 +1434,11 @@ impl x::Request for SetDisplayTopologyRequestType {
     const NAME: &'static str = "SetDisplayTopology";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1324,16 +1460,19 @@ impl x::SchemaType for SetEntityPermissionsRequestType {
 }
 impl x::Structure for SetEntityPermissionsRequestType {}
 impl std::fmt::Debug for SetEntityPermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetEntityPermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SetEntityPermissionsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1343,6 +1482,7 @@ impl Clone for SetEntityPermissionsRequestType {
     }
 }
 impl x::Fields for SetEntityPermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1357,6 +1497,7 @@ impl x::Fields for SetEntityPermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -1367,9 +1508,11 @@ impl x::Request for SetEntityPermissionsRequestType {
     const NAME: &'static str = "SetEntityPermissions";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1391,16 +1534,19 @@ impl x::SchemaType for SetExtensionCertificateRequestType {
 }
 impl x::Structure for SetExtensionCertificateRequestType {}
 impl std::fmt::Debug for SetExtensionCertificateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetExtensionCertificateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetExtensionCertificateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetExtensionCertificateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1415,6 +1561,7 @@ impl x::Fields for SetExtensionCertificateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extensionKey", &self.extension_key);
@@ -1425,9 +1572,11 @@ impl x::Request for SetExtensionCertificateRequestType {
     const NAME: &'static str = "SetExtensionCertificate";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1451,16 +1600,19 @@ impl x::SchemaType for SetFieldRequestType {
 }
 impl x::Structure for SetFieldRequestType {}
 impl std::fmt::Debug for SetFieldRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetFieldRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetFieldRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetFieldRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1476,6 +1628,7 @@ impl x::Fields for SetFieldRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -1487,9 +1640,11 @@ impl x::Request for SetFieldRequestType {
     const NAME: &'static str = "SetField";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1519,16 +1674,19 @@ impl x::SchemaType for SetKeyCustomAttributesRequestType {
 }
 impl x::Structure for SetKeyCustomAttributesRequestType {}
 impl std::fmt::Debug for SetKeyCustomAttributesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetKeyCustomAttributesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetKeyCustomAttributesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetKeyCustomAttributesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1543,6 +1701,7 @@ impl x::Fields for SetKeyCustomAttributesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0100, "operation SetKeyCustomAttributes", true);
         w.write("_this", &self.this);
@@ -1554,9 +1713,11 @@ impl x::Request for SetKeyCustomAttributesRequestType {
     const NAME: &'static str = "SetKeyCustomAttributes";
     const IDEMPOTENT: bool = false;
     type Response = CryptoKeyResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1578,16 +1739,19 @@ impl x::SchemaType for SetLicenseEditionRequestType {
 }
 impl x::Structure for SetLicenseEditionRequestType {}
 impl std::fmt::Debug for SetLicenseEditionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetLicenseEditionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetLicenseEditionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetLicenseEditionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1602,6 +1766,7 @@ impl x::Fields for SetLicenseEditionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -1612,9 +1777,11 @@ impl x::Request for SetLicenseEditionRequestType {
     const NAME: &'static str = "SetLicenseEdition";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1634,16 +1801,19 @@ impl x::SchemaType for SetLocaleRequestType {
 }
 impl x::Structure for SetLocaleRequestType {}
 impl std::fmt::Debug for SetLocaleRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetLocaleRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetLocaleRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetLocaleRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1657,6 +1827,7 @@ impl x::Fields for SetLocaleRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("locale", &self.locale);
@@ -1666,9 +1837,11 @@ impl x::Request for SetLocaleRequestType {
     const NAME: &'static str = "SetLocale";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1698,16 +1871,19 @@ impl x::SchemaType for SetMaxQueueDepthRequestType {
 }
 impl x::Structure for SetMaxQueueDepthRequestType {}
 impl std::fmt::Debug for SetMaxQueueDepthRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetMaxQueueDepthRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetMaxQueueDepthRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetMaxQueueDepthRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1722,6 +1898,7 @@ impl x::Fields for SetMaxQueueDepthRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "operation SetMaxQueueDepth", true);
         w.write("_this", &self.this);
@@ -1733,9 +1910,11 @@ impl x::Request for SetMaxQueueDepthRequestType {
     const NAME: &'static str = "SetMaxQueueDepth";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1757,16 +1936,19 @@ impl x::SchemaType for SetMultipathLunPolicyRequestType {
 }
 impl x::Structure for SetMultipathLunPolicyRequestType {}
 impl std::fmt::Debug for SetMultipathLunPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetMultipathLunPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetMultipathLunPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetMultipathLunPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1781,6 +1963,7 @@ impl x::Fields for SetMultipathLunPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunId", &self.lun_id);
@@ -1791,9 +1974,11 @@ impl x::Request for SetMultipathLunPolicyRequestType {
     const NAME: &'static str = "SetMultipathLunPolicy";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1815,16 +2000,19 @@ impl x::SchemaType for SetNFSUserRequestType {
 }
 impl x::Structure for SetNFSUserRequestType {}
 impl std::fmt::Debug for SetNFSUserRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetNFSUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetNFSUserRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetNFSUserRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1839,6 +2027,7 @@ impl x::Fields for SetNFSUserRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("user", &self.user);
@@ -1849,9 +2038,11 @@ impl x::Request for SetNFSUserRequestType {
     const NAME: &'static str = "SetNFSUser";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1873,16 +2064,19 @@ impl x::SchemaType for SetPublicKeyRequestType {
 }
 impl x::Structure for SetPublicKeyRequestType {}
 impl std::fmt::Debug for SetPublicKeyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetPublicKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetPublicKeyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetPublicKeyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1897,6 +2091,7 @@ impl x::Fields for SetPublicKeyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extensionKey", &self.extension_key);
@@ -1907,9 +2102,11 @@ impl x::Request for SetPublicKeyRequestType {
     const NAME: &'static str = "SetPublicKey";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1933,16 +2130,19 @@ impl x::SchemaType for SetRegistryValueInGuestRequestType {
 }
 impl x::Structure for SetRegistryValueInGuestRequestType {}
 impl std::fmt::Debug for SetRegistryValueInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetRegistryValueInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetRegistryValueInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetRegistryValueInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1958,6 +2158,7 @@ impl x::Fields for SetRegistryValueInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1969,9 +2170,11 @@ impl x::Request for SetRegistryValueInGuestRequestType {
     const NAME: &'static str = "SetRegistryValueInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1993,16 +2196,19 @@ impl x::SchemaType for SetScreenResolutionRequestType {
 }
 impl x::Structure for SetScreenResolutionRequestType {}
 impl std::fmt::Debug for SetScreenResolutionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetScreenResolutionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetScreenResolutionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetScreenResolutionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2017,6 +2223,7 @@ impl x::Fields for SetScreenResolutionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("width", &self.width);
@@ -2027,9 +2234,11 @@ impl x::Request for SetScreenResolutionRequestType {
     const NAME: &'static str = "SetScreenResolution";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2059,16 +2268,19 @@ impl x::SchemaType for SetServiceAccountRequestType {
 }
 impl x::Structure for SetServiceAccountRequestType {}
 impl std::fmt::Debug for SetServiceAccountRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetServiceAccountRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetServiceAccountRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetServiceAccountRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2083,6 +2295,7 @@ impl x::Fields for SetServiceAccountRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "operation SetServiceAccount", true);
         w.write("_this", &self.this);
@@ -2094,9 +2307,11 @@ impl x::Request for SetServiceAccountRequestType {
     const NAME: &'static str = "SetServiceAccount";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2116,16 +2331,19 @@ impl x::SchemaType for SetTaskDescriptionRequestType {
 }
 impl x::Structure for SetTaskDescriptionRequestType {}
 impl std::fmt::Debug for SetTaskDescriptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetTaskDescriptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetTaskDescriptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetTaskDescriptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2139,6 +2357,7 @@ impl x::Fields for SetTaskDescriptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("description", &self.description);
@@ -2148,9 +2367,11 @@ impl x::Request for SetTaskDescriptionRequestType {
     const NAME: &'static str = "SetTaskDescription";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2174,16 +2395,19 @@ impl x::SchemaType for SetTaskStateRequestType {
 }
 impl x::Structure for SetTaskStateRequestType {}
 impl std::fmt::Debug for SetTaskStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetTaskStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetTaskStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetTaskStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2199,6 +2423,7 @@ impl x::Fields for SetTaskStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("state", &self.state);
@@ -2210,9 +2435,11 @@ impl x::Request for SetTaskStateRequestType {
     const NAME: &'static str = "SetTaskState";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2236,6 +2463,7 @@ impl x::SchemaType for SetVStorageObjectControlFlagsRequestType {
 }
 impl x::Structure for SetVStorageObjectControlFlagsRequestType {}
 impl std::fmt::Debug for SetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2245,11 +2473,13 @@ impl std::fmt::Debug for SetVStorageObjectControlFlagsRequestType {
     }
 }
 impl PartialEq for SetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2260,6 +2490,7 @@ impl Clone for SetVStorageObjectControlFlagsRequestType {
     }
 }
 impl x::Fields for SetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2275,6 +2506,7 @@ impl x::Fields for SetVStorageObjectControlFlagsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2286,9 +2518,11 @@ impl x::Request for SetVStorageObjectControlFlagsRequestType {
     const NAME: &'static str = "SetVStorageObjectControlFlags";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2322,16 +2556,19 @@ impl x::SchemaType for SetVirtualDiskUuidExRequestType {
 }
 impl x::Structure for SetVirtualDiskUuidExRequestType {}
 impl std::fmt::Debug for SetVirtualDiskUuidExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetVirtualDiskUuidExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetVirtualDiskUuidExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetVirtualDiskUuidExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2347,6 +2584,7 @@ impl x::Fields for SetVirtualDiskUuidExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0300, "operation SetVirtualDiskUuidEx_Task", true);
         w.write("_this", &self.this);
@@ -2359,9 +2597,11 @@ impl x::Request for SetVirtualDiskUuidExRequestType {
     const NAME: &'static str = "SetVirtualDiskUuidEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2385,16 +2625,19 @@ impl x::SchemaType for SetVirtualDiskUuidRequestType {
 }
 impl x::Structure for SetVirtualDiskUuidRequestType {}
 impl std::fmt::Debug for SetVirtualDiskUuidRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetVirtualDiskUuidRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetVirtualDiskUuidRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2410,6 +2653,7 @@ impl x::Fields for SetVirtualDiskUuidRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2421,9 +2665,11 @@ impl x::Request for SetVirtualDiskUuidRequestType {
     const NAME: &'static str = "SetVirtualDiskUuid";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -22,16 +22,19 @@ impl x::SchemaType for ShrinkVirtualDiskRequestType {
 }
 impl x::Structure for ShrinkVirtualDiskRequestType {}
 impl std::fmt::Debug for ShrinkVirtualDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ShrinkVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ShrinkVirtualDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ShrinkVirtualDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -47,6 +50,7 @@ impl x::Fields for ShrinkVirtualDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -58,9 +62,11 @@ impl x::Request for ShrinkVirtualDiskRequestType {
     const NAME: &'static str = "ShrinkVirtualDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -78,16 +84,19 @@ impl x::SchemaType for ShutdownGuestRequestType {
 }
 impl x::Structure for ShutdownGuestRequestType {}
 impl std::fmt::Debug for ShutdownGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ShutdownGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ShutdownGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ShutdownGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -100,6 +109,7 @@ impl x::Fields for ShutdownGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -108,9 +118,11 @@ impl x::Request for ShutdownGuestRequestType {
     const NAME: &'static str = "ShutdownGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -130,16 +142,19 @@ impl x::SchemaType for ShutdownHostRequestType {
 }
 impl x::Structure for ShutdownHostRequestType {}
 impl std::fmt::Debug for ShutdownHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ShutdownHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ShutdownHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ShutdownHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -153,6 +168,7 @@ impl x::Fields for ShutdownHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("force", &self.force);
@@ -162,9 +178,11 @@ impl x::Request for ShutdownHostRequestType {
     const NAME: &'static str = "ShutdownHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -190,16 +208,19 @@ impl x::SchemaType for StageHostPatchRequestType {
 }
 impl x::Structure for StageHostPatchRequestType {}
 impl std::fmt::Debug for StageHostPatchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StageHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StageHostPatchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StageHostPatchRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -211,6 +232,7 @@ impl Clone for StageHostPatchRequestType {
     }
 }
 impl x::Fields for StageHostPatchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -227,6 +249,7 @@ impl x::Fields for StageHostPatchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("metaUrls", &self.meta_urls);
@@ -239,9 +262,11 @@ impl x::Request for StageHostPatchRequestType {
     const NAME: &'static str = "StageHostPatch_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -259,16 +284,19 @@ impl x::SchemaType for StampAllRulesWithUuidRequestType {
 }
 impl x::Structure for StampAllRulesWithUuidRequestType {}
 impl std::fmt::Debug for StampAllRulesWithUuidRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StampAllRulesWithUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StampAllRulesWithUuidRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StampAllRulesWithUuidRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -281,6 +309,7 @@ impl x::Fields for StampAllRulesWithUuidRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -289,9 +318,11 @@ impl x::Request for StampAllRulesWithUuidRequestType {
     const NAME: &'static str = "StampAllRulesWithUuid_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -309,16 +340,19 @@ impl x::SchemaType for StandbyGuestRequestType {
 }
 impl x::Structure for StandbyGuestRequestType {}
 impl std::fmt::Debug for StandbyGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StandbyGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StandbyGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StandbyGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -331,6 +365,7 @@ impl x::Fields for StandbyGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -339,9 +374,11 @@ impl x::Request for StandbyGuestRequestType {
     const NAME: &'static str = "StandbyGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -363,16 +400,19 @@ impl x::SchemaType for StartGuestNetworkRequestType {
 }
 impl x::Structure for StartGuestNetworkRequestType {}
 impl std::fmt::Debug for StartGuestNetworkRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StartGuestNetworkRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartGuestNetworkRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartGuestNetworkRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -387,6 +427,7 @@ impl x::Fields for StartGuestNetworkRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -397,9 +438,11 @@ impl x::Request for StartGuestNetworkRequestType {
     const NAME: &'static str = "StartGuestNetwork_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -423,16 +466,19 @@ impl x::SchemaType for StartProgramInGuestRequestType {
 }
 impl x::Structure for StartProgramInGuestRequestType {}
 impl std::fmt::Debug for StartProgramInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StartProgramInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartProgramInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartProgramInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -448,6 +494,7 @@ impl x::Fields for StartProgramInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -459,9 +506,11 @@ impl x::Request for StartProgramInGuestRequestType {
     const NAME: &'static str = "StartProgramInGuest";
     const IDEMPOTENT: bool = false;
     type Response = i64;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -483,16 +532,19 @@ impl x::SchemaType for StartRecordingRequestType {
 }
 impl x::Structure for StartRecordingRequestType {}
 impl std::fmt::Debug for StartRecordingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StartRecordingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartRecordingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartRecordingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -507,6 +559,7 @@ impl x::Fields for StartRecordingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -517,9 +570,11 @@ impl x::Request for StartRecordingRequestType {
     const NAME: &'static str = "StartRecording_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -539,16 +594,19 @@ impl x::SchemaType for StartReplayingRequestType {
 }
 impl x::Structure for StartReplayingRequestType {}
 impl std::fmt::Debug for StartReplayingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StartReplayingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartReplayingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartReplayingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -562,6 +620,7 @@ impl x::Fields for StartReplayingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("replaySnapshot", &self.replay_snapshot);
@@ -571,9 +630,11 @@ impl x::Request for StartReplayingRequestType {
     const NAME: &'static str = "StartReplaying_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -593,16 +654,19 @@ impl x::SchemaType for StartServiceRequestType {
 }
 impl x::Structure for StartServiceRequestType {}
 impl std::fmt::Debug for StartServiceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StartServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartServiceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartServiceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -616,6 +680,7 @@ impl x::Fields for StartServiceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -625,9 +690,11 @@ impl x::Request for StartServiceRequestType {
     const NAME: &'static str = "StartService";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -645,16 +712,19 @@ impl x::SchemaType for StopRecordingRequestType {
 }
 impl x::Structure for StopRecordingRequestType {}
 impl std::fmt::Debug for StopRecordingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StopRecordingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StopRecordingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StopRecordingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -667,6 +737,7 @@ impl x::Fields for StopRecordingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -675,9 +746,11 @@ impl x::Request for StopRecordingRequestType {
     const NAME: &'static str = "StopRecording_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -695,16 +768,19 @@ impl x::SchemaType for StopReplayingRequestType {
 }
 impl x::Structure for StopReplayingRequestType {}
 impl std::fmt::Debug for StopReplayingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StopReplayingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StopReplayingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StopReplayingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -717,6 +793,7 @@ impl x::Fields for StopReplayingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -725,9 +802,11 @@ impl x::Request for StopReplayingRequestType {
     const NAME: &'static str = "StopReplaying_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -747,16 +826,19 @@ impl x::SchemaType for StopServiceRequestType {
 }
 impl x::Structure for StopServiceRequestType {}
 impl std::fmt::Debug for StopServiceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "StopServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StopServiceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StopServiceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -770,6 +852,7 @@ impl x::Fields for StopServiceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -779,9 +862,11 @@ impl x::Request for StopServiceRequestType {
     const NAME: &'static str = "StopService";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -799,16 +884,19 @@ impl x::SchemaType for SuspendVAppRequestType {
 }
 impl x::Structure for SuspendVAppRequestType {}
 impl std::fmt::Debug for SuspendVAppRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SuspendVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SuspendVAppRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SuspendVAppRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -821,6 +909,7 @@ impl x::Fields for SuspendVAppRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -829,9 +918,11 @@ impl x::Request for SuspendVAppRequestType {
     const NAME: &'static str = "SuspendVApp_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -849,16 +940,19 @@ impl x::SchemaType for SuspendVMRequestType {
 }
 impl x::Structure for SuspendVMRequestType {}
 impl std::fmt::Debug for SuspendVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SuspendVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SuspendVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SuspendVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -871,6 +965,7 @@ impl x::Fields for SuspendVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -879,9 +974,11 @@ impl x::Request for SuspendVMRequestType {
     const NAME: &'static str = "SuspendVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -901,16 +998,19 @@ impl x::SchemaType for TerminateFaultTolerantVMRequestType {
 }
 impl x::Structure for TerminateFaultTolerantVMRequestType {}
 impl std::fmt::Debug for TerminateFaultTolerantVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "TerminateFaultTolerantVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TerminateFaultTolerantVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TerminateFaultTolerantVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -924,6 +1024,7 @@ impl x::Fields for TerminateFaultTolerantVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("vm", &self.vm);
@@ -933,9 +1034,11 @@ impl x::Request for TerminateFaultTolerantVMRequestType {
     const NAME: &'static str = "TerminateFaultTolerantVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -959,16 +1062,19 @@ impl x::SchemaType for TerminateProcessInGuestRequestType {
 }
 impl x::Structure for TerminateProcessInGuestRequestType {}
 impl std::fmt::Debug for TerminateProcessInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "TerminateProcessInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TerminateProcessInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TerminateProcessInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -984,6 +1090,7 @@ impl x::Fields for TerminateProcessInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -995,9 +1102,11 @@ impl x::Request for TerminateProcessInGuestRequestType {
     const NAME: &'static str = "TerminateProcessInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1017,16 +1126,19 @@ impl x::SchemaType for TerminateSessionRequestType {
 }
 impl x::Structure for TerminateSessionRequestType {}
 impl std::fmt::Debug for TerminateSessionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "TerminateSessionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TerminateSessionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TerminateSessionRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1035,6 +1147,7 @@ impl Clone for TerminateSessionRequestType {
     }
 }
 impl x::Fields for TerminateSessionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1048,6 +1161,7 @@ impl x::Fields for TerminateSessionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec_secret("sessionId", &self.session_id);
@@ -1057,9 +1171,11 @@ impl x::Request for TerminateSessionRequestType {
     const NAME: &'static str = "TerminateSession";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1077,16 +1193,19 @@ impl x::SchemaType for TerminateVMRequestType {
 }
 impl x::Structure for TerminateVMRequestType {}
 impl std::fmt::Debug for TerminateVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "TerminateVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TerminateVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TerminateVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1099,6 +1218,7 @@ impl x::Fields for TerminateVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1107,9 +1227,11 @@ impl x::Request for TerminateVMRequestType {
     const NAME: &'static str = "TerminateVM";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1127,16 +1249,19 @@ impl x::SchemaType for TestTimeServiceRequestType {
 }
 impl x::Structure for TestTimeServiceRequestType {}
 impl std::fmt::Debug for TestTimeServiceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "TestTimeServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TestTimeServiceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TestTimeServiceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1149,6 +1274,7 @@ impl x::Fields for TestTimeServiceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1157,9 +1283,11 @@ impl x::Request for TestTimeServiceRequestType {
     const NAME: &'static str = "TestTimeService";
     const IDEMPOTENT: bool = false;
     type Response = Option<HostDateTimeSystemServiceTestResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1179,16 +1307,19 @@ impl x::SchemaType for TurnDiskLocatorLedOffRequestType {
 }
 impl x::Structure for TurnDiskLocatorLedOffRequestType {}
 impl std::fmt::Debug for TurnDiskLocatorLedOffRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "TurnDiskLocatorLedOffRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TurnDiskLocatorLedOffRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TurnDiskLocatorLedOffRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1197,6 +1328,7 @@ impl Clone for TurnDiskLocatorLedOffRequestType {
     }
 }
 impl x::Fields for TurnDiskLocatorLedOffRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1210,6 +1342,7 @@ impl x::Fields for TurnDiskLocatorLedOffRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("scsiDiskUuids", &self.scsi_disk_uuids);
@@ -1219,9 +1352,11 @@ impl x::Request for TurnDiskLocatorLedOffRequestType {
     const NAME: &'static str = "TurnDiskLocatorLedOff_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1241,16 +1376,19 @@ impl x::SchemaType for TurnDiskLocatorLedOnRequestType {
 }
 impl x::Structure for TurnDiskLocatorLedOnRequestType {}
 impl std::fmt::Debug for TurnDiskLocatorLedOnRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "TurnDiskLocatorLedOnRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TurnDiskLocatorLedOnRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TurnDiskLocatorLedOnRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1259,6 +1397,7 @@ impl Clone for TurnDiskLocatorLedOnRequestType {
     }
 }
 impl x::Fields for TurnDiskLocatorLedOnRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1272,6 +1411,7 @@ impl x::Fields for TurnDiskLocatorLedOnRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("scsiDiskUuids", &self.scsi_disk_uuids);
@@ -1281,9 +1421,11 @@ impl x::Request for TurnDiskLocatorLedOnRequestType {
     const NAME: &'static str = "TurnDiskLocatorLedOn_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1301,16 +1443,19 @@ impl x::SchemaType for TurnOffFaultToleranceForVMRequestType {
 }
 impl x::Structure for TurnOffFaultToleranceForVMRequestType {}
 impl std::fmt::Debug for TurnOffFaultToleranceForVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "TurnOffFaultToleranceForVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TurnOffFaultToleranceForVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TurnOffFaultToleranceForVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1323,6 +1468,7 @@ impl x::Fields for TurnOffFaultToleranceForVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1331,9 +1477,11 @@ impl x::Request for TurnOffFaultToleranceForVMRequestType {
     const NAME: &'static str = "TurnOffFaultToleranceForVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

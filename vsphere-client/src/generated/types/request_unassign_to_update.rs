@@ -20,16 +20,19 @@ impl x::SchemaType for UnassignUserFromGroupRequestType {
 }
 impl x::Structure for UnassignUserFromGroupRequestType {}
 impl std::fmt::Debug for UnassignUserFromGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnassignUserFromGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnassignUserFromGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnassignUserFromGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for UnassignUserFromGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("user", &self.user);
@@ -54,9 +58,11 @@ impl x::Request for UnassignUserFromGroupRequestType {
     const NAME: &'static str = "UnassignUserFromGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -80,16 +86,19 @@ impl x::SchemaType for UnbindVnicRequestType {
 }
 impl x::Structure for UnbindVnicRequestType {}
 impl std::fmt::Debug for UnbindVnicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnbindVnicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnbindVnicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnbindVnicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -105,6 +114,7 @@ impl x::Fields for UnbindVnicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaName", &self.i_scsi_hba_name);
@@ -116,9 +126,11 @@ impl x::Request for UnbindVnicRequestType {
     const NAME: &'static str = "UnbindVnic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -140,16 +152,19 @@ impl x::SchemaType for UninstallHostPatchRequestType {
 }
 impl x::Structure for UninstallHostPatchRequestType {}
 impl std::fmt::Debug for UninstallHostPatchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UninstallHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UninstallHostPatchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UninstallHostPatchRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -159,6 +174,7 @@ impl Clone for UninstallHostPatchRequestType {
     }
 }
 impl x::Fields for UninstallHostPatchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -173,6 +189,7 @@ impl x::Fields for UninstallHostPatchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("bulletinIds", &self.bulletin_ids);
@@ -183,9 +200,11 @@ impl x::Request for UninstallHostPatchRequestType {
     const NAME: &'static str = "UninstallHostPatch_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -207,16 +226,19 @@ impl x::SchemaType for UninstallIoFilterRequestType {
 }
 impl x::Structure for UninstallIoFilterRequestType {}
 impl std::fmt::Debug for UninstallIoFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UninstallIoFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UninstallIoFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UninstallIoFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -231,6 +253,7 @@ impl x::Fields for UninstallIoFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -241,9 +264,11 @@ impl x::Request for UninstallIoFilterRequestType {
     const NAME: &'static str = "UninstallIoFilter_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -263,16 +288,19 @@ impl x::SchemaType for UninstallServiceRequestType {
 }
 impl x::Structure for UninstallServiceRequestType {}
 impl std::fmt::Debug for UninstallServiceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UninstallServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UninstallServiceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UninstallServiceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -286,6 +314,7 @@ impl x::Fields for UninstallServiceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -295,9 +324,11 @@ impl x::Request for UninstallServiceRequestType {
     const NAME: &'static str = "UninstallService";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -317,16 +348,19 @@ impl x::SchemaType for UnmapVmfsVolumeExRequestType {
 }
 impl x::Structure for UnmapVmfsVolumeExRequestType {}
 impl std::fmt::Debug for UnmapVmfsVolumeExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnmapVmfsVolumeExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmapVmfsVolumeExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UnmapVmfsVolumeExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -335,6 +369,7 @@ impl Clone for UnmapVmfsVolumeExRequestType {
     }
 }
 impl x::Fields for UnmapVmfsVolumeExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -348,6 +383,7 @@ impl x::Fields for UnmapVmfsVolumeExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("vmfsUuid", &self.vmfs_uuid);
@@ -357,9 +393,11 @@ impl x::Request for UnmapVmfsVolumeExRequestType {
     const NAME: &'static str = "UnmapVmfsVolumeEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -379,6 +417,7 @@ impl x::SchemaType for UnmarkServiceProviderEntitiesRequestType {
 }
 impl x::Structure for UnmarkServiceProviderEntitiesRequestType {}
 impl std::fmt::Debug for UnmarkServiceProviderEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -388,11 +427,13 @@ impl std::fmt::Debug for UnmarkServiceProviderEntitiesRequestType {
     }
 }
 impl PartialEq for UnmarkServiceProviderEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UnmarkServiceProviderEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -401,6 +442,7 @@ impl Clone for UnmarkServiceProviderEntitiesRequestType {
     }
 }
 impl x::Fields for UnmarkServiceProviderEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -414,6 +456,7 @@ impl x::Fields for UnmarkServiceProviderEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -423,9 +466,11 @@ impl x::Request for UnmarkServiceProviderEntitiesRequestType {
     const NAME: &'static str = "UnmarkServiceProviderEntities";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -445,16 +490,19 @@ impl x::SchemaType for UnmountDiskMappingRequestType {
 }
 impl x::Structure for UnmountDiskMappingRequestType {}
 impl std::fmt::Debug for UnmountDiskMappingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnmountDiskMappingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountDiskMappingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UnmountDiskMappingRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -463,6 +511,7 @@ impl Clone for UnmountDiskMappingRequestType {
     }
 }
 impl x::Fields for UnmountDiskMappingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -476,6 +525,7 @@ impl x::Fields for UnmountDiskMappingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("mapping", &self.mapping);
@@ -485,9 +535,11 @@ impl x::Request for UnmountDiskMappingRequestType {
     const NAME: &'static str = "UnmountDiskMapping_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -507,6 +559,7 @@ impl x::SchemaType for UnmountForceMountedVmfsVolumeRequestType {
 }
 impl x::Structure for UnmountForceMountedVmfsVolumeRequestType {}
 impl std::fmt::Debug for UnmountForceMountedVmfsVolumeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -516,11 +569,13 @@ impl std::fmt::Debug for UnmountForceMountedVmfsVolumeRequestType {
     }
 }
 impl PartialEq for UnmountForceMountedVmfsVolumeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnmountForceMountedVmfsVolumeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -534,6 +589,7 @@ impl x::Fields for UnmountForceMountedVmfsVolumeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsUuid", &self.vmfs_uuid);
@@ -543,9 +599,11 @@ impl x::Request for UnmountForceMountedVmfsVolumeRequestType {
     const NAME: &'static str = "UnmountForceMountedVmfsVolume";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -563,16 +621,19 @@ impl x::SchemaType for UnmountToolsInstallerRequestType {
 }
 impl x::Structure for UnmountToolsInstallerRequestType {}
 impl std::fmt::Debug for UnmountToolsInstallerRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnmountToolsInstallerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountToolsInstallerRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnmountToolsInstallerRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -585,6 +646,7 @@ impl x::Fields for UnmountToolsInstallerRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -593,9 +655,11 @@ impl x::Request for UnmountToolsInstallerRequestType {
     const NAME: &'static str = "UnmountToolsInstaller";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -615,16 +679,19 @@ impl x::SchemaType for UnmountVffsVolumeRequestType {
 }
 impl x::Structure for UnmountVffsVolumeRequestType {}
 impl std::fmt::Debug for UnmountVffsVolumeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnmountVffsVolumeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountVffsVolumeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnmountVffsVolumeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -638,6 +705,7 @@ impl x::Fields for UnmountVffsVolumeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vffsUuid", &self.vffs_uuid);
@@ -647,9 +715,11 @@ impl x::Request for UnmountVffsVolumeRequestType {
     const NAME: &'static str = "UnmountVffsVolume";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -669,16 +739,19 @@ impl x::SchemaType for UnmountVmfsVolumeExRequestType {
 }
 impl x::Structure for UnmountVmfsVolumeExRequestType {}
 impl std::fmt::Debug for UnmountVmfsVolumeExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnmountVmfsVolumeExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountVmfsVolumeExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UnmountVmfsVolumeExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -687,6 +760,7 @@ impl Clone for UnmountVmfsVolumeExRequestType {
     }
 }
 impl x::Fields for UnmountVmfsVolumeExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -700,6 +774,7 @@ impl x::Fields for UnmountVmfsVolumeExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("vmfsUuid", &self.vmfs_uuid);
@@ -709,9 +784,11 @@ impl x::Request for UnmountVmfsVolumeExRequestType {
     const NAME: &'static str = "UnmountVmfsVolumeEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -731,16 +808,19 @@ impl x::SchemaType for UnmountVmfsVolumeRequestType {
 }
 impl x::Structure for UnmountVmfsVolumeRequestType {}
 impl std::fmt::Debug for UnmountVmfsVolumeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnmountVmfsVolumeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountVmfsVolumeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnmountVmfsVolumeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -754,6 +834,7 @@ impl x::Fields for UnmountVmfsVolumeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsUuid", &self.vmfs_uuid);
@@ -763,9 +844,11 @@ impl x::Request for UnmountVmfsVolumeRequestType {
     const NAME: &'static str = "UnmountVmfsVolume";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -783,16 +866,19 @@ impl x::SchemaType for UnregisterAndDestroyRequestType {
 }
 impl x::Structure for UnregisterAndDestroyRequestType {}
 impl std::fmt::Debug for UnregisterAndDestroyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnregisterAndDestroyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterAndDestroyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterAndDestroyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -805,6 +891,7 @@ impl x::Fields for UnregisterAndDestroyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -813,9 +900,11 @@ impl x::Request for UnregisterAndDestroyRequestType {
     const NAME: &'static str = "UnregisterAndDestroy_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -845,16 +934,19 @@ impl x::SchemaType for UnregisterDiskRequestType {
 }
 impl x::Structure for UnregisterDiskRequestType {}
 impl std::fmt::Debug for UnregisterDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnregisterDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -869,6 +961,7 @@ impl x::Fields for UnregisterDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0901_0000, "operation UnregisterDisk_Task", true);
         w.write("_this", &self.this);
@@ -880,9 +973,11 @@ impl x::Request for UnregisterDiskRequestType {
     const NAME: &'static str = "UnregisterDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -902,16 +997,19 @@ impl x::SchemaType for UnregisterExtensionRequestType {
 }
 impl x::Structure for UnregisterExtensionRequestType {}
 impl std::fmt::Debug for UnregisterExtensionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnregisterExtensionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterExtensionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterExtensionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -925,6 +1023,7 @@ impl x::Fields for UnregisterExtensionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extensionKey", &self.extension_key);
@@ -934,9 +1033,11 @@ impl x::Request for UnregisterExtensionRequestType {
     const NAME: &'static str = "UnregisterExtension";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -956,6 +1057,7 @@ impl x::SchemaType for UnregisterHealthUpdateProviderRequestType {
 }
 impl x::Structure for UnregisterHealthUpdateProviderRequestType {}
 impl std::fmt::Debug for UnregisterHealthUpdateProviderRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -965,11 +1067,13 @@ impl std::fmt::Debug for UnregisterHealthUpdateProviderRequestType {
     }
 }
 impl PartialEq for UnregisterHealthUpdateProviderRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterHealthUpdateProviderRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -983,6 +1087,7 @@ impl x::Fields for UnregisterHealthUpdateProviderRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -992,9 +1097,11 @@ impl x::Request for UnregisterHealthUpdateProviderRequestType {
     const NAME: &'static str = "UnregisterHealthUpdateProvider";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1014,16 +1121,19 @@ impl x::SchemaType for UnregisterKmsClusterRequestType {
 }
 impl x::Structure for UnregisterKmsClusterRequestType {}
 impl std::fmt::Debug for UnregisterKmsClusterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnregisterKmsClusterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterKmsClusterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterKmsClusterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1037,6 +1147,7 @@ impl x::Fields for UnregisterKmsClusterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("clusterId", &self.cluster_id);
@@ -1046,9 +1157,11 @@ impl x::Request for UnregisterKmsClusterRequestType {
     const NAME: &'static str = "UnregisterKmsCluster";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1066,16 +1179,19 @@ impl x::SchemaType for UnregisterVMRequestType {
 }
 impl x::Structure for UnregisterVMRequestType {}
 impl std::fmt::Debug for UnregisterVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UnregisterVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1088,6 +1204,7 @@ impl x::Fields for UnregisterVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1096,9 +1213,11 @@ impl x::Request for UnregisterVMRequestType {
     const NAME: &'static str = "UnregisterVM";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1120,16 +1239,19 @@ impl x::SchemaType for UpdateAnswerFileRequestType {
 }
 impl x::Structure for UpdateAnswerFileRequestType {}
 impl std::fmt::Debug for UpdateAnswerFileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateAnswerFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateAnswerFileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateAnswerFileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1144,6 +1266,7 @@ impl x::Fields for UpdateAnswerFileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -1154,9 +1277,11 @@ impl x::Request for UpdateAnswerFileRequestType {
     const NAME: &'static str = "UpdateAnswerFile_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1176,6 +1301,7 @@ impl x::SchemaType for UpdateAssignableHardwareConfigRequestType {
 }
 impl x::Structure for UpdateAssignableHardwareConfigRequestType {}
 impl std::fmt::Debug for UpdateAssignableHardwareConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1185,11 +1311,13 @@ impl std::fmt::Debug for UpdateAssignableHardwareConfigRequestType {
     }
 }
 impl PartialEq for UpdateAssignableHardwareConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateAssignableHardwareConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1203,6 +1331,7 @@ impl x::Fields for UpdateAssignableHardwareConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -1212,9 +1341,11 @@ impl x::Request for UpdateAssignableHardwareConfigRequestType {
     const NAME: &'static str = "UpdateAssignableHardwareConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1238,16 +1369,19 @@ impl x::SchemaType for UpdateAssignedLicenseRequestType {
 }
 impl x::Structure for UpdateAssignedLicenseRequestType {}
 impl std::fmt::Debug for UpdateAssignedLicenseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateAssignedLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateAssignedLicenseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateAssignedLicenseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1263,6 +1397,7 @@ impl x::Fields for UpdateAssignedLicenseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -1274,9 +1409,11 @@ impl x::Request for UpdateAssignedLicenseRequestType {
     const NAME: &'static str = "UpdateAssignedLicense";
     const IDEMPOTENT: bool = false;
     type Response = LicenseManagerLicenseInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1300,16 +1437,19 @@ impl x::SchemaType for UpdateAuthorizationRoleRequestType {
 }
 impl x::Structure for UpdateAuthorizationRoleRequestType {}
 impl std::fmt::Debug for UpdateAuthorizationRoleRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateAuthorizationRoleRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateAuthorizationRoleRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1320,6 +1460,7 @@ impl Clone for UpdateAuthorizationRoleRequestType {
     }
 }
 impl x::Fields for UpdateAuthorizationRoleRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1335,6 +1476,7 @@ impl x::Fields for UpdateAuthorizationRoleRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("roleId", &self.role_id);
@@ -1346,9 +1488,11 @@ impl x::Request for UpdateAuthorizationRoleRequestType {
     const NAME: &'static str = "UpdateAuthorizationRole";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1368,16 +1512,19 @@ impl x::SchemaType for UpdateBootDeviceRequestType {
 }
 impl x::Structure for UpdateBootDeviceRequestType {}
 impl std::fmt::Debug for UpdateBootDeviceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateBootDeviceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateBootDeviceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateBootDeviceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1391,6 +1538,7 @@ impl x::Fields for UpdateBootDeviceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
@@ -1400,9 +1548,11 @@ impl x::Request for UpdateBootDeviceRequestType {
     const NAME: &'static str = "UpdateBootDevice";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1422,6 +1572,7 @@ impl x::SchemaType for UpdateChildResourceConfigurationRequestType {
 }
 impl x::Structure for UpdateChildResourceConfigurationRequestType {}
 impl std::fmt::Debug for UpdateChildResourceConfigurationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1431,11 +1582,13 @@ impl std::fmt::Debug for UpdateChildResourceConfigurationRequestType {
     }
 }
 impl PartialEq for UpdateChildResourceConfigurationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateChildResourceConfigurationRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1444,6 +1597,7 @@ impl Clone for UpdateChildResourceConfigurationRequestType {
     }
 }
 impl x::Fields for UpdateChildResourceConfigurationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1457,6 +1611,7 @@ impl x::Fields for UpdateChildResourceConfigurationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("spec", &self.spec);
@@ -1466,9 +1621,11 @@ impl x::Request for UpdateChildResourceConfigurationRequestType {
     const NAME: &'static str = "UpdateChildResourceConfiguration";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1488,16 +1645,19 @@ impl x::SchemaType for UpdateClusterProfileRequestType {
 }
 impl x::Structure for UpdateClusterProfileRequestType {}
 impl std::fmt::Debug for UpdateClusterProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateClusterProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateClusterProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateClusterProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1511,6 +1671,7 @@ impl x::Fields for UpdateClusterProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -1520,9 +1681,11 @@ impl x::Request for UpdateClusterProfileRequestType {
     const NAME: &'static str = "UpdateClusterProfile";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1544,16 +1707,19 @@ impl x::SchemaType for UpdateConfigRequestType {
 }
 impl x::Structure for UpdateConfigRequestType {}
 impl std::fmt::Debug for UpdateConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1568,6 +1734,7 @@ impl x::Fields for UpdateConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("name", &self.name);
@@ -1578,9 +1745,11 @@ impl x::Request for UpdateConfigRequestType {
     const NAME: &'static str = "UpdateConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1600,16 +1769,19 @@ impl x::SchemaType for UpdateConsoleIpRouteConfigRequestType {
 }
 impl x::Structure for UpdateConsoleIpRouteConfigRequestType {}
 impl std::fmt::Debug for UpdateConsoleIpRouteConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateConsoleIpRouteConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateConsoleIpRouteConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateConsoleIpRouteConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1623,6 +1795,7 @@ impl x::Fields for UpdateConsoleIpRouteConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -1632,9 +1805,11 @@ impl x::Request for UpdateConsoleIpRouteConfigRequestType {
     const NAME: &'static str = "UpdateConsoleIpRouteConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1654,16 +1829,19 @@ impl x::SchemaType for UpdateCounterLevelMappingRequestType {
 }
 impl x::Structure for UpdateCounterLevelMappingRequestType {}
 impl std::fmt::Debug for UpdateCounterLevelMappingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateCounterLevelMappingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateCounterLevelMappingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateCounterLevelMappingRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1672,6 +1850,7 @@ impl Clone for UpdateCounterLevelMappingRequestType {
     }
 }
 impl x::Fields for UpdateCounterLevelMappingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1685,6 +1864,7 @@ impl x::Fields for UpdateCounterLevelMappingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("counterLevelMap", &self.counter_level_map);
@@ -1694,9 +1874,11 @@ impl x::Request for UpdateCounterLevelMappingRequestType {
     const NAME: &'static str = "UpdateCounterLevelMapping";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1716,16 +1898,19 @@ impl x::SchemaType for UpdateDVSHealthCheckConfigRequestType {
 }
 impl x::Structure for UpdateDVSHealthCheckConfigRequestType {}
 impl std::fmt::Debug for UpdateDVSHealthCheckConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDVSHealthCheckConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDVSHealthCheckConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateDVSHealthCheckConfigRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1734,6 +1919,7 @@ impl Clone for UpdateDVSHealthCheckConfigRequestType {
     }
 }
 impl x::Fields for UpdateDVSHealthCheckConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1747,6 +1933,7 @@ impl x::Fields for UpdateDVSHealthCheckConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("healthCheckConfig", &self.health_check_config);
@@ -1756,9 +1943,11 @@ impl x::Request for UpdateDVSHealthCheckConfigRequestType {
     const NAME: &'static str = "UpdateDVSHealthCheckConfig_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1778,16 +1967,19 @@ impl x::SchemaType for UpdateDVSLacpGroupConfigRequestType {
 }
 impl x::Structure for UpdateDVSLacpGroupConfigRequestType {}
 impl std::fmt::Debug for UpdateDVSLacpGroupConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDVSLacpGroupConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDVSLacpGroupConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateDVSLacpGroupConfigRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1796,6 +1988,7 @@ impl Clone for UpdateDVSLacpGroupConfigRequestType {
     }
 }
 impl x::Fields for UpdateDVSLacpGroupConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1809,6 +2002,7 @@ impl x::Fields for UpdateDVSLacpGroupConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("lacpGroupSpec", &self.lacp_group_spec);
@@ -1818,9 +2012,11 @@ impl x::Request for UpdateDVSLacpGroupConfigRequestType {
     const NAME: &'static str = "UpdateDVSLacpGroupConfig_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1840,16 +2036,19 @@ impl x::SchemaType for UpdateDateTimeConfigRequestType {
 }
 impl x::Structure for UpdateDateTimeConfigRequestType {}
 impl std::fmt::Debug for UpdateDateTimeConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDateTimeConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDateTimeConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDateTimeConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1863,6 +2062,7 @@ impl x::Fields for UpdateDateTimeConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -1872,9 +2072,11 @@ impl x::Request for UpdateDateTimeConfigRequestType {
     const NAME: &'static str = "UpdateDateTimeConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1894,16 +2096,19 @@ impl x::SchemaType for UpdateDateTimeRequestType {
 }
 impl x::Structure for UpdateDateTimeRequestType {}
 impl std::fmt::Debug for UpdateDateTimeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDateTimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDateTimeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDateTimeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1917,6 +2122,7 @@ impl x::Fields for UpdateDateTimeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dateTime", &self.date_time);
@@ -1926,9 +2132,11 @@ impl x::Request for UpdateDateTimeRequestType {
     const NAME: &'static str = "UpdateDateTime";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1948,16 +2156,19 @@ impl x::SchemaType for UpdateDefaultPolicyRequestType {
 }
 impl x::Structure for UpdateDefaultPolicyRequestType {}
 impl std::fmt::Debug for UpdateDefaultPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDefaultPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDefaultPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDefaultPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1971,6 +2182,7 @@ impl x::Fields for UpdateDefaultPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("defaultPolicy", &self.default_policy);
@@ -1980,9 +2192,11 @@ impl x::Request for UpdateDefaultPolicyRequestType {
     const NAME: &'static str = "UpdateDefaultPolicy";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2004,16 +2218,19 @@ impl x::SchemaType for UpdateDiskPartitionsRequestType {
 }
 impl x::Structure for UpdateDiskPartitionsRequestType {}
 impl std::fmt::Debug for UpdateDiskPartitionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDiskPartitionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDiskPartitionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDiskPartitionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2028,6 +2245,7 @@ impl x::Fields for UpdateDiskPartitionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("devicePath", &self.device_path);
@@ -2038,9 +2256,11 @@ impl x::Request for UpdateDiskPartitionsRequestType {
     const NAME: &'static str = "UpdateDiskPartitions";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2060,16 +2280,19 @@ impl x::SchemaType for UpdateDnsConfigRequestType {
 }
 impl x::Structure for UpdateDnsConfigRequestType {}
 impl std::fmt::Debug for UpdateDnsConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDnsConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDnsConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDnsConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2083,6 +2306,7 @@ impl x::Fields for UpdateDnsConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -2092,9 +2316,11 @@ impl x::Request for UpdateDnsConfigRequestType {
     const NAME: &'static str = "UpdateDnsConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2114,16 +2340,19 @@ impl x::SchemaType for UpdateDvsCapabilityRequestType {
 }
 impl x::Structure for UpdateDvsCapabilityRequestType {}
 impl std::fmt::Debug for UpdateDvsCapabilityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateDvsCapabilityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDvsCapabilityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDvsCapabilityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2137,6 +2366,7 @@ impl x::Fields for UpdateDvsCapabilityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("capability", &self.capability);
@@ -2146,9 +2376,11 @@ impl x::Request for UpdateDvsCapabilityRequestType {
     const NAME: &'static str = "UpdateDvsCapability";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2168,16 +2400,19 @@ impl x::SchemaType for UpdateExtensionRequestType {
 }
 impl x::Structure for UpdateExtensionRequestType {}
 impl std::fmt::Debug for UpdateExtensionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateExtensionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateExtensionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateExtensionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2191,6 +2426,7 @@ impl x::Fields for UpdateExtensionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extension", &self.extension);
@@ -2200,9 +2436,11 @@ impl x::Request for UpdateExtensionRequestType {
     const NAME: &'static str = "UpdateExtension";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2222,16 +2460,19 @@ impl x::SchemaType for UpdateFlagsRequestType {
 }
 impl x::Structure for UpdateFlagsRequestType {}
 impl std::fmt::Debug for UpdateFlagsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateFlagsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateFlagsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateFlagsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2245,6 +2486,7 @@ impl x::Fields for UpdateFlagsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("flagInfo", &self.flag_info);
@@ -2254,9 +2496,11 @@ impl x::Request for UpdateFlagsRequestType {
     const NAME: &'static str = "UpdateFlags";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2276,16 +2520,19 @@ impl x::SchemaType for UpdateGraphicsConfigRequestType {
 }
 impl x::Structure for UpdateGraphicsConfigRequestType {}
 impl std::fmt::Debug for UpdateGraphicsConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateGraphicsConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateGraphicsConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateGraphicsConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2299,6 +2546,7 @@ impl x::Fields for UpdateGraphicsConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -2308,9 +2556,11 @@ impl x::Request for UpdateGraphicsConfigRequestType {
     const NAME: &'static str = "UpdateGraphicsConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2330,6 +2580,7 @@ impl x::SchemaType for UpdateHostImageAcceptanceLevelRequestType {
 }
 impl x::Structure for UpdateHostImageAcceptanceLevelRequestType {}
 impl std::fmt::Debug for UpdateHostImageAcceptanceLevelRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2339,11 +2590,13 @@ impl std::fmt::Debug for UpdateHostImageAcceptanceLevelRequestType {
     }
 }
 impl PartialEq for UpdateHostImageAcceptanceLevelRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHostImageAcceptanceLevelRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2357,6 +2610,7 @@ impl x::Fields for UpdateHostImageAcceptanceLevelRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("newAcceptanceLevel", &self.new_acceptance_level);
@@ -2366,9 +2620,11 @@ impl x::Request for UpdateHostImageAcceptanceLevelRequestType {
     const NAME: &'static str = "UpdateHostImageAcceptanceLevel";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2388,16 +2644,19 @@ impl x::SchemaType for UpdateHostProfileRequestType {
 }
 impl x::Structure for UpdateHostProfileRequestType {}
 impl std::fmt::Debug for UpdateHostProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateHostProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateHostProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHostProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2411,6 +2670,7 @@ impl x::Fields for UpdateHostProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -2420,9 +2680,11 @@ impl x::Request for UpdateHostProfileRequestType {
     const NAME: &'static str = "UpdateHostProfile";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2444,16 +2706,19 @@ impl x::SchemaType for UpdateHostSpecificationRequestType {
 }
 impl x::Structure for UpdateHostSpecificationRequestType {}
 impl std::fmt::Debug for UpdateHostSpecificationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateHostSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateHostSpecificationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHostSpecificationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2468,6 +2733,7 @@ impl x::Fields for UpdateHostSpecificationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -2478,9 +2744,11 @@ impl x::Request for UpdateHostSpecificationRequestType {
     const NAME: &'static str = "UpdateHostSpecification";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2502,16 +2770,19 @@ impl x::SchemaType for UpdateHostSubSpecificationRequestType {
 }
 impl x::Structure for UpdateHostSubSpecificationRequestType {}
 impl std::fmt::Debug for UpdateHostSubSpecificationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateHostSubSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateHostSubSpecificationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHostSubSpecificationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2526,6 +2797,7 @@ impl x::Fields for UpdateHostSubSpecificationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -2536,9 +2808,11 @@ impl x::Request for UpdateHostSubSpecificationRequestType {
     const NAME: &'static str = "UpdateHostSubSpecification";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2560,16 +2834,19 @@ impl x::SchemaType for UpdateHppMultipathLunPolicyRequestType {
 }
 impl x::Structure for UpdateHppMultipathLunPolicyRequestType {}
 impl std::fmt::Debug for UpdateHppMultipathLunPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateHppMultipathLunPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateHppMultipathLunPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHppMultipathLunPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2584,6 +2861,7 @@ impl x::Fields for UpdateHppMultipathLunPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunId", &self.lun_id);
@@ -2594,9 +2872,11 @@ impl x::Request for UpdateHppMultipathLunPolicyRequestType {
     const NAME: &'static str = "UpdateHppMultipathLunPolicy";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2620,6 +2900,7 @@ impl x::SchemaType for UpdateInternetScsiAdvancedOptionsRequestType {
 }
 impl x::Structure for UpdateInternetScsiAdvancedOptionsRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiAdvancedOptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2629,11 +2910,13 @@ impl std::fmt::Debug for UpdateInternetScsiAdvancedOptionsRequestType {
     }
 }
 impl PartialEq for UpdateInternetScsiAdvancedOptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateInternetScsiAdvancedOptionsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2644,6 +2927,7 @@ impl Clone for UpdateInternetScsiAdvancedOptionsRequestType {
     }
 }
 impl x::Fields for UpdateInternetScsiAdvancedOptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2659,6 +2943,7 @@ impl x::Fields for UpdateInternetScsiAdvancedOptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -2670,9 +2955,11 @@ impl x::Request for UpdateInternetScsiAdvancedOptionsRequestType {
     const NAME: &'static str = "UpdateInternetScsiAdvancedOptions";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2694,16 +2981,19 @@ impl x::SchemaType for UpdateInternetScsiAliasRequestType {
 }
 impl x::Structure for UpdateInternetScsiAliasRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiAliasRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateInternetScsiAliasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateInternetScsiAliasRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiAliasRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2718,6 +3008,7 @@ impl x::Fields for UpdateInternetScsiAliasRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -2728,9 +3019,11 @@ impl x::Request for UpdateInternetScsiAliasRequestType {
     const NAME: &'static str = "UpdateInternetScsiAlias";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2754,6 +3047,7 @@ impl x::SchemaType for UpdateInternetScsiAuthenticationPropertiesRequestType {
 }
 impl x::Structure for UpdateInternetScsiAuthenticationPropertiesRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiAuthenticationPropertiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2763,11 +3057,13 @@ impl std::fmt::Debug for UpdateInternetScsiAuthenticationPropertiesRequestType {
     }
 }
 impl PartialEq for UpdateInternetScsiAuthenticationPropertiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiAuthenticationPropertiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2783,6 +3079,7 @@ impl x::Fields for UpdateInternetScsiAuthenticationPropertiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -2794,9 +3091,11 @@ impl x::Request for UpdateInternetScsiAuthenticationPropertiesRequestType {
     const NAME: &'static str = "UpdateInternetScsiAuthenticationProperties";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2820,6 +3119,7 @@ impl x::SchemaType for UpdateInternetScsiDigestPropertiesRequestType {
 }
 impl x::Structure for UpdateInternetScsiDigestPropertiesRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiDigestPropertiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2829,11 +3129,13 @@ impl std::fmt::Debug for UpdateInternetScsiDigestPropertiesRequestType {
     }
 }
 impl PartialEq for UpdateInternetScsiDigestPropertiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiDigestPropertiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2849,6 +3151,7 @@ impl x::Fields for UpdateInternetScsiDigestPropertiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -2860,9 +3163,11 @@ impl x::Request for UpdateInternetScsiDigestPropertiesRequestType {
     const NAME: &'static str = "UpdateInternetScsiDigestProperties";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2884,6 +3189,7 @@ impl x::SchemaType for UpdateInternetScsiDiscoveryPropertiesRequestType {
 }
 impl x::Structure for UpdateInternetScsiDiscoveryPropertiesRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiDiscoveryPropertiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2893,11 +3199,13 @@ impl std::fmt::Debug for UpdateInternetScsiDiscoveryPropertiesRequestType {
     }
 }
 impl PartialEq for UpdateInternetScsiDiscoveryPropertiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiDiscoveryPropertiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2912,6 +3220,7 @@ impl x::Fields for UpdateInternetScsiDiscoveryPropertiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -2922,9 +3231,11 @@ impl x::Request for UpdateInternetScsiDiscoveryPropertiesRequestType {
     const NAME: &'static str = "UpdateInternetScsiDiscoveryProperties";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2946,6 +3257,7 @@ impl x::SchemaType for UpdateInternetScsiIPPropertiesRequestType {
 }
 impl x::Structure for UpdateInternetScsiIPPropertiesRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiIPPropertiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2955,11 +3267,13 @@ impl std::fmt::Debug for UpdateInternetScsiIPPropertiesRequestType {
     }
 }
 impl PartialEq for UpdateInternetScsiIPPropertiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiIPPropertiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2974,6 +3288,7 @@ impl x::Fields for UpdateInternetScsiIPPropertiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -2984,9 +3299,11 @@ impl x::Request for UpdateInternetScsiIPPropertiesRequestType {
     const NAME: &'static str = "UpdateInternetScsiIPProperties";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3008,16 +3325,19 @@ impl x::SchemaType for UpdateInternetScsiNameRequestType {
 }
 impl x::Structure for UpdateInternetScsiNameRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiNameRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateInternetScsiNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateInternetScsiNameRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiNameRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3032,6 +3352,7 @@ impl x::Fields for UpdateInternetScsiNameRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaDevice", &self.i_scsi_hba_device);
@@ -3042,9 +3363,11 @@ impl x::Request for UpdateInternetScsiNameRequestType {
     const NAME: &'static str = "UpdateInternetScsiName";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3064,16 +3387,19 @@ impl x::SchemaType for UpdateIpConfigRequestType {
 }
 impl x::Structure for UpdateIpConfigRequestType {}
 impl std::fmt::Debug for UpdateIpConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateIpConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3087,6 +3413,7 @@ impl x::Fields for UpdateIpConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("ipConfig", &self.ip_config);
@@ -3096,9 +3423,11 @@ impl x::Request for UpdateIpConfigRequestType {
     const NAME: &'static str = "UpdateIpConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3120,16 +3449,19 @@ impl x::SchemaType for UpdateIpPoolRequestType {
 }
 impl x::Structure for UpdateIpPoolRequestType {}
 impl std::fmt::Debug for UpdateIpPoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateIpPoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpPoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpPoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3144,6 +3476,7 @@ impl x::Fields for UpdateIpPoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -3154,9 +3487,11 @@ impl x::Request for UpdateIpPoolRequestType {
     const NAME: &'static str = "UpdateIpPool";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3176,16 +3511,19 @@ impl x::SchemaType for UpdateIpRouteConfigRequestType {
 }
 impl x::Structure for UpdateIpRouteConfigRequestType {}
 impl std::fmt::Debug for UpdateIpRouteConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateIpRouteConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpRouteConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpRouteConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3199,6 +3537,7 @@ impl x::Fields for UpdateIpRouteConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -3208,9 +3547,11 @@ impl x::Request for UpdateIpRouteConfigRequestType {
     const NAME: &'static str = "UpdateIpRouteConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3230,16 +3571,19 @@ impl x::SchemaType for UpdateIpRouteTableConfigRequestType {
 }
 impl x::Structure for UpdateIpRouteTableConfigRequestType {}
 impl std::fmt::Debug for UpdateIpRouteTableConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateIpRouteTableConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpRouteTableConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpRouteTableConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3253,6 +3597,7 @@ impl x::Fields for UpdateIpRouteTableConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -3262,9 +3607,11 @@ impl x::Request for UpdateIpRouteTableConfigRequestType {
     const NAME: &'static str = "UpdateIpRouteTableConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3284,16 +3631,19 @@ impl x::SchemaType for UpdateIpmiRequestType {
 }
 impl x::Structure for UpdateIpmiRequestType {}
 impl std::fmt::Debug for UpdateIpmiRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateIpmiRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpmiRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpmiRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3307,6 +3657,7 @@ impl x::Fields for UpdateIpmiRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("ipmiInfo", &self.ipmi_info);
@@ -3316,9 +3667,11 @@ impl x::Request for UpdateIpmiRequestType {
     const NAME: &'static str = "UpdateIpmi";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3338,16 +3691,19 @@ impl x::SchemaType for UpdateKmipServerRequestType {
 }
 impl x::Structure for UpdateKmipServerRequestType {}
 impl std::fmt::Debug for UpdateKmipServerRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateKmipServerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateKmipServerRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateKmipServerRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3361,6 +3717,7 @@ impl x::Fields for UpdateKmipServerRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("server", &self.server);
@@ -3370,133 +3727,11 @@ impl x::Request for UpdateKmipServerRequestType {
     const NAME: &'static str = "UpdateKmipServer";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `UpdateKmsSignedCsrClientCertRequestType`.
-#[derive(Clone, Default)]
-pub struct UpdateKmsSignedCsrClientCertRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `cluster`.
-    pub cluster: KeyProviderId,
-    /// `certificate`.
-    pub certificate: String,
-}
-impl x::SchemaType for UpdateKmsSignedCsrClientCertRequestType {
-    const TYPE_NAME: &'static str = "UpdateKmsSignedCsrClientCertRequestType";
-}
-impl x::Structure for UpdateKmsSignedCsrClientCertRequestType {}
-impl std::fmt::Debug for UpdateKmsSignedCsrClientCertRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "UpdateKmsSignedCsrClientCertRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for UpdateKmsSignedCsrClientCertRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for UpdateKmsSignedCsrClientCertRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "cluster" => r.read(&mut self.cluster),
-            "certificate" => r.read(&mut self.certificate),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("cluster", &self.cluster);
-        w.write("certificate", &self.certificate);
-    }
-}
-impl x::Request for UpdateKmsSignedCsrClientCertRequestType {
-    const NAME: &'static str = "UpdateKmsSignedCsrClientCert";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `UpdateLicenseLabelRequestType`.
-#[derive(Clone, Default)]
-pub struct UpdateLicenseLabelRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `licenseKey`.
-    pub license_key: String,
-    /// `labelKey`.
-    pub label_key: String,
-    /// `labelValue`.
-    pub label_value: String,
-}
-impl x::SchemaType for UpdateLicenseLabelRequestType {
-    const TYPE_NAME: &'static str = "UpdateLicenseLabelRequestType";
-}
-impl x::Structure for UpdateLicenseLabelRequestType {}
-impl std::fmt::Debug for UpdateLicenseLabelRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "UpdateLicenseLabelRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for UpdateLicenseLabelRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for UpdateLicenseLabelRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "licenseKey" => r.read(&mut self.license_key),
-            "labelKey" => r.read(&mut self.label_key),
-            "labelValue" => r.read(&mut self.label_value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("licenseKey", &self.license_key);
-        w.write("labelKey", &self.label_key);
-        w.write("labelValue", &self.label_value);
-    }
-}
-impl x::Request for UpdateLicenseLabelRequestType {
-    const NAME: &'static str = "UpdateLicenseLabel";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -5,6 +5,142 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `UpdateKmsSignedCsrClientCertRequestType`.
+#[derive(Clone, Default)]
+pub struct UpdateKmsSignedCsrClientCertRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `cluster`.
+    pub cluster: KeyProviderId,
+    /// `certificate`.
+    pub certificate: String,
+}
+impl x::SchemaType for UpdateKmsSignedCsrClientCertRequestType {
+    const TYPE_NAME: &'static str = "UpdateKmsSignedCsrClientCertRequestType";
+}
+impl x::Structure for UpdateKmsSignedCsrClientCertRequestType {}
+impl std::fmt::Debug for UpdateKmsSignedCsrClientCertRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "UpdateKmsSignedCsrClientCertRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for UpdateKmsSignedCsrClientCertRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for UpdateKmsSignedCsrClientCertRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cluster" => r.read(&mut self.cluster),
+            "certificate" => r.read(&mut self.certificate),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("cluster", &self.cluster);
+        w.write("certificate", &self.certificate);
+    }
+}
+impl x::Request for UpdateKmsSignedCsrClientCertRequestType {
+    const NAME: &'static str = "UpdateKmsSignedCsrClientCert";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `UpdateLicenseLabelRequestType`.
+#[derive(Clone, Default)]
+pub struct UpdateLicenseLabelRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `licenseKey`.
+    pub license_key: String,
+    /// `labelKey`.
+    pub label_key: String,
+    /// `labelValue`.
+    pub label_value: String,
+}
+impl x::SchemaType for UpdateLicenseLabelRequestType {
+    const TYPE_NAME: &'static str = "UpdateLicenseLabelRequestType";
+}
+impl x::Structure for UpdateLicenseLabelRequestType {}
+impl std::fmt::Debug for UpdateLicenseLabelRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "UpdateLicenseLabelRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for UpdateLicenseLabelRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for UpdateLicenseLabelRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "licenseKey" => r.read(&mut self.license_key),
+            "labelKey" => r.read(&mut self.label_key),
+            "labelValue" => r.read(&mut self.label_value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("licenseKey", &self.license_key);
+        w.write("labelKey", &self.label_key);
+        w.write("labelValue", &self.label_value);
+    }
+}
+impl x::Request for UpdateLicenseLabelRequestType {
+    const NAME: &'static str = "UpdateLicenseLabel";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
 /// `UpdateLicenseRequestType`.
 #[derive(Default)]
 pub struct UpdateLicenseRequestType {
@@ -20,16 +156,19 @@ impl x::SchemaType for UpdateLicenseRequestType {
 }
 impl x::Structure for UpdateLicenseRequestType {}
 impl std::fmt::Debug for UpdateLicenseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateLicenseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateLicenseRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -39,6 +178,7 @@ impl Clone for UpdateLicenseRequestType {
     }
 }
 impl x::Fields for UpdateLicenseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -53,6 +193,7 @@ impl x::Fields for UpdateLicenseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("licenseKey", &self.license_key);
@@ -63,9 +204,11 @@ impl x::Request for UpdateLicenseRequestType {
     const NAME: &'static str = "UpdateLicense";
     const IDEMPOTENT: bool = false;
     type Response = LicenseManagerLicenseInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -87,16 +230,19 @@ impl x::SchemaType for UpdateLinkedChildrenRequestType {
 }
 impl x::Structure for UpdateLinkedChildrenRequestType {}
 impl std::fmt::Debug for UpdateLinkedChildrenRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateLinkedChildrenRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateLinkedChildrenRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateLinkedChildrenRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -106,6 +252,7 @@ impl Clone for UpdateLinkedChildrenRequestType {
     }
 }
 impl x::Fields for UpdateLinkedChildrenRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -120,6 +267,7 @@ impl x::Fields for UpdateLinkedChildrenRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("addChangeSet", &self.add_change_set);
@@ -130,9 +278,11 @@ impl x::Request for UpdateLinkedChildrenRequestType {
     const NAME: &'static str = "UpdateLinkedChildren";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -152,16 +302,19 @@ impl x::SchemaType for UpdateLocalSwapDatastoreRequestType {
 }
 impl x::Structure for UpdateLocalSwapDatastoreRequestType {}
 impl std::fmt::Debug for UpdateLocalSwapDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateLocalSwapDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateLocalSwapDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateLocalSwapDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -175,6 +328,7 @@ impl x::Fields for UpdateLocalSwapDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("datastore", &self.datastore);
@@ -184,9 +338,11 @@ impl x::Request for UpdateLocalSwapDatastoreRequestType {
     const NAME: &'static str = "UpdateLocalSwapDatastore";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -206,16 +362,19 @@ impl x::SchemaType for UpdateLockdownExceptionsRequestType {
 }
 impl x::Structure for UpdateLockdownExceptionsRequestType {}
 impl std::fmt::Debug for UpdateLockdownExceptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateLockdownExceptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateLockdownExceptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateLockdownExceptionsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -224,6 +383,7 @@ impl Clone for UpdateLockdownExceptionsRequestType {
     }
 }
 impl x::Fields for UpdateLockdownExceptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -237,6 +397,7 @@ impl x::Fields for UpdateLockdownExceptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("users", &self.users);
@@ -246,9 +407,11 @@ impl x::Request for UpdateLockdownExceptionsRequestType {
     const NAME: &'static str = "UpdateLockdownExceptions";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -270,16 +433,19 @@ impl x::SchemaType for UpdateModuleOptionStringRequestType {
 }
 impl x::Structure for UpdateModuleOptionStringRequestType {}
 impl std::fmt::Debug for UpdateModuleOptionStringRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateModuleOptionStringRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateModuleOptionStringRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateModuleOptionStringRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -294,6 +460,7 @@ impl x::Fields for UpdateModuleOptionStringRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -304,9 +471,11 @@ impl x::Request for UpdateModuleOptionStringRequestType {
     const NAME: &'static str = "UpdateModuleOptionString";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -328,16 +497,19 @@ impl x::SchemaType for UpdateNetworkConfigRequestType {
 }
 impl x::Structure for UpdateNetworkConfigRequestType {}
 impl std::fmt::Debug for UpdateNetworkConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateNetworkConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateNetworkConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateNetworkConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -352,6 +524,7 @@ impl x::Fields for UpdateNetworkConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -362,9 +535,11 @@ impl x::Request for UpdateNetworkConfigRequestType {
     const NAME: &'static str = "UpdateNetworkConfig";
     const IDEMPOTENT: bool = false;
     type Response = HostNetworkConfigResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -384,16 +559,19 @@ impl x::SchemaType for UpdateNetworkResourcePoolRequestType {
 }
 impl x::Structure for UpdateNetworkResourcePoolRequestType {}
 impl std::fmt::Debug for UpdateNetworkResourcePoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateNetworkResourcePoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateNetworkResourcePoolRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -402,6 +580,7 @@ impl Clone for UpdateNetworkResourcePoolRequestType {
     }
 }
 impl x::Fields for UpdateNetworkResourcePoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -415,6 +594,7 @@ impl x::Fields for UpdateNetworkResourcePoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("configSpec", &self.config_spec);
@@ -424,9 +604,11 @@ impl x::Request for UpdateNetworkResourcePoolRequestType {
     const NAME: &'static str = "UpdateNetworkResourcePool";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -446,16 +628,19 @@ impl x::SchemaType for UpdateOptionsRequestType {
 }
 impl x::Structure for UpdateOptionsRequestType {}
 impl std::fmt::Debug for UpdateOptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateOptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateOptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateOptionsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -464,6 +649,7 @@ impl Clone for UpdateOptionsRequestType {
     }
 }
 impl x::Fields for UpdateOptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -477,6 +663,7 @@ impl x::Fields for UpdateOptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("changedValue", &self.changed_value);
@@ -486,9 +673,11 @@ impl x::Request for UpdateOptionsRequestType {
     const NAME: &'static str = "UpdateOptions";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -508,16 +697,19 @@ impl x::SchemaType for UpdatePassthruConfigRequestType {
 }
 impl x::Structure for UpdatePassthruConfigRequestType {}
 impl std::fmt::Debug for UpdatePassthruConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdatePassthruConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdatePassthruConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdatePassthruConfigRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -526,6 +718,7 @@ impl Clone for UpdatePassthruConfigRequestType {
     }
 }
 impl x::Fields for UpdatePassthruConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -539,6 +732,7 @@ impl x::Fields for UpdatePassthruConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("config", &self.config);
@@ -548,9 +742,11 @@ impl x::Request for UpdatePassthruConfigRequestType {
     const NAME: &'static str = "UpdatePassthruConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -570,16 +766,19 @@ impl x::SchemaType for UpdatePerfIntervalRequestType {
 }
 impl x::Structure for UpdatePerfIntervalRequestType {}
 impl std::fmt::Debug for UpdatePerfIntervalRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdatePerfIntervalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdatePerfIntervalRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdatePerfIntervalRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -593,6 +792,7 @@ impl x::Fields for UpdatePerfIntervalRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("interval", &self.interval);
@@ -602,9 +802,11 @@ impl x::Request for UpdatePerfIntervalRequestType {
     const NAME: &'static str = "UpdatePerfInterval";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -626,16 +828,19 @@ impl x::SchemaType for UpdatePhysicalNicLinkSpeedRequestType {
 }
 impl x::Structure for UpdatePhysicalNicLinkSpeedRequestType {}
 impl std::fmt::Debug for UpdatePhysicalNicLinkSpeedRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdatePhysicalNicLinkSpeedRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdatePhysicalNicLinkSpeedRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdatePhysicalNicLinkSpeedRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -650,6 +855,7 @@ impl x::Fields for UpdatePhysicalNicLinkSpeedRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
@@ -660,9 +866,11 @@ impl x::Request for UpdatePhysicalNicLinkSpeedRequestType {
     const NAME: &'static str = "UpdatePhysicalNicLinkSpeed";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -684,16 +892,19 @@ impl x::SchemaType for UpdatePortGroupRequestType {
 }
 impl x::Structure for UpdatePortGroupRequestType {}
 impl std::fmt::Debug for UpdatePortGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdatePortGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdatePortGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdatePortGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -708,6 +919,7 @@ impl x::Fields for UpdatePortGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pgName", &self.pg_name);
@@ -718,9 +930,11 @@ impl x::Request for UpdatePortGroupRequestType {
     const NAME: &'static str = "UpdatePortGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -740,16 +954,19 @@ impl x::SchemaType for UpdateProductLockerLocationRequestType {
 }
 impl x::Structure for UpdateProductLockerLocationRequestType {}
 impl std::fmt::Debug for UpdateProductLockerLocationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateProductLockerLocationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateProductLockerLocationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateProductLockerLocationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -763,6 +980,7 @@ impl x::Fields for UpdateProductLockerLocationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("path", &self.path);
@@ -772,9 +990,11 @@ impl x::Request for UpdateProductLockerLocationRequestType {
     const NAME: &'static str = "UpdateProductLockerLocation_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -794,16 +1014,19 @@ impl x::SchemaType for UpdateProgressRequestType {
 }
 impl x::Structure for UpdateProgressRequestType {}
 impl std::fmt::Debug for UpdateProgressRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateProgressRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateProgressRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateProgressRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -817,6 +1040,7 @@ impl x::Fields for UpdateProgressRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("percentDone", &self.percent_done);
@@ -826,9 +1050,11 @@ impl x::Request for UpdateProgressRequestType {
     const NAME: &'static str = "UpdateProgress";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -848,16 +1074,19 @@ impl x::SchemaType for UpdateReferenceHostRequestType {
 }
 impl x::Structure for UpdateReferenceHostRequestType {}
 impl std::fmt::Debug for UpdateReferenceHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateReferenceHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateReferenceHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateReferenceHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -871,6 +1100,7 @@ impl x::Fields for UpdateReferenceHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -880,9 +1110,11 @@ impl x::Request for UpdateReferenceHostRequestType {
     const NAME: &'static str = "UpdateReferenceHost";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -904,16 +1136,19 @@ impl x::SchemaType for UpdateRulesetRequestType {
 }
 impl x::Structure for UpdateRulesetRequestType {}
 impl std::fmt::Debug for UpdateRulesetRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateRulesetRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateRulesetRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateRulesetRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -928,6 +1163,7 @@ impl x::Fields for UpdateRulesetRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -938,9 +1174,11 @@ impl x::Request for UpdateRulesetRequestType {
     const NAME: &'static str = "UpdateRuleset";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -962,16 +1200,19 @@ impl x::SchemaType for UpdateScsiLunDisplayNameRequestType {
 }
 impl x::Structure for UpdateScsiLunDisplayNameRequestType {}
 impl std::fmt::Debug for UpdateScsiLunDisplayNameRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateScsiLunDisplayNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateScsiLunDisplayNameRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateScsiLunDisplayNameRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -986,6 +1227,7 @@ impl x::Fields for UpdateScsiLunDisplayNameRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunUuid", &self.lun_uuid);
@@ -996,9 +1238,11 @@ impl x::Request for UpdateScsiLunDisplayNameRequestType {
     const NAME: &'static str = "UpdateScsiLunDisplayName";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1020,16 +1264,19 @@ impl x::SchemaType for UpdateSelfSignedClientCertRequestType {
 }
 impl x::Structure for UpdateSelfSignedClientCertRequestType {}
 impl std::fmt::Debug for UpdateSelfSignedClientCertRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateSelfSignedClientCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateSelfSignedClientCertRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateSelfSignedClientCertRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1044,6 +1291,7 @@ impl x::Fields for UpdateSelfSignedClientCertRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -1054,9 +1302,11 @@ impl x::Request for UpdateSelfSignedClientCertRequestType {
     const NAME: &'static str = "UpdateSelfSignedClientCert";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1078,6 +1328,7 @@ impl x::SchemaType for UpdateServiceConsoleVirtualNicRequestType {
 }
 impl x::Structure for UpdateServiceConsoleVirtualNicRequestType {}
 impl std::fmt::Debug for UpdateServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1087,11 +1338,13 @@ impl std::fmt::Debug for UpdateServiceConsoleVirtualNicRequestType {
     }
 }
 impl PartialEq for UpdateServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateServiceConsoleVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1106,6 +1359,7 @@ impl x::Fields for UpdateServiceConsoleVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
@@ -1116,9 +1370,11 @@ impl x::Request for UpdateServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "UpdateServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1138,16 +1394,19 @@ impl x::SchemaType for UpdateServiceMessageRequestType {
 }
 impl x::Structure for UpdateServiceMessageRequestType {}
 impl std::fmt::Debug for UpdateServiceMessageRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateServiceMessageRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateServiceMessageRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateServiceMessageRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1161,6 +1420,7 @@ impl x::Fields for UpdateServiceMessageRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("message", &self.message);
@@ -1170,9 +1430,11 @@ impl x::Request for UpdateServiceMessageRequestType {
     const NAME: &'static str = "UpdateServiceMessage";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1194,16 +1456,19 @@ impl x::SchemaType for UpdateServicePolicyRequestType {
 }
 impl x::Structure for UpdateServicePolicyRequestType {}
 impl std::fmt::Debug for UpdateServicePolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateServicePolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateServicePolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateServicePolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1218,6 +1483,7 @@ impl x::Fields for UpdateServicePolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1228,9 +1494,11 @@ impl x::Request for UpdateServicePolicyRequestType {
     const NAME: &'static str = "UpdateServicePolicy";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1250,6 +1518,7 @@ impl x::SchemaType for UpdateSoftwareInternetScsiEnabledRequestType {
 }
 impl x::Structure for UpdateSoftwareInternetScsiEnabledRequestType {}
 impl std::fmt::Debug for UpdateSoftwareInternetScsiEnabledRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1259,11 +1528,13 @@ impl std::fmt::Debug for UpdateSoftwareInternetScsiEnabledRequestType {
     }
 }
 impl PartialEq for UpdateSoftwareInternetScsiEnabledRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateSoftwareInternetScsiEnabledRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1277,6 +1548,7 @@ impl x::Fields for UpdateSoftwareInternetScsiEnabledRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("enabled", &self.enabled);
@@ -1286,9 +1558,11 @@ impl x::Request for UpdateSoftwareInternetScsiEnabledRequestType {
     const NAME: &'static str = "UpdateSoftwareInternetScsiEnabled";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1308,16 +1582,19 @@ impl x::SchemaType for UpdateSystemResourcesRequestType {
 }
 impl x::Structure for UpdateSystemResourcesRequestType {}
 impl std::fmt::Debug for UpdateSystemResourcesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateSystemResourcesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateSystemResourcesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateSystemResourcesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1331,6 +1608,7 @@ impl x::Fields for UpdateSystemResourcesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("resourceInfo", &self.resource_info);
@@ -1340,9 +1618,11 @@ impl x::Request for UpdateSystemResourcesRequestType {
     const NAME: &'static str = "UpdateSystemResources";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1362,6 +1642,7 @@ impl x::SchemaType for UpdateSystemSwapConfigurationRequestType {
 }
 impl x::Structure for UpdateSystemSwapConfigurationRequestType {}
 impl std::fmt::Debug for UpdateSystemSwapConfigurationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1371,11 +1652,13 @@ impl std::fmt::Debug for UpdateSystemSwapConfigurationRequestType {
     }
 }
 impl PartialEq for UpdateSystemSwapConfigurationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateSystemSwapConfigurationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1389,6 +1672,7 @@ impl x::Fields for UpdateSystemSwapConfigurationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("sysSwapConfig", &self.sys_swap_config);
@@ -1398,9 +1682,11 @@ impl x::Request for UpdateSystemSwapConfigurationRequestType {
     const NAME: &'static str = "UpdateSystemSwapConfiguration";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1420,16 +1706,19 @@ impl x::SchemaType for UpdateSystemUsersRequestType {
 }
 impl x::Structure for UpdateSystemUsersRequestType {}
 impl std::fmt::Debug for UpdateSystemUsersRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateSystemUsersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateSystemUsersRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateSystemUsersRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1438,6 +1727,7 @@ impl Clone for UpdateSystemUsersRequestType {
     }
 }
 impl x::Fields for UpdateSystemUsersRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1451,6 +1741,7 @@ impl x::Fields for UpdateSystemUsersRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("users", &self.users);
@@ -1460,9 +1751,11 @@ impl x::Request for UpdateSystemUsersRequestType {
     const NAME: &'static str = "UpdateSystemUsers";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1482,16 +1775,19 @@ impl x::SchemaType for UpdateUserRequestType {
 }
 impl x::Structure for UpdateUserRequestType {}
 impl std::fmt::Debug for UpdateUserRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateUserRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateUserRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1505,6 +1801,7 @@ impl x::Fields for UpdateUserRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("user", &self.user);
@@ -1514,9 +1811,11 @@ impl x::Request for UpdateUserRequestType {
     const NAME: &'static str = "UpdateUser";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1536,16 +1835,19 @@ impl x::SchemaType for UpdateVAppConfigRequestType {
 }
 impl x::Structure for UpdateVAppConfigRequestType {}
 impl std::fmt::Debug for UpdateVAppConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateVAppConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVAppConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVAppConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1559,6 +1861,7 @@ impl x::Fields for UpdateVAppConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1568,9 +1871,11 @@ impl x::Request for UpdateVAppConfigRequestType {
     const NAME: &'static str = "UpdateVAppConfig";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1590,6 +1895,7 @@ impl x::SchemaType for UpdateVStorageInfrastructureObjectPolicyRequestType {
 }
 impl x::Structure for UpdateVStorageInfrastructureObjectPolicyRequestType {}
 impl std::fmt::Debug for UpdateVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1599,11 +1905,13 @@ impl std::fmt::Debug for UpdateVStorageInfrastructureObjectPolicyRequestType {
     }
 }
 impl PartialEq for UpdateVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1617,6 +1925,7 @@ impl x::Fields for UpdateVStorageInfrastructureObjectPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1626,9 +1935,11 @@ impl x::Request for UpdateVStorageInfrastructureObjectPolicyRequestType {
     const NAME: &'static str = "UpdateVStorageInfrastructureObjectPolicy_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1654,16 +1965,19 @@ impl x::SchemaType for UpdateVStorageObjectCryptoRequestType {
 }
 impl x::Structure for UpdateVStorageObjectCryptoRequestType {}
 impl std::fmt::Debug for UpdateVStorageObjectCryptoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateVStorageObjectCryptoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVStorageObjectCryptoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateVStorageObjectCryptoRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1675,6 +1989,7 @@ impl Clone for UpdateVStorageObjectCryptoRequestType {
     }
 }
 impl x::Fields for UpdateVStorageObjectCryptoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1691,6 +2006,7 @@ impl x::Fields for UpdateVStorageObjectCryptoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1703,9 +2019,11 @@ impl x::Request for UpdateVStorageObjectCryptoRequestType {
     const NAME: &'static str = "UpdateVStorageObjectCrypto_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1729,16 +2047,19 @@ impl x::SchemaType for UpdateVStorageObjectPolicyRequestType {
 }
 impl x::Structure for UpdateVStorageObjectPolicyRequestType {}
 impl std::fmt::Debug for UpdateVStorageObjectPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateVStorageObjectPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVStorageObjectPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateVStorageObjectPolicyRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1749,6 +2070,7 @@ impl Clone for UpdateVStorageObjectPolicyRequestType {
     }
 }
 impl x::Fields for UpdateVStorageObjectPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1764,6 +2086,7 @@ impl x::Fields for UpdateVStorageObjectPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1775,9 +2098,11 @@ impl x::Request for UpdateVStorageObjectPolicyRequestType {
     const NAME: &'static str = "UpdateVStorageObjectPolicy_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1797,6 +2122,7 @@ impl x::SchemaType for UpdateVVolVirtualMachineFilesRequestType {
 }
 impl x::Structure for UpdateVVolVirtualMachineFilesRequestType {}
 impl std::fmt::Debug for UpdateVVolVirtualMachineFilesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1806,11 +2132,13 @@ impl std::fmt::Debug for UpdateVVolVirtualMachineFilesRequestType {
     }
 }
 impl PartialEq for UpdateVVolVirtualMachineFilesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateVVolVirtualMachineFilesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1819,6 +2147,7 @@ impl Clone for UpdateVVolVirtualMachineFilesRequestType {
     }
 }
 impl x::Fields for UpdateVVolVirtualMachineFilesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1832,6 +2161,7 @@ impl x::Fields for UpdateVVolVirtualMachineFilesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("failoverPair", &self.failover_pair);
@@ -1841,9 +2171,11 @@ impl x::Request for UpdateVVolVirtualMachineFilesRequestType {
     const NAME: &'static str = "UpdateVVolVirtualMachineFiles_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1863,16 +2195,19 @@ impl x::SchemaType for UpdateVirtualMachineFilesRequestType {
 }
 impl x::Structure for UpdateVirtualMachineFilesRequestType {}
 impl std::fmt::Debug for UpdateVirtualMachineFilesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateVirtualMachineFilesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVirtualMachineFilesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateVirtualMachineFilesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1883,6 +2218,7 @@ impl Clone for UpdateVirtualMachineFilesRequestType {
     }
 }
 impl x::Fields for UpdateVirtualMachineFilesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1898,6 +2234,7 @@ impl x::Fields for UpdateVirtualMachineFilesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("mountPathDatastoreMapping", &self.mount_path_datastore_mapping);
@@ -1907,9 +2244,11 @@ impl x::Request for UpdateVirtualMachineFilesRequestType {
     const NAME: &'static str = "UpdateVirtualMachineFiles_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1931,16 +2270,19 @@ impl x::SchemaType for UpdateVirtualNicRequestType {
 }
 impl x::Structure for UpdateVirtualNicRequestType {}
 impl std::fmt::Debug for UpdateVirtualNicRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateVirtualNicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVirtualNicRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVirtualNicRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1955,6 +2297,7 @@ impl x::Fields for UpdateVirtualNicRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
@@ -1965,9 +2308,11 @@ impl x::Request for UpdateVirtualNicRequestType {
     const NAME: &'static str = "UpdateVirtualNic";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1989,16 +2334,19 @@ impl x::SchemaType for UpdateVirtualSwitchRequestType {
 }
 impl x::Structure for UpdateVirtualSwitchRequestType {}
 impl std::fmt::Debug for UpdateVirtualSwitchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVirtualSwitchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVirtualSwitchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2013,6 +2361,7 @@ impl x::Fields for UpdateVirtualSwitchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vswitchName", &self.vswitch_name);
@@ -2023,9 +2372,11 @@ impl x::Request for UpdateVirtualSwitchRequestType {
     const NAME: &'static str = "UpdateVirtualSwitch";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2047,16 +2398,19 @@ impl x::SchemaType for UpdateVmfsUnmapBandwidthRequestType {
 }
 impl x::Structure for UpdateVmfsUnmapBandwidthRequestType {}
 impl std::fmt::Debug for UpdateVmfsUnmapBandwidthRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateVmfsUnmapBandwidthRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVmfsUnmapBandwidthRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVmfsUnmapBandwidthRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2071,6 +2425,7 @@ impl x::Fields for UpdateVmfsUnmapBandwidthRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsUuid", &self.vmfs_uuid);
@@ -2081,9 +2436,11 @@ impl x::Request for UpdateVmfsUnmapBandwidthRequestType {
     const NAME: &'static str = "UpdateVmfsUnmapBandwidth";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2105,16 +2462,19 @@ impl x::SchemaType for UpdateVmfsUnmapPriorityRequestType {
 }
 impl x::Structure for UpdateVmfsUnmapPriorityRequestType {}
 impl std::fmt::Debug for UpdateVmfsUnmapPriorityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateVmfsUnmapPriorityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVmfsUnmapPriorityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVmfsUnmapPriorityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2129,6 +2489,7 @@ impl x::Fields for UpdateVmfsUnmapPriorityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsUuid", &self.vmfs_uuid);
@@ -2139,9 +2500,11 @@ impl x::Request for UpdateVmfsUnmapPriorityRequestType {
     const NAME: &'static str = "UpdateVmfsUnmapPriority";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2161,16 +2524,19 @@ impl x::SchemaType for UpdateVsanRequestType {
 }
 impl x::Structure for UpdateVsanRequestType {}
 impl std::fmt::Debug for UpdateVsanRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpdateVsanRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVsanRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVsanRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2184,6 +2550,7 @@ impl x::Fields for UpdateVsanRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -2193,9 +2560,11 @@ impl x::Request for UpdateVsanRequestType {
     const NAME: &'static str = "UpdateVsan_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -65,6 +65,7 @@ impl PartialEq for RetrieveResult {
     }
 }
 impl Clone for RetrieveResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             token: self.token.clone(),
@@ -167,6 +168,7 @@ impl PartialEq for RoleAddedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for RoleAddedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             role_event: self.role_event.clone(),
@@ -411,6 +413,7 @@ impl PartialEq for RoleUpdatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl Clone for RoleUpdatedEvent {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             role_event: self.role_event.clone(),
@@ -1278,6 +1281,7 @@ impl PartialEq for ScheduledTaskDescription {
     }
 }
 impl Clone for ScheduledTaskDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             action: x::clone_vec(&self.action),

@@ -830,6 +830,7 @@ impl PartialEq for ServiceManagerServiceInfo {
     }
 }
 impl Clone for ServiceManagerServiceInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             service_name: self.service_name.clone(),
@@ -1016,6 +1017,7 @@ impl PartialEq for SessionManagerGenericServiceTicket {
     }
 }
 impl Clone for SessionManagerGenericServiceTicket {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),

@@ -937,6 +937,7 @@ impl PartialEq for SnapshotRevertIssue {
 }
 #[cfg(feature = "all-faults")]
 impl Clone for SnapshotRevertIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             migration_fault: self.migration_fault.clone(),
@@ -1207,6 +1208,7 @@ impl PartialEq for SoftwarePackage {
     }
 }
 impl Clone for SoftwarePackage {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),

@@ -947,6 +947,7 @@ impl PartialEq for StorageDrsConfigInfo {
     }
 }
 impl Clone for StorageDrsConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pod_config: self.pod_config.clone(),
@@ -996,6 +997,7 @@ impl PartialEq for StorageDrsConfigSpec {
     }
 }
 impl Clone for StorageDrsConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             pod_config_spec: self.pod_config_spec.clone(),
@@ -1508,6 +1510,7 @@ impl PartialEq for StorageDrsPlacementRankVmSpec {
     }
 }
 impl Clone for StorageDrsPlacementRankVmSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_placement_spec: self.vm_placement_spec.clone(),
@@ -1577,6 +1580,7 @@ impl PartialEq for StorageDrsPodConfigInfo {
     }
 }
 impl Clone for StorageDrsPodConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -1666,6 +1670,7 @@ impl PartialEq for StorageDrsPodConfigSpec {
     }
 }
 impl Clone for StorageDrsPodConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             enabled: self.enabled,
@@ -1739,6 +1744,7 @@ impl PartialEq for StorageDrsPodSelectionSpec {
     }
 }
 impl Clone for StorageDrsPodSelectionSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             initial_vm_config: x::clone_vec(&self.initial_vm_config),
@@ -2020,6 +2026,7 @@ impl PartialEq for StorageDrsVmConfigInfo {
     }
 }
 impl Clone for StorageDrsVmConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
@@ -2527,6 +2534,7 @@ impl PartialEq for StoragePerformanceSummary {
     }
 }
 impl Clone for StoragePerformanceSummary {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             interval: self.interval,
@@ -2683,6 +2691,7 @@ impl PartialEq for StoragePlacementResult {
     }
 }
 impl Clone for StoragePlacementResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             recommendations: x::clone_vec(&self.recommendations),
@@ -2871,6 +2880,7 @@ impl PartialEq for StorageProfile {
     }
 }
 impl Clone for StorageProfile {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             apply_profile: self.apply_profile.clone(),

@@ -1039,6 +1039,7 @@ impl PartialEq for TaskDescription {
     }
 }
 impl Clone for TaskDescription {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             method_info: x::clone_vec(&self.method_info),
@@ -1172,6 +1173,7 @@ impl PartialEq for TaskFilterSpec {
     }
 }
 impl Clone for TaskFilterSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -1334,6 +1336,7 @@ impl PartialEq for TaskFilterSpecByUsername {
     }
 }
 impl Clone for TaskFilterSpecByUsername {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             system_user: self.system_user,
@@ -1484,6 +1487,7 @@ impl PartialEq for TaskInfo {
     }
 }
 impl Clone for TaskInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1663,6 +1667,7 @@ impl PartialEq for TaskInfoFilterSpecFilterTaskResults {
     }
 }
 impl Clone for TaskInfoFilterSpecFilterTaskResults {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             remove_all: self.remove_all,

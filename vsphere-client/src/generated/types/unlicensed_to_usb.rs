@@ -611,6 +611,7 @@ impl PartialEq for UpdateSet {
     }
 }
 impl Clone for UpdateSet {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             version: self.version.clone(),
@@ -661,6 +662,7 @@ impl PartialEq for UpdateVirtualMachineFilesResult {
     }
 }
 impl Clone for UpdateVirtualMachineFilesResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             failed_vm_file: x::clone_vec(&self.failed_vm_file),
@@ -1097,6 +1099,7 @@ impl PartialEq for UsbScanCodeSpec {
     }
 }
 impl Clone for UsbScanCodeSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key_events: x::clone_vec(&self.key_events),

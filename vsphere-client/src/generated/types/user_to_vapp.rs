@@ -156,6 +156,7 @@ impl PartialEq for UserInputRequiredParameterMetadata {
     }
 }
 impl Clone for UserInputRequiredParameterMetadata {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             profile_policy_option_metadata: self.profile_policy_option_metadata.clone(),
@@ -507,6 +508,7 @@ impl PartialEq for UserPrivilegeResult {
     }
 }
 impl Clone for UserPrivilegeResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             entity: self.entity.clone(),
@@ -878,6 +880,7 @@ impl PartialEq for VASAStorageArray {
     }
 }
 impl Clone for VASAStorageArray {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
@@ -1120,6 +1123,7 @@ impl PartialEq for VAppCloneSpec {
     }
 }
 impl Clone for VAppCloneSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             location: self.location.clone(),
@@ -1349,6 +1353,7 @@ impl PartialEq for VAppConfigInfo {
     }
 }
 impl Clone for VAppConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_config_info: self.vm_config_info.clone(),
@@ -1427,6 +1432,7 @@ impl PartialEq for VAppConfigSpec {
     }
 }
 impl Clone for VAppConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vm_config_spec: self.vm_config_spec.clone(),
@@ -1574,6 +1580,7 @@ impl PartialEq for VAppIPAssignmentInfo {
     }
 }
 impl Clone for VAppIPAssignmentInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             supported_allocation_scheme: x::clone_vec(&self.supported_allocation_scheme),

@@ -152,6 +152,7 @@ impl PartialEq for VmfsConfigOption {
     }
 }
 impl Clone for VmfsConfigOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             block_size_option: self.block_size_option,
@@ -331,6 +332,7 @@ impl PartialEq for VmfsDatastoreCreateSpec {
     }
 }
 impl Clone for VmfsDatastoreCreateSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vmfs_datastore_spec: self.vmfs_datastore_spec.clone(),
@@ -461,6 +463,7 @@ impl PartialEq for VmfsDatastoreExtendSpec {
     }
 }
 impl Clone for VmfsDatastoreExtendSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vmfs_datastore_spec: self.vmfs_datastore_spec.clone(),
@@ -590,6 +593,7 @@ impl PartialEq for VmfsDatastoreMultipleExtentOption {
     }
 }
 impl Clone for VmfsDatastoreMultipleExtentOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vmfs_datastore_base_option: self.vmfs_datastore_base_option.clone(),
@@ -980,6 +984,7 @@ impl PartialEq for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
     }
 }
 impl Clone for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             active_uplink: x::clone_vec(&self.active_uplink),
@@ -1211,6 +1216,7 @@ impl PartialEq for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     }
 }
 impl Clone for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             lan_a_uplink: x::clone_vec(&self.lan_a_uplink),
@@ -1271,6 +1277,7 @@ impl PartialEq for VmwareDistributedVirtualSwitchTrunkVlanSpec {
     }
 }
 impl Clone for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vmware_distributed_virtual_switch_vlan_spec: self

@@ -656,6 +656,7 @@ impl PartialEq for VsanHostClusterStatus {
     }
 }
 impl Clone for VsanHostClusterStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uuid: self.uuid.clone(),
@@ -930,6 +931,7 @@ impl PartialEq for VsanHostConfigInfoNetworkInfo {
     }
 }
 impl Clone for VsanHostConfigInfoNetworkInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             port: x::clone_vec(&self.port),
@@ -1029,6 +1031,7 @@ impl PartialEq for VsanHostConfigInfoStorageInfo {
     }
 }
 impl Clone for VsanHostConfigInfoStorageInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             auto_claim_storage: self.auto_claim_storage,
@@ -1168,6 +1171,7 @@ impl PartialEq for VsanHostDiskMapResult {
     }
 }
 impl Clone for VsanHostDiskMapResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             mapping: self.mapping.clone(),
@@ -1224,6 +1228,7 @@ impl PartialEq for VsanHostDiskMapping {
     }
 }
 impl Clone for VsanHostDiskMapping {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             ssd: self.ssd.clone(),
@@ -1459,6 +1464,7 @@ impl PartialEq for VsanHostRuntimeInfo {
     }
 }
 impl Clone for VsanHostRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             membership_list: x::clone_vec(&self.membership_list),
@@ -1653,6 +1659,7 @@ impl PartialEq for VsanNewPolicyBatch {
     }
 }
 impl Clone for VsanNewPolicyBatch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             size: x::clone_vec(&self.size),
@@ -1706,6 +1713,7 @@ impl PartialEq for VsanPolicyChangeBatch {
     }
 }
 impl Clone for VsanPolicyChangeBatch {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             uuid: x::clone_vec(&self.uuid),
@@ -1893,6 +1901,7 @@ impl PartialEq for VsanUpgradeSystemAPIBrokenIssue {
     }
 }
 impl Clone for VsanUpgradeSystemAPIBrokenIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -1968,6 +1977,7 @@ impl PartialEq for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     }
 }
 impl Clone for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2043,6 +2053,7 @@ impl PartialEq for VsanUpgradeSystemHostsDisconnectedIssue {
     }
 }
 impl Clone for VsanUpgradeSystemHostsDisconnectedIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2118,6 +2129,7 @@ impl PartialEq for VsanUpgradeSystemMissingHostsInClusterIssue {
     }
 }
 impl Clone for VsanUpgradeSystemMissingHostsInClusterIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2185,6 +2197,7 @@ impl PartialEq for VsanUpgradeSystemNetworkPartitionInfo {
     }
 }
 impl Clone for VsanUpgradeSystemNetworkPartitionInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             hosts: x::clone_vec(&self.hosts),
@@ -2237,6 +2250,7 @@ impl PartialEq for VsanUpgradeSystemNetworkPartitionIssue {
     }
 }
 impl Clone for VsanUpgradeSystemNetworkPartitionIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2415,6 +2429,7 @@ impl PartialEq for VsanUpgradeSystemPreflightCheckResult {
     }
 }
 impl Clone for VsanUpgradeSystemPreflightCheckResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             issues: x::clone_vec(&self.issues),
@@ -2470,6 +2485,7 @@ impl PartialEq for VsanUpgradeSystemRogueHostsInClusterIssue {
     }
 }
 impl Clone for VsanUpgradeSystemRogueHostsInClusterIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2730,6 +2746,7 @@ impl PartialEq for VsanUpgradeSystemUpgradeStatus {
     }
 }
 impl Clone for VsanUpgradeSystemUpgradeStatus {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             in_progress: self.in_progress,
@@ -2794,6 +2811,7 @@ impl PartialEq for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     }
 }
 impl Clone for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self
@@ -2865,6 +2883,7 @@ impl PartialEq for VsanUpgradeSystemWrongEsxVersionIssue {
     }
 }
 impl Clone for VsanUpgradeSystemWrongEsxVersionIssue {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             vsan_upgrade_system_preflight_check_issue: self

@@ -547,6 +547,7 @@ impl PartialEq for VslmInfrastructureObjectPolicySpec {
     }
 }
 impl Clone for VslmInfrastructureObjectPolicySpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             datastore: self.datastore.clone(),

@@ -18,16 +18,19 @@ impl x::SchemaType for MergeDvsRequestType {
 }
 impl x::Structure for MergeDvsRequestType {}
 impl std::fmt::Debug for MergeDvsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MergeDvsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MergeDvsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MergeDvsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -41,6 +44,7 @@ impl x::Fields for MergeDvsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dvs", &self.dvs);
@@ -50,9 +54,11 @@ impl x::Request for MergeDvsRequestType {
     const NAME: &'static str = "MergeDvs_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -74,16 +80,19 @@ impl x::SchemaType for MergePermissionsRequestType {
 }
 impl x::Structure for MergePermissionsRequestType {}
 impl std::fmt::Debug for MergePermissionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MergePermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MergePermissionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MergePermissionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -98,6 +107,7 @@ impl x::Fields for MergePermissionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("srcRoleId", &self.src_role_id);
@@ -108,9 +118,11 @@ impl x::Request for MergePermissionsRequestType {
     const NAME: &'static str = "MergePermissions";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -136,16 +148,19 @@ impl x::SchemaType for MigrateVMRequestType {
 }
 impl x::Structure for MigrateVMRequestType {}
 impl std::fmt::Debug for MigrateVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MigrateVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MigrateVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MigrateVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -162,6 +177,7 @@ impl x::Fields for MigrateVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("pool", &self.pool);
@@ -174,9 +190,11 @@ impl x::Request for MigrateVMRequestType {
     const NAME: &'static str = "MigrateVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -198,16 +216,19 @@ impl x::SchemaType for ModifyListViewRequestType {
 }
 impl x::Structure for ModifyListViewRequestType {}
 impl std::fmt::Debug for ModifyListViewRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ModifyListViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ModifyListViewRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ModifyListViewRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -217,6 +238,7 @@ impl Clone for ModifyListViewRequestType {
     }
 }
 impl x::Fields for ModifyListViewRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -231,6 +253,7 @@ impl x::Fields for ModifyListViewRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("add", &self.add);
@@ -241,9 +264,11 @@ impl x::Request for ModifyListViewRequestType {
     const NAME: &'static str = "ModifyListView";
     const IDEMPOTENT: bool = false;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -261,16 +286,19 @@ impl x::SchemaType for MountToolsInstallerRequestType {
 }
 impl x::Structure for MountToolsInstallerRequestType {}
 impl std::fmt::Debug for MountToolsInstallerRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MountToolsInstallerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MountToolsInstallerRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MountToolsInstallerRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -283,6 +311,7 @@ impl x::Fields for MountToolsInstallerRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -291,9 +320,11 @@ impl x::Request for MountToolsInstallerRequestType {
     const NAME: &'static str = "MountToolsInstaller";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -313,16 +344,19 @@ impl x::SchemaType for MountVffsVolumeRequestType {
 }
 impl x::Structure for MountVffsVolumeRequestType {}
 impl std::fmt::Debug for MountVffsVolumeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MountVffsVolumeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MountVffsVolumeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MountVffsVolumeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -336,6 +370,7 @@ impl x::Fields for MountVffsVolumeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vffsUuid", &self.vffs_uuid);
@@ -345,9 +380,11 @@ impl x::Request for MountVffsVolumeRequestType {
     const NAME: &'static str = "MountVffsVolume";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -367,16 +404,19 @@ impl x::SchemaType for MountVmfsVolumeExRequestType {
 }
 impl x::Structure for MountVmfsVolumeExRequestType {}
 impl std::fmt::Debug for MountVmfsVolumeExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MountVmfsVolumeExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MountVmfsVolumeExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MountVmfsVolumeExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -385,6 +425,7 @@ impl Clone for MountVmfsVolumeExRequestType {
     }
 }
 impl x::Fields for MountVmfsVolumeExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -398,6 +439,7 @@ impl x::Fields for MountVmfsVolumeExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("vmfsUuid", &self.vmfs_uuid);
@@ -407,9 +449,11 @@ impl x::Request for MountVmfsVolumeExRequestType {
     const NAME: &'static str = "MountVmfsVolumeEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -429,16 +473,19 @@ impl x::SchemaType for MountVmfsVolumeRequestType {
 }
 impl x::Structure for MountVmfsVolumeRequestType {}
 impl std::fmt::Debug for MountVmfsVolumeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MountVmfsVolumeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MountVmfsVolumeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MountVmfsVolumeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -452,6 +499,7 @@ impl x::Fields for MountVmfsVolumeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsUuid", &self.vmfs_uuid);
@@ -461,9 +509,11 @@ impl x::Request for MountVmfsVolumeRequestType {
     const NAME: &'static str = "MountVmfsVolume";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -485,16 +535,19 @@ impl x::SchemaType for MoveDVPortRequestType {
 }
 impl x::Structure for MoveDVPortRequestType {}
 impl std::fmt::Debug for MoveDVPortRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MoveDVPortRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveDVPortRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveDVPortRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -504,6 +557,7 @@ impl Clone for MoveDVPortRequestType {
     }
 }
 impl x::Fields for MoveDVPortRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -518,6 +572,7 @@ impl x::Fields for MoveDVPortRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("portKey", &self.port_key);
@@ -528,9 +583,11 @@ impl x::Request for MoveDVPortRequestType {
     const NAME: &'static str = "MoveDVPort_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -558,16 +615,19 @@ impl x::SchemaType for MoveDatastoreFileRequestType {
 }
 impl x::Structure for MoveDatastoreFileRequestType {}
 impl std::fmt::Debug for MoveDatastoreFileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MoveDatastoreFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveDatastoreFileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MoveDatastoreFileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -585,6 +645,7 @@ impl x::Fields for MoveDatastoreFileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("sourceName", &self.source_name);
@@ -598,9 +659,11 @@ impl x::Request for MoveDatastoreFileRequestType {
     const NAME: &'static str = "MoveDatastoreFile_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -626,16 +689,19 @@ impl x::SchemaType for MoveDirectoryInGuestRequestType {
 }
 impl x::Structure for MoveDirectoryInGuestRequestType {}
 impl std::fmt::Debug for MoveDirectoryInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MoveDirectoryInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveDirectoryInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MoveDirectoryInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -652,6 +718,7 @@ impl x::Fields for MoveDirectoryInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -664,9 +731,11 @@ impl x::Request for MoveDirectoryInGuestRequestType {
     const NAME: &'static str = "MoveDirectoryInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -694,16 +763,19 @@ impl x::SchemaType for MoveFileInGuestRequestType {
 }
 impl x::Structure for MoveFileInGuestRequestType {}
 impl std::fmt::Debug for MoveFileInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MoveFileInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveFileInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MoveFileInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -721,6 +793,7 @@ impl x::Fields for MoveFileInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -734,9 +807,11 @@ impl x::Request for MoveFileInGuestRequestType {
     const NAME: &'static str = "MoveFileInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -758,16 +833,19 @@ impl x::SchemaType for MoveHostIntoRequestType {
 }
 impl x::Structure for MoveHostIntoRequestType {}
 impl std::fmt::Debug for MoveHostIntoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MoveHostIntoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveHostIntoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MoveHostIntoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -782,6 +860,7 @@ impl x::Fields for MoveHostIntoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -792,9 +871,11 @@ impl x::Request for MoveHostIntoRequestType {
     const NAME: &'static str = "MoveHostInto_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -814,16 +895,19 @@ impl x::SchemaType for MoveIntoFolderRequestType {
 }
 impl x::Structure for MoveIntoFolderRequestType {}
 impl std::fmt::Debug for MoveIntoFolderRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MoveIntoFolderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveIntoFolderRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveIntoFolderRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -832,6 +916,7 @@ impl Clone for MoveIntoFolderRequestType {
     }
 }
 impl x::Fields for MoveIntoFolderRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -845,6 +930,7 @@ impl x::Fields for MoveIntoFolderRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("list", &self.list);
@@ -854,9 +940,11 @@ impl x::Request for MoveIntoFolderRequestType {
     const NAME: &'static str = "MoveIntoFolder_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -876,16 +964,19 @@ impl x::SchemaType for MoveIntoRequestType {
 }
 impl x::Structure for MoveIntoRequestType {}
 impl std::fmt::Debug for MoveIntoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MoveIntoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveIntoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveIntoRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -894,6 +985,7 @@ impl Clone for MoveIntoRequestType {
     }
 }
 impl x::Fields for MoveIntoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -907,6 +999,7 @@ impl x::Fields for MoveIntoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("host", &self.host);
@@ -916,9 +1009,11 @@ impl x::Request for MoveIntoRequestType {
     const NAME: &'static str = "MoveInto_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -938,16 +1033,19 @@ impl x::SchemaType for MoveIntoResourcePoolRequestType {
 }
 impl x::Structure for MoveIntoResourcePoolRequestType {}
 impl std::fmt::Debug for MoveIntoResourcePoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MoveIntoResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveIntoResourcePoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveIntoResourcePoolRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -956,6 +1054,7 @@ impl Clone for MoveIntoResourcePoolRequestType {
     }
 }
 impl x::Fields for MoveIntoResourcePoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -969,6 +1068,7 @@ impl x::Fields for MoveIntoResourcePoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("list", &self.list);
@@ -978,9 +1078,11 @@ impl x::Request for MoveIntoResourcePoolRequestType {
     const NAME: &'static str = "MoveIntoResourcePool";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1010,16 +1112,19 @@ impl x::SchemaType for MoveVirtualDiskRequestType {
 }
 impl x::Structure for MoveVirtualDiskRequestType {}
 impl std::fmt::Debug for MoveVirtualDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "MoveVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveVirtualDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveVirtualDiskRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1033,6 +1138,7 @@ impl Clone for MoveVirtualDiskRequestType {
     }
 }
 impl x::Fields for MoveVirtualDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1051,6 +1157,7 @@ impl x::Fields for MoveVirtualDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("sourceName", &self.source_name);
@@ -1065,9 +1172,11 @@ impl x::Request for MoveVirtualDiskRequestType {
     const NAME: &'static str = "MoveVirtualDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1087,16 +1196,19 @@ impl x::SchemaType for OpenInventoryViewFolderRequestType {
 }
 impl x::Structure for OpenInventoryViewFolderRequestType {}
 impl std::fmt::Debug for OpenInventoryViewFolderRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "OpenInventoryViewFolderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for OpenInventoryViewFolderRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OpenInventoryViewFolderRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1105,6 +1217,7 @@ impl Clone for OpenInventoryViewFolderRequestType {
     }
 }
 impl x::Fields for OpenInventoryViewFolderRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1118,6 +1231,7 @@ impl x::Fields for OpenInventoryViewFolderRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -1127,9 +1241,11 @@ impl x::Request for OpenInventoryViewFolderRequestType {
     const NAME: &'static str = "OpenInventoryViewFolder";
     const IDEMPOTENT: bool = false;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1149,16 +1265,19 @@ impl x::SchemaType for OverwriteCustomizationSpecRequestType {
 }
 impl x::Structure for OverwriteCustomizationSpecRequestType {}
 impl std::fmt::Debug for OverwriteCustomizationSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "OverwriteCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for OverwriteCustomizationSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OverwriteCustomizationSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1172,6 +1291,7 @@ impl x::Fields for OverwriteCustomizationSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("item", &self.item);
@@ -1181,70 +1301,14 @@ impl x::Request for OverwriteCustomizationSpecRequestType {
     const NAME: &'static str = "OverwriteCustomizationSpec";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
-    }
-}
-/// `ParseDescriptorRequestType`.
-#[derive(Clone, Default)]
-pub struct ParseDescriptorRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `ovfDescriptor`.
-    pub ovf_descriptor: String,
-    /// `pdp`.
-    pub pdp: OvfParseDescriptorParams,
-}
-impl x::SchemaType for ParseDescriptorRequestType {
-    const TYPE_NAME: &'static str = "ParseDescriptorRequestType";
-}
-impl x::Structure for ParseDescriptorRequestType {}
-impl std::fmt::Debug for ParseDescriptorRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ParseDescriptorRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ParseDescriptorRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ParseDescriptorRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "ovfDescriptor" => r.read(&mut self.ovf_descriptor),
-            "pdp" => r.read(&mut self.pdp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("ovfDescriptor", &self.ovf_descriptor);
-        w.write("pdp", &self.pdp);
-    }
-}
-impl x::Request for ParseDescriptorRequestType {
-    const NAME: &'static str = "ParseDescriptor";
-    const IDEMPOTENT: bool = false;
-    type Response = OvfParseDescriptorResult;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
     }
 }

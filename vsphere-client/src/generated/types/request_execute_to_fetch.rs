@@ -5,6 +5,149 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ExecuteHostProfileRequestType`.
+#[derive(Default)]
+pub struct ExecuteHostProfileRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `deferredParam`.
+    pub deferred_param: Vec<ProfileDeferredPolicyOptionParameter>,
+}
+impl x::SchemaType for ExecuteHostProfileRequestType {
+    const TYPE_NAME: &'static str = "ExecuteHostProfileRequestType";
+}
+impl x::Structure for ExecuteHostProfileRequestType {}
+impl std::fmt::Debug for ExecuteHostProfileRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExecuteHostProfileRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExecuteHostProfileRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for ExecuteHostProfileRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            host: self.host.clone(),
+            deferred_param: x::clone_vec(&self.deferred_param),
+        }
+    }
+}
+impl x::Fields for ExecuteHostProfileRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
+            "deferredParam" => r.read_push(&mut self.deferred_param),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("host", &self.host);
+        w.write_vec("deferredParam", &self.deferred_param);
+    }
+}
+impl x::Request for ExecuteHostProfileRequestType {
+    const NAME: &'static str = "ExecuteHostProfile";
+    const IDEMPOTENT: bool = false;
+    type Response = AnyProfileExecuteResult;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `ExecuteSimpleCommandRequestType`.
+#[derive(Default)]
+pub struct ExecuteSimpleCommandRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `arguments`.
+    pub arguments: Vec<String>,
+}
+impl x::SchemaType for ExecuteSimpleCommandRequestType {
+    const TYPE_NAME: &'static str = "ExecuteSimpleCommandRequestType";
+}
+impl x::Structure for ExecuteSimpleCommandRequestType {}
+impl std::fmt::Debug for ExecuteSimpleCommandRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExecuteSimpleCommandRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExecuteSimpleCommandRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for ExecuteSimpleCommandRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            arguments: x::clone_vec(&self.arguments),
+        }
+    }
+}
+impl x::Fields for ExecuteSimpleCommandRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "arguments" => r.read_push(&mut self.arguments),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("arguments", &self.arguments);
+    }
+}
+impl x::Request for ExecuteSimpleCommandRequestType {
+    const NAME: &'static str = "ExecuteSimpleCommand";
+    const IDEMPOTENT: bool = false;
+    type Response = String;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `ExitLockdownModeRequestType`.
 #[derive(Clone, Default)]
 pub struct ExitLockdownModeRequestType {
@@ -16,16 +159,19 @@ impl x::SchemaType for ExitLockdownModeRequestType {
 }
 impl x::Structure for ExitLockdownModeRequestType {}
 impl std::fmt::Debug for ExitLockdownModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExitLockdownModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExitLockdownModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExitLockdownModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -38,6 +184,7 @@ impl x::Fields for ExitLockdownModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -46,9 +193,11 @@ impl x::Request for ExitLockdownModeRequestType {
     const NAME: &'static str = "ExitLockdownMode";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -68,16 +217,19 @@ impl x::SchemaType for ExitMaintenanceModeRequestType {
 }
 impl x::Structure for ExitMaintenanceModeRequestType {}
 impl std::fmt::Debug for ExitMaintenanceModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExitMaintenanceModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExitMaintenanceModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExitMaintenanceModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -91,6 +243,7 @@ impl x::Fields for ExitMaintenanceModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("timeout", &self.timeout);
@@ -100,9 +253,11 @@ impl x::Request for ExitMaintenanceModeRequestType {
     const NAME: &'static str = "ExitMaintenanceMode_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -124,16 +279,19 @@ impl x::SchemaType for ExpandVmfsDatastoreRequestType {
 }
 impl x::Structure for ExpandVmfsDatastoreRequestType {}
 impl std::fmt::Debug for ExpandVmfsDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExpandVmfsDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExpandVmfsDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExpandVmfsDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -148,6 +306,7 @@ impl x::Fields for ExpandVmfsDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -158,9 +317,11 @@ impl x::Request for ExpandVmfsDatastoreRequestType {
     const NAME: &'static str = "ExpandVmfsDatastore";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -182,16 +343,19 @@ impl x::SchemaType for ExpandVmfsExtentRequestType {
 }
 impl x::Structure for ExpandVmfsExtentRequestType {}
 impl std::fmt::Debug for ExpandVmfsExtentRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExpandVmfsExtentRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExpandVmfsExtentRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExpandVmfsExtentRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -206,6 +370,7 @@ impl x::Fields for ExpandVmfsExtentRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsPath", &self.vmfs_path);
@@ -216,9 +381,11 @@ impl x::Request for ExpandVmfsExtentRequestType {
     const NAME: &'static str = "ExpandVmfsExtent";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -238,16 +405,19 @@ impl x::SchemaType for ExportAnswerFileRequestType {
 }
 impl x::Structure for ExportAnswerFileRequestType {}
 impl std::fmt::Debug for ExportAnswerFileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExportAnswerFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExportAnswerFileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExportAnswerFileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -261,6 +431,7 @@ impl x::Fields for ExportAnswerFileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -270,9 +441,11 @@ impl x::Request for ExportAnswerFileRequestType {
     const NAME: &'static str = "ExportAnswerFile_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -290,16 +463,19 @@ impl x::SchemaType for ExportProfileRequestType {
 }
 impl x::Structure for ExportProfileRequestType {}
 impl std::fmt::Debug for ExportProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExportProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExportProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExportProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -312,6 +488,7 @@ impl x::Fields for ExportProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -320,9 +497,11 @@ impl x::Request for ExportProfileRequestType {
     const NAME: &'static str = "ExportProfile";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -340,16 +519,19 @@ impl x::SchemaType for ExportSnapshotRequestType {
 }
 impl x::Structure for ExportSnapshotRequestType {}
 impl std::fmt::Debug for ExportSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExportSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExportSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExportSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -362,6 +544,7 @@ impl x::Fields for ExportSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -370,9 +553,11 @@ impl x::Request for ExportSnapshotRequestType {
     const NAME: &'static str = "ExportSnapshot";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -390,16 +575,19 @@ impl x::SchemaType for ExportVAppRequestType {
 }
 impl x::Structure for ExportVAppRequestType {}
 impl std::fmt::Debug for ExportVAppRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExportVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExportVAppRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExportVAppRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -412,6 +600,7 @@ impl x::Fields for ExportVAppRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -420,9 +609,11 @@ impl x::Request for ExportVAppRequestType {
     const NAME: &'static str = "ExportVApp";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -440,16 +631,19 @@ impl x::SchemaType for ExportVmRequestType {
 }
 impl x::Structure for ExportVmRequestType {}
 impl std::fmt::Debug for ExportVmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExportVmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExportVmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExportVmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -462,6 +656,7 @@ impl x::Fields for ExportVmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -470,9 +665,11 @@ impl x::Request for ExportVmRequestType {
     const NAME: &'static str = "ExportVm";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -496,16 +693,19 @@ impl x::SchemaType for ExtendDiskRequestType {
 }
 impl x::Structure for ExtendDiskRequestType {}
 impl std::fmt::Debug for ExtendDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtendDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtendDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtendDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -521,6 +721,7 @@ impl x::Fields for ExtendDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -532,9 +733,11 @@ impl x::Request for ExtendDiskRequestType {
     const NAME: &'static str = "ExtendDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -556,16 +759,19 @@ impl x::SchemaType for ExtendHCIRequestType {
 }
 impl x::Structure for ExtendHCIRequestType {}
 impl std::fmt::Debug for ExtendHCIRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtendHCIRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtendHCIRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ExtendHCIRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -575,6 +781,7 @@ impl Clone for ExtendHCIRequestType {
     }
 }
 impl x::Fields for ExtendHCIRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -589,6 +796,7 @@ impl x::Fields for ExtendHCIRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("hostInputs", &self.host_inputs);
@@ -599,9 +807,11 @@ impl x::Request for ExtendHCIRequestType {
     const NAME: &'static str = "ExtendHCI_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -625,16 +835,19 @@ impl x::SchemaType for ExtendVffsRequestType {
 }
 impl x::Structure for ExtendVffsRequestType {}
 impl std::fmt::Debug for ExtendVffsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtendVffsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtendVffsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtendVffsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -650,6 +863,7 @@ impl x::Fields for ExtendVffsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vffsPath", &self.vffs_path);
@@ -661,9 +875,11 @@ impl x::Request for ExtendVffsRequestType {
     const NAME: &'static str = "ExtendVffs";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -689,16 +905,19 @@ impl x::SchemaType for ExtendVirtualDiskRequestType {
 }
 impl x::Structure for ExtendVirtualDiskRequestType {}
 impl std::fmt::Debug for ExtendVirtualDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtendVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtendVirtualDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtendVirtualDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -715,6 +934,7 @@ impl x::Fields for ExtendVirtualDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -727,9 +947,11 @@ impl x::Request for ExtendVirtualDiskRequestType {
     const NAME: &'static str = "ExtendVirtualDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -751,16 +973,19 @@ impl x::SchemaType for ExtendVmfsDatastoreRequestType {
 }
 impl x::Structure for ExtendVmfsDatastoreRequestType {}
 impl std::fmt::Debug for ExtendVmfsDatastoreRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtendVmfsDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtendVmfsDatastoreRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtendVmfsDatastoreRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -775,6 +1000,7 @@ impl x::Fields for ExtendVmfsDatastoreRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -785,9 +1011,11 @@ impl x::Request for ExtendVmfsDatastoreRequestType {
     const NAME: &'static str = "ExtendVmfsDatastore";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -805,16 +1033,19 @@ impl x::SchemaType for ExtractOvfEnvironmentRequestType {
 }
 impl x::Structure for ExtractOvfEnvironmentRequestType {}
 impl std::fmt::Debug for ExtractOvfEnvironmentRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ExtractOvfEnvironmentRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtractOvfEnvironmentRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtractOvfEnvironmentRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -827,6 +1058,7 @@ impl x::Fields for ExtractOvfEnvironmentRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -835,9 +1067,11 @@ impl x::Request for ExtractOvfEnvironmentRequestType {
     const NAME: &'static str = "ExtractOvfEnvironment";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -857,16 +1091,19 @@ impl x::SchemaType for FetchAuditRecordsRequestType {
 }
 impl x::Structure for FetchAuditRecordsRequestType {}
 impl std::fmt::Debug for FetchAuditRecordsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FetchAuditRecordsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for FetchAuditRecordsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FetchAuditRecordsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -880,6 +1117,7 @@ impl x::Fields for FetchAuditRecordsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt_secret("token", &self.token);
@@ -889,9 +1127,11 @@ impl x::Request for FetchAuditRecordsRequestType {
     const NAME: &'static str = "FetchAuditRecords";
     const IDEMPOTENT: bool = true;
     type Response = DiagnosticManagerAuditRecordResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -911,16 +1151,19 @@ impl x::SchemaType for FetchDVPortKeysRequestType {
 }
 impl x::Structure for FetchDVPortKeysRequestType {}
 impl std::fmt::Debug for FetchDVPortKeysRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FetchDVPortKeysRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for FetchDVPortKeysRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FetchDVPortKeysRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -934,6 +1177,7 @@ impl x::Fields for FetchDVPortKeysRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("criteria", &self.criteria);
@@ -943,9 +1187,11 @@ impl x::Request for FetchDVPortKeysRequestType {
     const NAME: &'static str = "FetchDVPortKeys";
     const IDEMPOTENT: bool = true;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -965,16 +1211,19 @@ impl x::SchemaType for FetchDVPortsRequestType {
 }
 impl x::Structure for FetchDVPortsRequestType {}
 impl std::fmt::Debug for FetchDVPortsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FetchDVPortsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for FetchDVPortsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FetchDVPortsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -988,6 +1237,7 @@ impl x::Fields for FetchDVPortsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("criteria", &self.criteria);
@@ -997,9 +1247,11 @@ impl x::Request for FetchDVPortsRequestType {
     const NAME: &'static str = "FetchDVPorts";
     const IDEMPOTENT: bool = true;
     type Response = Vec<DistributedVirtualPort>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1017,16 +1269,19 @@ impl x::SchemaType for FetchSystemEventLogRequestType {
 }
 impl x::Structure for FetchSystemEventLogRequestType {}
 impl std::fmt::Debug for FetchSystemEventLogRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FetchSystemEventLogRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for FetchSystemEventLogRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FetchSystemEventLogRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1039,6 +1294,7 @@ impl x::Fields for FetchSystemEventLogRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1047,9 +1303,11 @@ impl x::Request for FetchSystemEventLogRequestType {
     const NAME: &'static str = "FetchSystemEventLog";
     const IDEMPOTENT: bool = true;
     type Response = Vec<SystemEventInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1071,6 +1329,7 @@ impl x::SchemaType for FetchUserPrivilegeOnEntitiesRequestType {
 }
 impl x::Structure for FetchUserPrivilegeOnEntitiesRequestType {}
 impl std::fmt::Debug for FetchUserPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1080,11 +1339,13 @@ impl std::fmt::Debug for FetchUserPrivilegeOnEntitiesRequestType {
     }
 }
 impl PartialEq for FetchUserPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FetchUserPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1094,6 +1355,7 @@ impl Clone for FetchUserPrivilegeOnEntitiesRequestType {
     }
 }
 impl x::Fields for FetchUserPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1108,6 +1370,7 @@ impl x::Fields for FetchUserPrivilegeOnEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entities", &self.entities);
@@ -1118,721 +1381,11 @@ impl x::Request for FetchUserPrivilegeOnEntitiesRequestType {
     const NAME: &'static str = "FetchUserPrivilegeOnEntities";
     const IDEMPOTENT: bool = true;
     type Response = Vec<UserPrivilegeResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `FindAllByDnsNameRequestType`.
-#[derive(Clone, Default)]
-pub struct FindAllByDnsNameRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `dnsName`.
-    pub dns_name: String,
-    /// `vmSearch`.
-    pub vm_search: bool,
-}
-impl x::SchemaType for FindAllByDnsNameRequestType {
-    const TYPE_NAME: &'static str = "FindAllByDnsNameRequestType";
-}
-impl x::Structure for FindAllByDnsNameRequestType {}
-impl std::fmt::Debug for FindAllByDnsNameRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindAllByDnsNameRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindAllByDnsNameRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindAllByDnsNameRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "dnsName" => r.read(&mut self.dns_name),
-            "vmSearch" => r.read(&mut self.vm_search),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("dnsName", &self.dns_name);
-        w.write("vmSearch", &self.vm_search);
-    }
-}
-impl x::Request for FindAllByDnsNameRequestType {
-    const NAME: &'static str = "FindAllByDnsName";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `FindAllByIpRequestType`.
-#[derive(Clone, Default)]
-pub struct FindAllByIpRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `ip`.
-    pub ip: String,
-    /// `vmSearch`.
-    pub vm_search: bool,
-}
-impl x::SchemaType for FindAllByIpRequestType {
-    const TYPE_NAME: &'static str = "FindAllByIpRequestType";
-}
-impl x::Structure for FindAllByIpRequestType {}
-impl std::fmt::Debug for FindAllByIpRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindAllByIpRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindAllByIpRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindAllByIpRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "ip" => r.read(&mut self.ip),
-            "vmSearch" => r.read(&mut self.vm_search),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("ip", &self.ip);
-        w.write("vmSearch", &self.vm_search);
-    }
-}
-impl x::Request for FindAllByIpRequestType {
-    const NAME: &'static str = "FindAllByIp";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `FindAllByUuidRequestType`.
-#[derive(Clone, Default)]
-pub struct FindAllByUuidRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `vmSearch`.
-    pub vm_search: bool,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<bool>,
-}
-impl x::SchemaType for FindAllByUuidRequestType {
-    const TYPE_NAME: &'static str = "FindAllByUuidRequestType";
-}
-impl x::Structure for FindAllByUuidRequestType {}
-impl std::fmt::Debug for FindAllByUuidRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindAllByUuidRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindAllByUuidRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindAllByUuidRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "uuid" => r.read(&mut self.uuid),
-            "vmSearch" => r.read(&mut self.vm_search),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("uuid", &self.uuid);
-        w.write("vmSearch", &self.vm_search);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-    }
-}
-impl x::Request for FindAllByUuidRequestType {
-    const NAME: &'static str = "FindAllByUuid";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `FindAssociatedProfileRequestType`.
-#[derive(Clone, Default)]
-pub struct FindAssociatedProfileRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `entity`.
-    pub entity: x::ManagedObjectReference,
-}
-impl x::SchemaType for FindAssociatedProfileRequestType {
-    const TYPE_NAME: &'static str = "FindAssociatedProfileRequestType";
-}
-impl x::Structure for FindAssociatedProfileRequestType {}
-impl std::fmt::Debug for FindAssociatedProfileRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindAssociatedProfileRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindAssociatedProfileRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindAssociatedProfileRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "entity" => r.read(&mut self.entity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("entity", &self.entity);
-    }
-}
-impl x::Request for FindAssociatedProfileRequestType {
-    const NAME: &'static str = "FindAssociatedProfile";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `FindByDatastorePathRequestType`.
-#[derive(Clone, Default)]
-pub struct FindByDatastorePathRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datacenter`.
-    pub datacenter: x::ManagedObjectReference,
-    /// `path`.
-    pub path: String,
-}
-impl x::SchemaType for FindByDatastorePathRequestType {
-    const TYPE_NAME: &'static str = "FindByDatastorePathRequestType";
-}
-impl x::Structure for FindByDatastorePathRequestType {}
-impl std::fmt::Debug for FindByDatastorePathRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindByDatastorePathRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindByDatastorePathRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindByDatastorePathRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datacenter" => r.read(&mut self.datacenter),
-            "path" => r.read(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("datacenter", &self.datacenter);
-        w.write("path", &self.path);
-    }
-}
-impl x::Request for FindByDatastorePathRequestType {
-    const NAME: &'static str = "FindByDatastorePath";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `FindByDnsNameRequestType`.
-#[derive(Clone, Default)]
-pub struct FindByDnsNameRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `dnsName`.
-    pub dns_name: String,
-    /// `vmSearch`.
-    pub vm_search: bool,
-}
-impl x::SchemaType for FindByDnsNameRequestType {
-    const TYPE_NAME: &'static str = "FindByDnsNameRequestType";
-}
-impl x::Structure for FindByDnsNameRequestType {}
-impl std::fmt::Debug for FindByDnsNameRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindByDnsNameRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindByDnsNameRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindByDnsNameRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "dnsName" => r.read(&mut self.dns_name),
-            "vmSearch" => r.read(&mut self.vm_search),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("dnsName", &self.dns_name);
-        w.write("vmSearch", &self.vm_search);
-    }
-}
-impl x::Request for FindByDnsNameRequestType {
-    const NAME: &'static str = "FindByDnsName";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `FindByInventoryPathRequestType`.
-#[derive(Clone, Default)]
-pub struct FindByInventoryPathRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `inventoryPath`.
-    pub inventory_path: String,
-}
-impl x::SchemaType for FindByInventoryPathRequestType {
-    const TYPE_NAME: &'static str = "FindByInventoryPathRequestType";
-}
-impl x::Structure for FindByInventoryPathRequestType {}
-impl std::fmt::Debug for FindByInventoryPathRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindByInventoryPathRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindByInventoryPathRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindByInventoryPathRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "inventoryPath" => r.read(&mut self.inventory_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("inventoryPath", &self.inventory_path);
-    }
-}
-impl x::Request for FindByInventoryPathRequestType {
-    const NAME: &'static str = "FindByInventoryPath";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `FindByIpRequestType`.
-#[derive(Clone, Default)]
-pub struct FindByIpRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `ip`.
-    pub ip: String,
-    /// `vmSearch`.
-    pub vm_search: bool,
-}
-impl x::SchemaType for FindByIpRequestType {
-    const TYPE_NAME: &'static str = "FindByIpRequestType";
-}
-impl x::Structure for FindByIpRequestType {}
-impl std::fmt::Debug for FindByIpRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindByIpRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindByIpRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindByIpRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "ip" => r.read(&mut self.ip),
-            "vmSearch" => r.read(&mut self.vm_search),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("ip", &self.ip);
-        w.write("vmSearch", &self.vm_search);
-    }
-}
-impl x::Request for FindByIpRequestType {
-    const NAME: &'static str = "FindByIp";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `FindByUuidRequestType`.
-#[derive(Clone, Default)]
-pub struct FindByUuidRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `vmSearch`.
-    pub vm_search: bool,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<bool>,
-}
-impl x::SchemaType for FindByUuidRequestType {
-    const TYPE_NAME: &'static str = "FindByUuidRequestType";
-}
-impl x::Structure for FindByUuidRequestType {}
-impl std::fmt::Debug for FindByUuidRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindByUuidRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindByUuidRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindByUuidRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "uuid" => r.read(&mut self.uuid),
-            "vmSearch" => r.read(&mut self.vm_search),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("uuid", &self.uuid);
-        w.write("vmSearch", &self.vm_search);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-    }
-}
-impl x::Request for FindByUuidRequestType {
-    const NAME: &'static str = "FindByUuid";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `FindChildRequestType`.
-#[derive(Clone, Default)]
-pub struct FindChildRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `entity`.
-    pub entity: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for FindChildRequestType {
-    const TYPE_NAME: &'static str = "FindChildRequestType";
-}
-impl x::Structure for FindChildRequestType {}
-impl std::fmt::Debug for FindChildRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindChildRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindChildRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindChildRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "entity" => r.read(&mut self.entity),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("entity", &self.entity);
-        w.write("name", &self.name);
-    }
-}
-impl x::Request for FindChildRequestType {
-    const NAME: &'static str = "FindChild";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `FindExtensionRequestType`.
-#[derive(Clone, Default)]
-pub struct FindExtensionRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `extensionKey`.
-    pub extension_key: String,
-}
-impl x::SchemaType for FindExtensionRequestType {
-    const TYPE_NAME: &'static str = "FindExtensionRequestType";
-}
-impl x::Structure for FindExtensionRequestType {}
-impl std::fmt::Debug for FindExtensionRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindExtensionRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindExtensionRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindExtensionRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "extensionKey" => r.read(&mut self.extension_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("extensionKey", &self.extension_key);
-    }
-}
-impl x::Request for FindExtensionRequestType {
-    const NAME: &'static str = "FindExtension";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<Extension>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `FindRulesForVmRequestType`.
-#[derive(Clone, Default)]
-pub struct FindRulesForVmRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-}
-impl x::SchemaType for FindRulesForVmRequestType {
-    const TYPE_NAME: &'static str = "FindRulesForVmRequestType";
-}
-impl x::Structure for FindRulesForVmRequestType {}
-impl std::fmt::Debug for FindRulesForVmRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "FindRulesForVmRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FindRulesForVmRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FindRulesForVmRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vm" => r.read(&mut self.vm),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vm", &self.vm);
-    }
-}
-impl x::Request for FindRulesForVmRequestType {
-    const NAME: &'static str = "FindRulesForVm";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<AnyClusterRuleInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -5,6 +5,408 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ReadEnvironmentVariableInGuestRequestType`.
+#[derive(Default)]
+pub struct ReadEnvironmentVariableInGuestRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `auth`.
+    pub auth: AnyGuestAuthentication,
+    /// `names`.
+    pub names: Vec<String>,
+}
+impl x::SchemaType for ReadEnvironmentVariableInGuestRequestType {
+    const TYPE_NAME: &'static str = "ReadEnvironmentVariableInGuestRequestType";
+}
+impl x::Structure for ReadEnvironmentVariableInGuestRequestType {}
+impl std::fmt::Debug for ReadEnvironmentVariableInGuestRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ReadEnvironmentVariableInGuestRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ReadEnvironmentVariableInGuestRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for ReadEnvironmentVariableInGuestRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vm: self.vm.clone(),
+            auth: self.auth.clone(),
+            names: x::clone_vec(&self.names),
+        }
+    }
+}
+impl x::Fields for ReadEnvironmentVariableInGuestRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "names" => r.read_push(&mut self.names),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("vm", &self.vm);
+        w.write("auth", &self.auth);
+        w.write_vec("names", &self.names);
+    }
+}
+impl x::Request for ReadEnvironmentVariableInGuestRequestType {
+    const NAME: &'static str = "ReadEnvironmentVariableInGuest";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<String>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `ReadNextEventsRequestType`.
+#[derive(Clone, Default)]
+pub struct ReadNextEventsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `maxCount`.
+    pub max_count: i32,
+}
+impl x::SchemaType for ReadNextEventsRequestType {
+    const TYPE_NAME: &'static str = "ReadNextEventsRequestType";
+}
+impl x::Structure for ReadNextEventsRequestType {}
+impl std::fmt::Debug for ReadNextEventsRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReadNextEventsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReadNextEventsRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReadNextEventsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maxCount" => r.read(&mut self.max_count),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("maxCount", &self.max_count);
+    }
+}
+impl x::Request for ReadNextEventsRequestType {
+    const NAME: &'static str = "ReadNextEvents";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<AnyEvent>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `ReadNextTasksByViewSpecRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Clone, Default)]
+pub struct ReadNextTasksByViewSpecRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `viewSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub view_spec: AnyTaskManagerTaskViewSpec,
+    /// `filterSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub filter_spec: TaskFilterSpec,
+    /// `infoFilterSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub info_filter_spec: Option<TaskInfoFilterSpec>,
+}
+impl x::SchemaType for ReadNextTasksByViewSpecRequestType {
+    const TYPE_NAME: &'static str = "ReadNextTasksByViewSpecRequestType";
+}
+impl x::Structure for ReadNextTasksByViewSpecRequestType {}
+impl std::fmt::Debug for ReadNextTasksByViewSpecRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReadNextTasksByViewSpecRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReadNextTasksByViewSpecRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReadNextTasksByViewSpecRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "viewSpec" => r.read(&mut self.view_spec),
+            "filterSpec" => r.read(&mut self.filter_spec),
+            "infoFilterSpec" => r.read_opt(&mut self.info_filter_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation ReadNextTasksByViewSpec", true);
+        w.write("_this", &self.this);
+        w.write("viewSpec", &self.view_spec);
+        w.write("filterSpec", &self.filter_spec);
+        w.write_opt("infoFilterSpec", &self.info_filter_spec);
+    }
+}
+impl x::Request for ReadNextTasksByViewSpecRequestType {
+    const NAME: &'static str = "ReadNextTasksByViewSpec";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<TaskInfo>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `ReadNextTasksRequestType`.
+#[derive(Clone, Default)]
+pub struct ReadNextTasksRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `maxCount`.
+    pub max_count: i32,
+}
+impl x::SchemaType for ReadNextTasksRequestType {
+    const TYPE_NAME: &'static str = "ReadNextTasksRequestType";
+}
+impl x::Structure for ReadNextTasksRequestType {}
+impl std::fmt::Debug for ReadNextTasksRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReadNextTasksRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReadNextTasksRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReadNextTasksRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maxCount" => r.read(&mut self.max_count),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("maxCount", &self.max_count);
+    }
+}
+impl x::Request for ReadNextTasksRequestType {
+    const NAME: &'static str = "ReadNextTasks";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<TaskInfo>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `ReadPreviousEventsRequestType`.
+#[derive(Clone, Default)]
+pub struct ReadPreviousEventsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `maxCount`.
+    pub max_count: i32,
+}
+impl x::SchemaType for ReadPreviousEventsRequestType {
+    const TYPE_NAME: &'static str = "ReadPreviousEventsRequestType";
+}
+impl x::Structure for ReadPreviousEventsRequestType {}
+impl std::fmt::Debug for ReadPreviousEventsRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReadPreviousEventsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReadPreviousEventsRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReadPreviousEventsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maxCount" => r.read(&mut self.max_count),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("maxCount", &self.max_count);
+    }
+}
+impl x::Request for ReadPreviousEventsRequestType {
+    const NAME: &'static str = "ReadPreviousEvents";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<AnyEvent>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `ReadPreviousTasksRequestType`.
+#[derive(Clone, Default)]
+pub struct ReadPreviousTasksRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `maxCount`.
+    pub max_count: i32,
+}
+impl x::SchemaType for ReadPreviousTasksRequestType {
+    const TYPE_NAME: &'static str = "ReadPreviousTasksRequestType";
+}
+impl x::Structure for ReadPreviousTasksRequestType {}
+impl std::fmt::Debug for ReadPreviousTasksRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReadPreviousTasksRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReadPreviousTasksRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReadPreviousTasksRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maxCount" => r.read(&mut self.max_count),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("maxCount", &self.max_count);
+    }
+}
+impl x::Request for ReadPreviousTasksRequestType {
+    const NAME: &'static str = "ReadPreviousTasks";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<TaskInfo>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
 /// `RebootGuestRequestType`.
 #[derive(Clone, Default)]
 pub struct RebootGuestRequestType {
@@ -16,16 +418,19 @@ impl x::SchemaType for RebootGuestRequestType {
 }
 impl x::Structure for RebootGuestRequestType {}
 impl std::fmt::Debug for RebootGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RebootGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RebootGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RebootGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -38,6 +443,7 @@ impl x::Fields for RebootGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -46,9 +452,11 @@ impl x::Request for RebootGuestRequestType {
     const NAME: &'static str = "RebootGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -68,16 +476,19 @@ impl x::SchemaType for RebootHostRequestType {
 }
 impl x::Structure for RebootHostRequestType {}
 impl std::fmt::Debug for RebootHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RebootHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RebootHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RebootHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -91,6 +502,7 @@ impl x::Fields for RebootHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("force", &self.force);
@@ -100,9 +512,11 @@ impl x::Request for RebootHostRequestType {
     const NAME: &'static str = "RebootHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -122,16 +536,19 @@ impl x::SchemaType for RecommendDatastoresRequestType {
 }
 impl x::Structure for RecommendDatastoresRequestType {}
 impl std::fmt::Debug for RecommendDatastoresRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RecommendDatastoresRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RecommendDatastoresRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RecommendDatastoresRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -145,6 +562,7 @@ impl x::Fields for RecommendDatastoresRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("storageSpec", &self.storage_spec);
@@ -154,9 +572,11 @@ impl x::Request for RecommendDatastoresRequestType {
     const NAME: &'static str = "RecommendDatastores";
     const IDEMPOTENT: bool = false;
     type Response = StoragePlacementResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -178,16 +598,19 @@ impl x::SchemaType for RecommendHostsForVmRequestType {
 }
 impl x::Structure for RecommendHostsForVmRequestType {}
 impl std::fmt::Debug for RecommendHostsForVmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RecommendHostsForVmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RecommendHostsForVmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RecommendHostsForVmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -202,6 +625,7 @@ impl x::Fields for RecommendHostsForVmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -212,9 +636,11 @@ impl x::Request for RecommendHostsForVmRequestType {
     const NAME: &'static str = "RecommendHostsForVm";
     const IDEMPOTENT: bool = false;
     type Response = Vec<ClusterHostRecommendation>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -232,16 +658,19 @@ impl x::SchemaType for RecommissionVsanNodeRequestType {
 }
 impl x::Structure for RecommissionVsanNodeRequestType {}
 impl std::fmt::Debug for RecommissionVsanNodeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RecommissionVsanNodeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RecommissionVsanNodeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RecommissionVsanNodeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -254,6 +683,7 @@ impl x::Fields for RecommissionVsanNodeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -262,9 +692,11 @@ impl x::Request for RecommissionVsanNodeRequestType {
     const NAME: &'static str = "RecommissionVsanNode_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -290,6 +722,7 @@ impl x::SchemaType for ReconcileDatastoreInventoryExRequestType {
 }
 impl x::Structure for ReconcileDatastoreInventoryExRequestType {}
 impl std::fmt::Debug for ReconcileDatastoreInventoryExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -299,11 +732,13 @@ impl std::fmt::Debug for ReconcileDatastoreInventoryExRequestType {
     }
 }
 impl PartialEq for ReconcileDatastoreInventoryExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconcileDatastoreInventoryExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -317,6 +752,7 @@ impl x::Fields for ReconcileDatastoreInventoryExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation ReconcileDatastoreInventoryEx_Task", true);
         w.write("_this", &self.this);
@@ -327,9 +763,11 @@ impl x::Request for ReconcileDatastoreInventoryExRequestType {
     const NAME: &'static str = "ReconcileDatastoreInventoryEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -353,16 +791,19 @@ impl x::SchemaType for ReconcileDatastoreInventoryRequestType {
 }
 impl x::Structure for ReconcileDatastoreInventoryRequestType {}
 impl std::fmt::Debug for ReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconcileDatastoreInventoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -377,6 +818,7 @@ impl x::Fields for ReconcileDatastoreInventoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -395,9 +837,11 @@ impl x::Request for ReconcileDatastoreInventoryRequestType {
     const NAME: &'static str = "ReconcileDatastoreInventory_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -417,16 +861,19 @@ impl x::SchemaType for ReconfigVMRequestType {
 }
 impl x::Structure for ReconfigVMRequestType {}
 impl std::fmt::Debug for ReconfigVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -440,6 +887,7 @@ impl x::Fields for ReconfigVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -449,9 +897,11 @@ impl x::Request for ReconfigVMRequestType {
     const NAME: &'static str = "ReconfigVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -473,16 +923,19 @@ impl x::SchemaType for ReconfigurationSatisfiableRequestType {
 }
 impl x::Structure for ReconfigurationSatisfiableRequestType {}
 impl std::fmt::Debug for ReconfigurationSatisfiableRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigurationSatisfiableRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigurationSatisfiableRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ReconfigurationSatisfiableRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -492,6 +945,7 @@ impl Clone for ReconfigurationSatisfiableRequestType {
     }
 }
 impl x::Fields for ReconfigurationSatisfiableRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -506,6 +960,7 @@ impl x::Fields for ReconfigurationSatisfiableRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("pcbs", &self.pcbs);
@@ -516,9 +971,11 @@ impl x::Request for ReconfigurationSatisfiableRequestType {
     const NAME: &'static str = "ReconfigurationSatisfiable";
     const IDEMPOTENT: bool = false;
     type Response = Vec<VsanPolicySatisfiability>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -538,16 +995,19 @@ impl x::SchemaType for ReconfigureAlarmRequestType {
 }
 impl x::Structure for ReconfigureAlarmRequestType {}
 impl std::fmt::Debug for ReconfigureAlarmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureAlarmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureAlarmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureAlarmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -561,6 +1021,7 @@ impl x::Fields for ReconfigureAlarmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -570,9 +1031,11 @@ impl x::Request for ReconfigureAlarmRequestType {
     const NAME: &'static str = "ReconfigureAlarm";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -592,16 +1055,19 @@ impl x::SchemaType for ReconfigureAutostartRequestType {
 }
 impl x::Structure for ReconfigureAutostartRequestType {}
 impl std::fmt::Debug for ReconfigureAutostartRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureAutostartRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureAutostartRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureAutostartRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -615,6 +1081,7 @@ impl x::Fields for ReconfigureAutostartRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -624,9 +1091,11 @@ impl x::Request for ReconfigureAutostartRequestType {
     const NAME: &'static str = "ReconfigureAutostart";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -648,16 +1117,19 @@ impl x::SchemaType for ReconfigureClusterRequestType {
 }
 impl x::Structure for ReconfigureClusterRequestType {}
 impl std::fmt::Debug for ReconfigureClusterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureClusterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureClusterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureClusterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -672,6 +1144,7 @@ impl x::Fields for ReconfigureClusterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -682,9 +1155,11 @@ impl x::Request for ReconfigureClusterRequestType {
     const NAME: &'static str = "ReconfigureCluster_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -706,16 +1181,19 @@ impl x::SchemaType for ReconfigureComputeResourceRequestType {
 }
 impl x::Structure for ReconfigureComputeResourceRequestType {}
 impl std::fmt::Debug for ReconfigureComputeResourceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureComputeResourceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureComputeResourceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureComputeResourceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -730,6 +1208,7 @@ impl x::Fields for ReconfigureComputeResourceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -740,9 +1219,11 @@ impl x::Request for ReconfigureComputeResourceRequestType {
     const NAME: &'static str = "ReconfigureComputeResource_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -762,16 +1243,19 @@ impl x::SchemaType for ReconfigureDVPortRequestType {
 }
 impl x::Structure for ReconfigureDVPortRequestType {}
 impl std::fmt::Debug for ReconfigureDVPortRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureDVPortRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureDVPortRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ReconfigureDVPortRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -780,6 +1264,7 @@ impl Clone for ReconfigureDVPortRequestType {
     }
 }
 impl x::Fields for ReconfigureDVPortRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -793,6 +1278,7 @@ impl x::Fields for ReconfigureDVPortRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("port", &self.port);
@@ -802,9 +1288,11 @@ impl x::Request for ReconfigureDVPortRequestType {
     const NAME: &'static str = "ReconfigureDVPort_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -824,16 +1312,19 @@ impl x::SchemaType for ReconfigureDVPortgroupRequestType {
 }
 impl x::Structure for ReconfigureDVPortgroupRequestType {}
 impl std::fmt::Debug for ReconfigureDVPortgroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureDVPortgroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureDVPortgroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureDVPortgroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -847,6 +1338,7 @@ impl x::Fields for ReconfigureDVPortgroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -856,9 +1348,11 @@ impl x::Request for ReconfigureDVPortgroupRequestType {
     const NAME: &'static str = "ReconfigureDVPortgroup_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -880,16 +1374,19 @@ impl x::SchemaType for ReconfigureDatacenterRequestType {
 }
 impl x::Structure for ReconfigureDatacenterRequestType {}
 impl std::fmt::Debug for ReconfigureDatacenterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureDatacenterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureDatacenterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureDatacenterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -904,6 +1401,7 @@ impl x::Fields for ReconfigureDatacenterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -914,9 +1412,11 @@ impl x::Request for ReconfigureDatacenterRequestType {
     const NAME: &'static str = "ReconfigureDatacenter_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -938,16 +1438,19 @@ impl x::SchemaType for ReconfigureDomObjectRequestType {
 }
 impl x::Structure for ReconfigureDomObjectRequestType {}
 impl std::fmt::Debug for ReconfigureDomObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureDomObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureDomObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureDomObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -962,6 +1465,7 @@ impl x::Fields for ReconfigureDomObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("uuid", &self.uuid);
@@ -972,9 +1476,11 @@ impl x::Request for ReconfigureDomObjectRequestType {
     const NAME: &'static str = "ReconfigureDomObject";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -994,16 +1500,19 @@ impl x::SchemaType for ReconfigureDvsRequestType {
 }
 impl x::Structure for ReconfigureDvsRequestType {}
 impl std::fmt::Debug for ReconfigureDvsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureDvsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureDvsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureDvsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1017,6 +1526,7 @@ impl x::Fields for ReconfigureDvsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1026,9 +1536,11 @@ impl x::Request for ReconfigureDvsRequestType {
     const NAME: &'static str = "ReconfigureDvs_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1046,16 +1558,19 @@ impl x::SchemaType for ReconfigureHostForDASRequestType {
 }
 impl x::Structure for ReconfigureHostForDASRequestType {}
 impl std::fmt::Debug for ReconfigureHostForDASRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureHostForDASRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureHostForDASRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureHostForDASRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1068,6 +1583,7 @@ impl x::Fields for ReconfigureHostForDASRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1076,9 +1592,11 @@ impl x::Request for ReconfigureHostForDASRequestType {
     const NAME: &'static str = "ReconfigureHostForDAS_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1098,16 +1616,19 @@ impl x::SchemaType for ReconfigureScheduledTaskRequestType {
 }
 impl x::Structure for ReconfigureScheduledTaskRequestType {}
 impl std::fmt::Debug for ReconfigureScheduledTaskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureScheduledTaskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureScheduledTaskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1121,6 +1642,7 @@ impl x::Fields for ReconfigureScheduledTaskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1130,9 +1652,11 @@ impl x::Request for ReconfigureScheduledTaskRequestType {
     const NAME: &'static str = "ReconfigureScheduledTask";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1152,6 +1676,7 @@ impl x::SchemaType for ReconfigureServiceConsoleReservationRequestType {
 }
 impl x::Structure for ReconfigureServiceConsoleReservationRequestType {}
 impl std::fmt::Debug for ReconfigureServiceConsoleReservationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1161,11 +1686,13 @@ impl std::fmt::Debug for ReconfigureServiceConsoleReservationRequestType {
     }
 }
 impl PartialEq for ReconfigureServiceConsoleReservationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureServiceConsoleReservationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1179,6 +1706,7 @@ impl x::Fields for ReconfigureServiceConsoleReservationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cfgBytes", &self.cfg_bytes);
@@ -1188,9 +1716,11 @@ impl x::Request for ReconfigureServiceConsoleReservationRequestType {
     const NAME: &'static str = "ReconfigureServiceConsoleReservation";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1210,16 +1740,19 @@ impl x::SchemaType for ReconfigureSnmpAgentRequestType {
 }
 impl x::Structure for ReconfigureSnmpAgentRequestType {}
 impl std::fmt::Debug for ReconfigureSnmpAgentRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureSnmpAgentRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReconfigureSnmpAgentRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureSnmpAgentRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1233,6 +1766,7 @@ impl x::Fields for ReconfigureSnmpAgentRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1242,9 +1776,11 @@ impl x::Request for ReconfigureSnmpAgentRequestType {
     const NAME: &'static str = "ReconfigureSnmpAgent";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1264,6 +1800,7 @@ impl x::SchemaType for ReconfigureVirtualMachineReservationRequestType {
 }
 impl x::Structure for ReconfigureVirtualMachineReservationRequestType {}
 impl std::fmt::Debug for ReconfigureVirtualMachineReservationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1273,11 +1810,13 @@ impl std::fmt::Debug for ReconfigureVirtualMachineReservationRequestType {
     }
 }
 impl PartialEq for ReconfigureVirtualMachineReservationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReconfigureVirtualMachineReservationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1291,6 +1830,7 @@ impl x::Fields for ReconfigureVirtualMachineReservationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1300,9 +1840,11 @@ impl x::Request for ReconfigureVirtualMachineReservationRequestType {
     const NAME: &'static str = "ReconfigureVirtualMachineReservation";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -5,249 +5,9 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VstorageObjectVCenterQueryChangedDiskAreasRequestType`.
+/// `EagerZeroVirtualDiskRequestType`.
 #[derive(Clone, Default)]
-pub struct VstorageObjectVCenterQueryChangedDiskAreasRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `snapshotId`.
-    pub snapshot_id: ID,
-    /// `startOffset`.
-    pub start_offset: i64,
-    /// `changeId`.
-    pub change_id: String,
-}
-impl x::SchemaType for VstorageObjectVCenterQueryChangedDiskAreasRequestType {
-    const TYPE_NAME: &'static str = "VstorageObjectVCenterQueryChangedDiskAreasRequestType";
-}
-impl x::Structure for VstorageObjectVCenterQueryChangedDiskAreasRequestType {}
-impl std::fmt::Debug for VstorageObjectVCenterQueryChangedDiskAreasRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "VstorageObjectVCenterQueryChangedDiskAreasRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for VstorageObjectVCenterQueryChangedDiskAreasRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for VstorageObjectVCenterQueryChangedDiskAreasRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "id" => r.read(&mut self.id),
-            "datastore" => r.read(&mut self.datastore),
-            "snapshotId" => r.read(&mut self.snapshot_id),
-            "startOffset" => r.read(&mut self.start_offset),
-            "changeId" => r.read(&mut self.change_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-        w.write("snapshotId", &self.snapshot_id);
-        w.write("startOffset", &self.start_offset);
-        w.write("changeId", &self.change_id);
-    }
-}
-impl x::Request for VstorageObjectVCenterQueryChangedDiskAreasRequestType {
-    const NAME: &'static str = "VstorageObjectVCenterQueryChangedDiskAreas";
-    const IDEMPOTENT: bool = false;
-    type Response = DiskChangeInfo;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `WaitForUpdatesExRequestType`.
-#[derive(Clone, Default)]
-pub struct WaitForUpdatesExRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `version`.
-    pub version: Option<String>,
-    /// `options`.
-    pub options: Option<WaitOptions>,
-}
-impl x::SchemaType for WaitForUpdatesExRequestType {
-    const TYPE_NAME: &'static str = "WaitForUpdatesExRequestType";
-}
-impl x::Structure for WaitForUpdatesExRequestType {}
-impl std::fmt::Debug for WaitForUpdatesExRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "WaitForUpdatesExRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for WaitForUpdatesExRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for WaitForUpdatesExRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "version" => r.read_opt(&mut self.version),
-            "options" => r.read_opt(&mut self.options),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("version", &self.version);
-        w.write_opt("options", &self.options);
-    }
-}
-impl x::Request for WaitForUpdatesExRequestType {
-    const NAME: &'static str = "WaitForUpdatesEx";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<UpdateSet>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `WaitForUpdatesRequestType`.
-#[derive(Clone, Default)]
-pub struct WaitForUpdatesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `version`.
-    pub version: Option<String>,
-}
-impl x::SchemaType for WaitForUpdatesRequestType {
-    const TYPE_NAME: &'static str = "WaitForUpdatesRequestType";
-}
-impl x::Structure for WaitForUpdatesRequestType {}
-impl std::fmt::Debug for WaitForUpdatesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "WaitForUpdatesRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for WaitForUpdatesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for WaitForUpdatesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "version" => r.read_opt(&mut self.version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("version", &self.version);
-    }
-}
-impl x::Request for WaitForUpdatesRequestType {
-    const NAME: &'static str = "WaitForUpdates";
-    const IDEMPOTENT: bool = true;
-    type Response = UpdateSet;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `XmlToCustomizationSpecItemRequestType`.
-#[derive(Clone, Default)]
-pub struct XmlToCustomizationSpecItemRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `specItemXml`.
-    pub spec_item_xml: String,
-}
-impl x::SchemaType for XmlToCustomizationSpecItemRequestType {
-    const TYPE_NAME: &'static str = "XmlToCustomizationSpecItemRequestType";
-}
-impl x::Structure for XmlToCustomizationSpecItemRequestType {}
-impl std::fmt::Debug for XmlToCustomizationSpecItemRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "XmlToCustomizationSpecItemRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for XmlToCustomizationSpecItemRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for XmlToCustomizationSpecItemRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "specItemXml" => r.read(&mut self.spec_item_xml),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("specItemXml", &self.spec_item_xml);
-    }
-}
-impl x::Request for XmlToCustomizationSpecItemRequestType {
-    const NAME: &'static str = "XmlToCustomizationSpecItem";
-    const IDEMPOTENT: bool = false;
-    type Response = CustomizationSpecItem;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ZeroFillVirtualDiskRequestType`.
-#[derive(Clone, Default)]
-pub struct ZeroFillVirtualDiskRequestType {
+pub struct EagerZeroVirtualDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
     /// `name`.
@@ -255,21 +15,24 @@ pub struct ZeroFillVirtualDiskRequestType {
     /// `datacenter`.
     pub datacenter: Option<x::ManagedObjectReference>,
 }
-impl x::SchemaType for ZeroFillVirtualDiskRequestType {
-    const TYPE_NAME: &'static str = "ZeroFillVirtualDiskRequestType";
+impl x::SchemaType for EagerZeroVirtualDiskRequestType {
+    const TYPE_NAME: &'static str = "EagerZeroVirtualDiskRequestType";
 }
-impl x::Structure for ZeroFillVirtualDiskRequestType {}
-impl std::fmt::Debug for ZeroFillVirtualDiskRequestType {
+impl x::Structure for EagerZeroVirtualDiskRequestType {}
+impl std::fmt::Debug for EagerZeroVirtualDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ZeroFillVirtualDiskRequestType", x::fields_ref(self))
+        x::debug_fields(f, "EagerZeroVirtualDiskRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for ZeroFillVirtualDiskRequestType {
+impl PartialEq for EagerZeroVirtualDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for ZeroFillVirtualDiskRequestType {
+impl x::Fields for EagerZeroVirtualDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -284,864 +47,60 @@ impl x::Fields for ZeroFillVirtualDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
         w.write_opt("datacenter", &self.datacenter);
     }
 }
-impl x::Request for ZeroFillVirtualDiskRequestType {
-    const NAME: &'static str = "ZeroFillVirtualDisk_Task";
+impl x::Request for EagerZeroVirtualDiskRequestType {
+    const NAME: &'static str = "EagerZeroVirtualDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
     }
 }
-/// `configureVchaRequestType`.
-#[derive(Clone, Default)]
-pub struct ConfigureVchaRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `configSpec`.
-    pub config_spec: VchaClusterConfigSpec,
-}
-impl x::SchemaType for ConfigureVchaRequestType {
-    const TYPE_NAME: &'static str = "configureVchaRequestType";
-}
-impl x::Structure for ConfigureVchaRequestType {}
-impl std::fmt::Debug for ConfigureVchaRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "configureVchaRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ConfigureVchaRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ConfigureVchaRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "configSpec" => r.read(&mut self.config_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("configSpec", &self.config_spec);
-    }
-}
-impl x::Request for ConfigureVchaRequestType {
-    const NAME: &'static str = "configureVcha_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `createPassiveNodeRequestType`.
-#[derive(Clone, Default)]
-pub struct CreatePassiveNodeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `passiveDeploymentSpec`.
-    pub passive_deployment_spec: PassiveNodeDeploymentSpec,
-    /// `sourceVcSpec`.
-    pub source_vc_spec: SourceNodeSpec,
-}
-impl x::SchemaType for CreatePassiveNodeRequestType {
-    const TYPE_NAME: &'static str = "createPassiveNodeRequestType";
-}
-impl x::Structure for CreatePassiveNodeRequestType {}
-impl std::fmt::Debug for CreatePassiveNodeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "createPassiveNodeRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CreatePassiveNodeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CreatePassiveNodeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "passiveDeploymentSpec" => r.read(&mut self.passive_deployment_spec),
-            "sourceVcSpec" => r.read(&mut self.source_vc_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("passiveDeploymentSpec", &self.passive_deployment_spec);
-        w.write("sourceVcSpec", &self.source_vc_spec);
-    }
-}
-impl x::Request for CreatePassiveNodeRequestType {
-    const NAME: &'static str = "createPassiveNode_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `createWitnessNodeRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateWitnessNodeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `witnessDeploymentSpec`.
-    pub witness_deployment_spec: AnyNodeDeploymentSpec,
-    /// `sourceVcSpec`.
-    pub source_vc_spec: SourceNodeSpec,
-}
-impl x::SchemaType for CreateWitnessNodeRequestType {
-    const TYPE_NAME: &'static str = "createWitnessNodeRequestType";
-}
-impl x::Structure for CreateWitnessNodeRequestType {}
-impl std::fmt::Debug for CreateWitnessNodeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "createWitnessNodeRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CreateWitnessNodeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CreateWitnessNodeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "witnessDeploymentSpec" => r.read(&mut self.witness_deployment_spec),
-            "sourceVcSpec" => r.read(&mut self.source_vc_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("witnessDeploymentSpec", &self.witness_deployment_spec);
-        w.write("sourceVcSpec", &self.source_vc_spec);
-    }
-}
-impl x::Request for CreateWitnessNodeRequestType {
-    const NAME: &'static str = "createWitnessNode_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `deployVchaRequestType`.
-#[derive(Clone, Default)]
-pub struct DeployVchaRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `deploymentSpec`.
-    pub deployment_spec: VchaClusterDeploymentSpec,
-}
-impl x::SchemaType for DeployVchaRequestType {
-    const TYPE_NAME: &'static str = "deployVchaRequestType";
-}
-impl x::Structure for DeployVchaRequestType {}
-impl std::fmt::Debug for DeployVchaRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "deployVchaRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for DeployVchaRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for DeployVchaRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "deploymentSpec" => r.read(&mut self.deployment_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("deploymentSpec", &self.deployment_spec);
-    }
-}
-impl x::Request for DeployVchaRequestType {
-    const NAME: &'static str = "deployVcha_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `destroyVchaRequestType`.
-#[derive(Clone, Default)]
-pub struct DestroyVchaRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for DestroyVchaRequestType {
-    const TYPE_NAME: &'static str = "destroyVchaRequestType";
-}
-impl x::Structure for DestroyVchaRequestType {}
-impl std::fmt::Debug for DestroyVchaRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "destroyVchaRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for DestroyVchaRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for DestroyVchaRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for DestroyVchaRequestType {
-    const NAME: &'static str = "destroyVcha_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `fetchSoftwarePackagesRequestType`.
-#[derive(Clone, Default)]
-pub struct FetchSoftwarePackagesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for FetchSoftwarePackagesRequestType {
-    const TYPE_NAME: &'static str = "fetchSoftwarePackagesRequestType";
-}
-impl x::Structure for FetchSoftwarePackagesRequestType {}
-impl std::fmt::Debug for FetchSoftwarePackagesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "fetchSoftwarePackagesRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for FetchSoftwarePackagesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for FetchSoftwarePackagesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for FetchSoftwarePackagesRequestType {
-    const NAME: &'static str = "fetchSoftwarePackages";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<SoftwarePackage>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `getClusterModeRequestType`.
-#[derive(Clone, Default)]
-pub struct GetClusterModeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for GetClusterModeRequestType {
-    const TYPE_NAME: &'static str = "getClusterModeRequestType";
-}
-impl x::Structure for GetClusterModeRequestType {}
-impl std::fmt::Debug for GetClusterModeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "getClusterModeRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for GetClusterModeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for GetClusterModeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for GetClusterModeRequestType {
-    const NAME: &'static str = "getClusterMode";
-    const IDEMPOTENT: bool = false;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `getVchaConfigRequestType`.
-#[derive(Clone, Default)]
-pub struct GetVchaConfigRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for GetVchaConfigRequestType {
-    const TYPE_NAME: &'static str = "getVchaConfigRequestType";
-}
-impl x::Structure for GetVchaConfigRequestType {}
-impl std::fmt::Debug for GetVchaConfigRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "getVchaConfigRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for GetVchaConfigRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for GetVchaConfigRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for GetVchaConfigRequestType {
-    const NAME: &'static str = "getVchaConfig";
-    const IDEMPOTENT: bool = false;
-    type Response = VchaClusterConfigInfo;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `initiateFailoverRequestType`.
-#[derive(Clone, Default)]
-pub struct InitiateFailoverRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `planned`.
-    pub planned: bool,
-}
-impl x::SchemaType for InitiateFailoverRequestType {
-    const TYPE_NAME: &'static str = "initiateFailoverRequestType";
-}
-impl x::Structure for InitiateFailoverRequestType {}
-impl std::fmt::Debug for InitiateFailoverRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "initiateFailoverRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for InitiateFailoverRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for InitiateFailoverRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "planned" => r.read(&mut self.planned),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("planned", &self.planned);
-    }
-}
-impl x::Request for InitiateFailoverRequestType {
-    const NAME: &'static str = "initiateFailover_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `installDateRequestType`.
-#[derive(Clone, Default)]
-pub struct InstallDateRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for InstallDateRequestType {
-    const TYPE_NAME: &'static str = "installDateRequestType";
-}
-impl x::Structure for InstallDateRequestType {}
-impl std::fmt::Debug for InstallDateRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "installDateRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for InstallDateRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for InstallDateRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for InstallDateRequestType {
-    const NAME: &'static str = "installDate";
-    const IDEMPOTENT: bool = false;
-    type Response = x::DateTime;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `prepareVchaRequestType`.
-#[derive(Clone, Default)]
-pub struct PrepareVchaRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `networkSpec`.
-    pub network_spec: VchaClusterNetworkSpec,
-}
-impl x::SchemaType for PrepareVchaRequestType {
-    const TYPE_NAME: &'static str = "prepareVchaRequestType";
-}
-impl x::Structure for PrepareVchaRequestType {}
-impl std::fmt::Debug for PrepareVchaRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "prepareVchaRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for PrepareVchaRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for PrepareVchaRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "networkSpec" => r.read(&mut self.network_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("networkSpec", &self.network_spec);
-    }
-}
-impl x::Request for PrepareVchaRequestType {
-    const NAME: &'static str = "prepareVcha_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `queryDatacenterConfigOptionDescriptorRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryDatacenterConfigOptionDescriptorRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryDatacenterConfigOptionDescriptorRequestType {
-    const TYPE_NAME: &'static str = "queryDatacenterConfigOptionDescriptorRequestType";
-}
-impl x::Structure for QueryDatacenterConfigOptionDescriptorRequestType {}
-impl std::fmt::Debug for QueryDatacenterConfigOptionDescriptorRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "queryDatacenterConfigOptionDescriptorRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for QueryDatacenterConfigOptionDescriptorRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryDatacenterConfigOptionDescriptorRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryDatacenterConfigOptionDescriptorRequestType {
-    const NAME: &'static str = "queryDatacenterConfigOptionDescriptor";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<VirtualMachineConfigOptionDescriptor>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `reloadVirtualMachineFromPathRequestType`.
-#[derive(Clone, Default)]
-pub struct ReloadVirtualMachineFromPathRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `configurationPath`.
-    pub configuration_path: String,
-}
-impl x::SchemaType for ReloadVirtualMachineFromPathRequestType {
-    const TYPE_NAME: &'static str = "reloadVirtualMachineFromPathRequestType";
-}
-impl x::Structure for ReloadVirtualMachineFromPathRequestType {}
-impl std::fmt::Debug for ReloadVirtualMachineFromPathRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "reloadVirtualMachineFromPathRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for ReloadVirtualMachineFromPathRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ReloadVirtualMachineFromPathRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "configurationPath" => r.read(&mut self.configuration_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("configurationPath", &self.configuration_path);
-    }
-}
-impl x::Request for ReloadVirtualMachineFromPathRequestType {
-    const NAME: &'static str = "reloadVirtualMachineFromPath_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `setClusterModeRequestType`.
-#[derive(Clone, Default)]
-pub struct SetClusterModeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `mode`.
-    pub mode: String,
-}
-impl x::SchemaType for SetClusterModeRequestType {
-    const TYPE_NAME: &'static str = "setClusterModeRequestType";
-}
-impl x::Structure for SetClusterModeRequestType {}
-impl std::fmt::Debug for SetClusterModeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "setClusterModeRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for SetClusterModeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for SetClusterModeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "mode" => r.read(&mut self.mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("mode", &self.mode);
-    }
-}
-impl x::Request for SetClusterModeRequestType {
-    const NAME: &'static str = "setClusterMode_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `setCustomValueRequestType`.
-#[derive(Clone, Default)]
-pub struct SetCustomValueRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `key`.
-    pub key: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for SetCustomValueRequestType {
-    const TYPE_NAME: &'static str = "setCustomValueRequestType";
-}
-impl x::Structure for SetCustomValueRequestType {}
-impl std::fmt::Debug for SetCustomValueRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "setCustomValueRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for SetCustomValueRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for SetCustomValueRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "key" => r.read(&mut self.key),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("key", &self.key);
-        w.write("value", &self.value);
-    }
-}
-impl x::Request for SetCustomValueRequestType {
-    const NAME: &'static str = "setCustomValue";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `startDpuFailoverRequestType`.
+/// `EmitSyslogMarkRequestType`.
 ///
-/// Since vSphere API 8.0.3.0.
+/// Since vSphere API 8.0.0.2.
 #[derive(Clone, Default)]
-pub struct StartDpuFailoverRequestType {
+pub struct EmitSyslogMarkRequestType {
     /// `_this`.
     ///
-    /// Since vSphere API 8.0.3.0.
+    /// Since vSphere API 8.0.0.2.
     pub this: x::ManagedObjectReference,
-    /// `dvsName`.
+    /// `message`.
     ///
-    /// Since vSphere API 8.0.3.0.
-    pub dvs_name: String,
-    /// `targetDpuAlias`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub target_dpu_alias: Option<String>,
+    /// Since vSphere API 8.0.0.2.
+    pub message: String,
 }
-impl x::SchemaType for StartDpuFailoverRequestType {
-    const TYPE_NAME: &'static str = "startDpuFailoverRequestType";
+impl x::SchemaType for EmitSyslogMarkRequestType {
+    const TYPE_NAME: &'static str = "EmitSyslogMarkRequestType";
 }
-impl x::Structure for StartDpuFailoverRequestType {}
-impl std::fmt::Debug for StartDpuFailoverRequestType {
+impl x::Structure for EmitSyslogMarkRequestType {}
+impl std::fmt::Debug for EmitSyslogMarkRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "startDpuFailoverRequestType", x::fields_ref(self))
+        x::debug_fields(f, "EmitSyslogMarkRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for StartDpuFailoverRequestType {
+impl PartialEq for EmitSyslogMarkRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for StartDpuFailoverRequestType {
+impl x::Fields for EmitSyslogMarkRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1149,54 +108,370 @@ impl x::Fields for StartDpuFailoverRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "dvsName" => r.read(&mut self.dvs_name),
-            "targetDpuAlias" => r.read_opt(&mut self.target_dpu_alias),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "operation startDpuFailover", true);
+        w.since(0x0800_0002, "operation EmitSyslogMark", true);
         w.write("_this", &self.this);
-        w.write("dvsName", &self.dvs_name);
-        w.write_opt("targetDpuAlias", &self.target_dpu_alias);
+        w.write("message", &self.message);
     }
 }
-impl x::Request for StartDpuFailoverRequestType {
-    const NAME: &'static str = "startDpuFailover";
+impl x::Request for EmitSyslogMarkRequestType {
+    const NAME: &'static str = "EmitSyslogMark";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
     }
 }
-/// `unregisterVAppRequestType`.
+/// `EnableAlarmActionsRequestType`.
 #[derive(Clone, Default)]
-pub struct UnregisterVAppRequestType {
+pub struct EnableAlarmActionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
+    /// `entity`.
+    pub entity: x::ManagedObjectReference,
+    /// `enabled`.
+    pub enabled: bool,
 }
-impl x::SchemaType for UnregisterVAppRequestType {
-    const TYPE_NAME: &'static str = "unregisterVAppRequestType";
+impl x::SchemaType for EnableAlarmActionsRequestType {
+    const TYPE_NAME: &'static str = "EnableAlarmActionsRequestType";
 }
-impl x::Structure for UnregisterVAppRequestType {}
-impl std::fmt::Debug for UnregisterVAppRequestType {
+impl x::Structure for EnableAlarmActionsRequestType {}
+impl std::fmt::Debug for EnableAlarmActionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "unregisterVAppRequestType", x::fields_ref(self))
+        x::debug_fields(f, "EnableAlarmActionsRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for UnregisterVAppRequestType {
+impl PartialEq for EnableAlarmActionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for UnregisterVAppRequestType {
+impl x::Fields for EnableAlarmActionsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
+            "enabled" => r.read(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("entity", &self.entity);
+        w.write("enabled", &self.enabled);
+    }
+}
+impl x::Request for EnableAlarmActionsRequestType {
+    const NAME: &'static str = "EnableAlarmActions";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableAlarmRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableAlarmRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `alarm`.
+    pub alarm: x::ManagedObjectReference,
+    /// `entity`.
+    pub entity: x::ManagedObjectReference,
+}
+impl x::SchemaType for EnableAlarmRequestType {
+    const TYPE_NAME: &'static str = "EnableAlarmRequestType";
+}
+impl x::Structure for EnableAlarmRequestType {}
+impl std::fmt::Debug for EnableAlarmRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableAlarmRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableAlarmRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableAlarmRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "alarm" => r.read(&mut self.alarm),
+            "entity" => r.read(&mut self.entity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("alarm", &self.alarm);
+        w.write("entity", &self.entity);
+    }
+}
+impl x::Request for EnableAlarmRequestType {
+    const NAME: &'static str = "EnableAlarm";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableClusteredVmdkSupportRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableClusteredVmdkSupportRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `datastore`.
+    pub datastore: x::ManagedObjectReference,
+}
+impl x::SchemaType for EnableClusteredVmdkSupportRequestType {
+    const TYPE_NAME: &'static str = "EnableClusteredVmdkSupportRequestType";
+}
+impl x::Structure for EnableClusteredVmdkSupportRequestType {}
+impl std::fmt::Debug for EnableClusteredVmdkSupportRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableClusteredVmdkSupportRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableClusteredVmdkSupportRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableClusteredVmdkSupportRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("datastore", &self.datastore);
+    }
+}
+impl x::Request for EnableClusteredVmdkSupportRequestType {
+    const NAME: &'static str = "EnableClusteredVmdkSupport";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableCryptoRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableCryptoRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `keyPlain`.
+    pub key_plain: CryptoKeyPlain,
+}
+impl x::SchemaType for EnableCryptoRequestType {
+    const TYPE_NAME: &'static str = "EnableCryptoRequestType";
+}
+impl x::Structure for EnableCryptoRequestType {}
+impl std::fmt::Debug for EnableCryptoRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableCryptoRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableCryptoRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableCryptoRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "keyPlain" => r.read(&mut self.key_plain),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("keyPlain", &self.key_plain);
+    }
+}
+impl x::Request for EnableCryptoRequestType {
+    const NAME: &'static str = "EnableCrypto";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableFeatureRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableFeatureRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `featureKey`.
+    pub feature_key: String,
+}
+impl x::SchemaType for EnableFeatureRequestType {
+    const TYPE_NAME: &'static str = "EnableFeatureRequestType";
+}
+impl x::Structure for EnableFeatureRequestType {}
+impl std::fmt::Debug for EnableFeatureRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableFeatureRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableFeatureRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableFeatureRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            "featureKey" => r.read(&mut self.feature_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("host", &self.host);
+        w.write("featureKey", &self.feature_key);
+    }
+}
+impl x::Request for EnableFeatureRequestType {
+    const NAME: &'static str = "EnableFeature";
+    const IDEMPOTENT: bool = false;
+    type Response = bool;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EnableHyperThreadingRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableHyperThreadingRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EnableHyperThreadingRequestType {
+    const TYPE_NAME: &'static str = "EnableHyperThreadingRequestType";
+}
+impl x::Structure for EnableHyperThreadingRequestType {}
+impl std::fmt::Debug for EnableHyperThreadingRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableHyperThreadingRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableHyperThreadingRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableHyperThreadingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1209,20 +484,826 @@ impl x::Fields for UnregisterVAppRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
 }
-impl x::Request for UnregisterVAppRequestType {
-    const NAME: &'static str = "unregisterVApp_Task";
+impl x::Request for EnableHyperThreadingRequestType {
+    const NAME: &'static str = "EnableHyperThreading";
     const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
+    type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableMultipathPathRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableMultipathPathRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `pathName`.
+    pub path_name: String,
+}
+impl x::SchemaType for EnableMultipathPathRequestType {
+    const TYPE_NAME: &'static str = "EnableMultipathPathRequestType";
+}
+impl x::Structure for EnableMultipathPathRequestType {}
+impl std::fmt::Debug for EnableMultipathPathRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableMultipathPathRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableMultipathPathRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableMultipathPathRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pathName" => r.read(&mut self.path_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("pathName", &self.path_name);
+    }
+}
+impl x::Request for EnableMultipathPathRequestType {
+    const NAME: &'static str = "EnableMultipathPath";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableNetworkBootRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Clone, Default)]
+pub struct EnableNetworkBootRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `networkBootMode`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub network_boot_mode: String,
+}
+impl x::SchemaType for EnableNetworkBootRequestType {
+    const TYPE_NAME: &'static str = "EnableNetworkBootRequestType";
+}
+impl x::Structure for EnableNetworkBootRequestType {}
+impl std::fmt::Debug for EnableNetworkBootRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableNetworkBootRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableNetworkBootRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableNetworkBootRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "networkBootMode" => r.read(&mut self.network_boot_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation EnableNetworkBoot_Task", true);
+        w.write("_this", &self.this);
+        w.write("networkBootMode", &self.network_boot_mode);
+    }
+}
+impl x::Request for EnableNetworkBootRequestType {
+    const NAME: &'static str = "EnableNetworkBoot_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
+    }
+}
+/// `EnableNetworkResourceManagementRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableNetworkResourceManagementRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `enable`.
+    pub enable: bool,
+}
+impl x::SchemaType for EnableNetworkResourceManagementRequestType {
+    const TYPE_NAME: &'static str = "EnableNetworkResourceManagementRequestType";
+}
+impl x::Structure for EnableNetworkResourceManagementRequestType {}
+impl std::fmt::Debug for EnableNetworkResourceManagementRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "EnableNetworkResourceManagementRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for EnableNetworkResourceManagementRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableNetworkResourceManagementRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "enable" => r.read(&mut self.enable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("enable", &self.enable);
+    }
+}
+impl x::Request for EnableNetworkResourceManagementRequestType {
+    const NAME: &'static str = "EnableNetworkResourceManagement";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableRulesetRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableRulesetRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `id`.
+    pub id: String,
+}
+impl x::SchemaType for EnableRulesetRequestType {
+    const TYPE_NAME: &'static str = "EnableRulesetRequestType";
+}
+impl x::Structure for EnableRulesetRequestType {}
+impl std::fmt::Debug for EnableRulesetRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableRulesetRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableRulesetRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableRulesetRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("id", &self.id);
+    }
+}
+impl x::Request for EnableRulesetRequestType {
+    const NAME: &'static str = "EnableRuleset";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableSecondaryVMRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableSecondaryVMRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for EnableSecondaryVMRequestType {
+    const TYPE_NAME: &'static str = "EnableSecondaryVMRequestType";
+}
+impl x::Structure for EnableSecondaryVMRequestType {}
+impl std::fmt::Debug for EnableSecondaryVMRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableSecondaryVMRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableSecondaryVMRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableSecondaryVMRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("vm", &self.vm);
+        w.write_opt("host", &self.host);
+    }
+}
+impl x::Request for EnableSecondaryVMRequestType {
+    const NAME: &'static str = "EnableSecondaryVM_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EnableSmartCardAuthenticationRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableSmartCardAuthenticationRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EnableSmartCardAuthenticationRequestType {
+    const TYPE_NAME: &'static str = "EnableSmartCardAuthenticationRequestType";
+}
+impl x::Structure for EnableSmartCardAuthenticationRequestType {}
+impl std::fmt::Debug for EnableSmartCardAuthenticationRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "EnableSmartCardAuthenticationRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for EnableSmartCardAuthenticationRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableSmartCardAuthenticationRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for EnableSmartCardAuthenticationRequestType {
+    const NAME: &'static str = "EnableSmartCardAuthentication";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnterLockdownModeRequestType`.
+#[derive(Clone, Default)]
+pub struct EnterLockdownModeRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EnterLockdownModeRequestType {
+    const TYPE_NAME: &'static str = "EnterLockdownModeRequestType";
+}
+impl x::Structure for EnterLockdownModeRequestType {}
+impl std::fmt::Debug for EnterLockdownModeRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnterLockdownModeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnterLockdownModeRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnterLockdownModeRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for EnterLockdownModeRequestType {
+    const NAME: &'static str = "EnterLockdownMode";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnterMaintenanceModeRequestType`.
+#[derive(Clone, Default)]
+pub struct EnterMaintenanceModeRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `timeout`.
+    pub timeout: i32,
+    /// `evacuatePoweredOffVms`.
+    pub evacuate_powered_off_vms: Option<bool>,
+    /// `maintenanceSpec`.
+    pub maintenance_spec: Option<HostMaintenanceSpec>,
+}
+impl x::SchemaType for EnterMaintenanceModeRequestType {
+    const TYPE_NAME: &'static str = "EnterMaintenanceModeRequestType";
+}
+impl x::Structure for EnterMaintenanceModeRequestType {}
+impl std::fmt::Debug for EnterMaintenanceModeRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnterMaintenanceModeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnterMaintenanceModeRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnterMaintenanceModeRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "timeout" => r.read(&mut self.timeout),
+            "evacuatePoweredOffVms" => r.read_opt(&mut self.evacuate_powered_off_vms),
+            "maintenanceSpec" => r.read_opt(&mut self.maintenance_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("timeout", &self.timeout);
+        w.write_opt("evacuatePoweredOffVms", &self.evacuate_powered_off_vms);
+        w.write_opt("maintenanceSpec", &self.maintenance_spec);
+    }
+}
+impl x::Request for EnterMaintenanceModeRequestType {
+    const NAME: &'static str = "EnterMaintenanceMode_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EstimateDatabaseSizeRequestType`.
+#[derive(Clone, Default)]
+pub struct EstimateDatabaseSizeRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `dbSizeParam`.
+    pub db_size_param: DatabaseSizeParam,
+}
+impl x::SchemaType for EstimateDatabaseSizeRequestType {
+    const TYPE_NAME: &'static str = "EstimateDatabaseSizeRequestType";
+}
+impl x::Structure for EstimateDatabaseSizeRequestType {}
+impl std::fmt::Debug for EstimateDatabaseSizeRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EstimateDatabaseSizeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EstimateDatabaseSizeRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EstimateDatabaseSizeRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dbSizeParam" => r.read(&mut self.db_size_param),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("dbSizeParam", &self.db_size_param);
+    }
+}
+impl x::Request for EstimateDatabaseSizeRequestType {
+    const NAME: &'static str = "EstimateDatabaseSize";
+    const IDEMPOTENT: bool = true;
+    type Response = DatabaseSizeEstimate;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EstimateStorageForConsolidateSnapshotsRequestType`.
+#[derive(Clone, Default)]
+pub struct EstimateStorageForConsolidateSnapshotsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EstimateStorageForConsolidateSnapshotsRequestType {
+    const TYPE_NAME: &'static str = "EstimateStorageForConsolidateSnapshotsRequestType";
+}
+impl x::Structure for EstimateStorageForConsolidateSnapshotsRequestType {}
+impl std::fmt::Debug for EstimateStorageForConsolidateSnapshotsRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "EstimateStorageForConsolidateSnapshotsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for EstimateStorageForConsolidateSnapshotsRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EstimateStorageForConsolidateSnapshotsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for EstimateStorageForConsolidateSnapshotsRequestType {
+    const NAME: &'static str = "EstimateStorageForConsolidateSnapshots_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EsxAgentHostManagerUpdateConfigRequestType`.
+#[derive(Clone, Default)]
+pub struct EsxAgentHostManagerUpdateConfigRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `configInfo`.
+    pub config_info: HostEsxAgentHostManagerConfigInfo,
+}
+impl x::SchemaType for EsxAgentHostManagerUpdateConfigRequestType {
+    const TYPE_NAME: &'static str = "EsxAgentHostManagerUpdateConfigRequestType";
+}
+impl x::Structure for EsxAgentHostManagerUpdateConfigRequestType {}
+impl std::fmt::Debug for EsxAgentHostManagerUpdateConfigRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "EsxAgentHostManagerUpdateConfigRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for EsxAgentHostManagerUpdateConfigRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EsxAgentHostManagerUpdateConfigRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "configInfo" => r.read(&mut self.config_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("configInfo", &self.config_info);
+    }
+}
+impl x::Request for EsxAgentHostManagerUpdateConfigRequestType {
+    const NAME: &'static str = "EsxAgentHostManagerUpdateConfig";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EvacuateVsanNodeRequestType`.
+#[derive(Clone, Default)]
+pub struct EvacuateVsanNodeRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `maintenanceSpec`.
+    pub maintenance_spec: HostMaintenanceSpec,
+    /// `timeout`.
+    pub timeout: i32,
+}
+impl x::SchemaType for EvacuateVsanNodeRequestType {
+    const TYPE_NAME: &'static str = "EvacuateVsanNodeRequestType";
+}
+impl x::Structure for EvacuateVsanNodeRequestType {}
+impl std::fmt::Debug for EvacuateVsanNodeRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EvacuateVsanNodeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EvacuateVsanNodeRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EvacuateVsanNodeRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maintenanceSpec" => r.read(&mut self.maintenance_spec),
+            "timeout" => r.read(&mut self.timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("maintenanceSpec", &self.maintenance_spec);
+        w.write("timeout", &self.timeout);
+    }
+}
+impl x::Request for EvacuateVsanNodeRequestType {
+    const NAME: &'static str = "EvacuateVsanNode_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EvcManagerRequestType`.
+#[derive(Clone, Default)]
+pub struct EvcManagerRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EvcManagerRequestType {
+    const TYPE_NAME: &'static str = "EvcManagerRequestType";
+}
+impl x::Structure for EvcManagerRequestType {}
+impl std::fmt::Debug for EvcManagerRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EvcManagerRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EvcManagerRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EvcManagerRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for EvcManagerRequestType {
+    const NAME: &'static str = "EvcManager";
+    const IDEMPOTENT: bool = false;
+    type Response = Option<x::ManagedObjectReference>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_opt()
     }
 }

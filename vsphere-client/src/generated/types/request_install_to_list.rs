@@ -5,6 +5,356 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `InstallHostPatchRequestType`.
+#[derive(Clone, Default)]
+pub struct InstallHostPatchRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `repository`.
+    pub repository: HostPatchManagerLocator,
+    /// `updateID`.
+    pub update_id: String,
+    /// `force`.
+    pub force: Option<bool>,
+}
+impl x::SchemaType for InstallHostPatchRequestType {
+    const TYPE_NAME: &'static str = "InstallHostPatchRequestType";
+}
+impl x::Structure for InstallHostPatchRequestType {}
+impl std::fmt::Debug for InstallHostPatchRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InstallHostPatchRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for InstallHostPatchRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for InstallHostPatchRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "repository" => r.read(&mut self.repository),
+            "updateID" => r.read(&mut self.update_id),
+            "force" => r.read_opt(&mut self.force),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("repository", &self.repository);
+        w.write("updateID", &self.update_id);
+        w.write_opt("force", &self.force);
+    }
+}
+impl x::Request for InstallHostPatchRequestType {
+    const NAME: &'static str = "InstallHostPatch_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `InstallHostPatchV2RequestType`.
+#[derive(Default)]
+pub struct InstallHostPatchV2RequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `metaUrls`.
+    pub meta_urls: Vec<String>,
+    /// `bundleUrls`.
+    pub bundle_urls: Vec<String>,
+    /// `vibUrls`.
+    pub vib_urls: Vec<String>,
+    /// `spec`.
+    pub spec: Option<HostPatchManagerPatchManagerOperationSpec>,
+}
+impl x::SchemaType for InstallHostPatchV2RequestType {
+    const TYPE_NAME: &'static str = "InstallHostPatchV2RequestType";
+}
+impl x::Structure for InstallHostPatchV2RequestType {}
+impl std::fmt::Debug for InstallHostPatchV2RequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InstallHostPatchV2RequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for InstallHostPatchV2RequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for InstallHostPatchV2RequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            meta_urls: x::clone_vec(&self.meta_urls),
+            bundle_urls: x::clone_vec(&self.bundle_urls),
+            vib_urls: x::clone_vec(&self.vib_urls),
+            spec: self.spec.clone(),
+        }
+    }
+}
+impl x::Fields for InstallHostPatchV2RequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "metaUrls" => r.read_push(&mut self.meta_urls),
+            "bundleUrls" => r.read_push(&mut self.bundle_urls),
+            "vibUrls" => r.read_push(&mut self.vib_urls),
+            "spec" => r.read_opt(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("metaUrls", &self.meta_urls);
+        w.write_vec("bundleUrls", &self.bundle_urls);
+        w.write_vec("vibUrls", &self.vib_urls);
+        w.write_opt("spec", &self.spec);
+    }
+}
+impl x::Request for InstallHostPatchV2RequestType {
+    const NAME: &'static str = "InstallHostPatchV2_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `InstallIoFilterRequestType`.
+#[derive(Clone, Default)]
+pub struct InstallIoFilterRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `vibUrl`.
+    pub vib_url: String,
+    /// `compRes`.
+    pub comp_res: x::ManagedObjectReference,
+    /// `vibSslTrust`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vib_ssl_trust: Option<AnyIoFilterManagerSslTrust>,
+}
+impl x::SchemaType for InstallIoFilterRequestType {
+    const TYPE_NAME: &'static str = "InstallIoFilterRequestType";
+}
+impl x::Structure for InstallIoFilterRequestType {}
+impl std::fmt::Debug for InstallIoFilterRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InstallIoFilterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for InstallIoFilterRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for InstallIoFilterRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vibUrl" => r.read(&mut self.vib_url),
+            "compRes" => r.read(&mut self.comp_res),
+            "vibSslTrust" => r.read_opt(&mut self.vib_ssl_trust),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("vibUrl", &self.vib_url);
+        w.write("compRes", &self.comp_res);
+        if w
+            .since(
+                0x0800_0300,
+                "InstallIoFilter_Task.vibSslTrust",
+                self.vib_ssl_trust.is_some(),
+            )
+        {
+            w.write_opt("vibSslTrust", &self.vib_ssl_trust);
+        }
+    }
+}
+impl x::Request for InstallIoFilterRequestType {
+    const NAME: &'static str = "InstallIoFilter_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `InstallServerCertificateRequestType`.
+#[derive(Clone, Default)]
+pub struct InstallServerCertificateRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `cert`.
+    pub cert: String,
+}
+impl x::SchemaType for InstallServerCertificateRequestType {
+    const TYPE_NAME: &'static str = "InstallServerCertificateRequestType";
+}
+impl x::Structure for InstallServerCertificateRequestType {}
+impl std::fmt::Debug for InstallServerCertificateRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InstallServerCertificateRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for InstallServerCertificateRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for InstallServerCertificateRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cert" => r.read(&mut self.cert),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("cert", &self.cert);
+    }
+}
+impl x::Request for InstallServerCertificateRequestType {
+    const NAME: &'static str = "InstallServerCertificate";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `InstallSmartCardTrustAnchorRequestType`.
+#[derive(Clone, Default)]
+pub struct InstallSmartCardTrustAnchorRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `cert`.
+    pub cert: String,
+}
+impl x::SchemaType for InstallSmartCardTrustAnchorRequestType {
+    const TYPE_NAME: &'static str = "InstallSmartCardTrustAnchorRequestType";
+}
+impl x::Structure for InstallSmartCardTrustAnchorRequestType {}
+impl std::fmt::Debug for InstallSmartCardTrustAnchorRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "InstallSmartCardTrustAnchorRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for InstallSmartCardTrustAnchorRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for InstallSmartCardTrustAnchorRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cert" => r.read(&mut self.cert),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("cert", &self.cert);
+    }
+}
+impl x::Request for InstallSmartCardTrustAnchorRequestType {
+    const NAME: &'static str = "InstallSmartCardTrustAnchor";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
 /// `InstantCloneRequestType`.
 #[derive(Clone, Default)]
 pub struct InstantCloneRequestType {
@@ -18,16 +368,19 @@ impl x::SchemaType for InstantCloneRequestType {
 }
 impl x::Structure for InstantCloneRequestType {}
 impl std::fmt::Debug for InstantCloneRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "InstantCloneRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InstantCloneRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InstantCloneRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -41,6 +394,7 @@ impl x::Fields for InstantCloneRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -50,9 +404,11 @@ impl x::Request for InstantCloneRequestType {
     const NAME: &'static str = "InstantClone_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -78,16 +434,19 @@ impl x::SchemaType for IsGuestOsCustomizableRequestType {
 }
 impl x::Structure for IsGuestOsCustomizableRequestType {}
 impl std::fmt::Debug for IsGuestOsCustomizableRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IsGuestOsCustomizableRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for IsGuestOsCustomizableRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IsGuestOsCustomizableRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -101,6 +460,7 @@ impl x::Fields for IsGuestOsCustomizableRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation IsGuestOsCustomizable", true);
         w.write("_this", &self.this);
@@ -111,9 +471,11 @@ impl x::Request for IsGuestOsCustomizableRequestType {
     const NAME: &'static str = "IsGuestOsCustomizable";
     const IDEMPOTENT: bool = false;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -133,16 +495,19 @@ impl x::SchemaType for IsKmsClusterActiveRequestType {
 }
 impl x::Structure for IsKmsClusterActiveRequestType {}
 impl std::fmt::Debug for IsKmsClusterActiveRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IsKmsClusterActiveRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for IsKmsClusterActiveRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IsKmsClusterActiveRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -156,6 +521,7 @@ impl x::Fields for IsKmsClusterActiveRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("cluster", &self.cluster);
@@ -165,9 +531,11 @@ impl x::Request for IsKmsClusterActiveRequestType {
     const NAME: &'static str = "IsKmsClusterActive";
     const IDEMPOTENT: bool = false;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -185,16 +553,19 @@ impl x::SchemaType for IsSharedGraphicsActiveRequestType {
 }
 impl x::Structure for IsSharedGraphicsActiveRequestType {}
 impl std::fmt::Debug for IsSharedGraphicsActiveRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IsSharedGraphicsActiveRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for IsSharedGraphicsActiveRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IsSharedGraphicsActiveRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -207,6 +578,7 @@ impl x::Fields for IsSharedGraphicsActiveRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -215,9 +587,11 @@ impl x::Request for IsSharedGraphicsActiveRequestType {
     const NAME: &'static str = "IsSharedGraphicsActive";
     const IDEMPOTENT: bool = false;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -241,16 +615,19 @@ impl x::SchemaType for JoinDomainRequestType {
 }
 impl x::Structure for JoinDomainRequestType {}
 impl std::fmt::Debug for JoinDomainRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "JoinDomainRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for JoinDomainRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for JoinDomainRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -266,6 +643,7 @@ impl x::Fields for JoinDomainRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("domainName", &self.domain_name);
@@ -277,9 +655,11 @@ impl x::Request for JoinDomainRequestType {
     const NAME: &'static str = "JoinDomain_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -301,16 +681,19 @@ impl x::SchemaType for JoinDomainWithCAMRequestType {
 }
 impl x::Structure for JoinDomainWithCAMRequestType {}
 impl std::fmt::Debug for JoinDomainWithCAMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "JoinDomainWithCAMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for JoinDomainWithCAMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for JoinDomainWithCAMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -325,6 +708,7 @@ impl x::Fields for JoinDomainWithCAMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("domainName", &self.domain_name);
@@ -335,9 +719,11 @@ impl x::Request for JoinDomainWithCAMRequestType {
     const NAME: &'static str = "JoinDomainWithCAM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -357,16 +743,19 @@ impl x::SchemaType for LeaveCurrentDomainRequestType {
 }
 impl x::Structure for LeaveCurrentDomainRequestType {}
 impl std::fmt::Debug for LeaveCurrentDomainRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "LeaveCurrentDomainRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LeaveCurrentDomainRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LeaveCurrentDomainRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -380,6 +769,7 @@ impl x::Fields for LeaveCurrentDomainRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("force", &self.force);
@@ -389,9 +779,11 @@ impl x::Request for LeaveCurrentDomainRequestType {
     const NAME: &'static str = "LeaveCurrentDomain_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -409,6 +801,7 @@ impl x::SchemaType for ListCACertificateRevocationListsRequestType {
 }
 impl x::Structure for ListCACertificateRevocationListsRequestType {}
 impl std::fmt::Debug for ListCACertificateRevocationListsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -418,11 +811,13 @@ impl std::fmt::Debug for ListCACertificateRevocationListsRequestType {
     }
 }
 impl PartialEq for ListCACertificateRevocationListsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListCACertificateRevocationListsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -435,6 +830,7 @@ impl x::Fields for ListCACertificateRevocationListsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -443,9 +839,11 @@ impl x::Request for ListCACertificateRevocationListsRequestType {
     const NAME: &'static str = "ListCACertificateRevocationLists";
     const IDEMPOTENT: bool = true;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -463,16 +861,19 @@ impl x::SchemaType for ListCACertificatesRequestType {
 }
 impl x::Structure for ListCACertificatesRequestType {}
 impl std::fmt::Debug for ListCACertificatesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListCACertificatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListCACertificatesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListCACertificatesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -485,6 +886,7 @@ impl x::Fields for ListCACertificatesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -493,9 +895,11 @@ impl x::Request for ListCACertificatesRequestType {
     const NAME: &'static str = "ListCACertificates";
     const IDEMPOTENT: bool = true;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -525,16 +929,19 @@ impl x::SchemaType for ListFilesInGuestRequestType {
 }
 impl x::Structure for ListFilesInGuestRequestType {}
 impl std::fmt::Debug for ListFilesInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListFilesInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListFilesInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListFilesInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -553,6 +960,7 @@ impl x::Fields for ListFilesInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -567,9 +975,11 @@ impl x::Request for ListFilesInGuestRequestType {
     const NAME: &'static str = "ListFilesInGuest";
     const IDEMPOTENT: bool = true;
     type Response = GuestListFileInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -593,16 +1003,19 @@ impl x::SchemaType for ListGuestAliasesRequestType {
 }
 impl x::Structure for ListGuestAliasesRequestType {}
 impl std::fmt::Debug for ListGuestAliasesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListGuestAliasesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListGuestAliasesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListGuestAliasesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -618,6 +1031,7 @@ impl x::Fields for ListGuestAliasesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -629,9 +1043,11 @@ impl x::Request for ListGuestAliasesRequestType {
     const NAME: &'static str = "ListGuestAliases";
     const IDEMPOTENT: bool = true;
     type Response = Vec<GuestAliases>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -653,16 +1069,19 @@ impl x::SchemaType for ListGuestMappedAliasesRequestType {
 }
 impl x::Structure for ListGuestMappedAliasesRequestType {}
 impl std::fmt::Debug for ListGuestMappedAliasesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListGuestMappedAliasesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListGuestMappedAliasesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListGuestMappedAliasesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -677,6 +1096,7 @@ impl x::Fields for ListGuestMappedAliasesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -687,9 +1107,11 @@ impl x::Request for ListGuestMappedAliasesRequestType {
     const NAME: &'static str = "ListGuestMappedAliases";
     const IDEMPOTENT: bool = true;
     type Response = Vec<GuestMappedAliases>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -709,16 +1131,19 @@ impl x::SchemaType for ListKeysRequestType {
 }
 impl x::Structure for ListKeysRequestType {}
 impl std::fmt::Debug for ListKeysRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListKeysRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListKeysRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListKeysRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -732,6 +1157,7 @@ impl x::Fields for ListKeysRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("limit", &self.limit);
@@ -741,9 +1167,11 @@ impl x::Request for ListKeysRequestType {
     const NAME: &'static str = "ListKeys";
     const IDEMPOTENT: bool = true;
     type Response = Vec<CryptoKeyId>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -763,16 +1191,19 @@ impl x::SchemaType for ListKmipServersRequestType {
 }
 impl x::Structure for ListKmipServersRequestType {}
 impl std::fmt::Debug for ListKmipServersRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListKmipServersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListKmipServersRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListKmipServersRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -786,6 +1217,7 @@ impl x::Fields for ListKmipServersRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("limit", &self.limit);
@@ -795,9 +1227,11 @@ impl x::Request for ListKmipServersRequestType {
     const NAME: &'static str = "ListKmipServers";
     const IDEMPOTENT: bool = true;
     type Response = Vec<KmipClusterInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -821,16 +1255,19 @@ impl x::SchemaType for ListKmsClustersRequestType {
 }
 impl x::Structure for ListKmsClustersRequestType {}
 impl std::fmt::Debug for ListKmsClustersRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListKmsClustersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListKmsClustersRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListKmsClustersRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -846,6 +1283,7 @@ impl x::Fields for ListKmsClustersRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("includeKmsServers", &self.include_kms_servers);
@@ -857,9 +1295,11 @@ impl x::Request for ListKmsClustersRequestType {
     const NAME: &'static str = "ListKmsClusters";
     const IDEMPOTENT: bool = true;
     type Response = Vec<KmipClusterInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -883,16 +1323,19 @@ impl x::SchemaType for ListProcessesInGuestRequestType {
 }
 impl x::Structure for ListProcessesInGuestRequestType {}
 impl std::fmt::Debug for ListProcessesInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListProcessesInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListProcessesInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ListProcessesInGuestRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -903,6 +1346,7 @@ impl Clone for ListProcessesInGuestRequestType {
     }
 }
 impl x::Fields for ListProcessesInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -918,6 +1362,7 @@ impl x::Fields for ListProcessesInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -929,9 +1374,11 @@ impl x::Request for ListProcessesInGuestRequestType {
     const NAME: &'static str = "ListProcessesInGuest";
     const IDEMPOTENT: bool = true;
     type Response = Vec<GuestProcessInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -959,16 +1406,19 @@ impl x::SchemaType for ListRegistryKeysInGuestRequestType {
 }
 impl x::Structure for ListRegistryKeysInGuestRequestType {}
 impl std::fmt::Debug for ListRegistryKeysInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListRegistryKeysInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListRegistryKeysInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListRegistryKeysInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -986,6 +1436,7 @@ impl x::Fields for ListRegistryKeysInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -999,9 +1450,11 @@ impl x::Request for ListRegistryKeysInGuestRequestType {
     const NAME: &'static str = "ListRegistryKeysInGuest";
     const IDEMPOTENT: bool = true;
     type Response = Vec<GuestRegKeyRecordSpec>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1029,16 +1482,19 @@ impl x::SchemaType for ListRegistryValuesInGuestRequestType {
 }
 impl x::Structure for ListRegistryValuesInGuestRequestType {}
 impl std::fmt::Debug for ListRegistryValuesInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListRegistryValuesInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListRegistryValuesInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListRegistryValuesInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1056,6 +1512,7 @@ impl x::Fields for ListRegistryValuesInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1069,9 +1526,11 @@ impl x::Request for ListRegistryValuesInGuestRequestType {
     const NAME: &'static str = "ListRegistryValuesInGuest";
     const IDEMPOTENT: bool = true;
     type Response = Vec<GuestRegValueSpec>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1089,16 +1548,19 @@ impl x::SchemaType for ListSmartCardTrustAnchorsRequestType {
 }
 impl x::Structure for ListSmartCardTrustAnchorsRequestType {}
 impl std::fmt::Debug for ListSmartCardTrustAnchorsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListSmartCardTrustAnchorsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListSmartCardTrustAnchorsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListSmartCardTrustAnchorsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1111,6 +1573,7 @@ impl x::Fields for ListSmartCardTrustAnchorsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1119,9 +1582,11 @@ impl x::Request for ListSmartCardTrustAnchorsRequestType {
     const NAME: &'static str = "ListSmartCardTrustAnchors";
     const IDEMPOTENT: bool = true;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1141,6 +1606,7 @@ impl x::SchemaType for ListTagsAttachedToVStorageObjectRequestType {
 }
 impl x::Structure for ListTagsAttachedToVStorageObjectRequestType {}
 impl std::fmt::Debug for ListTagsAttachedToVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1150,11 +1616,13 @@ impl std::fmt::Debug for ListTagsAttachedToVStorageObjectRequestType {
     }
 }
 impl PartialEq for ListTagsAttachedToVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListTagsAttachedToVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1168,6 +1636,7 @@ impl x::Fields for ListTagsAttachedToVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1177,9 +1646,11 @@ impl x::Request for ListTagsAttachedToVStorageObjectRequestType {
     const NAME: &'static str = "ListTagsAttachedToVStorageObject";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VslmTagEntry>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1199,16 +1670,19 @@ impl x::SchemaType for ListVStorageObjectRequestType {
 }
 impl x::Structure for ListVStorageObjectRequestType {}
 impl std::fmt::Debug for ListVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ListVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1222,6 +1696,7 @@ impl x::Fields for ListVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -1231,9 +1706,11 @@ impl x::Request for ListVStorageObjectRequestType {
     const NAME: &'static str = "ListVStorageObject";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ID>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1255,6 +1732,7 @@ impl x::SchemaType for ListVStorageObjectsAttachedToTagRequestType {
 }
 impl x::Structure for ListVStorageObjectsAttachedToTagRequestType {}
 impl std::fmt::Debug for ListVStorageObjectsAttachedToTagRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1264,11 +1742,13 @@ impl std::fmt::Debug for ListVStorageObjectsAttachedToTagRequestType {
     }
 }
 impl PartialEq for ListVStorageObjectsAttachedToTagRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListVStorageObjectsAttachedToTagRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1283,6 +1763,7 @@ impl x::Fields for ListVStorageObjectsAttachedToTagRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("category", &self.category);
@@ -1293,9 +1774,11 @@ impl x::Request for ListVStorageObjectsAttachedToTagRequestType {
     const NAME: &'static str = "ListVStorageObjectsAttachedToTag";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ID>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -5,303 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `ClearComplianceStatusRequestType`.
-#[derive(Default)]
-pub struct ClearComplianceStatusRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `profile`.
-    pub profile: Vec<x::ManagedObjectReference>,
-    /// `entity`.
-    pub entity: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for ClearComplianceStatusRequestType {
-    const TYPE_NAME: &'static str = "ClearComplianceStatusRequestType";
-}
-impl x::Structure for ClearComplianceStatusRequestType {}
-impl std::fmt::Debug for ClearComplianceStatusRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ClearComplianceStatusRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ClearComplianceStatusRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for ClearComplianceStatusRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            profile: x::clone_vec(&self.profile),
-            entity: x::clone_vec(&self.entity),
-        }
-    }
-}
-impl x::Fields for ClearComplianceStatusRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "profile" => r.read_push(&mut self.profile),
-            "entity" => r.read_push(&mut self.entity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("profile", &self.profile);
-        w.write_vec("entity", &self.entity);
-    }
-}
-impl x::Request for ClearComplianceStatusRequestType {
-    const NAME: &'static str = "ClearComplianceStatus";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ClearNFSUserRequestType`.
-#[derive(Clone, Default)]
-pub struct ClearNFSUserRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for ClearNFSUserRequestType {
-    const TYPE_NAME: &'static str = "ClearNFSUserRequestType";
-}
-impl x::Structure for ClearNFSUserRequestType {}
-impl std::fmt::Debug for ClearNFSUserRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ClearNFSUserRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ClearNFSUserRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ClearNFSUserRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for ClearNFSUserRequestType {
-    const NAME: &'static str = "ClearNFSUser";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ClearSystemEventLogRequestType`.
-#[derive(Clone, Default)]
-pub struct ClearSystemEventLogRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for ClearSystemEventLogRequestType {
-    const TYPE_NAME: &'static str = "ClearSystemEventLogRequestType";
-}
-impl x::Structure for ClearSystemEventLogRequestType {}
-impl std::fmt::Debug for ClearSystemEventLogRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ClearSystemEventLogRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ClearSystemEventLogRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ClearSystemEventLogRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for ClearSystemEventLogRequestType {
-    const NAME: &'static str = "ClearSystemEventLog";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ClearTriggeredAlarmsRequestType`.
-#[derive(Clone, Default)]
-pub struct ClearTriggeredAlarmsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `filter`.
-    pub filter: AlarmFilterSpec,
-}
-impl x::SchemaType for ClearTriggeredAlarmsRequestType {
-    const TYPE_NAME: &'static str = "ClearTriggeredAlarmsRequestType";
-}
-impl x::Structure for ClearTriggeredAlarmsRequestType {}
-impl std::fmt::Debug for ClearTriggeredAlarmsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ClearTriggeredAlarmsRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ClearTriggeredAlarmsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ClearTriggeredAlarmsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "filter" => r.read(&mut self.filter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("filter", &self.filter);
-    }
-}
-impl x::Request for ClearTriggeredAlarmsRequestType {
-    const NAME: &'static str = "ClearTriggeredAlarms";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ClearVStorageObjectControlFlagsRequestType`.
-#[derive(Default)]
-pub struct ClearVStorageObjectControlFlagsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `controlFlags`.
-    pub control_flags: Vec<String>,
-}
-impl x::SchemaType for ClearVStorageObjectControlFlagsRequestType {
-    const TYPE_NAME: &'static str = "ClearVStorageObjectControlFlagsRequestType";
-}
-impl x::Structure for ClearVStorageObjectControlFlagsRequestType {}
-impl std::fmt::Debug for ClearVStorageObjectControlFlagsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "ClearVStorageObjectControlFlagsRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for ClearVStorageObjectControlFlagsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for ClearVStorageObjectControlFlagsRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            id: self.id.clone(),
-            datastore: self.datastore.clone(),
-            control_flags: x::clone_vec(&self.control_flags),
-        }
-    }
-}
-impl x::Fields for ClearVStorageObjectControlFlagsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "id" => r.read(&mut self.id),
-            "datastore" => r.read(&mut self.datastore),
-            "controlFlags" => r.read_push(&mut self.control_flags),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-        w.write_vec("controlFlags", &self.control_flags);
-    }
-}
-impl x::Request for ClearVStorageObjectControlFlagsRequestType {
-    const NAME: &'static str = "ClearVStorageObjectControlFlags";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
 /// `CloneSessionRequestType`.
 #[derive(Clone, Default)]
 pub struct CloneSessionRequestType {
@@ -315,16 +18,19 @@ impl x::SchemaType for CloneSessionRequestType {
 }
 impl x::Structure for CloneSessionRequestType {}
 impl std::fmt::Debug for CloneSessionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloneSessionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneSessionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneSessionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -338,6 +44,7 @@ impl x::Fields for CloneSessionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_secret("cloneTicket", &self.clone_ticket);
@@ -347,9 +54,11 @@ impl x::Request for CloneSessionRequestType {
     const NAME: &'static str = "CloneSession";
     const IDEMPOTENT: bool = false;
     type Response = UserSession;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -373,16 +82,19 @@ impl x::SchemaType for CloneVAppRequestType {
 }
 impl x::Structure for CloneVAppRequestType {}
 impl std::fmt::Debug for CloneVAppRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloneVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneVAppRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneVAppRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -398,6 +110,7 @@ impl x::Fields for CloneVAppRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -409,9 +122,11 @@ impl x::Request for CloneVAppRequestType {
     const NAME: &'static str = "CloneVApp_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -435,16 +150,19 @@ impl x::SchemaType for CloneVMRequestType {
 }
 impl x::Structure for CloneVMRequestType {}
 impl std::fmt::Debug for CloneVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloneVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -460,6 +178,7 @@ impl x::Fields for CloneVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("folder", &self.folder);
@@ -471,9 +190,11 @@ impl x::Request for CloneVMRequestType {
     const NAME: &'static str = "CloneVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -497,16 +218,19 @@ impl x::SchemaType for CloneVStorageObjectRequestType {
 }
 impl x::Structure for CloneVStorageObjectRequestType {}
 impl std::fmt::Debug for CloneVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloneVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -522,6 +246,7 @@ impl x::Fields for CloneVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -533,9 +258,11 @@ impl x::Request for CloneVStorageObjectRequestType {
     const NAME: &'static str = "CloneVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -555,16 +282,19 @@ impl x::SchemaType for CloseInventoryViewFolderRequestType {
 }
 impl x::Structure for CloseInventoryViewFolderRequestType {}
 impl std::fmt::Debug for CloseInventoryViewFolderRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CloseInventoryViewFolderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloseInventoryViewFolderRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CloseInventoryViewFolderRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -573,6 +303,7 @@ impl Clone for CloseInventoryViewFolderRequestType {
     }
 }
 impl x::Fields for CloseInventoryViewFolderRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -586,6 +317,7 @@ impl x::Fields for CloseInventoryViewFolderRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -595,9 +327,11 @@ impl x::Request for CloseInventoryViewFolderRequestType {
     const NAME: &'static str = "CloseInventoryViewFolder";
     const IDEMPOTENT: bool = false;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -623,16 +357,19 @@ impl x::SchemaType for ClusterEnterMaintenanceModeRequestType {
 }
 impl x::Structure for ClusterEnterMaintenanceModeRequestType {}
 impl std::fmt::Debug for ClusterEnterMaintenanceModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterEnterMaintenanceModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterEnterMaintenanceModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterEnterMaintenanceModeRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -643,6 +380,7 @@ impl Clone for ClusterEnterMaintenanceModeRequestType {
     }
 }
 impl x::Fields for ClusterEnterMaintenanceModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -658,6 +396,7 @@ impl x::Fields for ClusterEnterMaintenanceModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("host", &self.host);
@@ -672,9 +411,11 @@ impl x::Request for ClusterEnterMaintenanceModeRequestType {
     const NAME: &'static str = "ClusterEnterMaintenanceMode";
     const IDEMPOTENT: bool = false;
     type Response = ClusterEnterMaintenanceResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -704,16 +445,19 @@ impl x::SchemaType for CompositeHostProfileRequestType {
 }
 impl x::Structure for CompositeHostProfileRequestType {}
 impl std::fmt::Debug for CompositeHostProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CompositeHostProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CompositeHostProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CompositeHostProfileRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -727,6 +471,7 @@ impl Clone for CompositeHostProfileRequestType {
     }
 }
 impl x::Fields for CompositeHostProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -745,6 +490,7 @@ impl x::Fields for CompositeHostProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("source", &self.source);
@@ -759,9 +505,11 @@ impl x::Request for CompositeHostProfileRequestType {
     const NAME: &'static str = "CompositeHostProfile_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -785,6 +533,7 @@ impl x::SchemaType for ComputeDiskPartitionInfoForResizeRequestType {
 }
 impl x::Structure for ComputeDiskPartitionInfoForResizeRequestType {}
 impl std::fmt::Debug for ComputeDiskPartitionInfoForResizeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -794,11 +543,13 @@ impl std::fmt::Debug for ComputeDiskPartitionInfoForResizeRequestType {
     }
 }
 impl PartialEq for ComputeDiskPartitionInfoForResizeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComputeDiskPartitionInfoForResizeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -814,6 +565,7 @@ impl x::Fields for ComputeDiskPartitionInfoForResizeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("partition", &self.partition);
@@ -825,9 +577,11 @@ impl x::Request for ComputeDiskPartitionInfoForResizeRequestType {
     const NAME: &'static str = "ComputeDiskPartitionInfoForResize";
     const IDEMPOTENT: bool = false;
     type Response = HostDiskPartitionInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -851,16 +605,19 @@ impl x::SchemaType for ComputeDiskPartitionInfoRequestType {
 }
 impl x::Structure for ComputeDiskPartitionInfoRequestType {}
 impl std::fmt::Debug for ComputeDiskPartitionInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ComputeDiskPartitionInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ComputeDiskPartitionInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComputeDiskPartitionInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -876,6 +633,7 @@ impl x::Fields for ComputeDiskPartitionInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("devicePath", &self.device_path);
@@ -887,9 +645,11 @@ impl x::Request for ComputeDiskPartitionInfoRequestType {
     const NAME: &'static str = "ComputeDiskPartitionInfo";
     const IDEMPOTENT: bool = false;
     type Response = HostDiskPartitionInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -909,16 +669,19 @@ impl x::SchemaType for ConfigureCryptoKeyRequestType {
 }
 impl x::Structure for ConfigureCryptoKeyRequestType {}
 impl std::fmt::Debug for ConfigureCryptoKeyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureCryptoKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureCryptoKeyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureCryptoKeyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -932,6 +695,7 @@ impl x::Fields for ConfigureCryptoKeyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("keyId", &self.key_id);
@@ -941,9 +705,11 @@ impl x::Request for ConfigureCryptoKeyRequestType {
     const NAME: &'static str = "ConfigureCryptoKey";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -965,16 +731,19 @@ impl x::SchemaType for ConfigureDatastoreIORMRequestType {
 }
 impl x::Structure for ConfigureDatastoreIORMRequestType {}
 impl std::fmt::Debug for ConfigureDatastoreIORMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureDatastoreIORMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureDatastoreIORMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureDatastoreIORMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -989,6 +758,7 @@ impl x::Fields for ConfigureDatastoreIORMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -999,9 +769,11 @@ impl x::Request for ConfigureDatastoreIORMRequestType {
     const NAME: &'static str = "ConfigureDatastoreIORM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1023,16 +795,19 @@ impl x::SchemaType for ConfigureDatastorePrincipalRequestType {
 }
 impl x::Structure for ConfigureDatastorePrincipalRequestType {}
 impl std::fmt::Debug for ConfigureDatastorePrincipalRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureDatastorePrincipalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureDatastorePrincipalRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureDatastorePrincipalRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1047,6 +822,7 @@ impl x::Fields for ConfigureDatastorePrincipalRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
@@ -1057,9 +833,11 @@ impl x::Request for ConfigureDatastorePrincipalRequestType {
     const NAME: &'static str = "ConfigureDatastorePrincipal";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1081,16 +859,19 @@ impl x::SchemaType for ConfigureEvcModeRequestType {
 }
 impl x::Structure for ConfigureEvcModeRequestType {}
 impl std::fmt::Debug for ConfigureEvcModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureEvcModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureEvcModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureEvcModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1105,6 +886,7 @@ impl x::Fields for ConfigureEvcModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("evcModeKey", &self.evc_mode_key);
@@ -1115,9 +897,11 @@ impl x::Request for ConfigureEvcModeRequestType {
     const NAME: &'static str = "ConfigureEvcMode_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1139,16 +923,19 @@ impl x::SchemaType for ConfigureHCIRequestType {
 }
 impl x::Structure for ConfigureHCIRequestType {}
 impl std::fmt::Debug for ConfigureHCIRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureHCIRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureHCIRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ConfigureHCIRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1158,6 +945,7 @@ impl Clone for ConfigureHCIRequestType {
     }
 }
 impl x::Fields for ConfigureHCIRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1172,6 +960,7 @@ impl x::Fields for ConfigureHCIRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("clusterSpec", &self.cluster_spec);
@@ -1182,9 +971,11 @@ impl x::Request for ConfigureHCIRequestType {
     const NAME: &'static str = "ConfigureHCI_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1204,16 +995,19 @@ impl x::SchemaType for ConfigureHostCacheRequestType {
 }
 impl x::Structure for ConfigureHostCacheRequestType {}
 impl std::fmt::Debug for ConfigureHostCacheRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureHostCacheRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureHostCacheRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureHostCacheRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1227,6 +1021,7 @@ impl x::Fields for ConfigureHostCacheRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1236,9 +1031,11 @@ impl x::Request for ConfigureHostCacheRequestType {
     const NAME: &'static str = "ConfigureHostCache_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1260,16 +1057,19 @@ impl x::SchemaType for ConfigureLicenseSourceRequestType {
 }
 impl x::Structure for ConfigureLicenseSourceRequestType {}
 impl std::fmt::Debug for ConfigureLicenseSourceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureLicenseSourceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureLicenseSourceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureLicenseSourceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1284,6 +1084,7 @@ impl x::Fields for ConfigureLicenseSourceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -1294,9 +1095,11 @@ impl x::Request for ConfigureLicenseSourceRequestType {
     const NAME: &'static str = "ConfigureLicenseSource";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1316,16 +1119,19 @@ impl x::SchemaType for ConfigurePowerPolicyRequestType {
 }
 impl x::Structure for ConfigurePowerPolicyRequestType {}
 impl std::fmt::Debug for ConfigurePowerPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigurePowerPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigurePowerPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigurePowerPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1339,6 +1145,7 @@ impl x::Fields for ConfigurePowerPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
@@ -1348,9 +1155,11 @@ impl x::Request for ConfigurePowerPolicyRequestType {
     const NAME: &'static str = "ConfigurePowerPolicy";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1374,16 +1183,19 @@ impl x::SchemaType for ConfigureStorageDrsForPodRequestType {
 }
 impl x::Structure for ConfigureStorageDrsForPodRequestType {}
 impl std::fmt::Debug for ConfigureStorageDrsForPodRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureStorageDrsForPodRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureStorageDrsForPodRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureStorageDrsForPodRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1399,6 +1211,7 @@ impl x::Fields for ConfigureStorageDrsForPodRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pod", &self.pod);
@@ -1410,9 +1223,11 @@ impl x::Request for ConfigureStorageDrsForPodRequestType {
     const NAME: &'static str = "ConfigureStorageDrsForPod_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1432,16 +1247,19 @@ impl x::SchemaType for ConfigureVFlashResourceExRequestType {
 }
 impl x::Structure for ConfigureVFlashResourceExRequestType {}
 impl std::fmt::Debug for ConfigureVFlashResourceExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConfigureVFlashResourceExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureVFlashResourceExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ConfigureVFlashResourceExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1450,6 +1268,7 @@ impl Clone for ConfigureVFlashResourceExRequestType {
     }
 }
 impl x::Fields for ConfigureVFlashResourceExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1463,6 +1282,7 @@ impl x::Fields for ConfigureVFlashResourceExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("devicePath", &self.device_path);
@@ -1472,9 +1292,11 @@ impl x::Request for ConfigureVFlashResourceExRequestType {
     const NAME: &'static str = "ConfigureVFlashResourceEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -67,6 +67,7 @@ impl PartialEq for VStorageObjectAssociations {
     }
 }
 impl Clone for VStorageObjectAssociations {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
@@ -320,6 +321,7 @@ impl PartialEq for VStorageObjectConfigInfo {
     }
 }
 impl Clone for VStorageObjectConfigInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             base_config_info: self.base_config_info.clone(),
@@ -433,6 +435,7 @@ impl PartialEq for VStorageObjectReconcileResult {
     }
 }
 impl Clone for VStorageObjectReconcileResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             reconcile_details: x::clone_vec(&self.reconcile_details),
@@ -570,6 +573,7 @@ impl PartialEq for VStorageObjectReconcileResultReconcileDetail {
     }
 }
 impl Clone for VStorageObjectReconcileResultReconcileDetail {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             host_name: self.host_name.clone(),
@@ -671,6 +675,7 @@ impl PartialEq for VStorageObjectReconcileSpec {
     }
 }
 impl Clone for VStorageObjectReconcileSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             datastore: self.datastore.clone(),
@@ -834,6 +839,7 @@ impl PartialEq for VStorageObjectSnapshotInfo {
     }
 }
 impl Clone for VStorageObjectSnapshotInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             snapshots: x::clone_vec(&self.snapshots),
@@ -974,6 +980,7 @@ impl PartialEq for VVolHostPE {
     }
 }
 impl Clone for VVolHostPE {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
@@ -1027,6 +1034,7 @@ impl PartialEq for VVolVmConfigFileUpdateResult {
     }
 }
 impl Clone for VVolVmConfigFileUpdateResult {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             succeeded_vm_config_file: x::clone_vec(&self.succeeded_vm_config_file),
@@ -1105,73 +1113,4 @@ impl x::Fields for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
 impl x::ArrayItem for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo";
     const ITEM_TAG: &'static str = "VVolVmConfigFileUpdateResultFailedVmConfigFileInfo";
-}
-/// `VasaProviderContainerSpec` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VasaProviderContainerSpec {
-    /// `vasaProviderInfo`.
-    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
-    /// `scId`.
-    pub sc_id: String,
-    /// `deleted`.
-    pub deleted: bool,
-    /// `stretched`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stretched: Option<bool>,
-}
-impl x::SchemaType for VasaProviderContainerSpec {
-    const TYPE_NAME: &'static str = "VasaProviderContainerSpec";
-}
-impl x::Structure for VasaProviderContainerSpec {}
-impl std::fmt::Debug for VasaProviderContainerSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "VasaProviderContainerSpec", x::fields_ref(self))
-    }
-}
-impl PartialEq for VasaProviderContainerSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for VasaProviderContainerSpec {
-    fn clone(&self) -> Self {
-        Self {
-            vasa_provider_info: x::clone_vec(&self.vasa_provider_info),
-            sc_id: self.sc_id.clone(),
-            deleted: self.deleted,
-            stretched: self.stretched,
-        }
-    }
-}
-impl x::Fields for VasaProviderContainerSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
-            "scId" => r.read(&mut self.sc_id),
-            "deleted" => r.read(&mut self.deleted),
-            "stretched" => r.read_opt(&mut self.stretched),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
-        w.write("scId", &self.sc_id);
-        w.write("deleted", &self.deleted);
-        if w
-            .since(
-                0x0800_0300,
-                "VasaProviderContainerSpec.stretched",
-                self.stretched.is_some(),
-            )
-        {
-            w.write_opt("stretched", &self.stretched);
-        }
-    }
 }

@@ -5,1075 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `BindVnicRequestType`.
-#[derive(Clone, Default)]
-pub struct BindVnicRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `iScsiHbaName`.
-    pub i_scsi_hba_name: String,
-    /// `vnicDevice`.
-    pub vnic_device: String,
-}
-impl x::SchemaType for BindVnicRequestType {
-    const TYPE_NAME: &'static str = "BindVnicRequestType";
-}
-impl x::Structure for BindVnicRequestType {}
-impl std::fmt::Debug for BindVnicRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "BindVnicRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for BindVnicRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for BindVnicRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "iScsiHbaName" => r.read(&mut self.i_scsi_hba_name),
-            "vnicDevice" => r.read(&mut self.vnic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("iScsiHbaName", &self.i_scsi_hba_name);
-        w.write("vnicDevice", &self.vnic_device);
-    }
-}
-impl x::Request for BindVnicRequestType {
-    const NAME: &'static str = "BindVnic";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `BrowseDiagnosticLogRequestType`.
-#[derive(Clone, Default)]
-pub struct BrowseDiagnosticLogRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `key`.
-    pub key: String,
-    /// `start`.
-    pub start: Option<i32>,
-    /// `lines`.
-    pub lines: Option<i32>,
-}
-impl x::SchemaType for BrowseDiagnosticLogRequestType {
-    const TYPE_NAME: &'static str = "BrowseDiagnosticLogRequestType";
-}
-impl x::Structure for BrowseDiagnosticLogRequestType {}
-impl std::fmt::Debug for BrowseDiagnosticLogRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "BrowseDiagnosticLogRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for BrowseDiagnosticLogRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for BrowseDiagnosticLogRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read_opt(&mut self.host),
-            "key" => r.read(&mut self.key),
-            "start" => r.read_opt(&mut self.start),
-            "lines" => r.read_opt(&mut self.lines),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("host", &self.host);
-        w.write("key", &self.key);
-        w.write_opt("start", &self.start);
-        w.write_opt("lines", &self.lines);
-    }
-}
-impl x::Request for BrowseDiagnosticLogRequestType {
-    const NAME: &'static str = "BrowseDiagnosticLog";
-    const IDEMPOTENT: bool = true;
-    type Response = DiagnosticManagerLogHeader;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CanProvisionObjectsRequestType`.
-#[derive(Default)]
-pub struct CanProvisionObjectsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `npbs`.
-    pub npbs: Vec<VsanNewPolicyBatch>,
-    /// `ignoreSatisfiability`.
-    pub ignore_satisfiability: Option<bool>,
-}
-impl x::SchemaType for CanProvisionObjectsRequestType {
-    const TYPE_NAME: &'static str = "CanProvisionObjectsRequestType";
-}
-impl x::Structure for CanProvisionObjectsRequestType {}
-impl std::fmt::Debug for CanProvisionObjectsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CanProvisionObjectsRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CanProvisionObjectsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for CanProvisionObjectsRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            npbs: x::clone_vec(&self.npbs),
-            ignore_satisfiability: self.ignore_satisfiability,
-        }
-    }
-}
-impl x::Fields for CanProvisionObjectsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "npbs" => r.read_push(&mut self.npbs),
-            "ignoreSatisfiability" => r.read_opt(&mut self.ignore_satisfiability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("npbs", &self.npbs);
-        w.write_opt("ignoreSatisfiability", &self.ignore_satisfiability);
-    }
-}
-impl x::Request for CanProvisionObjectsRequestType {
-    const NAME: &'static str = "CanProvisionObjects";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<VsanPolicySatisfiability>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `CancelRecommendationRequestType`.
-#[derive(Clone, Default)]
-pub struct CancelRecommendationRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `key`.
-    pub key: String,
-}
-impl x::SchemaType for CancelRecommendationRequestType {
-    const TYPE_NAME: &'static str = "CancelRecommendationRequestType";
-}
-impl x::Structure for CancelRecommendationRequestType {}
-impl std::fmt::Debug for CancelRecommendationRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CancelRecommendationRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CancelRecommendationRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CancelRecommendationRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("key", &self.key);
-    }
-}
-impl x::Request for CancelRecommendationRequestType {
-    const NAME: &'static str = "CancelRecommendation";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `CancelRetrievePropertiesExRequestType`.
-#[derive(Clone, Default)]
-pub struct CancelRetrievePropertiesExRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `token`.
-    pub token: String,
-}
-impl x::SchemaType for CancelRetrievePropertiesExRequestType {
-    const TYPE_NAME: &'static str = "CancelRetrievePropertiesExRequestType";
-}
-impl x::Structure for CancelRetrievePropertiesExRequestType {}
-impl std::fmt::Debug for CancelRetrievePropertiesExRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CancelRetrievePropertiesExRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CancelRetrievePropertiesExRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CancelRetrievePropertiesExRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "token" => r.read(&mut self.token),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_secret("token", &self.token);
-    }
-}
-impl x::Request for CancelRetrievePropertiesExRequestType {
-    const NAME: &'static str = "CancelRetrievePropertiesEx";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `CancelStorageDrsRecommendationRequestType`.
-#[derive(Default)]
-pub struct CancelStorageDrsRecommendationRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `key`.
-    pub key: Vec<String>,
-}
-impl x::SchemaType for CancelStorageDrsRecommendationRequestType {
-    const TYPE_NAME: &'static str = "CancelStorageDrsRecommendationRequestType";
-}
-impl x::Structure for CancelStorageDrsRecommendationRequestType {}
-impl std::fmt::Debug for CancelStorageDrsRecommendationRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "CancelStorageDrsRecommendationRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for CancelStorageDrsRecommendationRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for CancelStorageDrsRecommendationRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            key: x::clone_vec(&self.key),
-        }
-    }
-}
-impl x::Fields for CancelStorageDrsRecommendationRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "key" => r.read_push(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("key", &self.key);
-    }
-}
-impl x::Request for CancelStorageDrsRecommendationRequestType {
-    const NAME: &'static str = "CancelStorageDrsRecommendation";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `CancelTaskRequestType`.
-#[derive(Clone, Default)]
-pub struct CancelTaskRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for CancelTaskRequestType {
-    const TYPE_NAME: &'static str = "CancelTaskRequestType";
-}
-impl x::Structure for CancelTaskRequestType {}
-impl std::fmt::Debug for CancelTaskRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CancelTaskRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CancelTaskRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CancelTaskRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for CancelTaskRequestType {
-    const NAME: &'static str = "CancelTask";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `CancelWaitForUpdatesRequestType`.
-#[derive(Clone, Default)]
-pub struct CancelWaitForUpdatesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for CancelWaitForUpdatesRequestType {
-    const TYPE_NAME: &'static str = "CancelWaitForUpdatesRequestType";
-}
-impl x::Structure for CancelWaitForUpdatesRequestType {}
-impl std::fmt::Debug for CancelWaitForUpdatesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CancelWaitForUpdatesRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CancelWaitForUpdatesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CancelWaitForUpdatesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for CancelWaitForUpdatesRequestType {
-    const NAME: &'static str = "CancelWaitForUpdates";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `CertMgrRefreshCACertificatesAndCRLsRequestType`.
-#[derive(Default)]
-pub struct CertMgrRefreshCACertificatesAndCRLsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for CertMgrRefreshCACertificatesAndCRLsRequestType {
-    const TYPE_NAME: &'static str = "CertMgrRefreshCACertificatesAndCRLsRequestType";
-}
-impl x::Structure for CertMgrRefreshCACertificatesAndCRLsRequestType {}
-impl std::fmt::Debug for CertMgrRefreshCACertificatesAndCRLsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "CertMgrRefreshCACertificatesAndCRLsRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for CertMgrRefreshCACertificatesAndCRLsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for CertMgrRefreshCACertificatesAndCRLsRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            host: x::clone_vec(&self.host),
-        }
-    }
-}
-impl x::Fields for CertMgrRefreshCACertificatesAndCRLsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read_push(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("host", &self.host);
-    }
-}
-impl x::Request for CertMgrRefreshCACertificatesAndCRLsRequestType {
-    const NAME: &'static str = "CertMgrRefreshCACertificatesAndCRLs_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CertMgrRefreshCertificatesRequestType`.
-#[derive(Default)]
-pub struct CertMgrRefreshCertificatesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for CertMgrRefreshCertificatesRequestType {
-    const TYPE_NAME: &'static str = "CertMgrRefreshCertificatesRequestType";
-}
-impl x::Structure for CertMgrRefreshCertificatesRequestType {}
-impl std::fmt::Debug for CertMgrRefreshCertificatesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CertMgrRefreshCertificatesRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CertMgrRefreshCertificatesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for CertMgrRefreshCertificatesRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            host: x::clone_vec(&self.host),
-        }
-    }
-}
-impl x::Fields for CertMgrRefreshCertificatesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read_push(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("host", &self.host);
-    }
-}
-impl x::Request for CertMgrRefreshCertificatesRequestType {
-    const NAME: &'static str = "CertMgrRefreshCertificates_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CertMgrRevokeCertificatesRequestType`.
-#[derive(Default)]
-pub struct CertMgrRevokeCertificatesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for CertMgrRevokeCertificatesRequestType {
-    const TYPE_NAME: &'static str = "CertMgrRevokeCertificatesRequestType";
-}
-impl x::Structure for CertMgrRevokeCertificatesRequestType {}
-impl std::fmt::Debug for CertMgrRevokeCertificatesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CertMgrRevokeCertificatesRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CertMgrRevokeCertificatesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for CertMgrRevokeCertificatesRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            host: x::clone_vec(&self.host),
-        }
-    }
-}
-impl x::Fields for CertMgrRevokeCertificatesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read_push(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("host", &self.host);
-    }
-}
-impl x::Request for CertMgrRevokeCertificatesRequestType {
-    const NAME: &'static str = "CertMgrRevokeCertificates_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ChangeAccessModeRequestType`.
-#[derive(Clone, Default)]
-pub struct ChangeAccessModeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `principal`.
-    pub principal: String,
-    /// `isGroup`.
-    pub is_group: bool,
-    /// `accessMode`.
-    pub access_mode: HostAccessMode,
-}
-impl x::SchemaType for ChangeAccessModeRequestType {
-    const TYPE_NAME: &'static str = "ChangeAccessModeRequestType";
-}
-impl x::Structure for ChangeAccessModeRequestType {}
-impl std::fmt::Debug for ChangeAccessModeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ChangeAccessModeRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ChangeAccessModeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ChangeAccessModeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "principal" => r.read(&mut self.principal),
-            "isGroup" => r.read(&mut self.is_group),
-            "accessMode" => r.read(&mut self.access_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("principal", &self.principal);
-        w.write("isGroup", &self.is_group);
-        w.write("accessMode", &self.access_mode);
-    }
-}
-impl x::Request for ChangeAccessModeRequestType {
-    const NAME: &'static str = "ChangeAccessMode";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ChangeFileAttributesInGuestRequestType`.
-#[derive(Clone, Default)]
-pub struct ChangeFileAttributesInGuestRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `auth`.
-    pub auth: AnyGuestAuthentication,
-    /// `guestFilePath`.
-    pub guest_file_path: String,
-    /// `fileAttributes`.
-    pub file_attributes: AnyGuestFileAttributes,
-}
-impl x::SchemaType for ChangeFileAttributesInGuestRequestType {
-    const TYPE_NAME: &'static str = "ChangeFileAttributesInGuestRequestType";
-}
-impl x::Structure for ChangeFileAttributesInGuestRequestType {}
-impl std::fmt::Debug for ChangeFileAttributesInGuestRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ChangeFileAttributesInGuestRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ChangeFileAttributesInGuestRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ChangeFileAttributesInGuestRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vm" => r.read(&mut self.vm),
-            "auth" => r.read(&mut self.auth),
-            "guestFilePath" => r.read(&mut self.guest_file_path),
-            "fileAttributes" => r.read(&mut self.file_attributes),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vm", &self.vm);
-        w.write("auth", &self.auth);
-        w.write("guestFilePath", &self.guest_file_path);
-        w.write("fileAttributes", &self.file_attributes);
-    }
-}
-impl x::Request for ChangeFileAttributesInGuestRequestType {
-    const NAME: &'static str = "ChangeFileAttributesInGuest";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ChangeKeyRequestType`.
-#[derive(Clone, Default)]
-pub struct ChangeKeyRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `newKey`.
-    pub new_key: CryptoKeyPlain,
-}
-impl x::SchemaType for ChangeKeyRequestType {
-    const TYPE_NAME: &'static str = "ChangeKeyRequestType";
-}
-impl x::Structure for ChangeKeyRequestType {}
-impl std::fmt::Debug for ChangeKeyRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ChangeKeyRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ChangeKeyRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ChangeKeyRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "newKey" => r.read(&mut self.new_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("newKey", &self.new_key);
-    }
-}
-impl x::Request for ChangeKeyRequestType {
-    const NAME: &'static str = "ChangeKey_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ChangeLockdownModeRequestType`.
-#[derive(Clone, Default)]
-pub struct ChangeLockdownModeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `mode`.
-    pub mode: HostLockdownMode,
-}
-impl x::SchemaType for ChangeLockdownModeRequestType {
-    const TYPE_NAME: &'static str = "ChangeLockdownModeRequestType";
-}
-impl x::Structure for ChangeLockdownModeRequestType {}
-impl std::fmt::Debug for ChangeLockdownModeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ChangeLockdownModeRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ChangeLockdownModeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ChangeLockdownModeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "mode" => r.read(&mut self.mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("mode", &self.mode);
-    }
-}
-impl x::Request for ChangeLockdownModeRequestType {
-    const NAME: &'static str = "ChangeLockdownMode";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ChangeNFSUserPasswordRequestType`.
-#[derive(Clone, Default)]
-pub struct ChangeNFSUserPasswordRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `password`.
-    pub password: String,
-}
-impl x::SchemaType for ChangeNFSUserPasswordRequestType {
-    const TYPE_NAME: &'static str = "ChangeNFSUserPasswordRequestType";
-}
-impl x::Structure for ChangeNFSUserPasswordRequestType {}
-impl std::fmt::Debug for ChangeNFSUserPasswordRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ChangeNFSUserPasswordRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ChangeNFSUserPasswordRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ChangeNFSUserPasswordRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "password" => r.read(&mut self.password),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_secret("password", &self.password);
-    }
-}
-impl x::Request for ChangeNFSUserPasswordRequestType {
-    const NAME: &'static str = "ChangeNFSUserPassword";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ChangeOwnerRequestType`.
-#[derive(Clone, Default)]
-pub struct ChangeOwnerRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `owner`.
-    pub owner: String,
-}
-impl x::SchemaType for ChangeOwnerRequestType {
-    const TYPE_NAME: &'static str = "ChangeOwnerRequestType";
-}
-impl x::Structure for ChangeOwnerRequestType {}
-impl std::fmt::Debug for ChangeOwnerRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ChangeOwnerRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ChangeOwnerRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ChangeOwnerRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "owner" => r.read(&mut self.owner),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("owner", &self.owner);
-    }
-}
-impl x::Request for ChangeOwnerRequestType {
-    const NAME: &'static str = "ChangeOwner";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ChangePasswordRequestType`.
-#[derive(Clone, Default)]
-pub struct ChangePasswordRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `user`.
-    pub user: String,
-    /// `oldPassword`.
-    pub old_password: String,
-    /// `newPassword`.
-    pub new_password: String,
-}
-impl x::SchemaType for ChangePasswordRequestType {
-    const TYPE_NAME: &'static str = "ChangePasswordRequestType";
-}
-impl x::Structure for ChangePasswordRequestType {}
-impl std::fmt::Debug for ChangePasswordRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ChangePasswordRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ChangePasswordRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ChangePasswordRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "user" => r.read(&mut self.user),
-            "oldPassword" => r.read(&mut self.old_password),
-            "newPassword" => r.read(&mut self.new_password),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("user", &self.user);
-        w.write_secret("oldPassword", &self.old_password);
-        w.write_secret("newPassword", &self.new_password);
-    }
-}
-impl x::Request for ChangePasswordRequestType {
-    const NAME: &'static str = "ChangePassword";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
 /// `CheckAddHostEvcRequestType`.
 #[derive(Clone, Default)]
 pub struct CheckAddHostEvcRequestType {
@@ -1087,16 +18,19 @@ impl x::SchemaType for CheckAddHostEvcRequestType {
 }
 impl x::Structure for CheckAddHostEvcRequestType {}
 impl std::fmt::Debug for CheckAddHostEvcRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckAddHostEvcRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckAddHostEvcRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckAddHostEvcRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1110,6 +44,7 @@ impl x::Fields for CheckAddHostEvcRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cnxSpec", &self.cnx_spec);
@@ -1119,9 +54,11 @@ impl x::Request for CheckAddHostEvcRequestType {
     const NAME: &'static str = "CheckAddHostEvc_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1141,16 +78,19 @@ impl x::SchemaType for CheckAnswerFileStatusRequestType {
 }
 impl x::Structure for CheckAnswerFileStatusRequestType {}
 impl std::fmt::Debug for CheckAnswerFileStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckAnswerFileStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckAnswerFileStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckAnswerFileStatusRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1159,6 +99,7 @@ impl Clone for CheckAnswerFileStatusRequestType {
     }
 }
 impl x::Fields for CheckAnswerFileStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1172,6 +113,7 @@ impl x::Fields for CheckAnswerFileStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("host", &self.host);
@@ -1181,9 +123,11 @@ impl x::Request for CheckAnswerFileStatusRequestType {
     const NAME: &'static str = "CheckAnswerFileStatus_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1211,16 +155,19 @@ impl x::SchemaType for CheckCloneRequestType {
 }
 impl x::Structure for CheckCloneRequestType {}
 impl std::fmt::Debug for CheckCloneRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckCloneRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckCloneRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckCloneRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1233,6 +180,7 @@ impl Clone for CheckCloneRequestType {
     }
 }
 impl x::Fields for CheckCloneRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1250,6 +198,7 @@ impl x::Fields for CheckCloneRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1263,9 +212,11 @@ impl x::Request for CheckCloneRequestType {
     const NAME: &'static str = "CheckClone_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1291,16 +242,19 @@ impl x::SchemaType for CheckCompatibilityRequestType {
 }
 impl x::Structure for CheckCompatibilityRequestType {}
 impl std::fmt::Debug for CheckCompatibilityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckCompatibilityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckCompatibilityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckCompatibilityRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1312,6 +266,7 @@ impl Clone for CheckCompatibilityRequestType {
     }
 }
 impl x::Fields for CheckCompatibilityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1328,6 +283,7 @@ impl x::Fields for CheckCompatibilityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1340,9 +296,11 @@ impl x::Request for CheckCompatibilityRequestType {
     const NAME: &'static str = "CheckCompatibility_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1364,16 +322,19 @@ impl x::SchemaType for CheckComplianceRequestType {
 }
 impl x::Structure for CheckComplianceRequestType {}
 impl std::fmt::Debug for CheckComplianceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckComplianceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckComplianceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckComplianceRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1383,6 +344,7 @@ impl Clone for CheckComplianceRequestType {
     }
 }
 impl x::Fields for CheckComplianceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1397,6 +359,7 @@ impl x::Fields for CheckComplianceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("profile", &self.profile);
@@ -1407,9 +370,11 @@ impl x::Request for CheckComplianceRequestType {
     const NAME: &'static str = "CheckCompliance_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1431,16 +396,19 @@ impl x::SchemaType for CheckConfigureEvcModeRequestType {
 }
 impl x::Structure for CheckConfigureEvcModeRequestType {}
 impl std::fmt::Debug for CheckConfigureEvcModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckConfigureEvcModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckConfigureEvcModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckConfigureEvcModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1455,6 +423,7 @@ impl x::Fields for CheckConfigureEvcModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("evcModeKey", &self.evc_mode_key);
@@ -1465,9 +434,11 @@ impl x::Request for CheckConfigureEvcModeRequestType {
     const NAME: &'static str = "CheckConfigureEvcMode_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1487,16 +458,19 @@ impl x::SchemaType for CheckCustomizationResourcesRequestType {
 }
 impl x::Structure for CheckCustomizationResourcesRequestType {}
 impl std::fmt::Debug for CheckCustomizationResourcesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckCustomizationResourcesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckCustomizationResourcesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckCustomizationResourcesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1510,6 +484,7 @@ impl x::Fields for CheckCustomizationResourcesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("guestOs", &self.guest_os);
@@ -1519,9 +494,11 @@ impl x::Request for CheckCustomizationResourcesRequestType {
     const NAME: &'static str = "CheckCustomizationResources";
     const IDEMPOTENT: bool = true;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1541,16 +518,19 @@ impl x::SchemaType for CheckCustomizationSpecRequestType {
 }
 impl x::Structure for CheckCustomizationSpecRequestType {}
 impl std::fmt::Debug for CheckCustomizationSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckCustomizationSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckCustomizationSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1564,6 +544,7 @@ impl x::Fields for CheckCustomizationSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1573,9 +554,11 @@ impl x::Request for CheckCustomizationSpecRequestType {
     const NAME: &'static str = "CheckCustomizationSpec";
     const IDEMPOTENT: bool = true;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1595,16 +578,19 @@ impl x::SchemaType for CheckForUpdatesRequestType {
 }
 impl x::Structure for CheckForUpdatesRequestType {}
 impl std::fmt::Debug for CheckForUpdatesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckForUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckForUpdatesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckForUpdatesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1618,6 +604,7 @@ impl x::Fields for CheckForUpdatesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("version", &self.version);
@@ -1627,9 +614,11 @@ impl x::Request for CheckForUpdatesRequestType {
     const NAME: &'static str = "CheckForUpdates";
     const IDEMPOTENT: bool = true;
     type Response = Option<UpdateSet>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1653,16 +642,19 @@ impl x::SchemaType for CheckHostPatchRequestType {
 }
 impl x::Structure for CheckHostPatchRequestType {}
 impl std::fmt::Debug for CheckHostPatchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckHostPatchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckHostPatchRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1673,6 +665,7 @@ impl Clone for CheckHostPatchRequestType {
     }
 }
 impl x::Fields for CheckHostPatchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1688,6 +681,7 @@ impl x::Fields for CheckHostPatchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("metaUrls", &self.meta_urls);
@@ -1699,9 +693,11 @@ impl x::Request for CheckHostPatchRequestType {
     const NAME: &'static str = "CheckHostPatch_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1725,16 +721,19 @@ impl x::SchemaType for CheckInstantCloneRequestType {
 }
 impl x::Structure for CheckInstantCloneRequestType {}
 impl std::fmt::Debug for CheckInstantCloneRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckInstantCloneRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckInstantCloneRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckInstantCloneRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1745,6 +744,7 @@ impl Clone for CheckInstantCloneRequestType {
     }
 }
 impl x::Fields for CheckInstantCloneRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1760,6 +760,7 @@ impl x::Fields for CheckInstantCloneRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1771,9 +772,11 @@ impl x::Request for CheckInstantCloneRequestType {
     const NAME: &'static str = "CheckInstantClone_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1795,16 +798,19 @@ impl x::SchemaType for CheckLicenseFeatureRequestType {
 }
 impl x::Structure for CheckLicenseFeatureRequestType {}
 impl std::fmt::Debug for CheckLicenseFeatureRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckLicenseFeatureRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckLicenseFeatureRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckLicenseFeatureRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1819,6 +825,7 @@ impl x::Fields for CheckLicenseFeatureRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -1829,9 +836,11 @@ impl x::Request for CheckLicenseFeatureRequestType {
     const NAME: &'static str = "CheckLicenseFeature";
     const IDEMPOTENT: bool = true;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1859,16 +868,19 @@ impl x::SchemaType for CheckMigrateRequestType {
 }
 impl x::Structure for CheckMigrateRequestType {}
 impl std::fmt::Debug for CheckMigrateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckMigrateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckMigrateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckMigrateRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1881,6 +893,7 @@ impl Clone for CheckMigrateRequestType {
     }
 }
 impl x::Fields for CheckMigrateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1898,6 +911,7 @@ impl x::Fields for CheckMigrateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1911,9 +925,11 @@ impl x::Request for CheckMigrateRequestType {
     const NAME: &'static str = "CheckMigrate_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1939,16 +955,19 @@ impl x::SchemaType for CheckPowerOnRequestType {
 }
 impl x::Structure for CheckPowerOnRequestType {}
 impl std::fmt::Debug for CheckPowerOnRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckPowerOnRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckPowerOnRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckPowerOnRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1960,6 +979,7 @@ impl Clone for CheckPowerOnRequestType {
     }
 }
 impl x::Fields for CheckPowerOnRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1976,6 +996,7 @@ impl x::Fields for CheckPowerOnRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1988,9 +1009,11 @@ impl x::Request for CheckPowerOnRequestType {
     const NAME: &'static str = "CheckPowerOn_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2010,16 +1033,19 @@ impl x::SchemaType for CheckProfileComplianceRequestType {
 }
 impl x::Structure for CheckProfileComplianceRequestType {}
 impl std::fmt::Debug for CheckProfileComplianceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckProfileComplianceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckProfileComplianceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckProfileComplianceRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2028,6 +1054,7 @@ impl Clone for CheckProfileComplianceRequestType {
     }
 }
 impl x::Fields for CheckProfileComplianceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2041,6 +1068,7 @@ impl x::Fields for CheckProfileComplianceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -2050,9 +1078,11 @@ impl x::Request for CheckProfileComplianceRequestType {
     const NAME: &'static str = "CheckProfileCompliance_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2076,16 +1106,19 @@ impl x::SchemaType for CheckRelocateRequestType {
 }
 impl x::Structure for CheckRelocateRequestType {}
 impl std::fmt::Debug for CheckRelocateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckRelocateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckRelocateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckRelocateRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2096,6 +1129,7 @@ impl Clone for CheckRelocateRequestType {
     }
 }
 impl x::Fields for CheckRelocateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2111,6 +1145,7 @@ impl x::Fields for CheckRelocateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -2122,9 +1157,11 @@ impl x::Request for CheckRelocateRequestType {
     const NAME: &'static str = "CheckRelocate_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2152,16 +1189,19 @@ impl x::SchemaType for CheckVmConfigRequestType {
 }
 impl x::Structure for CheckVmConfigRequestType {}
 impl std::fmt::Debug for CheckVmConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CheckVmConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckVmConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckVmConfigRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2174,6 +1214,7 @@ impl Clone for CheckVmConfigRequestType {
     }
 }
 impl x::Fields for CheckVmConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2191,6 +1232,7 @@ impl x::Fields for CheckVmConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -2204,12 +1246,343 @@ impl x::Request for CheckVmConfigRequestType {
     const NAME: &'static str = "CheckVmConfig_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
+    }
+}
+/// `ClearComplianceStatusRequestType`.
+#[derive(Default)]
+pub struct ClearComplianceStatusRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `profile`.
+    pub profile: Vec<x::ManagedObjectReference>,
+    /// `entity`.
+    pub entity: Vec<x::ManagedObjectReference>,
+}
+impl x::SchemaType for ClearComplianceStatusRequestType {
+    const TYPE_NAME: &'static str = "ClearComplianceStatusRequestType";
+}
+impl x::Structure for ClearComplianceStatusRequestType {}
+impl std::fmt::Debug for ClearComplianceStatusRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClearComplianceStatusRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClearComplianceStatusRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for ClearComplianceStatusRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            profile: x::clone_vec(&self.profile),
+            entity: x::clone_vec(&self.entity),
+        }
+    }
+}
+impl x::Fields for ClearComplianceStatusRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "profile" => r.read_push(&mut self.profile),
+            "entity" => r.read_push(&mut self.entity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("profile", &self.profile);
+        w.write_vec("entity", &self.entity);
+    }
+}
+impl x::Request for ClearComplianceStatusRequestType {
+    const NAME: &'static str = "ClearComplianceStatus";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ClearNFSUserRequestType`.
+#[derive(Clone, Default)]
+pub struct ClearNFSUserRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for ClearNFSUserRequestType {
+    const TYPE_NAME: &'static str = "ClearNFSUserRequestType";
+}
+impl x::Structure for ClearNFSUserRequestType {}
+impl std::fmt::Debug for ClearNFSUserRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClearNFSUserRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClearNFSUserRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ClearNFSUserRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for ClearNFSUserRequestType {
+    const NAME: &'static str = "ClearNFSUser";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ClearSystemEventLogRequestType`.
+#[derive(Clone, Default)]
+pub struct ClearSystemEventLogRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for ClearSystemEventLogRequestType {
+    const TYPE_NAME: &'static str = "ClearSystemEventLogRequestType";
+}
+impl x::Structure for ClearSystemEventLogRequestType {}
+impl std::fmt::Debug for ClearSystemEventLogRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClearSystemEventLogRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClearSystemEventLogRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ClearSystemEventLogRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for ClearSystemEventLogRequestType {
+    const NAME: &'static str = "ClearSystemEventLog";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ClearTriggeredAlarmsRequestType`.
+#[derive(Clone, Default)]
+pub struct ClearTriggeredAlarmsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `filter`.
+    pub filter: AlarmFilterSpec,
+}
+impl x::SchemaType for ClearTriggeredAlarmsRequestType {
+    const TYPE_NAME: &'static str = "ClearTriggeredAlarmsRequestType";
+}
+impl x::Structure for ClearTriggeredAlarmsRequestType {}
+impl std::fmt::Debug for ClearTriggeredAlarmsRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClearTriggeredAlarmsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClearTriggeredAlarmsRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ClearTriggeredAlarmsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filter" => r.read(&mut self.filter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("filter", &self.filter);
+    }
+}
+impl x::Request for ClearTriggeredAlarmsRequestType {
+    const NAME: &'static str = "ClearTriggeredAlarms";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ClearVStorageObjectControlFlagsRequestType`.
+#[derive(Default)]
+pub struct ClearVStorageObjectControlFlagsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `id`.
+    pub id: ID,
+    /// `datastore`.
+    pub datastore: x::ManagedObjectReference,
+    /// `controlFlags`.
+    pub control_flags: Vec<String>,
+}
+impl x::SchemaType for ClearVStorageObjectControlFlagsRequestType {
+    const TYPE_NAME: &'static str = "ClearVStorageObjectControlFlagsRequestType";
+}
+impl x::Structure for ClearVStorageObjectControlFlagsRequestType {}
+impl std::fmt::Debug for ClearVStorageObjectControlFlagsRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClearVStorageObjectControlFlagsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClearVStorageObjectControlFlagsRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for ClearVStorageObjectControlFlagsRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            id: self.id.clone(),
+            datastore: self.datastore.clone(),
+            control_flags: x::clone_vec(&self.control_flags),
+        }
+    }
+}
+impl x::Fields for ClearVStorageObjectControlFlagsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
+            "controlFlags" => r.read_push(&mut self.control_flags),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("id", &self.id);
+        w.write("datastore", &self.datastore);
+        w.write_vec("controlFlags", &self.control_flags);
+    }
+}
+impl x::Request for ClearVStorageObjectControlFlagsRequestType {
+    const NAME: &'static str = "ClearVStorageObjectControlFlags";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
     }
 }

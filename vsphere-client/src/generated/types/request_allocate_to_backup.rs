@@ -22,16 +22,19 @@ impl x::SchemaType for AllocateIpv4AddressRequestType {
 }
 impl x::Structure for AllocateIpv4AddressRequestType {}
 impl std::fmt::Debug for AllocateIpv4AddressRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AllocateIpv4AddressRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AllocateIpv4AddressRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AllocateIpv4AddressRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -47,6 +50,7 @@ impl x::Fields for AllocateIpv4AddressRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -58,9 +62,11 @@ impl x::Request for AllocateIpv4AddressRequestType {
     const NAME: &'static str = "AllocateIpv4Address";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -84,16 +90,19 @@ impl x::SchemaType for AllocateIpv6AddressRequestType {
 }
 impl x::Structure for AllocateIpv6AddressRequestType {}
 impl std::fmt::Debug for AllocateIpv6AddressRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AllocateIpv6AddressRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AllocateIpv6AddressRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AllocateIpv6AddressRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -109,6 +118,7 @@ impl x::Fields for AllocateIpv6AddressRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -120,9 +130,11 @@ impl x::Request for AllocateIpv6AddressRequestType {
     const NAME: &'static str = "AllocateIpv6Address";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -144,16 +156,19 @@ impl x::SchemaType for AnswerVMRequestType {
 }
 impl x::Structure for AnswerVMRequestType {}
 impl std::fmt::Debug for AnswerVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AnswerVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AnswerVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AnswerVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -168,6 +183,7 @@ impl x::Fields for AnswerVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("questionId", &self.question_id);
@@ -178,9 +194,11 @@ impl x::Request for AnswerVMRequestType {
     const NAME: &'static str = "AnswerVM";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -200,16 +218,19 @@ impl x::SchemaType for ApplyEntitiesConfigRequestType {
 }
 impl x::Structure for ApplyEntitiesConfigRequestType {}
 impl std::fmt::Debug for ApplyEntitiesConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ApplyEntitiesConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyEntitiesConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyEntitiesConfigRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -218,6 +239,7 @@ impl Clone for ApplyEntitiesConfigRequestType {
     }
 }
 impl x::Fields for ApplyEntitiesConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -231,6 +253,7 @@ impl x::Fields for ApplyEntitiesConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("applyConfigSpecs", &self.apply_config_specs);
@@ -240,9 +263,11 @@ impl x::Request for ApplyEntitiesConfigRequestType {
     const NAME: &'static str = "ApplyEntitiesConfig_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -264,16 +289,19 @@ impl x::SchemaType for ApplyEvcModeVMRequestType {
 }
 impl x::Structure for ApplyEvcModeVMRequestType {}
 impl std::fmt::Debug for ApplyEvcModeVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ApplyEvcModeVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyEvcModeVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyEvcModeVMRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -283,6 +311,7 @@ impl Clone for ApplyEvcModeVMRequestType {
     }
 }
 impl x::Fields for ApplyEvcModeVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -297,6 +326,7 @@ impl x::Fields for ApplyEvcModeVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("mask", &self.mask);
@@ -307,9 +337,11 @@ impl x::Request for ApplyEvcModeVMRequestType {
     const NAME: &'static str = "ApplyEvcModeVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -333,16 +365,19 @@ impl x::SchemaType for ApplyHostConfigRequestType {
 }
 impl x::Structure for ApplyHostConfigRequestType {}
 impl std::fmt::Debug for ApplyHostConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ApplyHostConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyHostConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyHostConfigRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -353,6 +388,7 @@ impl Clone for ApplyHostConfigRequestType {
     }
 }
 impl x::Fields for ApplyHostConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -368,6 +404,7 @@ impl x::Fields for ApplyHostConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -379,9 +416,11 @@ impl x::Request for ApplyHostConfigRequestType {
     const NAME: &'static str = "ApplyHostConfig_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -401,16 +440,19 @@ impl x::SchemaType for ApplyRecommendationRequestType {
 }
 impl x::Structure for ApplyRecommendationRequestType {}
 impl std::fmt::Debug for ApplyRecommendationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ApplyRecommendationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyRecommendationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ApplyRecommendationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -424,6 +466,7 @@ impl x::Fields for ApplyRecommendationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
@@ -433,9 +476,11 @@ impl x::Request for ApplyRecommendationRequestType {
     const NAME: &'static str = "ApplyRecommendation";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -455,6 +500,7 @@ impl x::SchemaType for ApplyStorageDrsRecommendationRequestType {
 }
 impl x::Structure for ApplyStorageDrsRecommendationRequestType {}
 impl std::fmt::Debug for ApplyStorageDrsRecommendationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -464,11 +510,13 @@ impl std::fmt::Debug for ApplyStorageDrsRecommendationRequestType {
     }
 }
 impl PartialEq for ApplyStorageDrsRecommendationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyStorageDrsRecommendationRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -477,6 +525,7 @@ impl Clone for ApplyStorageDrsRecommendationRequestType {
     }
 }
 impl x::Fields for ApplyStorageDrsRecommendationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -490,6 +539,7 @@ impl x::Fields for ApplyStorageDrsRecommendationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("key", &self.key);
@@ -499,9 +549,11 @@ impl x::Request for ApplyStorageDrsRecommendationRequestType {
     const NAME: &'static str = "ApplyStorageDrsRecommendation_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -523,6 +575,7 @@ impl x::SchemaType for ApplyStorageDrsRecommendationToPodRequestType {
 }
 impl x::Structure for ApplyStorageDrsRecommendationToPodRequestType {}
 impl std::fmt::Debug for ApplyStorageDrsRecommendationToPodRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -532,11 +585,13 @@ impl std::fmt::Debug for ApplyStorageDrsRecommendationToPodRequestType {
     }
 }
 impl PartialEq for ApplyStorageDrsRecommendationToPodRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ApplyStorageDrsRecommendationToPodRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -551,6 +606,7 @@ impl x::Fields for ApplyStorageDrsRecommendationToPodRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pod", &self.pod);
@@ -561,9 +617,11 @@ impl x::Request for ApplyStorageDrsRecommendationToPodRequestType {
     const NAME: &'static str = "ApplyStorageDrsRecommendationToPod_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -583,16 +641,19 @@ impl x::SchemaType for AreAlarmActionsEnabledRequestType {
 }
 impl x::Structure for AreAlarmActionsEnabledRequestType {}
 impl std::fmt::Debug for AreAlarmActionsEnabledRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AreAlarmActionsEnabledRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AreAlarmActionsEnabledRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AreAlarmActionsEnabledRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -606,6 +667,7 @@ impl x::Fields for AreAlarmActionsEnabledRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -615,9 +677,11 @@ impl x::Request for AreAlarmActionsEnabledRequestType {
     const NAME: &'static str = "AreAlarmActionsEnabled";
     const IDEMPOTENT: bool = true;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -639,16 +703,19 @@ impl x::SchemaType for AssignUserToGroupRequestType {
 }
 impl x::Structure for AssignUserToGroupRequestType {}
 impl std::fmt::Debug for AssignUserToGroupRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AssignUserToGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AssignUserToGroupRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AssignUserToGroupRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -663,6 +730,7 @@ impl x::Fields for AssignUserToGroupRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("user", &self.user);
@@ -673,9 +741,11 @@ impl x::Request for AssignUserToGroupRequestType {
     const NAME: &'static str = "AssignUserToGroup";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -695,16 +765,19 @@ impl x::SchemaType for AssociateProfileRequestType {
 }
 impl x::Structure for AssociateProfileRequestType {}
 impl std::fmt::Debug for AssociateProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AssociateProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AssociateProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AssociateProfileRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -713,6 +786,7 @@ impl Clone for AssociateProfileRequestType {
     }
 }
 impl x::Fields for AssociateProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -726,6 +800,7 @@ impl x::Fields for AssociateProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -735,9 +810,11 @@ impl x::Request for AssociateProfileRequestType {
     const NAME: &'static str = "AssociateProfile";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -763,16 +840,19 @@ impl x::SchemaType for AttachDiskRequestType {
 }
 impl x::Structure for AttachDiskRequestType {}
 impl std::fmt::Debug for AttachDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AttachDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AttachDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -789,6 +869,7 @@ impl x::Fields for AttachDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("diskId", &self.disk_id);
@@ -801,9 +882,11 @@ impl x::Request for AttachDiskRequestType {
     const NAME: &'static str = "AttachDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -823,16 +906,19 @@ impl x::SchemaType for AttachScsiLunExRequestType {
 }
 impl x::Structure for AttachScsiLunExRequestType {}
 impl std::fmt::Debug for AttachScsiLunExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AttachScsiLunExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachScsiLunExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AttachScsiLunExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -841,6 +927,7 @@ impl Clone for AttachScsiLunExRequestType {
     }
 }
 impl x::Fields for AttachScsiLunExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -854,6 +941,7 @@ impl x::Fields for AttachScsiLunExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("lunUuid", &self.lun_uuid);
@@ -863,9 +951,11 @@ impl x::Request for AttachScsiLunExRequestType {
     const NAME: &'static str = "AttachScsiLunEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -885,16 +975,19 @@ impl x::SchemaType for AttachScsiLunRequestType {
 }
 impl x::Structure for AttachScsiLunRequestType {}
 impl std::fmt::Debug for AttachScsiLunRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AttachScsiLunRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachScsiLunRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AttachScsiLunRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -908,6 +1001,7 @@ impl x::Fields for AttachScsiLunRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunUuid", &self.lun_uuid);
@@ -917,9 +1011,11 @@ impl x::Request for AttachScsiLunRequestType {
     const NAME: &'static str = "AttachScsiLun";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -943,16 +1039,19 @@ impl x::SchemaType for AttachTagToVStorageObjectRequestType {
 }
 impl x::Structure for AttachTagToVStorageObjectRequestType {}
 impl std::fmt::Debug for AttachTagToVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AttachTagToVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachTagToVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AttachTagToVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -968,6 +1067,7 @@ impl x::Fields for AttachTagToVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -979,9 +1079,11 @@ impl x::Request for AttachTagToVStorageObjectRequestType {
     const NAME: &'static str = "AttachTagToVStorageObject";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1003,16 +1105,19 @@ impl x::SchemaType for AttachVmfsExtentRequestType {
 }
 impl x::Structure for AttachVmfsExtentRequestType {}
 impl std::fmt::Debug for AttachVmfsExtentRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AttachVmfsExtentRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachVmfsExtentRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AttachVmfsExtentRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1027,6 +1132,7 @@ impl x::Fields for AttachVmfsExtentRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsPath", &self.vmfs_path);
@@ -1037,9 +1143,11 @@ impl x::Request for AttachVmfsExtentRequestType {
     const NAME: &'static str = "AttachVmfsExtent";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1057,16 +1165,19 @@ impl x::SchemaType for AutoStartPowerOffRequestType {
 }
 impl x::Structure for AutoStartPowerOffRequestType {}
 impl std::fmt::Debug for AutoStartPowerOffRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AutoStartPowerOffRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AutoStartPowerOffRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AutoStartPowerOffRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1079,6 +1190,7 @@ impl x::Fields for AutoStartPowerOffRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1087,9 +1199,11 @@ impl x::Request for AutoStartPowerOffRequestType {
     const NAME: &'static str = "AutoStartPowerOff";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1107,16 +1221,19 @@ impl x::SchemaType for AutoStartPowerOnRequestType {
 }
 impl x::Structure for AutoStartPowerOnRequestType {}
 impl std::fmt::Debug for AutoStartPowerOnRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AutoStartPowerOnRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AutoStartPowerOnRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AutoStartPowerOnRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1129,6 +1246,7 @@ impl x::Fields for AutoStartPowerOnRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1137,9 +1255,11 @@ impl x::Request for AutoStartPowerOnRequestType {
     const NAME: &'static str = "AutoStartPowerOn";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1157,16 +1277,19 @@ impl x::SchemaType for BackupFirmwareConfigurationRequestType {
 }
 impl x::Structure for BackupFirmwareConfigurationRequestType {}
 impl std::fmt::Debug for BackupFirmwareConfigurationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "BackupFirmwareConfigurationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for BackupFirmwareConfigurationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for BackupFirmwareConfigurationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1179,6 +1302,7 @@ impl x::Fields for BackupFirmwareConfigurationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1187,228 +1311,14 @@ impl x::Request for BackupFirmwareConfigurationRequestType {
     const NAME: &'static str = "BackupFirmwareConfiguration";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
-    }
-}
-/// `BatchAddHostsToClusterRequestType`.
-#[derive(Default)]
-pub struct BatchAddHostsToClusterRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `cluster`.
-    pub cluster: x::ManagedObjectReference,
-    /// `newHosts`.
-    pub new_hosts: Vec<FolderNewHostSpec>,
-    /// `existingHosts`.
-    pub existing_hosts: Vec<x::ManagedObjectReference>,
-    /// `compResSpec`.
-    pub comp_res_spec: Option<AnyComputeResourceConfigSpec>,
-    /// `desiredState`.
-    pub desired_state: Option<String>,
-}
-impl x::SchemaType for BatchAddHostsToClusterRequestType {
-    const TYPE_NAME: &'static str = "BatchAddHostsToClusterRequestType";
-}
-impl x::Structure for BatchAddHostsToClusterRequestType {}
-impl std::fmt::Debug for BatchAddHostsToClusterRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "BatchAddHostsToClusterRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for BatchAddHostsToClusterRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for BatchAddHostsToClusterRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            cluster: self.cluster.clone(),
-            new_hosts: x::clone_vec(&self.new_hosts),
-            existing_hosts: x::clone_vec(&self.existing_hosts),
-            comp_res_spec: self.comp_res_spec.clone(),
-            desired_state: self.desired_state.clone(),
-        }
-    }
-}
-impl x::Fields for BatchAddHostsToClusterRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "cluster" => r.read(&mut self.cluster),
-            "newHosts" => r.read_push(&mut self.new_hosts),
-            "existingHosts" => r.read_push(&mut self.existing_hosts),
-            "compResSpec" => r.read_opt(&mut self.comp_res_spec),
-            "desiredState" => r.read_opt(&mut self.desired_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("cluster", &self.cluster);
-        w.write_vec("newHosts", &self.new_hosts);
-        w.write_vec("existingHosts", &self.existing_hosts);
-        w.write_opt("compResSpec", &self.comp_res_spec);
-        w.write_opt("desiredState", &self.desired_state);
-    }
-}
-impl x::Request for BatchAddHostsToClusterRequestType {
-    const NAME: &'static str = "BatchAddHostsToCluster_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `BatchAddStandaloneHostsRequestType`.
-#[derive(Default)]
-pub struct BatchAddStandaloneHostsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `newHosts`.
-    pub new_hosts: Vec<FolderNewHostSpec>,
-    /// `compResSpec`.
-    pub comp_res_spec: Option<AnyComputeResourceConfigSpec>,
-    /// `addConnected`.
-    pub add_connected: bool,
-}
-impl x::SchemaType for BatchAddStandaloneHostsRequestType {
-    const TYPE_NAME: &'static str = "BatchAddStandaloneHostsRequestType";
-}
-impl x::Structure for BatchAddStandaloneHostsRequestType {}
-impl std::fmt::Debug for BatchAddStandaloneHostsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "BatchAddStandaloneHostsRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for BatchAddStandaloneHostsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for BatchAddStandaloneHostsRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            new_hosts: x::clone_vec(&self.new_hosts),
-            comp_res_spec: self.comp_res_spec.clone(),
-            add_connected: self.add_connected,
-        }
-    }
-}
-impl x::Fields for BatchAddStandaloneHostsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "newHosts" => r.read_push(&mut self.new_hosts),
-            "compResSpec" => r.read_opt(&mut self.comp_res_spec),
-            "addConnected" => r.read(&mut self.add_connected),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("newHosts", &self.new_hosts);
-        w.write_opt("compResSpec", &self.comp_res_spec);
-        w.write("addConnected", &self.add_connected);
-    }
-}
-impl x::Request for BatchAddStandaloneHostsRequestType {
-    const NAME: &'static str = "BatchAddStandaloneHosts_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `BatchQueryConnectInfoRequestType`.
-#[derive(Default)]
-pub struct BatchQueryConnectInfoRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `hostSpecs`.
-    pub host_specs: Vec<HostConnectSpec>,
-}
-impl x::SchemaType for BatchQueryConnectInfoRequestType {
-    const TYPE_NAME: &'static str = "BatchQueryConnectInfoRequestType";
-}
-impl x::Structure for BatchQueryConnectInfoRequestType {}
-impl std::fmt::Debug for BatchQueryConnectInfoRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "BatchQueryConnectInfoRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for BatchQueryConnectInfoRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for BatchQueryConnectInfoRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            host_specs: x::clone_vec(&self.host_specs),
-        }
-    }
-}
-impl x::Fields for BatchQueryConnectInfoRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "hostSpecs" => r.read_push(&mut self.host_specs),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("hostSpecs", &self.host_specs);
-    }
-}
-impl x::Request for BatchQueryConnectInfoRequestType {
-    const NAME: &'static str = "BatchQueryConnectInfo";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<DatacenterBasicConnectInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
     }
 }

@@ -5,6 +5,746 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `GetAlarmRequestType`.
+#[derive(Clone, Default)]
+pub struct GetAlarmRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `entity`.
+    pub entity: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for GetAlarmRequestType {
+    const TYPE_NAME: &'static str = "GetAlarmRequestType";
+}
+impl x::Structure for GetAlarmRequestType {}
+impl std::fmt::Debug for GetAlarmRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetAlarmRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetAlarmRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetAlarmRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read_opt(&mut self.entity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("entity", &self.entity);
+    }
+}
+impl x::Request for GetAlarmRequestType {
+    const NAME: &'static str = "GetAlarm";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `GetAlarmStateRequestType`.
+#[derive(Clone, Default)]
+pub struct GetAlarmStateRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `entity`.
+    pub entity: x::ManagedObjectReference,
+}
+impl x::SchemaType for GetAlarmStateRequestType {
+    const TYPE_NAME: &'static str = "GetAlarmStateRequestType";
+}
+impl x::Structure for GetAlarmStateRequestType {}
+impl std::fmt::Debug for GetAlarmStateRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetAlarmStateRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetAlarmStateRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetAlarmStateRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("entity", &self.entity);
+    }
+}
+impl x::Request for GetAlarmStateRequestType {
+    const NAME: &'static str = "GetAlarmState";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<AlarmState>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `GetCryptoKeyStatusRequestType`.
+///
+/// Since vSphere API 8.0.1.0.
+#[derive(Default)]
+pub struct GetCryptoKeyStatusRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub this: x::ManagedObjectReference,
+    /// `keys`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub keys: Vec<CryptoKeyId>,
+}
+impl x::SchemaType for GetCryptoKeyStatusRequestType {
+    const TYPE_NAME: &'static str = "GetCryptoKeyStatusRequestType";
+}
+impl x::Structure for GetCryptoKeyStatusRequestType {}
+impl std::fmt::Debug for GetCryptoKeyStatusRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetCryptoKeyStatusRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetCryptoKeyStatusRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for GetCryptoKeyStatusRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            keys: x::clone_vec(&self.keys),
+        }
+    }
+}
+impl x::Fields for GetCryptoKeyStatusRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "keys" => r.read_push(&mut self.keys),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "operation GetCryptoKeyStatus", true);
+        w.write("_this", &self.this);
+        w.write_vec("keys", &self.keys);
+    }
+}
+impl x::Request for GetCryptoKeyStatusRequestType {
+    const NAME: &'static str = "GetCryptoKeyStatus";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<CryptoManagerHostKeyStatus>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `GetCustomizationSpecRequestType`.
+#[derive(Clone, Default)]
+pub struct GetCustomizationSpecRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `name`.
+    pub name: String,
+}
+impl x::SchemaType for GetCustomizationSpecRequestType {
+    const TYPE_NAME: &'static str = "GetCustomizationSpecRequestType";
+}
+impl x::Structure for GetCustomizationSpecRequestType {}
+impl std::fmt::Debug for GetCustomizationSpecRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetCustomizationSpecRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetCustomizationSpecRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetCustomizationSpecRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("name", &self.name);
+    }
+}
+impl x::Request for GetCustomizationSpecRequestType {
+    const NAME: &'static str = "GetCustomizationSpec";
+    const IDEMPOTENT: bool = true;
+    type Response = CustomizationSpecItem;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `GetDefaultKmsClusterRequestType`.
+#[derive(Clone, Default)]
+pub struct GetDefaultKmsClusterRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `entity`.
+    pub entity: Option<x::ManagedObjectReference>,
+    /// `defaultsToParent`.
+    pub defaults_to_parent: Option<bool>,
+}
+impl x::SchemaType for GetDefaultKmsClusterRequestType {
+    const TYPE_NAME: &'static str = "GetDefaultKmsClusterRequestType";
+}
+impl x::Structure for GetDefaultKmsClusterRequestType {}
+impl std::fmt::Debug for GetDefaultKmsClusterRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetDefaultKmsClusterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetDefaultKmsClusterRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetDefaultKmsClusterRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read_opt(&mut self.entity),
+            "defaultsToParent" => r.read_opt(&mut self.defaults_to_parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("entity", &self.entity);
+        w.write_opt("defaultsToParent", &self.defaults_to_parent);
+    }
+}
+impl x::Request for GetDefaultKmsClusterRequestType {
+    const NAME: &'static str = "GetDefaultKmsCluster";
+    const IDEMPOTENT: bool = true;
+    type Response = Option<KeyProviderId>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_opt()
+    }
+}
+/// `GetPublicKeyRequestType`.
+#[derive(Clone, Default)]
+pub struct GetPublicKeyRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for GetPublicKeyRequestType {
+    const TYPE_NAME: &'static str = "GetPublicKeyRequestType";
+}
+impl x::Structure for GetPublicKeyRequestType {}
+impl std::fmt::Debug for GetPublicKeyRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetPublicKeyRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetPublicKeyRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetPublicKeyRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for GetPublicKeyRequestType {
+    const NAME: &'static str = "GetPublicKey";
+    const IDEMPOTENT: bool = true;
+    type Response = String;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `GetResourceUsageRequestType`.
+#[derive(Clone, Default)]
+pub struct GetResourceUsageRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for GetResourceUsageRequestType {
+    const TYPE_NAME: &'static str = "GetResourceUsageRequestType";
+}
+impl x::Structure for GetResourceUsageRequestType {}
+impl std::fmt::Debug for GetResourceUsageRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetResourceUsageRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetResourceUsageRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetResourceUsageRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for GetResourceUsageRequestType {
+    const NAME: &'static str = "GetResourceUsage";
+    const IDEMPOTENT: bool = true;
+    type Response = ClusterResourceUsageSummary;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `GetSiteInfoRequestType`.
+#[derive(Clone, Default)]
+pub struct GetSiteInfoRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for GetSiteInfoRequestType {
+    const TYPE_NAME: &'static str = "GetSiteInfoRequestType";
+}
+impl x::Structure for GetSiteInfoRequestType {}
+impl std::fmt::Debug for GetSiteInfoRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetSiteInfoRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetSiteInfoRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetSiteInfoRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for GetSiteInfoRequestType {
+    const NAME: &'static str = "GetSiteInfo";
+    const IDEMPOTENT: bool = true;
+    type Response = SiteInfo;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `GetSystemVMsRestrictedDatastoresRequestType`.
+#[derive(Clone, Default)]
+pub struct GetSystemVMsRestrictedDatastoresRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for GetSystemVMsRestrictedDatastoresRequestType {
+    const TYPE_NAME: &'static str = "GetSystemVMsRestrictedDatastoresRequestType";
+}
+impl x::Structure for GetSystemVMsRestrictedDatastoresRequestType {}
+impl std::fmt::Debug for GetSystemVMsRestrictedDatastoresRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "GetSystemVMsRestrictedDatastoresRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for GetSystemVMsRestrictedDatastoresRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetSystemVMsRestrictedDatastoresRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for GetSystemVMsRestrictedDatastoresRequestType {
+    const NAME: &'static str = "GetSystemVMsRestrictedDatastores";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `GetVchaClusterHealthRequestType`.
+#[derive(Clone, Default)]
+pub struct GetVchaClusterHealthRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for GetVchaClusterHealthRequestType {
+    const TYPE_NAME: &'static str = "GetVchaClusterHealthRequestType";
+}
+impl x::Structure for GetVchaClusterHealthRequestType {}
+impl std::fmt::Debug for GetVchaClusterHealthRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetVchaClusterHealthRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetVchaClusterHealthRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetVchaClusterHealthRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for GetVchaClusterHealthRequestType {
+    const NAME: &'static str = "GetVchaClusterHealth";
+    const IDEMPOTENT: bool = true;
+    type Response = VchaClusterHealth;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `GetVpcNetworkSpanRequestType`.
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Clone, Default)]
+pub struct GetVpcNetworkSpanRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `spanId`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub span_id: Option<String>,
+}
+impl x::SchemaType for GetVpcNetworkSpanRequestType {
+    const TYPE_NAME: &'static str = "GetVpcNetworkSpanRequestType";
+}
+impl x::Structure for GetVpcNetworkSpanRequestType {}
+impl std::fmt::Debug for GetVpcNetworkSpanRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetVpcNetworkSpanRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetVpcNetworkSpanRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GetVpcNetworkSpanRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spanId" => r.read_opt(&mut self.span_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "operation GetVpcNetworkSpan", true);
+        w.write("_this", &self.this);
+        w.write_opt("spanId", &self.span_id);
+    }
+}
+impl x::Request for GetVpcNetworkSpanRequestType {
+    const NAME: &'static str = "GetVpcNetworkSpan";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<DistributedVirtualSwitchManagerSpanInfo>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `GetVsanObjExtAttrsRequestType`.
+#[derive(Default)]
+pub struct GetVsanObjExtAttrsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `uuids`.
+    pub uuids: Vec<String>,
+}
+impl x::SchemaType for GetVsanObjExtAttrsRequestType {
+    const TYPE_NAME: &'static str = "GetVsanObjExtAttrsRequestType";
+}
+impl x::Structure for GetVsanObjExtAttrsRequestType {}
+impl std::fmt::Debug for GetVsanObjExtAttrsRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GetVsanObjExtAttrsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for GetVsanObjExtAttrsRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for GetVsanObjExtAttrsRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            uuids: x::clone_vec(&self.uuids),
+        }
+    }
+}
+impl x::Fields for GetVsanObjExtAttrsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuids" => r.read_push(&mut self.uuids),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("uuids", &self.uuids);
+    }
+}
+impl x::Request for GetVsanObjExtAttrsRequestType {
+    const NAME: &'static str = "GetVsanObjExtAttrs";
+    const IDEMPOTENT: bool = true;
+    type Response = String;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `HasMonitoredEntityRequestType`.
 #[derive(Clone, Default)]
 pub struct HasMonitoredEntityRequestType {
@@ -20,16 +760,19 @@ impl x::SchemaType for HasMonitoredEntityRequestType {
 }
 impl x::Structure for HasMonitoredEntityRequestType {}
 impl std::fmt::Debug for HasMonitoredEntityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasMonitoredEntityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasMonitoredEntityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HasMonitoredEntityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +787,7 @@ impl x::Fields for HasMonitoredEntityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -54,9 +798,11 @@ impl x::Request for HasMonitoredEntityRequestType {
     const NAME: &'static str = "HasMonitoredEntity";
     const IDEMPOTENT: bool = true;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -80,16 +826,19 @@ impl x::SchemaType for HasPrivilegeOnEntitiesRequestType {
 }
 impl x::Structure for HasPrivilegeOnEntitiesRequestType {}
 impl std::fmt::Debug for HasPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasPrivilegeOnEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HasPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -100,6 +849,7 @@ impl Clone for HasPrivilegeOnEntitiesRequestType {
     }
 }
 impl x::Fields for HasPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -115,6 +865,7 @@ impl x::Fields for HasPrivilegeOnEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -126,9 +877,11 @@ impl x::Request for HasPrivilegeOnEntitiesRequestType {
     const NAME: &'static str = "HasPrivilegeOnEntities";
     const IDEMPOTENT: bool = true;
     type Response = Vec<EntityPrivilege>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -152,16 +905,19 @@ impl x::SchemaType for HasPrivilegeOnEntityRequestType {
 }
 impl x::Structure for HasPrivilegeOnEntityRequestType {}
 impl std::fmt::Debug for HasPrivilegeOnEntityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasPrivilegeOnEntityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasPrivilegeOnEntityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HasPrivilegeOnEntityRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -172,6 +928,7 @@ impl Clone for HasPrivilegeOnEntityRequestType {
     }
 }
 impl x::Fields for HasPrivilegeOnEntityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -187,6 +944,7 @@ impl x::Fields for HasPrivilegeOnEntityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -198,9 +956,11 @@ impl x::Request for HasPrivilegeOnEntityRequestType {
     const NAME: &'static str = "HasPrivilegeOnEntity";
     const IDEMPOTENT: bool = true;
     type Response = Vec<bool>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -220,16 +980,19 @@ impl x::SchemaType for HasProviderRequestType {
 }
 impl x::Structure for HasProviderRequestType {}
 impl std::fmt::Debug for HasProviderRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasProviderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasProviderRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HasProviderRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -243,6 +1006,7 @@ impl x::Fields for HasProviderRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -252,9 +1016,11 @@ impl x::Request for HasProviderRequestType {
     const NAME: &'static str = "HasProvider";
     const IDEMPOTENT: bool = true;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -278,16 +1044,19 @@ impl x::SchemaType for HasUserPrivilegeOnEntitiesRequestType {
 }
 impl x::Structure for HasUserPrivilegeOnEntitiesRequestType {}
 impl std::fmt::Debug for HasUserPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasUserPrivilegeOnEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasUserPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HasUserPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -298,6 +1067,7 @@ impl Clone for HasUserPrivilegeOnEntitiesRequestType {
     }
 }
 impl x::Fields for HasUserPrivilegeOnEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -313,6 +1083,7 @@ impl x::Fields for HasUserPrivilegeOnEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entities", &self.entities);
@@ -324,9 +1095,11 @@ impl x::Request for HasUserPrivilegeOnEntitiesRequestType {
     const NAME: &'static str = "HasUserPrivilegeOnEntities";
     const IDEMPOTENT: bool = true;
     type Response = Vec<EntityPrivilege>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -350,6 +1123,7 @@ impl x::SchemaType for HostClearVStorageObjectControlFlagsRequestType {
 }
 impl x::Structure for HostClearVStorageObjectControlFlagsRequestType {}
 impl std::fmt::Debug for HostClearVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -359,11 +1133,13 @@ impl std::fmt::Debug for HostClearVStorageObjectControlFlagsRequestType {
     }
 }
 impl PartialEq for HostClearVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostClearVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -374,6 +1150,7 @@ impl Clone for HostClearVStorageObjectControlFlagsRequestType {
     }
 }
 impl x::Fields for HostClearVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -389,6 +1166,7 @@ impl x::Fields for HostClearVStorageObjectControlFlagsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -400,9 +1178,11 @@ impl x::Request for HostClearVStorageObjectControlFlagsRequestType {
     const NAME: &'static str = "HostClearVStorageObjectControlFlags";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -426,16 +1206,19 @@ impl x::SchemaType for HostCloneVStorageObjectRequestType {
 }
 impl x::Structure for HostCloneVStorageObjectRequestType {}
 impl std::fmt::Debug for HostCloneVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostCloneVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostCloneVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostCloneVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -451,6 +1234,7 @@ impl x::Fields for HostCloneVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -462,9 +1246,11 @@ impl x::Request for HostCloneVStorageObjectRequestType {
     const NAME: &'static str = "HostCloneVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -484,16 +1270,19 @@ impl x::SchemaType for HostConfigVFlashCacheRequestType {
 }
 impl x::Structure for HostConfigVFlashCacheRequestType {}
 impl std::fmt::Debug for HostConfigVFlashCacheRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostConfigVFlashCacheRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostConfigVFlashCacheRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostConfigVFlashCacheRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -507,6 +1296,7 @@ impl x::Fields for HostConfigVFlashCacheRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -516,9 +1306,11 @@ impl x::Request for HostConfigVFlashCacheRequestType {
     const NAME: &'static str = "HostConfigVFlashCache";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -538,16 +1330,19 @@ impl x::SchemaType for HostConfigureVFlashResourceRequestType {
 }
 impl x::Structure for HostConfigureVFlashResourceRequestType {}
 impl std::fmt::Debug for HostConfigureVFlashResourceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostConfigureVFlashResourceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostConfigureVFlashResourceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostConfigureVFlashResourceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -561,6 +1356,7 @@ impl x::Fields for HostConfigureVFlashResourceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -570,9 +1366,11 @@ impl x::Request for HostConfigureVFlashResourceRequestType {
     const NAME: &'static str = "HostConfigureVFlashResource";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -592,16 +1390,19 @@ impl x::SchemaType for HostCreateDiskRequestType {
 }
 impl x::Structure for HostCreateDiskRequestType {}
 impl std::fmt::Debug for HostCreateDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostCreateDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostCreateDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostCreateDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -615,6 +1416,7 @@ impl x::Fields for HostCreateDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -624,9 +1426,11 @@ impl x::Request for HostCreateDiskRequestType {
     const NAME: &'static str = "HostCreateDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -652,16 +1456,19 @@ impl x::SchemaType for HostDeleteVStorageObjectExRequestType {
 }
 impl x::Structure for HostDeleteVStorageObjectExRequestType {}
 impl std::fmt::Debug for HostDeleteVStorageObjectExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostDeleteVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDeleteVStorageObjectExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDeleteVStorageObjectExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -677,6 +1484,7 @@ impl x::Fields for HostDeleteVStorageObjectExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -696,9 +1504,11 @@ impl x::Request for HostDeleteVStorageObjectExRequestType {
     const NAME: &'static str = "HostDeleteVStorageObjectEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -724,16 +1534,19 @@ impl x::SchemaType for HostDeleteVStorageObjectRequestType {
 }
 impl x::Structure for HostDeleteVStorageObjectRequestType {}
 impl std::fmt::Debug for HostDeleteVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostDeleteVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDeleteVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDeleteVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -749,6 +1562,7 @@ impl x::Fields for HostDeleteVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -768,9 +1582,11 @@ impl x::Request for HostDeleteVStorageObjectRequestType {
     const NAME: &'static str = "HostDeleteVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -794,16 +1610,19 @@ impl x::SchemaType for HostExtendDiskRequestType {
 }
 impl x::Structure for HostExtendDiskRequestType {}
 impl std::fmt::Debug for HostExtendDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostExtendDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostExtendDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostExtendDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -819,6 +1638,7 @@ impl x::Fields for HostExtendDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -830,9 +1650,11 @@ impl x::Request for HostExtendDiskRequestType {
     const NAME: &'static str = "HostExtendDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -852,6 +1674,7 @@ impl x::SchemaType for HostGetVFlashModuleDefaultConfigRequestType {
 }
 impl x::Structure for HostGetVFlashModuleDefaultConfigRequestType {}
 impl std::fmt::Debug for HostGetVFlashModuleDefaultConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -861,11 +1684,13 @@ impl std::fmt::Debug for HostGetVFlashModuleDefaultConfigRequestType {
     }
 }
 impl PartialEq for HostGetVFlashModuleDefaultConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostGetVFlashModuleDefaultConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -879,6 +1704,7 @@ impl x::Fields for HostGetVFlashModuleDefaultConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vFlashModule", &self.vflash_module);
@@ -888,9 +1714,11 @@ impl x::Request for HostGetVFlashModuleDefaultConfigRequestType {
     const NAME: &'static str = "HostGetVFlashModuleDefaultConfig";
     const IDEMPOTENT: bool = false;
     type Response = VirtualDiskVFlashCacheConfigInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -908,6 +1736,7 @@ impl x::SchemaType for HostImageConfigGetAcceptanceRequestType {
 }
 impl x::Structure for HostImageConfigGetAcceptanceRequestType {}
 impl std::fmt::Debug for HostImageConfigGetAcceptanceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -917,11 +1746,13 @@ impl std::fmt::Debug for HostImageConfigGetAcceptanceRequestType {
     }
 }
 impl PartialEq for HostImageConfigGetAcceptanceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostImageConfigGetAcceptanceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -934,6 +1765,7 @@ impl x::Fields for HostImageConfigGetAcceptanceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -942,9 +1774,11 @@ impl x::Request for HostImageConfigGetAcceptanceRequestType {
     const NAME: &'static str = "HostImageConfigGetAcceptance";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -962,16 +1796,19 @@ impl x::SchemaType for HostImageConfigGetProfileRequestType {
 }
 impl x::Structure for HostImageConfigGetProfileRequestType {}
 impl std::fmt::Debug for HostImageConfigGetProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostImageConfigGetProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostImageConfigGetProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostImageConfigGetProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -984,6 +1821,7 @@ impl x::Fields for HostImageConfigGetProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -992,9 +1830,11 @@ impl x::Request for HostImageConfigGetProfileRequestType {
     const NAME: &'static str = "HostImageConfigGetProfile";
     const IDEMPOTENT: bool = false;
     type Response = HostImageProfileSummary;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1016,16 +1856,19 @@ impl x::SchemaType for HostInflateDiskRequestType {
 }
 impl x::Structure for HostInflateDiskRequestType {}
 impl std::fmt::Debug for HostInflateDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostInflateDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostInflateDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostInflateDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1040,6 +1883,7 @@ impl x::Fields for HostInflateDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1050,9 +1894,11 @@ impl x::Request for HostInflateDiskRequestType {
     const NAME: &'static str = "HostInflateDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1072,16 +1918,19 @@ impl x::SchemaType for HostListVStorageObjectRequestType {
 }
 impl x::Structure for HostListVStorageObjectRequestType {}
 impl std::fmt::Debug for HostListVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostListVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostListVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostListVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1095,6 +1944,7 @@ impl x::Fields for HostListVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -1104,9 +1954,11 @@ impl x::Request for HostListVStorageObjectRequestType {
     const NAME: &'static str = "HostListVStorageObject";
     const IDEMPOTENT: bool = false;
     type Response = Vec<ID>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1124,6 +1976,7 @@ impl x::SchemaType for HostProfileResetValidationStateRequestType {
 }
 impl x::Structure for HostProfileResetValidationStateRequestType {}
 impl std::fmt::Debug for HostProfileResetValidationStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1133,11 +1986,13 @@ impl std::fmt::Debug for HostProfileResetValidationStateRequestType {
     }
 }
 impl PartialEq for HostProfileResetValidationStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostProfileResetValidationStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1150,6 +2005,7 @@ impl x::Fields for HostProfileResetValidationStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1158,9 +2014,11 @@ impl x::Request for HostProfileResetValidationStateRequestType {
     const NAME: &'static str = "HostProfileResetValidationState";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1186,16 +2044,19 @@ impl x::SchemaType for HostQueryVirtualDiskUuidRequestType {
 }
 impl x::Structure for HostQueryVirtualDiskUuidRequestType {}
 impl std::fmt::Debug for HostQueryVirtualDiskUuidRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostQueryVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostQueryVirtualDiskUuidRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostQueryVirtualDiskUuidRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1209,6 +2070,7 @@ impl x::Fields for HostQueryVirtualDiskUuidRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0300, "operation HostQueryVirtualDiskUuid", true);
         w.write("_this", &self.this);
@@ -1219,9 +2081,11 @@ impl x::Request for HostQueryVirtualDiskUuidRequestType {
     const NAME: &'static str = "HostQueryVirtualDiskUuid";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1245,6 +2109,7 @@ impl x::SchemaType for HostReconcileDatastoreInventoryRequestType {
 }
 impl x::Structure for HostReconcileDatastoreInventoryRequestType {}
 impl std::fmt::Debug for HostReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1254,11 +2119,13 @@ impl std::fmt::Debug for HostReconcileDatastoreInventoryRequestType {
     }
 }
 impl PartialEq for HostReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1273,6 +2140,7 @@ impl x::Fields for HostReconcileDatastoreInventoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -1291,9 +2159,11 @@ impl x::Request for HostReconcileDatastoreInventoryRequestType {
     const NAME: &'static str = "HostReconcileDatastoreInventory_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1323,16 +2193,19 @@ impl x::SchemaType for HostRegisterDiskRequestType {
 }
 impl x::Structure for HostRegisterDiskRequestType {}
 impl std::fmt::Debug for HostRegisterDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRegisterDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRegisterDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRegisterDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1349,6 +2222,7 @@ impl x::Fields for HostRegisterDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("path", &self.path);
@@ -1371,9 +2245,11 @@ impl x::Request for HostRegisterDiskRequestType {
     const NAME: &'static str = "HostRegisterDisk";
     const IDEMPOTENT: bool = false;
     type Response = VStorageObject;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1401,16 +2277,19 @@ impl x::SchemaType for HostRelocateVStorageObjectRequestType {
 }
 impl x::Structure for HostRelocateVStorageObjectRequestType {}
 impl std::fmt::Debug for HostRelocateVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRelocateVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRelocateVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRelocateVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1427,6 +2306,7 @@ impl x::Fields for HostRelocateVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1447,9 +2327,11 @@ impl x::Request for HostRelocateVStorageObjectRequestType {
     const NAME: &'static str = "HostRelocateVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1467,16 +2349,19 @@ impl x::SchemaType for HostRemoveVFlashResourceRequestType {
 }
 impl x::Structure for HostRemoveVFlashResourceRequestType {}
 impl std::fmt::Debug for HostRemoveVFlashResourceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRemoveVFlashResourceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRemoveVFlashResourceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRemoveVFlashResourceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1489,6 +2374,7 @@ impl x::Fields for HostRemoveVFlashResourceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1497,9 +2383,11 @@ impl x::Request for HostRemoveVFlashResourceRequestType {
     const NAME: &'static str = "HostRemoveVFlashResource";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1523,16 +2411,19 @@ impl x::SchemaType for HostRenameVStorageObjectRequestType {
 }
 impl x::Structure for HostRenameVStorageObjectRequestType {}
 impl std::fmt::Debug for HostRenameVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRenameVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRenameVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRenameVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1548,6 +2439,7 @@ impl x::Fields for HostRenameVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1559,9 +2451,11 @@ impl x::Request for HostRenameVStorageObjectRequestType {
     const NAME: &'static str = "HostRenameVStorageObject";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1581,6 +2475,7 @@ impl x::SchemaType for HostRetrieveVStorageInfrastructureObjectPolicyRequestType
 }
 impl x::Structure for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1590,11 +2485,13 @@ impl std::fmt::Debug for HostRetrieveVStorageInfrastructureObjectPolicyRequestTy
     }
 }
 impl PartialEq for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1608,6 +2505,7 @@ impl x::Fields for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -1617,9 +2515,11 @@ impl x::Request for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     const NAME: &'static str = "HostRetrieveVStorageInfrastructureObjectPolicy";
     const IDEMPOTENT: bool = false;
     type Response = Vec<VslmInfrastructureObjectPolicy>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1645,6 +2545,7 @@ impl x::SchemaType for HostRetrieveVStorageObjectMetadataRequestType {
 }
 impl x::Structure for HostRetrieveVStorageObjectMetadataRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1654,11 +2555,13 @@ impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataRequestType {
     }
 }
 impl PartialEq for HostRetrieveVStorageObjectMetadataRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRetrieveVStorageObjectMetadataRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1675,6 +2578,7 @@ impl x::Fields for HostRetrieveVStorageObjectMetadataRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1687,9 +2591,11 @@ impl x::Request for HostRetrieveVStorageObjectMetadataRequestType {
     const NAME: &'static str = "HostRetrieveVStorageObjectMetadata";
     const IDEMPOTENT: bool = false;
     type Response = Vec<KeyValue>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1715,6 +2621,7 @@ impl x::SchemaType for HostRetrieveVStorageObjectMetadataValueRequestType {
 }
 impl x::Structure for HostRetrieveVStorageObjectMetadataValueRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataValueRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1724,11 +2631,13 @@ impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataValueRequestType {
     }
 }
 impl PartialEq for HostRetrieveVStorageObjectMetadataValueRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRetrieveVStorageObjectMetadataValueRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1745,6 +2654,7 @@ impl x::Fields for HostRetrieveVStorageObjectMetadataValueRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1757,9 +2667,11 @@ impl x::Request for HostRetrieveVStorageObjectMetadataValueRequestType {
     const NAME: &'static str = "HostRetrieveVStorageObjectMetadataValue";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1785,16 +2697,19 @@ impl x::SchemaType for HostRetrieveVStorageObjectRequestType {
 }
 impl x::Structure for HostRetrieveVStorageObjectRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRetrieveVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRetrieveVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostRetrieveVStorageObjectRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1805,6 +2720,7 @@ impl Clone for HostRetrieveVStorageObjectRequestType {
     }
 }
 impl x::Fields for HostRetrieveVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1820,6 +2736,7 @@ impl x::Fields for HostRetrieveVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1839,9 +2756,11 @@ impl x::Request for HostRetrieveVStorageObjectRequestType {
     const NAME: &'static str = "HostRetrieveVStorageObject";
     const IDEMPOTENT: bool = false;
     type Response = VStorageObject;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1863,6 +2782,7 @@ impl x::SchemaType for HostRetrieveVStorageObjectStateRequestType {
 }
 impl x::Structure for HostRetrieveVStorageObjectStateRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageObjectStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1872,11 +2792,13 @@ impl std::fmt::Debug for HostRetrieveVStorageObjectStateRequestType {
     }
 }
 impl PartialEq for HostRetrieveVStorageObjectStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRetrieveVStorageObjectStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1891,6 +2813,7 @@ impl x::Fields for HostRetrieveVStorageObjectStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1901,9 +2824,11 @@ impl x::Request for HostRetrieveVStorageObjectStateRequestType {
     const NAME: &'static str = "HostRetrieveVStorageObjectState";
     const IDEMPOTENT: bool = false;
     type Response = VStorageObjectStateInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1927,6 +2852,7 @@ impl x::SchemaType for HostScheduleReconcileDatastoreInventoryRequestType {
 }
 impl x::Structure for HostScheduleReconcileDatastoreInventoryRequestType {}
 impl std::fmt::Debug for HostScheduleReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1936,11 +2862,13 @@ impl std::fmt::Debug for HostScheduleReconcileDatastoreInventoryRequestType {
     }
 }
 impl PartialEq for HostScheduleReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostScheduleReconcileDatastoreInventoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1955,6 +2883,7 @@ impl x::Fields for HostScheduleReconcileDatastoreInventoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -1973,9 +2902,11 @@ impl x::Request for HostScheduleReconcileDatastoreInventoryRequestType {
     const NAME: &'static str = "HostScheduleReconcileDatastoreInventory";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1999,6 +2930,7 @@ impl x::SchemaType for HostSetVStorageObjectControlFlagsRequestType {
 }
 impl x::Structure for HostSetVStorageObjectControlFlagsRequestType {}
 impl std::fmt::Debug for HostSetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2008,11 +2940,13 @@ impl std::fmt::Debug for HostSetVStorageObjectControlFlagsRequestType {
     }
 }
 impl PartialEq for HostSetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostSetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2023,6 +2957,7 @@ impl Clone for HostSetVStorageObjectControlFlagsRequestType {
     }
 }
 impl x::Fields for HostSetVStorageObjectControlFlagsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2038,6 +2973,7 @@ impl x::Fields for HostSetVStorageObjectControlFlagsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2049,9 +2985,11 @@ impl x::Request for HostSetVStorageObjectControlFlagsRequestType {
     const NAME: &'static str = "HostSetVStorageObjectControlFlags";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2081,16 +3019,19 @@ impl x::SchemaType for HostSetVirtualDiskUuidRequestType {
 }
 impl x::Structure for HostSetVirtualDiskUuidRequestType {}
 impl std::fmt::Debug for HostSetVirtualDiskUuidRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSetVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostSetVirtualDiskUuidRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostSetVirtualDiskUuidRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2105,6 +3046,7 @@ impl x::Fields for HostSetVirtualDiskUuidRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0300, "operation HostSetVirtualDiskUuid_Task", true);
         w.write("_this", &self.this);
@@ -2116,9 +3058,11 @@ impl x::Request for HostSetVirtualDiskUuidRequestType {
     const NAME: &'static str = "HostSetVirtualDiskUuid_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2140,16 +3084,19 @@ impl x::SchemaType for HostSpecGetUpdatedHostsRequestType {
 }
 impl x::Structure for HostSpecGetUpdatedHostsRequestType {}
 impl std::fmt::Debug for HostSpecGetUpdatedHostsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSpecGetUpdatedHostsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostSpecGetUpdatedHostsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostSpecGetUpdatedHostsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2164,6 +3111,7 @@ impl x::Fields for HostSpecGetUpdatedHostsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("startChangeID", &self.start_change_id);
@@ -2174,9 +3122,11 @@ impl x::Request for HostSpecGetUpdatedHostsRequestType {
     const NAME: &'static str = "HostSpecGetUpdatedHosts";
     const IDEMPOTENT: bool = false;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2202,6 +3152,7 @@ impl x::SchemaType for HostUpdateVStorageObjectMetadataExRequestType {
 }
 impl x::Structure for HostUpdateVStorageObjectMetadataExRequestType {}
 impl std::fmt::Debug for HostUpdateVStorageObjectMetadataExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2211,11 +3162,13 @@ impl std::fmt::Debug for HostUpdateVStorageObjectMetadataExRequestType {
     }
 }
 impl PartialEq for HostUpdateVStorageObjectMetadataExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostUpdateVStorageObjectMetadataExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2227,6 +3180,7 @@ impl Clone for HostUpdateVStorageObjectMetadataExRequestType {
     }
 }
 impl x::Fields for HostUpdateVStorageObjectMetadataExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2243,6 +3197,7 @@ impl x::Fields for HostUpdateVStorageObjectMetadataExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2255,9 +3210,11 @@ impl x::Request for HostUpdateVStorageObjectMetadataExRequestType {
     const NAME: &'static str = "HostUpdateVStorageObjectMetadataEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2283,6 +3240,7 @@ impl x::SchemaType for HostUpdateVStorageObjectMetadataRequestType {
 }
 impl x::Structure for HostUpdateVStorageObjectMetadataRequestType {}
 impl std::fmt::Debug for HostUpdateVStorageObjectMetadataRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2292,11 +3250,13 @@ impl std::fmt::Debug for HostUpdateVStorageObjectMetadataRequestType {
     }
 }
 impl PartialEq for HostUpdateVStorageObjectMetadataRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostUpdateVStorageObjectMetadataRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2308,6 +3268,7 @@ impl Clone for HostUpdateVStorageObjectMetadataRequestType {
     }
 }
 impl x::Fields for HostUpdateVStorageObjectMetadataRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2324,6 +3285,7 @@ impl x::Fields for HostUpdateVStorageObjectMetadataRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2336,9 +3298,11 @@ impl x::Request for HostUpdateVStorageObjectMetadataRequestType {
     const NAME: &'static str = "HostUpdateVStorageObjectMetadata_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2386,6 +3350,7 @@ impl x::SchemaType for HostVStorageObjectCreateDiskFromSnapshotRequestType {
 }
 impl x::Structure for HostVStorageObjectCreateDiskFromSnapshotRequestType {}
 impl std::fmt::Debug for HostVStorageObjectCreateDiskFromSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2395,11 +3360,13 @@ impl std::fmt::Debug for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     }
 }
 impl PartialEq for HostVStorageObjectCreateDiskFromSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostVStorageObjectCreateDiskFromSnapshotRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2418,6 +3385,7 @@ impl Clone for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     }
 }
 impl x::Fields for HostVStorageObjectCreateDiskFromSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2441,6 +3409,7 @@ impl x::Fields for HostVStorageObjectCreateDiskFromSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2492,9 +3461,11 @@ impl x::Request for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     const NAME: &'static str = "HostVStorageObjectCreateDiskFromSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2518,6 +3489,7 @@ impl x::SchemaType for HostVStorageObjectCreateSnapshotRequestType {
 }
 impl x::Structure for HostVStorageObjectCreateSnapshotRequestType {}
 impl std::fmt::Debug for HostVStorageObjectCreateSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2527,11 +3499,13 @@ impl std::fmt::Debug for HostVStorageObjectCreateSnapshotRequestType {
     }
 }
 impl PartialEq for HostVStorageObjectCreateSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostVStorageObjectCreateSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2547,6 +3521,7 @@ impl x::Fields for HostVStorageObjectCreateSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2558,9 +3533,11 @@ impl x::Request for HostVStorageObjectCreateSnapshotRequestType {
     const NAME: &'static str = "HostVStorageObjectCreateSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2584,6 +3561,7 @@ impl x::SchemaType for HostVStorageObjectDeleteSnapshotRequestType {
 }
 impl x::Structure for HostVStorageObjectDeleteSnapshotRequestType {}
 impl std::fmt::Debug for HostVStorageObjectDeleteSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2593,11 +3571,13 @@ impl std::fmt::Debug for HostVStorageObjectDeleteSnapshotRequestType {
     }
 }
 impl PartialEq for HostVStorageObjectDeleteSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostVStorageObjectDeleteSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2613,6 +3593,7 @@ impl x::Fields for HostVStorageObjectDeleteSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2624,9 +3605,11 @@ impl x::Request for HostVStorageObjectDeleteSnapshotRequestType {
     const NAME: &'static str = "HostVStorageObjectDeleteSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2648,6 +3631,7 @@ impl x::SchemaType for HostVStorageObjectRetrieveSnapshotInfoRequestType {
 }
 impl x::Structure for HostVStorageObjectRetrieveSnapshotInfoRequestType {}
 impl std::fmt::Debug for HostVStorageObjectRetrieveSnapshotInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2657,11 +3641,13 @@ impl std::fmt::Debug for HostVStorageObjectRetrieveSnapshotInfoRequestType {
     }
 }
 impl PartialEq for HostVStorageObjectRetrieveSnapshotInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostVStorageObjectRetrieveSnapshotInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2676,6 +3662,7 @@ impl x::Fields for HostVStorageObjectRetrieveSnapshotInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2686,71 +3673,11 @@ impl x::Request for HostVStorageObjectRetrieveSnapshotInfoRequestType {
     const NAME: &'static str = "HostVStorageObjectRetrieveSnapshotInfo";
     const IDEMPOTENT: bool = false;
     type Response = VStorageObjectSnapshotInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `HostVStorageObjectRevertRequestType`.
-#[derive(Clone, Default)]
-pub struct HostVStorageObjectRevertRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `snapshotId`.
-    pub snapshot_id: ID,
-}
-impl x::SchemaType for HostVStorageObjectRevertRequestType {
-    const TYPE_NAME: &'static str = "HostVStorageObjectRevertRequestType";
-}
-impl x::Structure for HostVStorageObjectRevertRequestType {}
-impl std::fmt::Debug for HostVStorageObjectRevertRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "HostVStorageObjectRevertRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for HostVStorageObjectRevertRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for HostVStorageObjectRevertRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "id" => r.read(&mut self.id),
-            "datastore" => r.read(&mut self.datastore),
-            "snapshotId" => r.read(&mut self.snapshot_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-        w.write("snapshotId", &self.snapshot_id);
-    }
-}
-impl x::Request for HostVStorageObjectRevertRequestType {
-    const NAME: &'static str = "HostVStorageObjectRevert_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

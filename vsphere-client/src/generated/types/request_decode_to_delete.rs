@@ -5,1018 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `CreateVirtualDiskRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateVirtualDiskRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `spec`.
-    pub spec: AnyVirtualDiskSpec,
-}
-impl x::SchemaType for CreateVirtualDiskRequestType {
-    const TYPE_NAME: &'static str = "CreateVirtualDiskRequestType";
-}
-impl x::Structure for CreateVirtualDiskRequestType {}
-impl std::fmt::Debug for CreateVirtualDiskRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CreateVirtualDiskRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CreateVirtualDiskRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CreateVirtualDiskRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CreateVirtualDiskRequestType {
-    const NAME: &'static str = "CreateVirtualDisk_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateVmfsDatastoreRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateVmfsDatastoreRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: VmfsDatastoreCreateSpec,
-}
-impl x::SchemaType for CreateVmfsDatastoreRequestType {
-    const TYPE_NAME: &'static str = "CreateVmfsDatastoreRequestType";
-}
-impl x::Structure for CreateVmfsDatastoreRequestType {}
-impl std::fmt::Debug for CreateVmfsDatastoreRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CreateVmfsDatastoreRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CreateVmfsDatastoreRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CreateVmfsDatastoreRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CreateVmfsDatastoreRequestType {
-    const NAME: &'static str = "CreateVmfsDatastore";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateVvolDatastoreRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateVvolDatastoreRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: HostDatastoreSystemVvolDatastoreSpec,
-}
-impl x::SchemaType for CreateVvolDatastoreRequestType {
-    const TYPE_NAME: &'static str = "CreateVvolDatastoreRequestType";
-}
-impl x::Structure for CreateVvolDatastoreRequestType {}
-impl std::fmt::Debug for CreateVvolDatastoreRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CreateVvolDatastoreRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CreateVvolDatastoreRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CreateVvolDatastoreRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CreateVvolDatastoreRequestType {
-    const NAME: &'static str = "CreateVvolDatastore";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CryptoManagerHostDisableRequestType`.
-#[derive(Clone, Default)]
-pub struct CryptoManagerHostDisableRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for CryptoManagerHostDisableRequestType {
-    const TYPE_NAME: &'static str = "CryptoManagerHostDisableRequestType";
-}
-impl x::Structure for CryptoManagerHostDisableRequestType {}
-impl std::fmt::Debug for CryptoManagerHostDisableRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CryptoManagerHostDisableRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CryptoManagerHostDisableRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CryptoManagerHostDisableRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for CryptoManagerHostDisableRequestType {
-    const NAME: &'static str = "CryptoManagerHostDisable";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `CryptoManagerHostEnableRequestType`.
-#[derive(Clone, Default)]
-pub struct CryptoManagerHostEnableRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `initialKey`.
-    pub initial_key: CryptoKeyPlain,
-}
-impl x::SchemaType for CryptoManagerHostEnableRequestType {
-    const TYPE_NAME: &'static str = "CryptoManagerHostEnableRequestType";
-}
-impl x::Structure for CryptoManagerHostEnableRequestType {}
-impl std::fmt::Debug for CryptoManagerHostEnableRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CryptoManagerHostEnableRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CryptoManagerHostEnableRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CryptoManagerHostEnableRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "initialKey" => r.read(&mut self.initial_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("initialKey", &self.initial_key);
-    }
-}
-impl x::Request for CryptoManagerHostEnableRequestType {
-    const NAME: &'static str = "CryptoManagerHostEnable";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `CryptoManagerHostPrepareRequestType`.
-#[derive(Clone, Default)]
-pub struct CryptoManagerHostPrepareRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for CryptoManagerHostPrepareRequestType {
-    const TYPE_NAME: &'static str = "CryptoManagerHostPrepareRequestType";
-}
-impl x::Structure for CryptoManagerHostPrepareRequestType {}
-impl std::fmt::Debug for CryptoManagerHostPrepareRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CryptoManagerHostPrepareRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CryptoManagerHostPrepareRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CryptoManagerHostPrepareRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for CryptoManagerHostPrepareRequestType {
-    const NAME: &'static str = "CryptoManagerHostPrepare";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `CryptoUnlockRequestType`.
-#[derive(Clone, Default)]
-pub struct CryptoUnlockRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for CryptoUnlockRequestType {
-    const TYPE_NAME: &'static str = "CryptoUnlockRequestType";
-}
-impl x::Structure for CryptoUnlockRequestType {}
-impl std::fmt::Debug for CryptoUnlockRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CryptoUnlockRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CryptoUnlockRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CryptoUnlockRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for CryptoUnlockRequestType {
-    const NAME: &'static str = "CryptoUnlock_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CurrentTimeRequestType`.
-#[derive(Clone, Default)]
-pub struct CurrentTimeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for CurrentTimeRequestType {
-    const TYPE_NAME: &'static str = "CurrentTimeRequestType";
-}
-impl x::Structure for CurrentTimeRequestType {}
-impl std::fmt::Debug for CurrentTimeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CurrentTimeRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CurrentTimeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CurrentTimeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for CurrentTimeRequestType {
-    const NAME: &'static str = "CurrentTime";
-    const IDEMPOTENT: bool = true;
-    type Response = x::DateTime;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CustomizationSpecItemToXmlRequestType`.
-#[derive(Clone, Default)]
-pub struct CustomizationSpecItemToXmlRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `item`.
-    pub item: CustomizationSpecItem,
-}
-impl x::SchemaType for CustomizationSpecItemToXmlRequestType {
-    const TYPE_NAME: &'static str = "CustomizationSpecItemToXmlRequestType";
-}
-impl x::Structure for CustomizationSpecItemToXmlRequestType {}
-impl std::fmt::Debug for CustomizationSpecItemToXmlRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CustomizationSpecItemToXmlRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CustomizationSpecItemToXmlRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CustomizationSpecItemToXmlRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "item" => r.read(&mut self.item),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("item", &self.item);
-    }
-}
-impl x::Request for CustomizationSpecItemToXmlRequestType {
-    const NAME: &'static str = "CustomizationSpecItemToXml";
-    const IDEMPOTENT: bool = false;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CustomizeGuestRequestType`.
-#[derive(Default)]
-pub struct CustomizeGuestRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `auth`.
-    pub auth: AnyGuestAuthentication,
-    /// `spec`.
-    pub spec: CustomizationSpec,
-    /// `configParams`.
-    pub config_params: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for CustomizeGuestRequestType {
-    const TYPE_NAME: &'static str = "CustomizeGuestRequestType";
-}
-impl x::Structure for CustomizeGuestRequestType {}
-impl std::fmt::Debug for CustomizeGuestRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CustomizeGuestRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CustomizeGuestRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for CustomizeGuestRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            vm: self.vm.clone(),
-            auth: self.auth.clone(),
-            spec: self.spec.clone(),
-            config_params: x::clone_vec(&self.config_params),
-        }
-    }
-}
-impl x::Fields for CustomizeGuestRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vm" => r.read(&mut self.vm),
-            "auth" => r.read(&mut self.auth),
-            "spec" => r.read(&mut self.spec),
-            "configParams" => r.read_push(&mut self.config_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vm", &self.vm);
-        w.write("auth", &self.auth);
-        w.write("spec", &self.spec);
-        w.write_vec("configParams", &self.config_params);
-    }
-}
-impl x::Request for CustomizeGuestRequestType {
-    const NAME: &'static str = "CustomizeGuest_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CustomizeVMRequestType`.
-#[derive(Clone, Default)]
-pub struct CustomizeVMRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: CustomizationSpec,
-}
-impl x::SchemaType for CustomizeVMRequestType {
-    const TYPE_NAME: &'static str = "CustomizeVMRequestType";
-}
-impl x::Structure for CustomizeVMRequestType {}
-impl std::fmt::Debug for CustomizeVMRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CustomizeVMRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CustomizeVMRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CustomizeVMRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CustomizeVMRequestType {
-    const NAME: &'static str = "CustomizeVM_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `DVPortgroupRollbackRequestType`.
-#[derive(Clone, Default)]
-pub struct DVPortgroupRollbackRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `entityBackup`.
-    pub entity_backup: Option<EntityBackupConfig>,
-}
-impl x::SchemaType for DVPortgroupRollbackRequestType {
-    const TYPE_NAME: &'static str = "DVPortgroupRollbackRequestType";
-}
-impl x::Structure for DVPortgroupRollbackRequestType {}
-impl std::fmt::Debug for DVPortgroupRollbackRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "DVPortgroupRollbackRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for DVPortgroupRollbackRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for DVPortgroupRollbackRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "entityBackup" => r.read_opt(&mut self.entity_backup),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("entityBackup", &self.entity_backup);
-    }
-}
-impl x::Request for DVPortgroupRollbackRequestType {
-    const NAME: &'static str = "DVPortgroupRollback_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `DVSManagerExportEntityRequestType`.
-#[derive(Default)]
-pub struct DVSManagerExportEntityRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `selectionSet`.
-    pub selection_set: Vec<AnySelectionSet>,
-}
-impl x::SchemaType for DVSManagerExportEntityRequestType {
-    const TYPE_NAME: &'static str = "DVSManagerExportEntityRequestType";
-}
-impl x::Structure for DVSManagerExportEntityRequestType {}
-impl std::fmt::Debug for DVSManagerExportEntityRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "DVSManagerExportEntityRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for DVSManagerExportEntityRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for DVSManagerExportEntityRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            selection_set: x::clone_vec(&self.selection_set),
-        }
-    }
-}
-impl x::Fields for DVSManagerExportEntityRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "selectionSet" => r.read_push(&mut self.selection_set),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("selectionSet", &self.selection_set);
-    }
-}
-impl x::Request for DVSManagerExportEntityRequestType {
-    const NAME: &'static str = "DVSManagerExportEntity_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `DVSManagerImportEntityRequestType`.
-#[derive(Default)]
-pub struct DVSManagerImportEntityRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `entityBackup`.
-    pub entity_backup: Vec<EntityBackupConfig>,
-    /// `importType`.
-    pub import_type: String,
-}
-impl x::SchemaType for DVSManagerImportEntityRequestType {
-    const TYPE_NAME: &'static str = "DVSManagerImportEntityRequestType";
-}
-impl x::Structure for DVSManagerImportEntityRequestType {}
-impl std::fmt::Debug for DVSManagerImportEntityRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "DVSManagerImportEntityRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for DVSManagerImportEntityRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for DVSManagerImportEntityRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            entity_backup: x::clone_vec(&self.entity_backup),
-            import_type: self.import_type.clone(),
-        }
-    }
-}
-impl x::Fields for DVSManagerImportEntityRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "entityBackup" => r.read_push(&mut self.entity_backup),
-            "importType" => r.read(&mut self.import_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("entityBackup", &self.entity_backup);
-        w.write("importType", &self.import_type);
-    }
-}
-impl x::Request for DVSManagerImportEntityRequestType {
-    const NAME: &'static str = "DVSManagerImportEntity_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `DVSManagerLookupDvPortGroupRequestType`.
-#[derive(Clone, Default)]
-pub struct DVSManagerLookupDvPortGroupRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `switchUuid`.
-    pub switch_uuid: String,
-    /// `portgroupKey`.
-    pub portgroup_key: String,
-}
-impl x::SchemaType for DVSManagerLookupDvPortGroupRequestType {
-    const TYPE_NAME: &'static str = "DVSManagerLookupDvPortGroupRequestType";
-}
-impl x::Structure for DVSManagerLookupDvPortGroupRequestType {}
-impl std::fmt::Debug for DVSManagerLookupDvPortGroupRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "DVSManagerLookupDvPortGroupRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for DVSManagerLookupDvPortGroupRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for DVSManagerLookupDvPortGroupRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "switchUuid" => r.read(&mut self.switch_uuid),
-            "portgroupKey" => r.read(&mut self.portgroup_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("switchUuid", &self.switch_uuid);
-        w.write("portgroupKey", &self.portgroup_key);
-    }
-}
-impl x::Request for DVSManagerLookupDvPortGroupRequestType {
-    const NAME: &'static str = "DVSManagerLookupDvPortGroup";
-    const IDEMPOTENT: bool = false;
-    type Response = Option<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `DVSRollbackRequestType`.
-#[derive(Clone, Default)]
-pub struct DVSRollbackRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `entityBackup`.
-    pub entity_backup: Option<EntityBackupConfig>,
-}
-impl x::SchemaType for DVSRollbackRequestType {
-    const TYPE_NAME: &'static str = "DVSRollbackRequestType";
-}
-impl x::Structure for DVSRollbackRequestType {}
-impl std::fmt::Debug for DVSRollbackRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "DVSRollbackRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for DVSRollbackRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for DVSRollbackRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "entityBackup" => r.read_opt(&mut self.entity_backup),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("entityBackup", &self.entity_backup);
-    }
-}
-impl x::Request for DVSRollbackRequestType {
-    const NAME: &'static str = "DVSRollback_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `DatastoreEnterMaintenanceModeRequestType`.
-#[derive(Clone, Default)]
-pub struct DatastoreEnterMaintenanceModeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for DatastoreEnterMaintenanceModeRequestType {
-    const TYPE_NAME: &'static str = "DatastoreEnterMaintenanceModeRequestType";
-}
-impl x::Structure for DatastoreEnterMaintenanceModeRequestType {}
-impl std::fmt::Debug for DatastoreEnterMaintenanceModeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "DatastoreEnterMaintenanceModeRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for DatastoreEnterMaintenanceModeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for DatastoreEnterMaintenanceModeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for DatastoreEnterMaintenanceModeRequestType {
-    const NAME: &'static str = "DatastoreEnterMaintenanceMode";
-    const IDEMPOTENT: bool = false;
-    type Response = StoragePlacementResult;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `DatastoreExitMaintenanceModeRequestType`.
-#[derive(Clone, Default)]
-pub struct DatastoreExitMaintenanceModeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for DatastoreExitMaintenanceModeRequestType {
-    const TYPE_NAME: &'static str = "DatastoreExitMaintenanceModeRequestType";
-}
-impl x::Structure for DatastoreExitMaintenanceModeRequestType {}
-impl std::fmt::Debug for DatastoreExitMaintenanceModeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "DatastoreExitMaintenanceModeRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for DatastoreExitMaintenanceModeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for DatastoreExitMaintenanceModeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for DatastoreExitMaintenanceModeRequestType {
-    const NAME: &'static str = "DatastoreExitMaintenanceMode_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
 /// `DecodeLicenseRequestType`.
 #[derive(Clone, Default)]
 pub struct DecodeLicenseRequestType {
@@ -1030,16 +18,19 @@ impl x::SchemaType for DecodeLicenseRequestType {
 }
 impl x::Structure for DecodeLicenseRequestType {}
 impl std::fmt::Debug for DecodeLicenseRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DecodeLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DecodeLicenseRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DecodeLicenseRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1053,6 +44,7 @@ impl x::Fields for DecodeLicenseRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("licenseKey", &self.license_key);
@@ -1062,9 +54,11 @@ impl x::Request for DecodeLicenseRequestType {
     const NAME: &'static str = "DecodeLicense";
     const IDEMPOTENT: bool = false;
     type Response = LicenseManagerLicenseInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1082,16 +76,19 @@ impl x::SchemaType for DefragmentAllDisksRequestType {
 }
 impl x::Structure for DefragmentAllDisksRequestType {}
 impl std::fmt::Debug for DefragmentAllDisksRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DefragmentAllDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DefragmentAllDisksRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DefragmentAllDisksRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1104,6 +101,7 @@ impl x::Fields for DefragmentAllDisksRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1112,9 +110,11 @@ impl x::Request for DefragmentAllDisksRequestType {
     const NAME: &'static str = "DefragmentAllDisks";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1136,16 +136,19 @@ impl x::SchemaType for DefragmentVirtualDiskRequestType {
 }
 impl x::Structure for DefragmentVirtualDiskRequestType {}
 impl std::fmt::Debug for DefragmentVirtualDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DefragmentVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DefragmentVirtualDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DefragmentVirtualDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1160,6 +163,7 @@ impl x::Fields for DefragmentVirtualDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1170,9 +174,11 @@ impl x::Request for DefragmentVirtualDiskRequestType {
     const NAME: &'static str = "DefragmentVirtualDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1192,16 +198,19 @@ impl x::SchemaType for DeleteCustomizationSpecRequestType {
 }
 impl x::Structure for DeleteCustomizationSpecRequestType {}
 impl std::fmt::Debug for DeleteCustomizationSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteCustomizationSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteCustomizationSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1215,6 +224,7 @@ impl x::Fields for DeleteCustomizationSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1224,9 +234,11 @@ impl x::Request for DeleteCustomizationSpecRequestType {
     const NAME: &'static str = "DeleteCustomizationSpec";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1248,16 +260,19 @@ impl x::SchemaType for DeleteDatastoreFileRequestType {
 }
 impl x::Structure for DeleteDatastoreFileRequestType {}
 impl std::fmt::Debug for DeleteDatastoreFileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteDatastoreFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteDatastoreFileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteDatastoreFileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1272,6 +287,7 @@ impl x::Fields for DeleteDatastoreFileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1282,9 +298,11 @@ impl x::Request for DeleteDatastoreFileRequestType {
     const NAME: &'static str = "DeleteDatastoreFile_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1310,16 +328,19 @@ impl x::SchemaType for DeleteDirectoryInGuestRequestType {
 }
 impl x::Structure for DeleteDirectoryInGuestRequestType {}
 impl std::fmt::Debug for DeleteDirectoryInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteDirectoryInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteDirectoryInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteDirectoryInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1336,6 +357,7 @@ impl x::Fields for DeleteDirectoryInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1348,9 +370,11 @@ impl x::Request for DeleteDirectoryInGuestRequestType {
     const NAME: &'static str = "DeleteDirectoryInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1372,16 +396,19 @@ impl x::SchemaType for DeleteDirectoryRequestType {
 }
 impl x::Structure for DeleteDirectoryRequestType {}
 impl std::fmt::Debug for DeleteDirectoryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteDirectoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteDirectoryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteDirectoryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1396,6 +423,7 @@ impl x::Fields for DeleteDirectoryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("datacenter", &self.datacenter);
@@ -1406,9 +434,11 @@ impl x::Request for DeleteDirectoryRequestType {
     const NAME: &'static str = "DeleteDirectory";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1432,16 +462,19 @@ impl x::SchemaType for DeleteFileInGuestRequestType {
 }
 impl x::Structure for DeleteFileInGuestRequestType {}
 impl std::fmt::Debug for DeleteFileInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteFileInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteFileInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteFileInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1457,6 +490,7 @@ impl x::Fields for DeleteFileInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1468,9 +502,11 @@ impl x::Request for DeleteFileInGuestRequestType {
     const NAME: &'static str = "DeleteFileInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1490,16 +526,19 @@ impl x::SchemaType for DeleteFileRequestType {
 }
 impl x::Structure for DeleteFileRequestType {}
 impl std::fmt::Debug for DeleteFileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteFileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteFileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1513,6 +552,7 @@ impl x::Fields for DeleteFileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastorePath", &self.datastore_path);
@@ -1522,9 +562,11 @@ impl x::Request for DeleteFileRequestType {
     const NAME: &'static str = "DeleteFile";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1544,16 +586,19 @@ impl x::SchemaType for DeleteHostSpecificationRequestType {
 }
 impl x::Structure for DeleteHostSpecificationRequestType {}
 impl std::fmt::Debug for DeleteHostSpecificationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteHostSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteHostSpecificationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteHostSpecificationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1567,6 +612,7 @@ impl x::Fields for DeleteHostSpecificationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -1576,9 +622,11 @@ impl x::Request for DeleteHostSpecificationRequestType {
     const NAME: &'static str = "DeleteHostSpecification";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1600,16 +648,19 @@ impl x::SchemaType for DeleteHostSubSpecificationRequestType {
 }
 impl x::Structure for DeleteHostSubSpecificationRequestType {}
 impl std::fmt::Debug for DeleteHostSubSpecificationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteHostSubSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteHostSubSpecificationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteHostSubSpecificationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1624,6 +675,7 @@ impl x::Fields for DeleteHostSubSpecificationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -1634,9 +686,11 @@ impl x::Request for DeleteHostSubSpecificationRequestType {
     const NAME: &'static str = "DeleteHostSubSpecification";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1654,16 +708,19 @@ impl x::SchemaType for DeleteNvdimmBlockNamespacesRequestType {
 }
 impl x::Structure for DeleteNvdimmBlockNamespacesRequestType {}
 impl std::fmt::Debug for DeleteNvdimmBlockNamespacesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteNvdimmBlockNamespacesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteNvdimmBlockNamespacesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteNvdimmBlockNamespacesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1676,6 +733,7 @@ impl x::Fields for DeleteNvdimmBlockNamespacesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1684,9 +742,11 @@ impl x::Request for DeleteNvdimmBlockNamespacesRequestType {
     const NAME: &'static str = "DeleteNvdimmBlockNamespaces_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1706,16 +766,19 @@ impl x::SchemaType for DeleteNvdimmNamespaceRequestType {
 }
 impl x::Structure for DeleteNvdimmNamespaceRequestType {}
 impl std::fmt::Debug for DeleteNvdimmNamespaceRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteNvdimmNamespaceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteNvdimmNamespaceRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteNvdimmNamespaceRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1729,6 +792,7 @@ impl x::Fields for DeleteNvdimmNamespaceRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("deleteSpec", &self.delete_spec);
@@ -1738,9 +802,11 @@ impl x::Request for DeleteNvdimmNamespaceRequestType {
     const NAME: &'static str = "DeleteNvdimmNamespace_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1766,16 +832,19 @@ impl x::SchemaType for DeleteRegistryKeyInGuestRequestType {
 }
 impl x::Structure for DeleteRegistryKeyInGuestRequestType {}
 impl std::fmt::Debug for DeleteRegistryKeyInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteRegistryKeyInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteRegistryKeyInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteRegistryKeyInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1792,6 +861,7 @@ impl x::Fields for DeleteRegistryKeyInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1804,9 +874,11 @@ impl x::Request for DeleteRegistryKeyInGuestRequestType {
     const NAME: &'static str = "DeleteRegistryKeyInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1830,16 +902,19 @@ impl x::SchemaType for DeleteRegistryValueInGuestRequestType {
 }
 impl x::Structure for DeleteRegistryValueInGuestRequestType {}
 impl std::fmt::Debug for DeleteRegistryValueInGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteRegistryValueInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteRegistryValueInGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteRegistryValueInGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1855,6 +930,7 @@ impl x::Fields for DeleteRegistryValueInGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1866,9 +942,11 @@ impl x::Request for DeleteRegistryValueInGuestRequestType {
     const NAME: &'static str = "DeleteRegistryValueInGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1888,16 +966,19 @@ impl x::SchemaType for DeleteScsiLunStateRequestType {
 }
 impl x::Structure for DeleteScsiLunStateRequestType {}
 impl std::fmt::Debug for DeleteScsiLunStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteScsiLunStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteScsiLunStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteScsiLunStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1911,6 +992,7 @@ impl x::Fields for DeleteScsiLunStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunCanonicalName", &self.lun_canonical_name);
@@ -1920,9 +1002,11 @@ impl x::Request for DeleteScsiLunStateRequestType {
     const NAME: &'static str = "DeleteScsiLunState";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1946,16 +1030,19 @@ impl x::SchemaType for DeleteSnapshotRequestType {
 }
 impl x::Structure for DeleteSnapshotRequestType {}
 impl std::fmt::Debug for DeleteSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1971,6 +1058,7 @@ impl x::Fields for DeleteSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1982,9 +1070,11 @@ impl x::Request for DeleteSnapshotRequestType {
     const NAME: &'static str = "DeleteSnapshot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2006,16 +1096,19 @@ impl x::SchemaType for DeleteVStorageObjectExRequestType {
 }
 impl x::Structure for DeleteVStorageObjectExRequestType {}
 impl std::fmt::Debug for DeleteVStorageObjectExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVStorageObjectExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVStorageObjectExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2030,6 +1123,7 @@ impl x::Fields for DeleteVStorageObjectExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2040,9 +1134,11 @@ impl x::Request for DeleteVStorageObjectExRequestType {
     const NAME: &'static str = "DeleteVStorageObjectEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2064,16 +1160,19 @@ impl x::SchemaType for DeleteVStorageObjectRequestType {
 }
 impl x::Structure for DeleteVStorageObjectRequestType {}
 impl std::fmt::Debug for DeleteVStorageObjectRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVStorageObjectRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVStorageObjectRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2088,6 +1187,7 @@ impl x::Fields for DeleteVStorageObjectRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2098,9 +1198,11 @@ impl x::Request for DeleteVStorageObjectRequestType {
     const NAME: &'static str = "DeleteVStorageObject_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2120,16 +1222,19 @@ impl x::SchemaType for DeleteVffsVolumeStateRequestType {
 }
 impl x::Structure for DeleteVffsVolumeStateRequestType {}
 impl std::fmt::Debug for DeleteVffsVolumeStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteVffsVolumeStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVffsVolumeStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVffsVolumeStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2143,6 +1248,7 @@ impl x::Fields for DeleteVffsVolumeStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vffsUuid", &self.vffs_uuid);
@@ -2152,9 +1258,11 @@ impl x::Request for DeleteVffsVolumeStateRequestType {
     const NAME: &'static str = "DeleteVffsVolumeState";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2176,16 +1284,19 @@ impl x::SchemaType for DeleteVirtualDiskRequestType {
 }
 impl x::Structure for DeleteVirtualDiskRequestType {}
 impl std::fmt::Debug for DeleteVirtualDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVirtualDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVirtualDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2200,6 +1311,7 @@ impl x::Fields for DeleteVirtualDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2210,9 +1322,11 @@ impl x::Request for DeleteVirtualDiskRequestType {
     const NAME: &'static str = "DeleteVirtualDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2232,16 +1346,19 @@ impl x::SchemaType for DeleteVmfsVolumeStateRequestType {
 }
 impl x::Structure for DeleteVmfsVolumeStateRequestType {}
 impl std::fmt::Debug for DeleteVmfsVolumeStateRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteVmfsVolumeStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVmfsVolumeStateRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVmfsVolumeStateRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2255,6 +1372,7 @@ impl x::Fields for DeleteVmfsVolumeStateRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsUuid", &self.vmfs_uuid);
@@ -2264,9 +1382,11 @@ impl x::Request for DeleteVmfsVolumeStateRequestType {
     const NAME: &'static str = "DeleteVmfsVolumeState";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2288,16 +1408,19 @@ impl x::SchemaType for DeleteVsanObjectsRequestType {
 }
 impl x::Structure for DeleteVsanObjectsRequestType {}
 impl std::fmt::Debug for DeleteVsanObjectsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteVsanObjectsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVsanObjectsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DeleteVsanObjectsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2307,6 +1430,7 @@ impl Clone for DeleteVsanObjectsRequestType {
     }
 }
 impl x::Fields for DeleteVsanObjectsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2321,6 +1445,7 @@ impl x::Fields for DeleteVsanObjectsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
@@ -2331,9 +1456,11 @@ impl x::Request for DeleteVsanObjectsRequestType {
     const NAME: &'static str = "DeleteVsanObjects";
     const IDEMPOTENT: bool = false;
     type Response = Vec<HostVsanInternalSystemDeleteVsanObjectsResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -5,6 +5,74 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostVStorageObjectRevertRequestType`.
+#[derive(Clone, Default)]
+pub struct HostVStorageObjectRevertRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `id`.
+    pub id: ID,
+    /// `datastore`.
+    pub datastore: x::ManagedObjectReference,
+    /// `snapshotId`.
+    pub snapshot_id: ID,
+}
+impl x::SchemaType for HostVStorageObjectRevertRequestType {
+    const TYPE_NAME: &'static str = "HostVStorageObjectRevertRequestType";
+}
+impl x::Structure for HostVStorageObjectRevertRequestType {}
+impl std::fmt::Debug for HostVStorageObjectRevertRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVStorageObjectRevertRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVStorageObjectRevertRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVStorageObjectRevertRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
+            "snapshotId" => r.read(&mut self.snapshot_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("id", &self.id);
+        w.write("datastore", &self.datastore);
+        w.write("snapshotId", &self.snapshot_id);
+    }
+}
+impl x::Request for HostVStorageObjectRevertRequestType {
+    const NAME: &'static str = "HostVStorageObjectRevert_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `HttpNfcLeaseAbortRequestType`.
 #[derive(Clone, Default)]
 pub struct HttpNfcLeaseAbortRequestType {
@@ -18,16 +86,19 @@ impl x::SchemaType for HttpNfcLeaseAbortRequestType {
 }
 impl x::Structure for HttpNfcLeaseAbortRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseAbortRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HttpNfcLeaseAbortRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseAbortRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseAbortRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -41,6 +112,7 @@ impl x::Fields for HttpNfcLeaseAbortRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("fault", &self.fault);
@@ -50,9 +122,11 @@ impl x::Request for HttpNfcLeaseAbortRequestType {
     const NAME: &'static str = "HttpNfcLeaseAbort";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -70,16 +144,19 @@ impl x::SchemaType for HttpNfcLeaseCompleteRequestType {
 }
 impl x::Structure for HttpNfcLeaseCompleteRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseCompleteRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HttpNfcLeaseCompleteRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseCompleteRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseCompleteRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -92,6 +169,7 @@ impl x::Fields for HttpNfcLeaseCompleteRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -100,9 +178,11 @@ impl x::Request for HttpNfcLeaseCompleteRequestType {
     const NAME: &'static str = "HttpNfcLeaseComplete";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -120,16 +200,19 @@ impl x::SchemaType for HttpNfcLeaseGetManifestRequestType {
 }
 impl x::Structure for HttpNfcLeaseGetManifestRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseGetManifestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HttpNfcLeaseGetManifestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseGetManifestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseGetManifestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -142,6 +225,7 @@ impl x::Fields for HttpNfcLeaseGetManifestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -150,9 +234,11 @@ impl x::Request for HttpNfcLeaseGetManifestRequestType {
     const NAME: &'static str = "HttpNfcLeaseGetManifest";
     const IDEMPOTENT: bool = false;
     type Response = Vec<HttpNfcLeaseManifestEntry>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -174,16 +260,19 @@ impl x::SchemaType for HttpNfcLeaseProbeUrlsRequestType {
 }
 impl x::Structure for HttpNfcLeaseProbeUrlsRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseProbeUrlsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HttpNfcLeaseProbeUrlsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseProbeUrlsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HttpNfcLeaseProbeUrlsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -193,6 +282,7 @@ impl Clone for HttpNfcLeaseProbeUrlsRequestType {
     }
 }
 impl x::Fields for HttpNfcLeaseProbeUrlsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -207,6 +297,7 @@ impl x::Fields for HttpNfcLeaseProbeUrlsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("files", &self.files);
@@ -217,9 +308,11 @@ impl x::Request for HttpNfcLeaseProbeUrlsRequestType {
     const NAME: &'static str = "HttpNfcLeaseProbeUrls";
     const IDEMPOTENT: bool = false;
     type Response = Vec<HttpNfcLeaseProbeResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -239,16 +332,19 @@ impl x::SchemaType for HttpNfcLeaseProgressRequestType {
 }
 impl x::Structure for HttpNfcLeaseProgressRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseProgressRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HttpNfcLeaseProgressRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseProgressRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseProgressRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -262,6 +358,7 @@ impl x::Fields for HttpNfcLeaseProgressRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("percent", &self.percent);
@@ -271,9 +368,11 @@ impl x::Request for HttpNfcLeaseProgressRequestType {
     const NAME: &'static str = "HttpNfcLeaseProgress";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -293,16 +392,19 @@ impl x::SchemaType for HttpNfcLeasePullFromUrlsRequestType {
 }
 impl x::Structure for HttpNfcLeasePullFromUrlsRequestType {}
 impl std::fmt::Debug for HttpNfcLeasePullFromUrlsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HttpNfcLeasePullFromUrlsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeasePullFromUrlsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HttpNfcLeasePullFromUrlsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -311,6 +413,7 @@ impl Clone for HttpNfcLeasePullFromUrlsRequestType {
     }
 }
 impl x::Fields for HttpNfcLeasePullFromUrlsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -324,6 +427,7 @@ impl x::Fields for HttpNfcLeasePullFromUrlsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("files", &self.files);
@@ -333,9 +437,11 @@ impl x::Request for HttpNfcLeasePullFromUrlsRequestType {
     const NAME: &'static str = "HttpNfcLeasePullFromUrls_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -355,6 +461,7 @@ impl x::SchemaType for HttpNfcLeaseSetManifestChecksumTypeRequestType {
 }
 impl x::Structure for HttpNfcLeaseSetManifestChecksumTypeRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseSetManifestChecksumTypeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -364,11 +471,13 @@ impl std::fmt::Debug for HttpNfcLeaseSetManifestChecksumTypeRequestType {
     }
 }
 impl PartialEq for HttpNfcLeaseSetManifestChecksumTypeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HttpNfcLeaseSetManifestChecksumTypeRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -379,6 +488,7 @@ impl Clone for HttpNfcLeaseSetManifestChecksumTypeRequestType {
     }
 }
 impl x::Fields for HttpNfcLeaseSetManifestChecksumTypeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -394,6 +504,7 @@ impl x::Fields for HttpNfcLeaseSetManifestChecksumTypeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("deviceUrlsToChecksumTypes", &self.device_urls_to_checksum_types);
@@ -403,9 +514,11 @@ impl x::Request for HttpNfcLeaseSetManifestChecksumTypeRequestType {
     const NAME: &'static str = "HttpNfcLeaseSetManifestChecksumType";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -427,16 +540,19 @@ impl x::SchemaType for ImpersonateUserRequestType {
 }
 impl x::Structure for ImpersonateUserRequestType {}
 impl std::fmt::Debug for ImpersonateUserRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ImpersonateUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ImpersonateUserRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImpersonateUserRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -451,6 +567,7 @@ impl x::Fields for ImpersonateUserRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
@@ -461,9 +578,11 @@ impl x::Request for ImpersonateUserRequestType {
     const NAME: &'static str = "ImpersonateUser";
     const IDEMPOTENT: bool = false;
     type Response = UserSession;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -485,16 +604,19 @@ impl x::SchemaType for ImportCertificateForCAMRequestType {
 }
 impl x::Structure for ImportCertificateForCAMRequestType {}
 impl std::fmt::Debug for ImportCertificateForCAMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ImportCertificateForCAMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ImportCertificateForCAMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImportCertificateForCAMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -509,6 +631,7 @@ impl x::Fields for ImportCertificateForCAMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("certPath", &self.cert_path);
@@ -519,9 +642,11 @@ impl x::Request for ImportCertificateForCAMRequestType {
     const NAME: &'static str = "ImportCertificateForCAM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -545,16 +670,19 @@ impl x::SchemaType for ImportUnmanagedSnapshotRequestType {
 }
 impl x::Structure for ImportUnmanagedSnapshotRequestType {}
 impl std::fmt::Debug for ImportUnmanagedSnapshotRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ImportUnmanagedSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ImportUnmanagedSnapshotRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImportUnmanagedSnapshotRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -570,6 +698,7 @@ impl x::Fields for ImportUnmanagedSnapshotRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vdisk", &self.vdisk);
@@ -581,9 +710,11 @@ impl x::Request for ImportUnmanagedSnapshotRequestType {
     const NAME: &'static str = "ImportUnmanagedSnapshot";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -607,16 +738,19 @@ impl x::SchemaType for ImportVAppRequestType {
 }
 impl x::Structure for ImportVAppRequestType {}
 impl std::fmt::Debug for ImportVAppRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ImportVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ImportVAppRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImportVAppRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -632,6 +766,7 @@ impl x::Fields for ImportVAppRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -643,9 +778,11 @@ impl x::Request for ImportVAppRequestType {
     const NAME: &'static str = "ImportVApp";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -679,16 +816,19 @@ impl x::SchemaType for IncreaseDirectorySizeRequestType {
 }
 impl x::Structure for IncreaseDirectorySizeRequestType {}
 impl std::fmt::Debug for IncreaseDirectorySizeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "IncreaseDirectorySizeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for IncreaseDirectorySizeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IncreaseDirectorySizeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -704,6 +844,7 @@ impl x::Fields for IncreaseDirectorySizeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0100, "operation IncreaseDirectorySize", true);
         w.write("_this", &self.this);
@@ -716,9 +857,11 @@ impl x::Request for IncreaseDirectorySizeRequestType {
     const NAME: &'static str = "IncreaseDirectorySize";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -740,16 +883,19 @@ impl x::SchemaType for InflateDiskRequestType {
 }
 impl x::Structure for InflateDiskRequestType {}
 impl std::fmt::Debug for InflateDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "InflateDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InflateDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InflateDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -764,6 +910,7 @@ impl x::Fields for InflateDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -774,9 +921,11 @@ impl x::Request for InflateDiskRequestType {
     const NAME: &'static str = "InflateDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -798,16 +947,19 @@ impl x::SchemaType for InflateVirtualDiskRequestType {
 }
 impl x::Structure for InflateVirtualDiskRequestType {}
 impl std::fmt::Debug for InflateVirtualDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "InflateVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InflateVirtualDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InflateVirtualDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -822,6 +974,7 @@ impl x::Fields for InflateVirtualDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -832,9 +985,11 @@ impl x::Request for InflateVirtualDiskRequestType {
     const NAME: &'static str = "InflateVirtualDisk_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -854,16 +1009,19 @@ impl x::SchemaType for InitializeDisksRequestType {
 }
 impl x::Structure for InitializeDisksRequestType {}
 impl std::fmt::Debug for InitializeDisksRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "InitializeDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InitializeDisksRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for InitializeDisksRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -872,6 +1030,7 @@ impl Clone for InitializeDisksRequestType {
     }
 }
 impl x::Fields for InitializeDisksRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -885,6 +1044,7 @@ impl x::Fields for InitializeDisksRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("mapping", &self.mapping);
@@ -894,9 +1054,11 @@ impl x::Request for InitializeDisksRequestType {
     const NAME: &'static str = "InitializeDisks_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -920,6 +1082,7 @@ impl x::SchemaType for InitiateFileTransferFromGuestRequestType {
 }
 impl x::Structure for InitiateFileTransferFromGuestRequestType {}
 impl std::fmt::Debug for InitiateFileTransferFromGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -929,11 +1092,13 @@ impl std::fmt::Debug for InitiateFileTransferFromGuestRequestType {
     }
 }
 impl PartialEq for InitiateFileTransferFromGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InitiateFileTransferFromGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -949,6 +1114,7 @@ impl x::Fields for InitiateFileTransferFromGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -960,9 +1126,11 @@ impl x::Request for InitiateFileTransferFromGuestRequestType {
     const NAME: &'static str = "InitiateFileTransferFromGuest";
     const IDEMPOTENT: bool = false;
     type Response = FileTransferInformation;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -992,16 +1160,19 @@ impl x::SchemaType for InitiateFileTransferToGuestRequestType {
 }
 impl x::Structure for InitiateFileTransferToGuestRequestType {}
 impl std::fmt::Debug for InitiateFileTransferToGuestRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "InitiateFileTransferToGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InitiateFileTransferToGuestRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InitiateFileTransferToGuestRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1020,6 +1191,7 @@ impl x::Fields for InitiateFileTransferToGuestRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1034,9 +1206,11 @@ impl x::Request for InitiateFileTransferToGuestRequestType {
     const NAME: &'static str = "InitiateFileTransferToGuest";
     const IDEMPOTENT: bool = false;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1062,16 +1236,19 @@ impl x::SchemaType for InitiateTransitionToVLCMRequestType {
 }
 impl x::Structure for InitiateTransitionToVLCMRequestType {}
 impl std::fmt::Debug for InitiateTransitionToVLCMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "InitiateTransitionToVLCMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InitiateTransitionToVLCMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InitiateTransitionToVLCMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1085,6 +1262,7 @@ impl x::Fields for InitiateTransitionToVLCMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation InitiateTransitionToVLCM_Task", true);
         w.write("_this", &self.this);
@@ -1095,331 +1273,14 @@ impl x::Request for InitiateTransitionToVLCMRequestType {
     const NAME: &'static str = "InitiateTransitionToVLCM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
-    }
-}
-/// `InstallHostPatchRequestType`.
-#[derive(Clone, Default)]
-pub struct InstallHostPatchRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `repository`.
-    pub repository: HostPatchManagerLocator,
-    /// `updateID`.
-    pub update_id: String,
-    /// `force`.
-    pub force: Option<bool>,
-}
-impl x::SchemaType for InstallHostPatchRequestType {
-    const TYPE_NAME: &'static str = "InstallHostPatchRequestType";
-}
-impl x::Structure for InstallHostPatchRequestType {}
-impl std::fmt::Debug for InstallHostPatchRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "InstallHostPatchRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for InstallHostPatchRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for InstallHostPatchRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "repository" => r.read(&mut self.repository),
-            "updateID" => r.read(&mut self.update_id),
-            "force" => r.read_opt(&mut self.force),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("repository", &self.repository);
-        w.write("updateID", &self.update_id);
-        w.write_opt("force", &self.force);
-    }
-}
-impl x::Request for InstallHostPatchRequestType {
-    const NAME: &'static str = "InstallHostPatch_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `InstallHostPatchV2RequestType`.
-#[derive(Default)]
-pub struct InstallHostPatchV2RequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `metaUrls`.
-    pub meta_urls: Vec<String>,
-    /// `bundleUrls`.
-    pub bundle_urls: Vec<String>,
-    /// `vibUrls`.
-    pub vib_urls: Vec<String>,
-    /// `spec`.
-    pub spec: Option<HostPatchManagerPatchManagerOperationSpec>,
-}
-impl x::SchemaType for InstallHostPatchV2RequestType {
-    const TYPE_NAME: &'static str = "InstallHostPatchV2RequestType";
-}
-impl x::Structure for InstallHostPatchV2RequestType {}
-impl std::fmt::Debug for InstallHostPatchV2RequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "InstallHostPatchV2RequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for InstallHostPatchV2RequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for InstallHostPatchV2RequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            meta_urls: x::clone_vec(&self.meta_urls),
-            bundle_urls: x::clone_vec(&self.bundle_urls),
-            vib_urls: x::clone_vec(&self.vib_urls),
-            spec: self.spec.clone(),
-        }
-    }
-}
-impl x::Fields for InstallHostPatchV2RequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "metaUrls" => r.read_push(&mut self.meta_urls),
-            "bundleUrls" => r.read_push(&mut self.bundle_urls),
-            "vibUrls" => r.read_push(&mut self.vib_urls),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("metaUrls", &self.meta_urls);
-        w.write_vec("bundleUrls", &self.bundle_urls);
-        w.write_vec("vibUrls", &self.vib_urls);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::Request for InstallHostPatchV2RequestType {
-    const NAME: &'static str = "InstallHostPatchV2_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `InstallIoFilterRequestType`.
-#[derive(Clone, Default)]
-pub struct InstallIoFilterRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vibUrl`.
-    pub vib_url: String,
-    /// `compRes`.
-    pub comp_res: x::ManagedObjectReference,
-    /// `vibSslTrust`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub vib_ssl_trust: Option<AnyIoFilterManagerSslTrust>,
-}
-impl x::SchemaType for InstallIoFilterRequestType {
-    const TYPE_NAME: &'static str = "InstallIoFilterRequestType";
-}
-impl x::Structure for InstallIoFilterRequestType {}
-impl std::fmt::Debug for InstallIoFilterRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "InstallIoFilterRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for InstallIoFilterRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for InstallIoFilterRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vibUrl" => r.read(&mut self.vib_url),
-            "compRes" => r.read(&mut self.comp_res),
-            "vibSslTrust" => r.read_opt(&mut self.vib_ssl_trust),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vibUrl", &self.vib_url);
-        w.write("compRes", &self.comp_res);
-        if w
-            .since(
-                0x0800_0300,
-                "InstallIoFilter_Task.vibSslTrust",
-                self.vib_ssl_trust.is_some(),
-            )
-        {
-            w.write_opt("vibSslTrust", &self.vib_ssl_trust);
-        }
-    }
-}
-impl x::Request for InstallIoFilterRequestType {
-    const NAME: &'static str = "InstallIoFilter_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `InstallServerCertificateRequestType`.
-#[derive(Clone, Default)]
-pub struct InstallServerCertificateRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `cert`.
-    pub cert: String,
-}
-impl x::SchemaType for InstallServerCertificateRequestType {
-    const TYPE_NAME: &'static str = "InstallServerCertificateRequestType";
-}
-impl x::Structure for InstallServerCertificateRequestType {}
-impl std::fmt::Debug for InstallServerCertificateRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "InstallServerCertificateRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for InstallServerCertificateRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for InstallServerCertificateRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "cert" => r.read(&mut self.cert),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("cert", &self.cert);
-    }
-}
-impl x::Request for InstallServerCertificateRequestType {
-    const NAME: &'static str = "InstallServerCertificate";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `InstallSmartCardTrustAnchorRequestType`.
-#[derive(Clone, Default)]
-pub struct InstallSmartCardTrustAnchorRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `cert`.
-    pub cert: String,
-}
-impl x::SchemaType for InstallSmartCardTrustAnchorRequestType {
-    const TYPE_NAME: &'static str = "InstallSmartCardTrustAnchorRequestType";
-}
-impl x::Structure for InstallSmartCardTrustAnchorRequestType {}
-impl std::fmt::Debug for InstallSmartCardTrustAnchorRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "InstallSmartCardTrustAnchorRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for InstallSmartCardTrustAnchorRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for InstallSmartCardTrustAnchorRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "cert" => r.read(&mut self.cert),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("cert", &self.cert);
-    }
-}
-impl x::Request for InstallSmartCardTrustAnchorRequestType {
-    const NAME: &'static str = "InstallSmartCardTrustAnchor";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
     }
 }

@@ -20,16 +20,19 @@ impl x::SchemaType for DisableAlarmRequestType {
 }
 impl x::Structure for DisableAlarmRequestType {}
 impl std::fmt::Debug for DisableAlarmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisableAlarmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisableAlarmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableAlarmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -44,6 +47,7 @@ impl x::Fields for DisableAlarmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("alarm", &self.alarm);
@@ -54,9 +58,11 @@ impl x::Request for DisableAlarmRequestType {
     const NAME: &'static str = "DisableAlarm";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -76,16 +82,19 @@ impl x::SchemaType for DisableClusteredVmdkSupportRequestType {
 }
 impl x::Structure for DisableClusteredVmdkSupportRequestType {}
 impl std::fmt::Debug for DisableClusteredVmdkSupportRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisableClusteredVmdkSupportRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisableClusteredVmdkSupportRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableClusteredVmdkSupportRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -99,6 +108,7 @@ impl x::Fields for DisableClusteredVmdkSupportRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -108,9 +118,11 @@ impl x::Request for DisableClusteredVmdkSupportRequestType {
     const NAME: &'static str = "DisableClusteredVmdkSupport";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -128,16 +140,19 @@ impl x::SchemaType for DisableEvcModeRequestType {
 }
 impl x::Structure for DisableEvcModeRequestType {}
 impl std::fmt::Debug for DisableEvcModeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisableEvcModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisableEvcModeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableEvcModeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -150,6 +165,7 @@ impl x::Fields for DisableEvcModeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -158,9 +174,11 @@ impl x::Request for DisableEvcModeRequestType {
     const NAME: &'static str = "DisableEvcMode_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -182,16 +200,19 @@ impl x::SchemaType for DisableFeatureRequestType {
 }
 impl x::Structure for DisableFeatureRequestType {}
 impl std::fmt::Debug for DisableFeatureRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisableFeatureRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisableFeatureRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableFeatureRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -206,6 +227,7 @@ impl x::Fields for DisableFeatureRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -216,9 +238,11 @@ impl x::Request for DisableFeatureRequestType {
     const NAME: &'static str = "DisableFeature";
     const IDEMPOTENT: bool = false;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -236,16 +260,19 @@ impl x::SchemaType for DisableHyperThreadingRequestType {
 }
 impl x::Structure for DisableHyperThreadingRequestType {}
 impl std::fmt::Debug for DisableHyperThreadingRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisableHyperThreadingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisableHyperThreadingRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableHyperThreadingRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -258,6 +285,7 @@ impl x::Fields for DisableHyperThreadingRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -266,9 +294,11 @@ impl x::Request for DisableHyperThreadingRequestType {
     const NAME: &'static str = "DisableHyperThreading";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -288,16 +318,19 @@ impl x::SchemaType for DisableMultipathPathRequestType {
 }
 impl x::Structure for DisableMultipathPathRequestType {}
 impl std::fmt::Debug for DisableMultipathPathRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisableMultipathPathRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisableMultipathPathRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableMultipathPathRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -311,6 +344,7 @@ impl x::Fields for DisableMultipathPathRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pathName", &self.path_name);
@@ -320,9 +354,11 @@ impl x::Request for DisableMultipathPathRequestType {
     const NAME: &'static str = "DisableMultipathPath";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -344,16 +380,19 @@ impl x::SchemaType for DisableNetworkBootRequestType {
 }
 impl x::Structure for DisableNetworkBootRequestType {}
 impl std::fmt::Debug for DisableNetworkBootRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisableNetworkBootRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisableNetworkBootRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableNetworkBootRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -366,6 +405,7 @@ impl x::Fields for DisableNetworkBootRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0900_0000, "operation DisableNetworkBoot_Task", true);
         w.write("_this", &self.this);
@@ -375,9 +415,11 @@ impl x::Request for DisableNetworkBootRequestType {
     const NAME: &'static str = "DisableNetworkBoot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -397,16 +439,19 @@ impl x::SchemaType for DisableRulesetRequestType {
 }
 impl x::Structure for DisableRulesetRequestType {}
 impl std::fmt::Debug for DisableRulesetRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisableRulesetRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisableRulesetRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableRulesetRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -420,6 +465,7 @@ impl x::Fields for DisableRulesetRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -429,9 +475,11 @@ impl x::Request for DisableRulesetRequestType {
     const NAME: &'static str = "DisableRuleset";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -451,16 +499,19 @@ impl x::SchemaType for DisableSecondaryVMRequestType {
 }
 impl x::Structure for DisableSecondaryVMRequestType {}
 impl std::fmt::Debug for DisableSecondaryVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisableSecondaryVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisableSecondaryVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableSecondaryVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -474,6 +525,7 @@ impl x::Fields for DisableSecondaryVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -483,9 +535,11 @@ impl x::Request for DisableSecondaryVMRequestType {
     const NAME: &'static str = "DisableSecondaryVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -503,6 +557,7 @@ impl x::SchemaType for DisableSmartCardAuthenticationRequestType {
 }
 impl x::Structure for DisableSmartCardAuthenticationRequestType {}
 impl std::fmt::Debug for DisableSmartCardAuthenticationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -512,11 +567,13 @@ impl std::fmt::Debug for DisableSmartCardAuthenticationRequestType {
     }
 }
 impl PartialEq for DisableSmartCardAuthenticationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisableSmartCardAuthenticationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -529,6 +586,7 @@ impl x::Fields for DisableSmartCardAuthenticationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -537,9 +595,11 @@ impl x::Request for DisableSmartCardAuthenticationRequestType {
     const NAME: &'static str = "DisableSmartCardAuthentication";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -557,16 +617,19 @@ impl x::SchemaType for DisconnectHostRequestType {
 }
 impl x::Structure for DisconnectHostRequestType {}
 impl std::fmt::Debug for DisconnectHostRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisconnectHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisconnectHostRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisconnectHostRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -579,6 +642,7 @@ impl x::Fields for DisconnectHostRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -587,9 +651,11 @@ impl x::Request for DisconnectHostRequestType {
     const NAME: &'static str = "DisconnectHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -609,16 +675,19 @@ impl x::SchemaType for DisconnectNvmeControllerExRequestType {
 }
 impl x::Structure for DisconnectNvmeControllerExRequestType {}
 impl std::fmt::Debug for DisconnectNvmeControllerExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisconnectNvmeControllerExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisconnectNvmeControllerExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DisconnectNvmeControllerExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -627,6 +696,7 @@ impl Clone for DisconnectNvmeControllerExRequestType {
     }
 }
 impl x::Fields for DisconnectNvmeControllerExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -640,6 +710,7 @@ impl x::Fields for DisconnectNvmeControllerExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("disconnectSpec", &self.disconnect_spec);
@@ -649,9 +720,11 @@ impl x::Request for DisconnectNvmeControllerExRequestType {
     const NAME: &'static str = "DisconnectNvmeControllerEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -671,16 +744,19 @@ impl x::SchemaType for DisconnectNvmeControllerRequestType {
 }
 impl x::Structure for DisconnectNvmeControllerRequestType {}
 impl std::fmt::Debug for DisconnectNvmeControllerRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DisconnectNvmeControllerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DisconnectNvmeControllerRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DisconnectNvmeControllerRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -694,6 +770,7 @@ impl x::Fields for DisconnectNvmeControllerRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("disconnectSpec", &self.disconnect_spec);
@@ -703,9 +780,11 @@ impl x::Request for DisconnectNvmeControllerRequestType {
     const NAME: &'static str = "DisconnectNvmeController";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -725,16 +804,19 @@ impl x::SchemaType for DiscoverFcoeHbasRequestType {
 }
 impl x::Structure for DiscoverFcoeHbasRequestType {}
 impl std::fmt::Debug for DiscoverFcoeHbasRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DiscoverFcoeHbasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DiscoverFcoeHbasRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DiscoverFcoeHbasRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -748,6 +830,7 @@ impl x::Fields for DiscoverFcoeHbasRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("fcoeSpec", &self.fcoe_spec);
@@ -757,9 +840,11 @@ impl x::Request for DiscoverFcoeHbasRequestType {
     const NAME: &'static str = "DiscoverFcoeHbas";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -779,16 +864,19 @@ impl x::SchemaType for DiscoverNvmeControllersRequestType {
 }
 impl x::Structure for DiscoverNvmeControllersRequestType {}
 impl std::fmt::Debug for DiscoverNvmeControllersRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DiscoverNvmeControllersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DiscoverNvmeControllersRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DiscoverNvmeControllersRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -802,6 +890,7 @@ impl x::Fields for DiscoverNvmeControllersRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("discoverSpec", &self.discover_spec);
@@ -811,9 +900,11 @@ impl x::Request for DiscoverNvmeControllersRequestType {
     const NAME: &'static str = "DiscoverNvmeControllers";
     const IDEMPOTENT: bool = false;
     type Response = HostNvmeDiscoveryLog;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -833,16 +924,19 @@ impl x::SchemaType for DissociateProfileRequestType {
 }
 impl x::Structure for DissociateProfileRequestType {}
 impl std::fmt::Debug for DissociateProfileRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DissociateProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DissociateProfileRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DissociateProfileRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -851,6 +945,7 @@ impl Clone for DissociateProfileRequestType {
     }
 }
 impl x::Fields for DissociateProfileRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -864,6 +959,7 @@ impl x::Fields for DissociateProfileRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -873,9 +969,11 @@ impl x::Request for DissociateProfileRequestType {
     const NAME: &'static str = "DissociateProfile";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -895,16 +993,19 @@ impl x::SchemaType for DoesCustomizationSpecExistRequestType {
 }
 impl x::Structure for DoesCustomizationSpecExistRequestType {}
 impl std::fmt::Debug for DoesCustomizationSpecExistRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DoesCustomizationSpecExistRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DoesCustomizationSpecExistRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DoesCustomizationSpecExistRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -918,6 +1019,7 @@ impl x::Fields for DoesCustomizationSpecExistRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -927,9 +1029,11 @@ impl x::Request for DoesCustomizationSpecExistRequestType {
     const NAME: &'static str = "DoesCustomizationSpecExist";
     const IDEMPOTENT: bool = false;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -947,16 +1051,19 @@ impl x::SchemaType for DownloadDescriptionTreeRequestType {
 }
 impl x::Structure for DownloadDescriptionTreeRequestType {}
 impl std::fmt::Debug for DownloadDescriptionTreeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DownloadDescriptionTreeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DownloadDescriptionTreeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DownloadDescriptionTreeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -969,6 +1076,7 @@ impl x::Fields for DownloadDescriptionTreeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -977,9 +1085,11 @@ impl x::Request for DownloadDescriptionTreeRequestType {
     const NAME: &'static str = "DownloadDescriptionTree";
     const IDEMPOTENT: bool = false;
     type Response = Vec<u8>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -999,16 +1109,19 @@ impl x::SchemaType for DropConnectionsRequestType {
 }
 impl x::Structure for DropConnectionsRequestType {}
 impl std::fmt::Debug for DropConnectionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DropConnectionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DropConnectionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DropConnectionsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1017,6 +1130,7 @@ impl Clone for DropConnectionsRequestType {
     }
 }
 impl x::Fields for DropConnectionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1030,6 +1144,7 @@ impl x::Fields for DropConnectionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("listOfConnections", &self.list_of_connections);
@@ -1039,9 +1154,11 @@ impl x::Request for DropConnectionsRequestType {
     const NAME: &'static str = "DropConnections";
     const IDEMPOTENT: bool = false;
     type Response = bool;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1063,16 +1180,19 @@ impl x::SchemaType for DuplicateCustomizationSpecRequestType {
 }
 impl x::Structure for DuplicateCustomizationSpecRequestType {}
 impl std::fmt::Debug for DuplicateCustomizationSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DuplicateCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DuplicateCustomizationSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DuplicateCustomizationSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1087,6 +1207,7 @@ impl x::Fields for DuplicateCustomizationSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1097,9 +1218,11 @@ impl x::Request for DuplicateCustomizationSpecRequestType {
     const NAME: &'static str = "DuplicateCustomizationSpec";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1119,6 +1242,7 @@ impl x::SchemaType for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
 }
 impl x::Structure for DvsReconfigureVmVnicNetworkResourcePoolRequestType {}
 impl std::fmt::Debug for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1128,11 +1252,13 @@ impl std::fmt::Debug for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
     }
 }
 impl PartialEq for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1141,6 +1267,7 @@ impl Clone for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
     }
 }
 impl x::Fields for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1154,6 +1281,7 @@ impl x::Fields for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("configSpec", &self.config_spec);
@@ -1163,67 +1291,11 @@ impl x::Request for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
     const NAME: &'static str = "DvsReconfigureVmVnicNetworkResourcePool_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `EagerZeroVirtualDiskRequestType`.
-#[derive(Clone, Default)]
-pub struct EagerZeroVirtualDiskRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for EagerZeroVirtualDiskRequestType {
-    const TYPE_NAME: &'static str = "EagerZeroVirtualDiskRequestType";
-}
-impl x::Structure for EagerZeroVirtualDiskRequestType {}
-impl std::fmt::Debug for EagerZeroVirtualDiskRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "EagerZeroVirtualDiskRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for EagerZeroVirtualDiskRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for EagerZeroVirtualDiskRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-    }
-}
-impl x::Request for EagerZeroVirtualDiskRequestType {
-    const NAME: &'static str = "EagerZeroVirtualDisk_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -5,27 +5,99 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `QueryUsedVlanIdInDvsRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryUsedVlanIdInDvsRequestType {
+/// `QuerySyncingVsanObjectsRequestType`.
+#[derive(Default)]
+pub struct QuerySyncingVsanObjectsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
+    /// `uuids`.
+    pub uuids: Vec<String>,
 }
-impl x::SchemaType for QueryUsedVlanIdInDvsRequestType {
-    const TYPE_NAME: &'static str = "QueryUsedVlanIdInDvsRequestType";
+impl x::SchemaType for QuerySyncingVsanObjectsRequestType {
+    const TYPE_NAME: &'static str = "QuerySyncingVsanObjectsRequestType";
 }
-impl x::Structure for QueryUsedVlanIdInDvsRequestType {}
-impl std::fmt::Debug for QueryUsedVlanIdInDvsRequestType {
+impl x::Structure for QuerySyncingVsanObjectsRequestType {}
+impl std::fmt::Debug for QuerySyncingVsanObjectsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QueryUsedVlanIdInDvsRequestType", x::fields_ref(self))
+        x::debug_fields(f, "QuerySyncingVsanObjectsRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for QueryUsedVlanIdInDvsRequestType {
+impl PartialEq for QuerySyncingVsanObjectsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for QueryUsedVlanIdInDvsRequestType {
+impl Clone for QuerySyncingVsanObjectsRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            uuids: x::clone_vec(&self.uuids),
+        }
+    }
+}
+impl x::Fields for QuerySyncingVsanObjectsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuids" => r.read_push(&mut self.uuids),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("uuids", &self.uuids);
+    }
+}
+impl x::Request for QuerySyncingVsanObjectsRequestType {
+    const NAME: &'static str = "QuerySyncingVsanObjects";
+    const IDEMPOTENT: bool = true;
+    type Response = String;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QuerySystemUsersRequestType`.
+#[derive(Clone, Default)]
+pub struct QuerySystemUsersRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QuerySystemUsersRequestType {
+    const TYPE_NAME: &'static str = "QuerySystemUsersRequestType";
+}
+impl x::Structure for QuerySystemUsersRequestType {}
+impl std::fmt::Debug for QuerySystemUsersRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QuerySystemUsersRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QuerySystemUsersRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QuerySystemUsersRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -38,6 +110,411 @@ impl x::Fields for QueryUsedVlanIdInDvsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QuerySystemUsersRequestType {
+    const NAME: &'static str = "QuerySystemUsers";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<String>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryTargetCapabilitiesRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryTargetCapabilitiesRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryTargetCapabilitiesRequestType {
+    const TYPE_NAME: &'static str = "QueryTargetCapabilitiesRequestType";
+}
+impl x::Structure for QueryTargetCapabilitiesRequestType {}
+impl std::fmt::Debug for QueryTargetCapabilitiesRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryTargetCapabilitiesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryTargetCapabilitiesRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryTargetCapabilitiesRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("host", &self.host);
+    }
+}
+impl x::Request for QueryTargetCapabilitiesRequestType {
+    const NAME: &'static str = "QueryTargetCapabilities";
+    const IDEMPOTENT: bool = true;
+    type Response = Option<HostCapability>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_opt()
+    }
+}
+/// `QueryTpmAttestationReportRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryTpmAttestationReportRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryTpmAttestationReportRequestType {
+    const TYPE_NAME: &'static str = "QueryTpmAttestationReportRequestType";
+}
+impl x::Structure for QueryTpmAttestationReportRequestType {}
+impl std::fmt::Debug for QueryTpmAttestationReportRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryTpmAttestationReportRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryTpmAttestationReportRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryTpmAttestationReportRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryTpmAttestationReportRequestType {
+    const NAME: &'static str = "QueryTpmAttestationReport";
+    const IDEMPOTENT: bool = true;
+    type Response = Option<HostTpmAttestationReport>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_opt()
+    }
+}
+/// `QueryUnmonitoredHostsRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryUnmonitoredHostsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `providerId`.
+    pub provider_id: String,
+    /// `cluster`.
+    pub cluster: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryUnmonitoredHostsRequestType {
+    const TYPE_NAME: &'static str = "QueryUnmonitoredHostsRequestType";
+}
+impl x::Structure for QueryUnmonitoredHostsRequestType {}
+impl std::fmt::Debug for QueryUnmonitoredHostsRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUnmonitoredHostsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUnmonitoredHostsRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryUnmonitoredHostsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
+            "cluster" => r.read(&mut self.cluster),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("providerId", &self.provider_id);
+        w.write("cluster", &self.cluster);
+    }
+}
+impl x::Request for QueryUnmonitoredHostsRequestType {
+    const NAME: &'static str = "QueryUnmonitoredHosts";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryUnownedFilesRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryUnownedFilesRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryUnownedFilesRequestType {
+    const TYPE_NAME: &'static str = "QueryUnownedFilesRequestType";
+}
+impl x::Structure for QueryUnownedFilesRequestType {}
+impl std::fmt::Debug for QueryUnownedFilesRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUnownedFilesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUnownedFilesRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryUnownedFilesRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryUnownedFilesRequestType {
+    const NAME: &'static str = "QueryUnownedFiles";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<String>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryUnresolvedVmfsVolumeRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryUnresolvedVmfsVolumeRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryUnresolvedVmfsVolumeRequestType {
+    const TYPE_NAME: &'static str = "QueryUnresolvedVmfsVolumeRequestType";
+}
+impl x::Structure for QueryUnresolvedVmfsVolumeRequestType {}
+impl std::fmt::Debug for QueryUnresolvedVmfsVolumeRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUnresolvedVmfsVolumeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUnresolvedVmfsVolumeRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryUnresolvedVmfsVolumeRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryUnresolvedVmfsVolumeRequestType {
+    const NAME: &'static str = "QueryUnresolvedVmfsVolume";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<HostUnresolvedVmfsVolume>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryUnresolvedVmfsVolumesRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryUnresolvedVmfsVolumesRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryUnresolvedVmfsVolumesRequestType {
+    const TYPE_NAME: &'static str = "QueryUnresolvedVmfsVolumesRequestType";
+}
+impl x::Structure for QueryUnresolvedVmfsVolumesRequestType {}
+impl std::fmt::Debug for QueryUnresolvedVmfsVolumesRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUnresolvedVmfsVolumesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUnresolvedVmfsVolumesRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryUnresolvedVmfsVolumesRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryUnresolvedVmfsVolumesRequestType {
+    const NAME: &'static str = "QueryUnresolvedVmfsVolumes";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<HostUnresolvedVmfsVolume>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryUsedVlanIdInDvsRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryUsedVlanIdInDvsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryUsedVlanIdInDvsRequestType {
+    const TYPE_NAME: &'static str = "QueryUsedVlanIdInDvsRequestType";
+}
+impl x::Structure for QueryUsedVlanIdInDvsRequestType {}
+impl std::fmt::Debug for QueryUsedVlanIdInDvsRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUsedVlanIdInDvsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUsedVlanIdInDvsRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryUsedVlanIdInDvsRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -46,9 +523,11 @@ impl x::Request for QueryUsedVlanIdInDvsRequestType {
     const NAME: &'static str = "QueryUsedVlanIdInDvs";
     const IDEMPOTENT: bool = true;
     type Response = Vec<i32>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -70,16 +549,19 @@ impl x::SchemaType for QueryVMotionCompatibilityExRequestType {
 }
 impl x::Structure for QueryVMotionCompatibilityExRequestType {}
 impl std::fmt::Debug for QueryVMotionCompatibilityExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVMotionCompatibilityExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVMotionCompatibilityExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryVMotionCompatibilityExRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -89,6 +571,7 @@ impl Clone for QueryVMotionCompatibilityExRequestType {
     }
 }
 impl x::Fields for QueryVMotionCompatibilityExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -103,6 +586,7 @@ impl x::Fields for QueryVMotionCompatibilityExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("vm", &self.vm);
@@ -113,9 +597,11 @@ impl x::Request for QueryVMotionCompatibilityExRequestType {
     const NAME: &'static str = "QueryVMotionCompatibilityEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -139,16 +625,19 @@ impl x::SchemaType for QueryVMotionCompatibilityRequestType {
 }
 impl x::Structure for QueryVMotionCompatibilityRequestType {}
 impl std::fmt::Debug for QueryVMotionCompatibilityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVMotionCompatibilityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVMotionCompatibilityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryVMotionCompatibilityRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -159,6 +648,7 @@ impl Clone for QueryVMotionCompatibilityRequestType {
     }
 }
 impl x::Fields for QueryVMotionCompatibilityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -174,6 +664,7 @@ impl x::Fields for QueryVMotionCompatibilityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -185,9 +676,11 @@ impl x::Request for QueryVMotionCompatibilityRequestType {
     const NAME: &'static str = "QueryVMotionCompatibility";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostVMotionCompatibility>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -209,6 +702,7 @@ impl x::SchemaType for QueryVirtualDiskFragmentationRequestType {
 }
 impl x::Structure for QueryVirtualDiskFragmentationRequestType {}
 impl std::fmt::Debug for QueryVirtualDiskFragmentationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -218,11 +712,13 @@ impl std::fmt::Debug for QueryVirtualDiskFragmentationRequestType {
     }
 }
 impl PartialEq for QueryVirtualDiskFragmentationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVirtualDiskFragmentationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -237,6 +733,7 @@ impl x::Fields for QueryVirtualDiskFragmentationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -247,9 +744,11 @@ impl x::Request for QueryVirtualDiskFragmentationRequestType {
     const NAME: &'static str = "QueryVirtualDiskFragmentation";
     const IDEMPOTENT: bool = true;
     type Response = i32;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -271,16 +770,19 @@ impl x::SchemaType for QueryVirtualDiskGeometryRequestType {
 }
 impl x::Structure for QueryVirtualDiskGeometryRequestType {}
 impl std::fmt::Debug for QueryVirtualDiskGeometryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVirtualDiskGeometryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVirtualDiskGeometryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVirtualDiskGeometryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -295,6 +797,7 @@ impl x::Fields for QueryVirtualDiskGeometryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -305,9 +808,11 @@ impl x::Request for QueryVirtualDiskGeometryRequestType {
     const NAME: &'static str = "QueryVirtualDiskGeometry";
     const IDEMPOTENT: bool = true;
     type Response = HostDiskDimensionsChs;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -337,16 +842,19 @@ impl x::SchemaType for QueryVirtualDiskUuidExRequestType {
 }
 impl x::Structure for QueryVirtualDiskUuidExRequestType {}
 impl std::fmt::Debug for QueryVirtualDiskUuidExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVirtualDiskUuidExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVirtualDiskUuidExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVirtualDiskUuidExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -361,6 +869,7 @@ impl x::Fields for QueryVirtualDiskUuidExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0300, "operation QueryVirtualDiskUuidEx", true);
         w.write("_this", &self.this);
@@ -372,9 +881,11 @@ impl x::Request for QueryVirtualDiskUuidExRequestType {
     const NAME: &'static str = "QueryVirtualDiskUuidEx";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -396,16 +907,19 @@ impl x::SchemaType for QueryVirtualDiskUuidRequestType {
 }
 impl x::Structure for QueryVirtualDiskUuidRequestType {}
 impl std::fmt::Debug for QueryVirtualDiskUuidRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVirtualDiskUuidRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVirtualDiskUuidRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -420,6 +934,7 @@ impl x::Fields for QueryVirtualDiskUuidRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -430,9 +945,11 @@ impl x::Request for QueryVirtualDiskUuidRequestType {
     const NAME: &'static str = "QueryVirtualDiskUuid";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -450,16 +967,19 @@ impl x::SchemaType for QueryVmfsConfigOptionRequestType {
 }
 impl x::Structure for QueryVmfsConfigOptionRequestType {}
 impl std::fmt::Debug for QueryVmfsConfigOptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVmfsConfigOptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVmfsConfigOptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVmfsConfigOptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -472,6 +992,7 @@ impl x::Fields for QueryVmfsConfigOptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -480,9 +1001,11 @@ impl x::Request for QueryVmfsConfigOptionRequestType {
     const NAME: &'static str = "QueryVmfsConfigOption";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VmfsConfigOption>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -504,6 +1027,7 @@ impl x::SchemaType for QueryVmfsDatastoreCreateOptionsRequestType {
 }
 impl x::Structure for QueryVmfsDatastoreCreateOptionsRequestType {}
 impl std::fmt::Debug for QueryVmfsDatastoreCreateOptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -513,11 +1037,13 @@ impl std::fmt::Debug for QueryVmfsDatastoreCreateOptionsRequestType {
     }
 }
 impl PartialEq for QueryVmfsDatastoreCreateOptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVmfsDatastoreCreateOptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -532,6 +1058,7 @@ impl x::Fields for QueryVmfsDatastoreCreateOptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("devicePath", &self.device_path);
@@ -542,9 +1069,11 @@ impl x::Request for QueryVmfsDatastoreCreateOptionsRequestType {
     const NAME: &'static str = "QueryVmfsDatastoreCreateOptions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VmfsDatastoreOption>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -564,6 +1093,7 @@ impl x::SchemaType for QueryVmfsDatastoreExpandOptionsRequestType {
 }
 impl x::Structure for QueryVmfsDatastoreExpandOptionsRequestType {}
 impl std::fmt::Debug for QueryVmfsDatastoreExpandOptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -573,11 +1103,13 @@ impl std::fmt::Debug for QueryVmfsDatastoreExpandOptionsRequestType {
     }
 }
 impl PartialEq for QueryVmfsDatastoreExpandOptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVmfsDatastoreExpandOptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -591,6 +1123,7 @@ impl x::Fields for QueryVmfsDatastoreExpandOptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -600,9 +1133,11 @@ impl x::Request for QueryVmfsDatastoreExpandOptionsRequestType {
     const NAME: &'static str = "QueryVmfsDatastoreExpandOptions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VmfsDatastoreOption>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -626,6 +1161,7 @@ impl x::SchemaType for QueryVmfsDatastoreExtendOptionsRequestType {
 }
 impl x::Structure for QueryVmfsDatastoreExtendOptionsRequestType {}
 impl std::fmt::Debug for QueryVmfsDatastoreExtendOptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -635,11 +1171,13 @@ impl std::fmt::Debug for QueryVmfsDatastoreExtendOptionsRequestType {
     }
 }
 impl PartialEq for QueryVmfsDatastoreExtendOptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVmfsDatastoreExtendOptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -657,6 +1195,7 @@ impl x::Fields for QueryVmfsDatastoreExtendOptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -668,9 +1207,11 @@ impl x::Request for QueryVmfsDatastoreExtendOptionsRequestType {
     const NAME: &'static str = "QueryVmfsDatastoreExtendOptions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VmfsDatastoreOption>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -690,16 +1231,19 @@ impl x::SchemaType for QueryVnicStatusRequestType {
 }
 impl x::Structure for QueryVnicStatusRequestType {}
 impl std::fmt::Debug for QueryVnicStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVnicStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVnicStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVnicStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -713,6 +1257,7 @@ impl x::Fields for QueryVnicStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vnicDevice", &self.vnic_device);
@@ -722,9 +1267,11 @@ impl x::Request for QueryVnicStatusRequestType {
     const NAME: &'static str = "QueryVnicStatus";
     const IDEMPOTENT: bool = true;
     type Response = IscsiStatus;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -748,6 +1295,7 @@ impl x::SchemaType for QueryVsanObjectUuidsByFilterRequestType {
 }
 impl x::Structure for QueryVsanObjectUuidsByFilterRequestType {}
 impl std::fmt::Debug for QueryVsanObjectUuidsByFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -757,11 +1305,13 @@ impl std::fmt::Debug for QueryVsanObjectUuidsByFilterRequestType {
     }
 }
 impl PartialEq for QueryVsanObjectUuidsByFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryVsanObjectUuidsByFilterRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -772,6 +1322,7 @@ impl Clone for QueryVsanObjectUuidsByFilterRequestType {
     }
 }
 impl x::Fields for QueryVsanObjectUuidsByFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -787,6 +1338,7 @@ impl x::Fields for QueryVsanObjectUuidsByFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
@@ -798,9 +1350,11 @@ impl x::Request for QueryVsanObjectUuidsByFilterRequestType {
     const NAME: &'static str = "QueryVsanObjectUuidsByFilter";
     const IDEMPOTENT: bool = true;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -820,16 +1374,19 @@ impl x::SchemaType for QueryVsanObjectsRequestType {
 }
 impl x::Structure for QueryVsanObjectsRequestType {}
 impl std::fmt::Debug for QueryVsanObjectsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVsanObjectsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVsanObjectsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryVsanObjectsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -838,6 +1395,7 @@ impl Clone for QueryVsanObjectsRequestType {
     }
 }
 impl x::Fields for QueryVsanObjectsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -851,6 +1409,7 @@ impl x::Fields for QueryVsanObjectsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
@@ -860,9 +1419,11 @@ impl x::Request for QueryVsanObjectsRequestType {
     const NAME: &'static str = "QueryVsanObjects";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -882,16 +1443,19 @@ impl x::SchemaType for QueryVsanStatisticsRequestType {
 }
 impl x::Structure for QueryVsanStatisticsRequestType {}
 impl std::fmt::Debug for QueryVsanStatisticsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVsanStatisticsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVsanStatisticsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryVsanStatisticsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -900,6 +1464,7 @@ impl Clone for QueryVsanStatisticsRequestType {
     }
 }
 impl x::Fields for QueryVsanStatisticsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -913,6 +1478,7 @@ impl x::Fields for QueryVsanStatisticsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("labels", &self.labels);
@@ -922,9 +1488,11 @@ impl x::Request for QueryVsanStatisticsRequestType {
     const NAME: &'static str = "QueryVsanStatistics";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -944,16 +1512,19 @@ impl x::SchemaType for QueryVsanUpgradeStatusRequestType {
 }
 impl x::Structure for QueryVsanUpgradeStatusRequestType {}
 impl std::fmt::Debug for QueryVsanUpgradeStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVsanUpgradeStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVsanUpgradeStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVsanUpgradeStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -967,6 +1538,7 @@ impl x::Fields for QueryVsanUpgradeStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -976,377 +1548,14 @@ impl x::Request for QueryVsanUpgradeStatusRequestType {
     const NAME: &'static str = "QueryVsanUpgradeStatus";
     const IDEMPOTENT: bool = true;
     type Response = VsanUpgradeSystemUpgradeStatus;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
-    }
-}
-/// `ReadEnvironmentVariableInGuestRequestType`.
-#[derive(Default)]
-pub struct ReadEnvironmentVariableInGuestRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `auth`.
-    pub auth: AnyGuestAuthentication,
-    /// `names`.
-    pub names: Vec<String>,
-}
-impl x::SchemaType for ReadEnvironmentVariableInGuestRequestType {
-    const TYPE_NAME: &'static str = "ReadEnvironmentVariableInGuestRequestType";
-}
-impl x::Structure for ReadEnvironmentVariableInGuestRequestType {}
-impl std::fmt::Debug for ReadEnvironmentVariableInGuestRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "ReadEnvironmentVariableInGuestRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for ReadEnvironmentVariableInGuestRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for ReadEnvironmentVariableInGuestRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            vm: self.vm.clone(),
-            auth: self.auth.clone(),
-            names: x::clone_vec(&self.names),
-        }
-    }
-}
-impl x::Fields for ReadEnvironmentVariableInGuestRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vm" => r.read(&mut self.vm),
-            "auth" => r.read(&mut self.auth),
-            "names" => r.read_push(&mut self.names),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vm", &self.vm);
-        w.write("auth", &self.auth);
-        w.write_vec("names", &self.names);
-    }
-}
-impl x::Request for ReadEnvironmentVariableInGuestRequestType {
-    const NAME: &'static str = "ReadEnvironmentVariableInGuest";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<String>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `ReadNextEventsRequestType`.
-#[derive(Clone, Default)]
-pub struct ReadNextEventsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `maxCount`.
-    pub max_count: i32,
-}
-impl x::SchemaType for ReadNextEventsRequestType {
-    const TYPE_NAME: &'static str = "ReadNextEventsRequestType";
-}
-impl x::Structure for ReadNextEventsRequestType {}
-impl std::fmt::Debug for ReadNextEventsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ReadNextEventsRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ReadNextEventsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ReadNextEventsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "maxCount" => r.read(&mut self.max_count),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("maxCount", &self.max_count);
-    }
-}
-impl x::Request for ReadNextEventsRequestType {
-    const NAME: &'static str = "ReadNextEvents";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<AnyEvent>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `ReadNextTasksByViewSpecRequestType`.
-///
-/// Since vSphere API 9.0.0.0.
-#[derive(Clone, Default)]
-pub struct ReadNextTasksByViewSpecRequestType {
-    /// `_this`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub this: x::ManagedObjectReference,
-    /// `viewSpec`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub view_spec: AnyTaskManagerTaskViewSpec,
-    /// `filterSpec`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub filter_spec: TaskFilterSpec,
-    /// `infoFilterSpec`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub info_filter_spec: Option<TaskInfoFilterSpec>,
-}
-impl x::SchemaType for ReadNextTasksByViewSpecRequestType {
-    const TYPE_NAME: &'static str = "ReadNextTasksByViewSpecRequestType";
-}
-impl x::Structure for ReadNextTasksByViewSpecRequestType {}
-impl std::fmt::Debug for ReadNextTasksByViewSpecRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ReadNextTasksByViewSpecRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ReadNextTasksByViewSpecRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ReadNextTasksByViewSpecRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "viewSpec" => r.read(&mut self.view_spec),
-            "filterSpec" => r.read(&mut self.filter_spec),
-            "infoFilterSpec" => r.read_opt(&mut self.info_filter_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "operation ReadNextTasksByViewSpec", true);
-        w.write("_this", &self.this);
-        w.write("viewSpec", &self.view_spec);
-        w.write("filterSpec", &self.filter_spec);
-        w.write_opt("infoFilterSpec", &self.info_filter_spec);
-    }
-}
-impl x::Request for ReadNextTasksByViewSpecRequestType {
-    const NAME: &'static str = "ReadNextTasksByViewSpec";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<TaskInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `ReadNextTasksRequestType`.
-#[derive(Clone, Default)]
-pub struct ReadNextTasksRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `maxCount`.
-    pub max_count: i32,
-}
-impl x::SchemaType for ReadNextTasksRequestType {
-    const TYPE_NAME: &'static str = "ReadNextTasksRequestType";
-}
-impl x::Structure for ReadNextTasksRequestType {}
-impl std::fmt::Debug for ReadNextTasksRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ReadNextTasksRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ReadNextTasksRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ReadNextTasksRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "maxCount" => r.read(&mut self.max_count),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("maxCount", &self.max_count);
-    }
-}
-impl x::Request for ReadNextTasksRequestType {
-    const NAME: &'static str = "ReadNextTasks";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<TaskInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `ReadPreviousEventsRequestType`.
-#[derive(Clone, Default)]
-pub struct ReadPreviousEventsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `maxCount`.
-    pub max_count: i32,
-}
-impl x::SchemaType for ReadPreviousEventsRequestType {
-    const TYPE_NAME: &'static str = "ReadPreviousEventsRequestType";
-}
-impl x::Structure for ReadPreviousEventsRequestType {}
-impl std::fmt::Debug for ReadPreviousEventsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ReadPreviousEventsRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ReadPreviousEventsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ReadPreviousEventsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "maxCount" => r.read(&mut self.max_count),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("maxCount", &self.max_count);
-    }
-}
-impl x::Request for ReadPreviousEventsRequestType {
-    const NAME: &'static str = "ReadPreviousEvents";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<AnyEvent>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `ReadPreviousTasksRequestType`.
-#[derive(Clone, Default)]
-pub struct ReadPreviousTasksRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `maxCount`.
-    pub max_count: i32,
-}
-impl x::SchemaType for ReadPreviousTasksRequestType {
-    const TYPE_NAME: &'static str = "ReadPreviousTasksRequestType";
-}
-impl x::Structure for ReadPreviousTasksRequestType {}
-impl std::fmt::Debug for ReadPreviousTasksRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "ReadPreviousTasksRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for ReadPreviousTasksRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for ReadPreviousTasksRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "maxCount" => r.read(&mut self.max_count),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("maxCount", &self.max_count);
-    }
-}
-impl x::Request for ReadPreviousTasksRequestType {
-    const NAME: &'static str = "ReadPreviousTasks";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<TaskInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
     }
 }

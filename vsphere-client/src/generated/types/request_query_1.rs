@@ -5,6 +5,277 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `QueryExpressionMetadataRequestType`.
+#[derive(Default)]
+pub struct QueryExpressionMetadataRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `expressionName`.
+    pub expression_name: Vec<String>,
+    /// `profile`.
+    pub profile: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryExpressionMetadataRequestType {
+    const TYPE_NAME: &'static str = "QueryExpressionMetadataRequestType";
+}
+impl x::Structure for QueryExpressionMetadataRequestType {}
+impl std::fmt::Debug for QueryExpressionMetadataRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryExpressionMetadataRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryExpressionMetadataRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for QueryExpressionMetadataRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            expression_name: x::clone_vec(&self.expression_name),
+            profile: self.profile.clone(),
+        }
+    }
+}
+impl x::Fields for QueryExpressionMetadataRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "expressionName" => r.read_push(&mut self.expression_name),
+            "profile" => r.read_opt(&mut self.profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("expressionName", &self.expression_name);
+        w.write_opt("profile", &self.profile);
+    }
+}
+impl x::Request for QueryExpressionMetadataRequestType {
+    const NAME: &'static str = "QueryExpressionMetadata";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<ProfileExpressionMetadata>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryExtensionIpAllocationUsageRequestType`.
+#[derive(Default)]
+pub struct QueryExtensionIpAllocationUsageRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `extensionKeys`.
+    pub extension_keys: Vec<String>,
+}
+impl x::SchemaType for QueryExtensionIpAllocationUsageRequestType {
+    const TYPE_NAME: &'static str = "QueryExtensionIpAllocationUsageRequestType";
+}
+impl x::Structure for QueryExtensionIpAllocationUsageRequestType {}
+impl std::fmt::Debug for QueryExtensionIpAllocationUsageRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QueryExtensionIpAllocationUsageRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QueryExtensionIpAllocationUsageRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for QueryExtensionIpAllocationUsageRequestType {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            extension_keys: x::clone_vec(&self.extension_keys),
+        }
+    }
+}
+impl x::Fields for QueryExtensionIpAllocationUsageRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKeys" => r.read_push(&mut self.extension_keys),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("extensionKeys", &self.extension_keys);
+    }
+}
+impl x::Request for QueryExtensionIpAllocationUsageRequestType {
+    const NAME: &'static str = "QueryExtensionIpAllocationUsage";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<ExtensionManagerIpAllocationUsage>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryFaultToleranceCompatibilityExRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryFaultToleranceCompatibilityExRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `forLegacyFt`.
+    pub for_legacy_ft: Option<bool>,
+}
+impl x::SchemaType for QueryFaultToleranceCompatibilityExRequestType {
+    const TYPE_NAME: &'static str = "QueryFaultToleranceCompatibilityExRequestType";
+}
+impl x::Structure for QueryFaultToleranceCompatibilityExRequestType {}
+impl std::fmt::Debug for QueryFaultToleranceCompatibilityExRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QueryFaultToleranceCompatibilityExRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QueryFaultToleranceCompatibilityExRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFaultToleranceCompatibilityExRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "forLegacyFt" => r.read_opt(&mut self.for_legacy_ft),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("forLegacyFt", &self.for_legacy_ft);
+    }
+}
+impl x::Request for QueryFaultToleranceCompatibilityExRequestType {
+    const NAME: &'static str = "QueryFaultToleranceCompatibilityEx";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<LocalizedMethodFault>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryFaultToleranceCompatibilityRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryFaultToleranceCompatibilityRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryFaultToleranceCompatibilityRequestType {
+    const TYPE_NAME: &'static str = "QueryFaultToleranceCompatibilityRequestType";
+}
+impl x::Structure for QueryFaultToleranceCompatibilityRequestType {}
+impl std::fmt::Debug for QueryFaultToleranceCompatibilityRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QueryFaultToleranceCompatibilityRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QueryFaultToleranceCompatibilityRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFaultToleranceCompatibilityRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryFaultToleranceCompatibilityRequestType {
+    const NAME: &'static str = "QueryFaultToleranceCompatibility";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<LocalizedMethodFault>;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
 /// `QueryFileLockInfoRequestType`.
 ///
 /// Since vSphere API 8.0.2.0.
@@ -28,16 +299,19 @@ impl x::SchemaType for QueryFileLockInfoRequestType {
 }
 impl x::Structure for QueryFileLockInfoRequestType {}
 impl std::fmt::Debug for QueryFileLockInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryFileLockInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryFileLockInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFileLockInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -52,6 +326,7 @@ impl x::Fields for QueryFileLockInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0200, "operation QueryFileLockInfo", true);
         w.write("_this", &self.this);
@@ -63,9 +338,11 @@ impl x::Request for QueryFileLockInfoRequestType {
     const NAME: &'static str = "QueryFileLockInfo";
     const IDEMPOTENT: bool = true;
     type Response = FileLockInfoResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -85,16 +362,19 @@ impl x::SchemaType for QueryFilterEntitiesRequestType {
 }
 impl x::Structure for QueryFilterEntitiesRequestType {}
 impl std::fmt::Debug for QueryFilterEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryFilterEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFilterEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -108,6 +388,7 @@ impl x::Fields for QueryFilterEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -117,9 +398,11 @@ impl x::Request for QueryFilterEntitiesRequestType {
     const NAME: &'static str = "QueryFilterEntities";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -139,16 +422,19 @@ impl x::SchemaType for QueryFilterInfoIdsRequestType {
 }
 impl x::Structure for QueryFilterInfoIdsRequestType {}
 impl std::fmt::Debug for QueryFilterInfoIdsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryFilterInfoIdsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryFilterInfoIdsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFilterInfoIdsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -162,6 +448,7 @@ impl x::Fields for QueryFilterInfoIdsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -171,9 +458,11 @@ impl x::Request for QueryFilterInfoIdsRequestType {
     const NAME: &'static str = "QueryFilterInfoIds";
     const IDEMPOTENT: bool = true;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -193,16 +482,19 @@ impl x::SchemaType for QueryFilterListRequestType {
 }
 impl x::Structure for QueryFilterListRequestType {}
 impl std::fmt::Debug for QueryFilterListRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryFilterListRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryFilterListRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFilterListRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -216,6 +508,7 @@ impl x::Fields for QueryFilterListRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -225,9 +518,11 @@ impl x::Request for QueryFilterListRequestType {
     const NAME: &'static str = "QueryFilterList";
     const IDEMPOTENT: bool = true;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -247,16 +542,19 @@ impl x::SchemaType for QueryFilterNameRequestType {
 }
 impl x::Structure for QueryFilterNameRequestType {}
 impl std::fmt::Debug for QueryFilterNameRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryFilterNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryFilterNameRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFilterNameRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -270,6 +568,7 @@ impl x::Fields for QueryFilterNameRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -279,9 +578,11 @@ impl x::Request for QueryFilterNameRequestType {
     const NAME: &'static str = "QueryFilterName";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -299,6 +600,7 @@ impl x::SchemaType for QueryFirmwareConfigUploadURLRequestType {
 }
 impl x::Structure for QueryFirmwareConfigUploadURLRequestType {}
 impl std::fmt::Debug for QueryFirmwareConfigUploadURLRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -308,11 +610,13 @@ impl std::fmt::Debug for QueryFirmwareConfigUploadURLRequestType {
     }
 }
 impl PartialEq for QueryFirmwareConfigUploadURLRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFirmwareConfigUploadURLRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -325,6 +629,7 @@ impl x::Fields for QueryFirmwareConfigUploadURLRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -333,9 +638,11 @@ impl x::Request for QueryFirmwareConfigUploadURLRequestType {
     const NAME: &'static str = "QueryFirmwareConfigUploadURL";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -355,16 +662,19 @@ impl x::SchemaType for QueryHealthUpdateInfosRequestType {
 }
 impl x::Structure for QueryHealthUpdateInfosRequestType {}
 impl std::fmt::Debug for QueryHealthUpdateInfosRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHealthUpdateInfosRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHealthUpdateInfosRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHealthUpdateInfosRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -378,6 +688,7 @@ impl x::Fields for QueryHealthUpdateInfosRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -387,9 +698,11 @@ impl x::Request for QueryHealthUpdateInfosRequestType {
     const NAME: &'static str = "QueryHealthUpdateInfos";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HealthUpdateInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -409,16 +722,19 @@ impl x::SchemaType for QueryHealthUpdatesRequestType {
 }
 impl x::Structure for QueryHealthUpdatesRequestType {}
 impl std::fmt::Debug for QueryHealthUpdatesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHealthUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHealthUpdatesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHealthUpdatesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -432,6 +748,7 @@ impl x::Fields for QueryHealthUpdatesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -441,9 +758,11 @@ impl x::Request for QueryHealthUpdatesRequestType {
     const NAME: &'static str = "QueryHealthUpdates";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HealthUpdate>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -461,16 +780,19 @@ impl x::SchemaType for QueryHostConnectionInfoRequestType {
 }
 impl x::Structure for QueryHostConnectionInfoRequestType {}
 impl std::fmt::Debug for QueryHostConnectionInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHostConnectionInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostConnectionInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHostConnectionInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -483,6 +805,7 @@ impl x::Fields for QueryHostConnectionInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -491,9 +814,11 @@ impl x::Request for QueryHostConnectionInfoRequestType {
     const NAME: &'static str = "QueryHostConnectionInfo";
     const IDEMPOTENT: bool = true;
     type Response = HostConnectInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -513,16 +838,19 @@ impl x::SchemaType for QueryHostPatchRequestType {
 }
 impl x::Structure for QueryHostPatchRequestType {}
 impl std::fmt::Debug for QueryHostPatchRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostPatchRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHostPatchRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -536,6 +864,7 @@ impl x::Fields for QueryHostPatchRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("spec", &self.spec);
@@ -545,9 +874,11 @@ impl x::Request for QueryHostPatchRequestType {
     const NAME: &'static str = "QueryHostPatch_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -569,16 +900,19 @@ impl x::SchemaType for QueryHostProfileMetadataRequestType {
 }
 impl x::Structure for QueryHostProfileMetadataRequestType {}
 impl std::fmt::Debug for QueryHostProfileMetadataRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHostProfileMetadataRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostProfileMetadataRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryHostProfileMetadataRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -588,6 +922,7 @@ impl Clone for QueryHostProfileMetadataRequestType {
     }
 }
 impl x::Fields for QueryHostProfileMetadataRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -602,6 +937,7 @@ impl x::Fields for QueryHostProfileMetadataRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("profileName", &self.profile_name);
@@ -612,9 +948,11 @@ impl x::Request for QueryHostProfileMetadataRequestType {
     const NAME: &'static str = "QueryHostProfileMetadata";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ProfileMetadata>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -632,16 +970,19 @@ impl x::SchemaType for QueryHostStatusRequestType {
 }
 impl x::Structure for QueryHostStatusRequestType {}
 impl std::fmt::Debug for QueryHostStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHostStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHostStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -654,6 +995,7 @@ impl x::Fields for QueryHostStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -662,9 +1004,11 @@ impl x::Request for QueryHostStatusRequestType {
     const NAME: &'static str = "QueryHostStatus";
     const IDEMPOTENT: bool = true;
     type Response = VsanHostClusterStatus;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -684,16 +1028,19 @@ impl x::SchemaType for QueryHostsWithAttachedLunRequestType {
 }
 impl x::Structure for QueryHostsWithAttachedLunRequestType {}
 impl std::fmt::Debug for QueryHostsWithAttachedLunRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHostsWithAttachedLunRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostsWithAttachedLunRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHostsWithAttachedLunRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -707,6 +1054,7 @@ impl x::Fields for QueryHostsWithAttachedLunRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunUuid", &self.lun_uuid);
@@ -716,9 +1064,11 @@ impl x::Request for QueryHostsWithAttachedLunRequestType {
     const NAME: &'static str = "QueryHostsWithAttachedLun";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -738,16 +1088,19 @@ impl x::SchemaType for QueryIORMConfigOptionRequestType {
 }
 impl x::Structure for QueryIORMConfigOptionRequestType {}
 impl std::fmt::Debug for QueryIORMConfigOptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryIORMConfigOptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIORMConfigOptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIORMConfigOptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -761,6 +1114,7 @@ impl x::Fields for QueryIORMConfigOptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -770,9 +1124,11 @@ impl x::Request for QueryIORMConfigOptionRequestType {
     const NAME: &'static str = "QueryIORMConfigOption";
     const IDEMPOTENT: bool = true;
     type Response = StorageIORMConfigOption;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -796,16 +1152,19 @@ impl x::SchemaType for QueryIPAllocationsRequestType {
 }
 impl x::Structure for QueryIPAllocationsRequestType {}
 impl std::fmt::Debug for QueryIPAllocationsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryIPAllocationsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIPAllocationsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIPAllocationsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -821,6 +1180,7 @@ impl x::Fields for QueryIPAllocationsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -832,9 +1192,11 @@ impl x::Request for QueryIPAllocationsRequestType {
     const NAME: &'static str = "QueryIPAllocations";
     const IDEMPOTENT: bool = true;
     type Response = Vec<IpPoolManagerIpAllocation>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -854,16 +1216,19 @@ impl x::SchemaType for QueryIoFilterInfoRequestType {
 }
 impl x::Structure for QueryIoFilterInfoRequestType {}
 impl std::fmt::Debug for QueryIoFilterInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryIoFilterInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIoFilterInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIoFilterInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -877,6 +1242,7 @@ impl x::Fields for QueryIoFilterInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("compRes", &self.comp_res);
@@ -886,9 +1252,11 @@ impl x::Request for QueryIoFilterInfoRequestType {
     const NAME: &'static str = "QueryIoFilterInfo";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ClusterIoFilterInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -910,16 +1278,19 @@ impl x::SchemaType for QueryIoFilterIssuesRequestType {
 }
 impl x::Structure for QueryIoFilterIssuesRequestType {}
 impl std::fmt::Debug for QueryIoFilterIssuesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryIoFilterIssuesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIoFilterIssuesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIoFilterIssuesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -934,6 +1305,7 @@ impl x::Fields for QueryIoFilterIssuesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -944,9 +1316,11 @@ impl x::Request for QueryIoFilterIssuesRequestType {
     const NAME: &'static str = "QueryIoFilterIssues";
     const IDEMPOTENT: bool = true;
     type Response = IoFilterQueryIssueResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -966,16 +1340,19 @@ impl x::SchemaType for QueryIpPoolsRequestType {
 }
 impl x::Structure for QueryIpPoolsRequestType {}
 impl std::fmt::Debug for QueryIpPoolsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryIpPoolsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIpPoolsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIpPoolsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -989,6 +1366,7 @@ impl x::Fields for QueryIpPoolsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -998,9 +1376,11 @@ impl x::Request for QueryIpPoolsRequestType {
     const NAME: &'static str = "QueryIpPools";
     const IDEMPOTENT: bool = true;
     type Response = Vec<IpPool>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1020,6 +1400,7 @@ impl x::SchemaType for QueryLicenseSourceAvailabilityRequestType {
 }
 impl x::Structure for QueryLicenseSourceAvailabilityRequestType {}
 impl std::fmt::Debug for QueryLicenseSourceAvailabilityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1029,11 +1410,13 @@ impl std::fmt::Debug for QueryLicenseSourceAvailabilityRequestType {
     }
 }
 impl PartialEq for QueryLicenseSourceAvailabilityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1047,6 +1430,7 @@ impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -1056,9 +1440,11 @@ impl x::Request for QueryLicenseSourceAvailabilityRequestType {
     const NAME: &'static str = "QueryLicenseSourceAvailability";
     const IDEMPOTENT: bool = true;
     type Response = Vec<LicenseAvailabilityInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1078,16 +1464,19 @@ impl x::SchemaType for QueryLicenseUsageRequestType {
 }
 impl x::Structure for QueryLicenseUsageRequestType {}
 impl std::fmt::Debug for QueryLicenseUsageRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryLicenseUsageRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryLicenseUsageRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryLicenseUsageRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1101,6 +1490,7 @@ impl x::Fields for QueryLicenseUsageRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -1110,9 +1500,11 @@ impl x::Request for QueryLicenseUsageRequestType {
     const NAME: &'static str = "QueryLicenseUsage";
     const IDEMPOTENT: bool = true;
     type Response = LicenseUsageInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1130,16 +1522,19 @@ impl x::SchemaType for QueryLockdownExceptionsRequestType {
 }
 impl x::Structure for QueryLockdownExceptionsRequestType {}
 impl std::fmt::Debug for QueryLockdownExceptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryLockdownExceptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryLockdownExceptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryLockdownExceptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1152,6 +1547,7 @@ impl x::Fields for QueryLockdownExceptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1160,9 +1556,11 @@ impl x::Request for QueryLockdownExceptionsRequestType {
     const NAME: &'static str = "QueryLockdownExceptions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1182,16 +1580,19 @@ impl x::SchemaType for QueryManagedByRequestType {
 }
 impl x::Structure for QueryManagedByRequestType {}
 impl std::fmt::Debug for QueryManagedByRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryManagedByRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryManagedByRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryManagedByRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1205,6 +1606,7 @@ impl x::Fields for QueryManagedByRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("extensionKey", &self.extension_key);
@@ -1214,9 +1616,11 @@ impl x::Request for QueryManagedByRequestType {
     const NAME: &'static str = "QueryManagedBy";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1242,16 +1646,19 @@ impl x::SchemaType for QueryMaxQueueDepthRequestType {
 }
 impl x::Structure for QueryMaxQueueDepthRequestType {}
 impl std::fmt::Debug for QueryMaxQueueDepthRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryMaxQueueDepthRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMaxQueueDepthRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryMaxQueueDepthRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1265,6 +1672,7 @@ impl x::Fields for QueryMaxQueueDepthRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "operation QueryMaxQueueDepth", true);
         w.write("_this", &self.this);
@@ -1275,9 +1683,11 @@ impl x::Request for QueryMaxQueueDepthRequestType {
     const NAME: &'static str = "QueryMaxQueueDepth";
     const IDEMPOTENT: bool = true;
     type Response = i64;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1297,16 +1707,19 @@ impl x::SchemaType for QueryMemoryOverheadExRequestType {
 }
 impl x::Structure for QueryMemoryOverheadExRequestType {}
 impl std::fmt::Debug for QueryMemoryOverheadExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryMemoryOverheadExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMemoryOverheadExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryMemoryOverheadExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1320,6 +1733,7 @@ impl x::Fields for QueryMemoryOverheadExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmConfigInfo", &self.vm_config_info);
@@ -1329,9 +1743,11 @@ impl x::Request for QueryMemoryOverheadExRequestType {
     const NAME: &'static str = "QueryMemoryOverheadEx";
     const IDEMPOTENT: bool = true;
     type Response = i64;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1355,16 +1771,19 @@ impl x::SchemaType for QueryMemoryOverheadRequestType {
 }
 impl x::Structure for QueryMemoryOverheadRequestType {}
 impl std::fmt::Debug for QueryMemoryOverheadRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryMemoryOverheadRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMemoryOverheadRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryMemoryOverheadRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1380,6 +1799,7 @@ impl x::Fields for QueryMemoryOverheadRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("memorySize", &self.memory_size);
@@ -1391,9 +1811,11 @@ impl x::Request for QueryMemoryOverheadRequestType {
     const NAME: &'static str = "QueryMemoryOverhead";
     const IDEMPOTENT: bool = true;
     type Response = i64;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1413,16 +1835,19 @@ impl x::SchemaType for QueryMigrationDependenciesRequestType {
 }
 impl x::Structure for QueryMigrationDependenciesRequestType {}
 impl std::fmt::Debug for QueryMigrationDependenciesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryMigrationDependenciesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMigrationDependenciesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryMigrationDependenciesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1431,6 +1856,7 @@ impl Clone for QueryMigrationDependenciesRequestType {
     }
 }
 impl x::Fields for QueryMigrationDependenciesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1444,6 +1870,7 @@ impl x::Fields for QueryMigrationDependenciesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("pnicDevice", &self.pnic_device);
@@ -1453,9 +1880,11 @@ impl x::Request for QueryMigrationDependenciesRequestType {
     const NAME: &'static str = "QueryMigrationDependencies";
     const IDEMPOTENT: bool = true;
     type Response = IscsiMigrationDependency;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1473,16 +1902,19 @@ impl x::SchemaType for QueryModulesRequestType {
 }
 impl x::Structure for QueryModulesRequestType {}
 impl std::fmt::Debug for QueryModulesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryModulesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryModulesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryModulesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1495,6 +1927,7 @@ impl x::Fields for QueryModulesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1503,9 +1936,11 @@ impl x::Request for QueryModulesRequestType {
     const NAME: &'static str = "QueryModules";
     const IDEMPOTENT: bool = true;
     type Response = Vec<KernelModuleInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1525,16 +1960,19 @@ impl x::SchemaType for QueryMonitoredEntitiesRequestType {
 }
 impl x::Structure for QueryMonitoredEntitiesRequestType {}
 impl std::fmt::Debug for QueryMonitoredEntitiesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMonitoredEntitiesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryMonitoredEntitiesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1548,6 +1986,7 @@ impl x::Fields for QueryMonitoredEntitiesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -1557,9 +1996,11 @@ impl x::Request for QueryMonitoredEntitiesRequestType {
     const NAME: &'static str = "QueryMonitoredEntities";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1577,16 +2018,19 @@ impl x::SchemaType for QueryNFSUserRequestType {
 }
 impl x::Structure for QueryNFSUserRequestType {}
 impl std::fmt::Debug for QueryNFSUserRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryNFSUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryNFSUserRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryNFSUserRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1599,6 +2043,7 @@ impl x::Fields for QueryNFSUserRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1607,9 +2052,11 @@ impl x::Request for QueryNFSUserRequestType {
     const NAME: &'static str = "QueryNFSUser";
     const IDEMPOTENT: bool = true;
     type Response = Option<HostNasVolumeUserInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1629,16 +2076,19 @@ impl x::SchemaType for QueryNetConfigRequestType {
 }
 impl x::Structure for QueryNetConfigRequestType {}
 impl std::fmt::Debug for QueryNetConfigRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryNetConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryNetConfigRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryNetConfigRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1652,6 +2102,7 @@ impl x::Fields for QueryNetConfigRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("nicType", &self.nic_type);
@@ -1661,9 +2112,11 @@ impl x::Request for QueryNetConfigRequestType {
     const NAME: &'static str = "QueryNetConfig";
     const IDEMPOTENT: bool = true;
     type Response = Option<VirtualNicManagerNetConfig>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1683,16 +2136,19 @@ impl x::SchemaType for QueryNetworkHintRequestType {
 }
 impl x::Structure for QueryNetworkHintRequestType {}
 impl std::fmt::Debug for QueryNetworkHintRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryNetworkHintRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryNetworkHintRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryNetworkHintRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1701,6 +2157,7 @@ impl Clone for QueryNetworkHintRequestType {
     }
 }
 impl x::Fields for QueryNetworkHintRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1714,6 +2171,7 @@ impl x::Fields for QueryNetworkHintRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("device", &self.device);
@@ -1723,9 +2181,11 @@ impl x::Request for QueryNetworkHintRequestType {
     const NAME: &'static str = "QueryNetworkHint";
     const IDEMPOTENT: bool = true;
     type Response = Vec<PhysicalNicHintInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1751,16 +2211,19 @@ impl x::SchemaType for QueryNextRequestType {
 }
 impl x::Structure for QueryNextRequestType {}
 impl std::fmt::Debug for QueryNextRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryNextRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryNextRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryNextRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1774,6 +2237,7 @@ impl x::Fields for QueryNextRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0901_0000, "operation QueryNext", true);
         w.write("_this", &self.this);
@@ -1784,9 +2248,11 @@ impl x::Request for QueryNextRequestType {
     const NAME: &'static str = "QueryNext";
     const IDEMPOTENT: bool = true;
     type Response = SearchIndexResultSet;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1806,6 +2272,7 @@ impl x::SchemaType for QueryObjectsOnPhysicalVsanDiskRequestType {
 }
 impl x::Structure for QueryObjectsOnPhysicalVsanDiskRequestType {}
 impl std::fmt::Debug for QueryObjectsOnPhysicalVsanDiskRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1815,11 +2282,13 @@ impl std::fmt::Debug for QueryObjectsOnPhysicalVsanDiskRequestType {
     }
 }
 impl PartialEq for QueryObjectsOnPhysicalVsanDiskRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryObjectsOnPhysicalVsanDiskRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1828,6 +2297,7 @@ impl Clone for QueryObjectsOnPhysicalVsanDiskRequestType {
     }
 }
 impl x::Fields for QueryObjectsOnPhysicalVsanDiskRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1841,6 +2311,7 @@ impl x::Fields for QueryObjectsOnPhysicalVsanDiskRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("disks", &self.disks);
@@ -1850,9 +2321,11 @@ impl x::Request for QueryObjectsOnPhysicalVsanDiskRequestType {
     const NAME: &'static str = "QueryObjectsOnPhysicalVsanDisk";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1872,16 +2345,19 @@ impl x::SchemaType for QueryOptionsRequestType {
 }
 impl x::Structure for QueryOptionsRequestType {}
 impl std::fmt::Debug for QueryOptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryOptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryOptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryOptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1895,6 +2371,7 @@ impl x::Fields for QueryOptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("name", &self.name);
@@ -1904,9 +2381,11 @@ impl x::Request for QueryOptionsRequestType {
     const NAME: &'static str = "QueryOptions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnyOptionValue>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1928,16 +2407,19 @@ impl x::SchemaType for QueryPartitionCreateDescRequestType {
 }
 impl x::Structure for QueryPartitionCreateDescRequestType {}
 impl std::fmt::Debug for QueryPartitionCreateDescRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPartitionCreateDescRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPartitionCreateDescRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPartitionCreateDescRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1952,6 +2434,7 @@ impl x::Fields for QueryPartitionCreateDescRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("diskUuid", &self.disk_uuid);
@@ -1962,9 +2445,11 @@ impl x::Request for QueryPartitionCreateDescRequestType {
     const NAME: &'static str = "QueryPartitionCreateDesc";
     const IDEMPOTENT: bool = true;
     type Response = HostDiagnosticPartitionCreateDescription;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1986,16 +2471,19 @@ impl x::SchemaType for QueryPartitionCreateOptionsRequestType {
 }
 impl x::Structure for QueryPartitionCreateOptionsRequestType {}
 impl std::fmt::Debug for QueryPartitionCreateOptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPartitionCreateOptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPartitionCreateOptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPartitionCreateOptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2010,6 +2498,7 @@ impl x::Fields for QueryPartitionCreateOptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("storageType", &self.storage_type);
@@ -2020,9 +2509,11 @@ impl x::Request for QueryPartitionCreateOptionsRequestType {
     const NAME: &'static str = "QueryPartitionCreateOptions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostDiagnosticPartitionCreateOption>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2040,6 +2531,7 @@ impl x::SchemaType for QueryPathSelectionPolicyOptionsRequestType {
 }
 impl x::Structure for QueryPathSelectionPolicyOptionsRequestType {}
 impl std::fmt::Debug for QueryPathSelectionPolicyOptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2049,11 +2541,13 @@ impl std::fmt::Debug for QueryPathSelectionPolicyOptionsRequestType {
     }
 }
 impl PartialEq for QueryPathSelectionPolicyOptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPathSelectionPolicyOptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2066,6 +2560,7 @@ impl x::Fields for QueryPathSelectionPolicyOptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2074,9 +2569,11 @@ impl x::Request for QueryPathSelectionPolicyOptionsRequestType {
     const NAME: &'static str = "QueryPathSelectionPolicyOptions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostPathSelectionPolicyOption>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2096,16 +2593,19 @@ impl x::SchemaType for QueryPerfCompositeRequestType {
 }
 impl x::Structure for QueryPerfCompositeRequestType {}
 impl std::fmt::Debug for QueryPerfCompositeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPerfCompositeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfCompositeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPerfCompositeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2119,6 +2619,7 @@ impl x::Fields for QueryPerfCompositeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("querySpec", &self.query_spec);
@@ -2128,9 +2629,11 @@ impl x::Request for QueryPerfCompositeRequestType {
     const NAME: &'static str = "QueryPerfComposite";
     const IDEMPOTENT: bool = true;
     type Response = PerfCompositeMetric;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2150,16 +2653,19 @@ impl x::SchemaType for QueryPerfCounterByLevelRequestType {
 }
 impl x::Structure for QueryPerfCounterByLevelRequestType {}
 impl std::fmt::Debug for QueryPerfCounterByLevelRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPerfCounterByLevelRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfCounterByLevelRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPerfCounterByLevelRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2173,6 +2679,7 @@ impl x::Fields for QueryPerfCounterByLevelRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("level", &self.level);
@@ -2182,9 +2689,11 @@ impl x::Request for QueryPerfCounterByLevelRequestType {
     const NAME: &'static str = "QueryPerfCounterByLevel";
     const IDEMPOTENT: bool = true;
     type Response = Vec<PerfCounterInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2204,16 +2713,19 @@ impl x::SchemaType for QueryPerfCounterRequestType {
 }
 impl x::Structure for QueryPerfCounterRequestType {}
 impl std::fmt::Debug for QueryPerfCounterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPerfCounterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfCounterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryPerfCounterRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2222,6 +2734,7 @@ impl Clone for QueryPerfCounterRequestType {
     }
 }
 impl x::Fields for QueryPerfCounterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2235,6 +2748,7 @@ impl x::Fields for QueryPerfCounterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("counterId", &self.counter_id);
@@ -2244,9 +2758,11 @@ impl x::Request for QueryPerfCounterRequestType {
     const NAME: &'static str = "QueryPerfCounter";
     const IDEMPOTENT: bool = true;
     type Response = Vec<PerfCounterInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2266,16 +2782,19 @@ impl x::SchemaType for QueryPerfProviderSummaryRequestType {
 }
 impl x::Structure for QueryPerfProviderSummaryRequestType {}
 impl std::fmt::Debug for QueryPerfProviderSummaryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPerfProviderSummaryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfProviderSummaryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPerfProviderSummaryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2289,6 +2808,7 @@ impl x::Fields for QueryPerfProviderSummaryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -2298,9 +2818,11 @@ impl x::Request for QueryPerfProviderSummaryRequestType {
     const NAME: &'static str = "QueryPerfProviderSummary";
     const IDEMPOTENT: bool = true;
     type Response = PerfProviderSummary;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2320,16 +2842,19 @@ impl x::SchemaType for QueryPerfRequestType {
 }
 impl x::Structure for QueryPerfRequestType {}
 impl std::fmt::Debug for QueryPerfRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPerfRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryPerfRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2338,6 +2863,7 @@ impl Clone for QueryPerfRequestType {
     }
 }
 impl x::Fields for QueryPerfRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2351,6 +2877,7 @@ impl x::Fields for QueryPerfRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("querySpec", &self.query_spec);
@@ -2360,9 +2887,11 @@ impl x::Request for QueryPerfRequestType {
     const NAME: &'static str = "QueryPerf";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnyPerfEntityMetricBase>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2382,16 +2911,19 @@ impl x::SchemaType for QueryPhysicalVsanDisksRequestType {
 }
 impl x::Structure for QueryPhysicalVsanDisksRequestType {}
 impl std::fmt::Debug for QueryPhysicalVsanDisksRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPhysicalVsanDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPhysicalVsanDisksRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryPhysicalVsanDisksRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2400,6 +2932,7 @@ impl Clone for QueryPhysicalVsanDisksRequestType {
     }
 }
 impl x::Fields for QueryPhysicalVsanDisksRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2413,6 +2946,7 @@ impl x::Fields for QueryPhysicalVsanDisksRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("props", &self.props);
@@ -2422,9 +2956,11 @@ impl x::Request for QueryPhysicalVsanDisksRequestType {
     const NAME: &'static str = "QueryPhysicalVsanDisks";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2444,16 +2980,19 @@ impl x::SchemaType for QueryPnicStatusRequestType {
 }
 impl x::Structure for QueryPnicStatusRequestType {}
 impl std::fmt::Debug for QueryPnicStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPnicStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPnicStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPnicStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2467,6 +3006,7 @@ impl x::Fields for QueryPnicStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pnicDevice", &self.pnic_device);
@@ -2476,9 +3016,11 @@ impl x::Request for QueryPnicStatusRequestType {
     const NAME: &'static str = "QueryPnicStatus";
     const IDEMPOTENT: bool = true;
     type Response = IscsiStatus;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2500,16 +3042,19 @@ impl x::SchemaType for QueryPolicyMetadataRequestType {
 }
 impl x::Structure for QueryPolicyMetadataRequestType {}
 impl std::fmt::Debug for QueryPolicyMetadataRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPolicyMetadataRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPolicyMetadataRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryPolicyMetadataRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2519,6 +3064,7 @@ impl Clone for QueryPolicyMetadataRequestType {
     }
 }
 impl x::Fields for QueryPolicyMetadataRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2533,6 +3079,7 @@ impl x::Fields for QueryPolicyMetadataRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("policyName", &self.policy_name);
@@ -2543,9 +3090,11 @@ impl x::Request for QueryPolicyMetadataRequestType {
     const NAME: &'static str = "QueryPolicyMetadata";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ProfilePolicyMetadata>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2563,16 +3112,19 @@ impl x::SchemaType for QueryProductLockerLocationRequestType {
 }
 impl x::Structure for QueryProductLockerLocationRequestType {}
 impl std::fmt::Debug for QueryProductLockerLocationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryProductLockerLocationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryProductLockerLocationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryProductLockerLocationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2585,6 +3137,7 @@ impl x::Fields for QueryProductLockerLocationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2593,9 +3146,11 @@ impl x::Request for QueryProductLockerLocationRequestType {
     const NAME: &'static str = "QueryProductLockerLocation";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2615,16 +3170,19 @@ impl x::SchemaType for QueryProfileStructureRequestType {
 }
 impl x::Structure for QueryProfileStructureRequestType {}
 impl std::fmt::Debug for QueryProfileStructureRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryProfileStructureRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryProfileStructureRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryProfileStructureRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2638,6 +3196,7 @@ impl x::Fields for QueryProfileStructureRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("profile", &self.profile);
@@ -2647,9 +3206,11 @@ impl x::Request for QueryProfileStructureRequestType {
     const NAME: &'static str = "QueryProfileStructure";
     const IDEMPOTENT: bool = true;
     type Response = ProfileProfileStructure;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2667,16 +3228,19 @@ impl x::SchemaType for QueryProviderListRequestType {
 }
 impl x::Structure for QueryProviderListRequestType {}
 impl std::fmt::Debug for QueryProviderListRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryProviderListRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryProviderListRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryProviderListRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2689,6 +3253,7 @@ impl x::Fields for QueryProviderListRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2697,9 +3262,11 @@ impl x::Request for QueryProviderListRequestType {
     const NAME: &'static str = "QueryProviderList";
     const IDEMPOTENT: bool = true;
     type Response = Vec<String>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2719,16 +3286,19 @@ impl x::SchemaType for QueryProviderNameRequestType {
 }
 impl x::Structure for QueryProviderNameRequestType {}
 impl std::fmt::Debug for QueryProviderNameRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryProviderNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryProviderNameRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryProviderNameRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2742,6 +3312,7 @@ impl x::Fields for QueryProviderNameRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -2751,9 +3322,11 @@ impl x::Request for QueryProviderNameRequestType {
     const NAME: &'static str = "QueryProviderName";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2779,16 +3352,19 @@ impl x::SchemaType for QueryRequestType {
 }
 impl x::Structure for QueryRequestType {}
 impl std::fmt::Debug for QueryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2802,6 +3378,7 @@ impl x::Fields for QueryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0901_0000, "operation Query", true);
         w.write("_this", &self.this);
@@ -2812,9 +3389,11 @@ impl x::Request for QueryRequestType {
     const NAME: &'static str = "Query";
     const IDEMPOTENT: bool = false;
     type Response = SearchIndexResultSet;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2832,16 +3411,19 @@ impl x::SchemaType for QueryResourceConfigOptionRequestType {
 }
 impl x::Structure for QueryResourceConfigOptionRequestType {}
 impl std::fmt::Debug for QueryResourceConfigOptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryResourceConfigOptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryResourceConfigOptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryResourceConfigOptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2854,6 +3436,7 @@ impl x::Fields for QueryResourceConfigOptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2862,9 +3445,11 @@ impl x::Request for QueryResourceConfigOptionRequestType {
     const NAME: &'static str = "QueryResourceConfigOption";
     const IDEMPOTENT: bool = true;
     type Response = ResourceConfigOption;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2886,16 +3471,19 @@ impl x::SchemaType for QueryServiceListRequestType {
 }
 impl x::Structure for QueryServiceListRequestType {}
 impl std::fmt::Debug for QueryServiceListRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryServiceListRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryServiceListRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryServiceListRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2905,6 +3493,7 @@ impl Clone for QueryServiceListRequestType {
     }
 }
 impl x::Fields for QueryServiceListRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2919,6 +3508,7 @@ impl x::Fields for QueryServiceListRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("serviceName", &self.service_name);
@@ -2929,9 +3519,11 @@ impl x::Request for QueryServiceListRequestType {
     const NAME: &'static str = "QueryServiceList";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ServiceManagerServiceInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2949,6 +3541,7 @@ impl x::SchemaType for QueryStorageArrayTypePolicyOptionsRequestType {
 }
 impl x::Structure for QueryStorageArrayTypePolicyOptionsRequestType {}
 impl std::fmt::Debug for QueryStorageArrayTypePolicyOptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2958,11 +3551,13 @@ impl std::fmt::Debug for QueryStorageArrayTypePolicyOptionsRequestType {
     }
 }
 impl PartialEq for QueryStorageArrayTypePolicyOptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryStorageArrayTypePolicyOptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2975,6 +3570,7 @@ impl x::Fields for QueryStorageArrayTypePolicyOptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2983,9 +3579,11 @@ impl x::Request for QueryStorageArrayTypePolicyOptionsRequestType {
     const NAME: &'static str = "QueryStorageArrayTypePolicyOptions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostStorageArrayTypePolicyOption>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3005,16 +3603,19 @@ impl x::SchemaType for QuerySupportedFeaturesRequestType {
 }
 impl x::Structure for QuerySupportedFeaturesRequestType {}
 impl std::fmt::Debug for QuerySupportedFeaturesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QuerySupportedFeaturesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QuerySupportedFeaturesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QuerySupportedFeaturesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3028,6 +3629,7 @@ impl x::Fields for QuerySupportedFeaturesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -3037,9 +3639,11 @@ impl x::Request for QuerySupportedFeaturesRequestType {
     const NAME: &'static str = "QuerySupportedFeatures";
     const IDEMPOTENT: bool = true;
     type Response = Vec<LicenseFeatureInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3065,6 +3669,7 @@ impl x::SchemaType for QuerySupportedNetworkOffloadSpecRequestType {
 }
 impl x::Structure for QuerySupportedNetworkOffloadSpecRequestType {}
 impl std::fmt::Debug for QuerySupportedNetworkOffloadSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -3074,11 +3679,13 @@ impl std::fmt::Debug for QuerySupportedNetworkOffloadSpecRequestType {
     }
 }
 impl PartialEq for QuerySupportedNetworkOffloadSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QuerySupportedNetworkOffloadSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3092,6 +3699,7 @@ impl x::Fields for QuerySupportedNetworkOffloadSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "operation QuerySupportedNetworkOffloadSpec", true);
         w.write("_this", &self.this);
@@ -3102,433 +3710,11 @@ impl x::Request for QuerySupportedNetworkOffloadSpecRequestType {
     const NAME: &'static str = "QuerySupportedNetworkOffloadSpec";
     const IDEMPOTENT: bool = true;
     type Response = Vec<DistributedVirtualSwitchNetworkOffloadSpec>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QuerySyncingVsanObjectsRequestType`.
-#[derive(Default)]
-pub struct QuerySyncingVsanObjectsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `uuids`.
-    pub uuids: Vec<String>,
-}
-impl x::SchemaType for QuerySyncingVsanObjectsRequestType {
-    const TYPE_NAME: &'static str = "QuerySyncingVsanObjectsRequestType";
-}
-impl x::Structure for QuerySyncingVsanObjectsRequestType {}
-impl std::fmt::Debug for QuerySyncingVsanObjectsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QuerySyncingVsanObjectsRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QuerySyncingVsanObjectsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for QuerySyncingVsanObjectsRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            uuids: x::clone_vec(&self.uuids),
-        }
-    }
-}
-impl x::Fields for QuerySyncingVsanObjectsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "uuids" => r.read_push(&mut self.uuids),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("uuids", &self.uuids);
-    }
-}
-impl x::Request for QuerySyncingVsanObjectsRequestType {
-    const NAME: &'static str = "QuerySyncingVsanObjects";
-    const IDEMPOTENT: bool = true;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QuerySystemUsersRequestType`.
-#[derive(Clone, Default)]
-pub struct QuerySystemUsersRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QuerySystemUsersRequestType {
-    const TYPE_NAME: &'static str = "QuerySystemUsersRequestType";
-}
-impl x::Structure for QuerySystemUsersRequestType {}
-impl std::fmt::Debug for QuerySystemUsersRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QuerySystemUsersRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QuerySystemUsersRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QuerySystemUsersRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QuerySystemUsersRequestType {
-    const NAME: &'static str = "QuerySystemUsers";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<String>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryTargetCapabilitiesRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryTargetCapabilitiesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryTargetCapabilitiesRequestType {
-    const TYPE_NAME: &'static str = "QueryTargetCapabilitiesRequestType";
-}
-impl x::Structure for QueryTargetCapabilitiesRequestType {}
-impl std::fmt::Debug for QueryTargetCapabilitiesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QueryTargetCapabilitiesRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QueryTargetCapabilitiesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryTargetCapabilitiesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("host", &self.host);
-    }
-}
-impl x::Request for QueryTargetCapabilitiesRequestType {
-    const NAME: &'static str = "QueryTargetCapabilities";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<HostCapability>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `QueryTpmAttestationReportRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryTpmAttestationReportRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryTpmAttestationReportRequestType {
-    const TYPE_NAME: &'static str = "QueryTpmAttestationReportRequestType";
-}
-impl x::Structure for QueryTpmAttestationReportRequestType {}
-impl std::fmt::Debug for QueryTpmAttestationReportRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QueryTpmAttestationReportRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QueryTpmAttestationReportRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryTpmAttestationReportRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryTpmAttestationReportRequestType {
-    const NAME: &'static str = "QueryTpmAttestationReport";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<HostTpmAttestationReport>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `QueryUnmonitoredHostsRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryUnmonitoredHostsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `providerId`.
-    pub provider_id: String,
-    /// `cluster`.
-    pub cluster: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryUnmonitoredHostsRequestType {
-    const TYPE_NAME: &'static str = "QueryUnmonitoredHostsRequestType";
-}
-impl x::Structure for QueryUnmonitoredHostsRequestType {}
-impl std::fmt::Debug for QueryUnmonitoredHostsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QueryUnmonitoredHostsRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QueryUnmonitoredHostsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryUnmonitoredHostsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "providerId" => r.read(&mut self.provider_id),
-            "cluster" => r.read(&mut self.cluster),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("providerId", &self.provider_id);
-        w.write("cluster", &self.cluster);
-    }
-}
-impl x::Request for QueryUnmonitoredHostsRequestType {
-    const NAME: &'static str = "QueryUnmonitoredHosts";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryUnownedFilesRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryUnownedFilesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryUnownedFilesRequestType {
-    const TYPE_NAME: &'static str = "QueryUnownedFilesRequestType";
-}
-impl x::Structure for QueryUnownedFilesRequestType {}
-impl std::fmt::Debug for QueryUnownedFilesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QueryUnownedFilesRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QueryUnownedFilesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryUnownedFilesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryUnownedFilesRequestType {
-    const NAME: &'static str = "QueryUnownedFiles";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<String>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryUnresolvedVmfsVolumeRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryUnresolvedVmfsVolumeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryUnresolvedVmfsVolumeRequestType {
-    const TYPE_NAME: &'static str = "QueryUnresolvedVmfsVolumeRequestType";
-}
-impl x::Structure for QueryUnresolvedVmfsVolumeRequestType {}
-impl std::fmt::Debug for QueryUnresolvedVmfsVolumeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QueryUnresolvedVmfsVolumeRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QueryUnresolvedVmfsVolumeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryUnresolvedVmfsVolumeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryUnresolvedVmfsVolumeRequestType {
-    const NAME: &'static str = "QueryUnresolvedVmfsVolume";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<HostUnresolvedVmfsVolume>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryUnresolvedVmfsVolumesRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryUnresolvedVmfsVolumesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryUnresolvedVmfsVolumesRequestType {
-    const TYPE_NAME: &'static str = "QueryUnresolvedVmfsVolumesRequestType";
-}
-impl x::Structure for QueryUnresolvedVmfsVolumesRequestType {}
-impl std::fmt::Debug for QueryUnresolvedVmfsVolumesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QueryUnresolvedVmfsVolumesRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QueryUnresolvedVmfsVolumesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryUnresolvedVmfsVolumesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryUnresolvedVmfsVolumesRequestType {
-    const NAME: &'static str = "QueryUnresolvedVmfsVolumes";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<HostUnresolvedVmfsVolume>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

@@ -5,6 +5,70 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ParseDescriptorRequestType`.
+#[derive(Clone, Default)]
+pub struct ParseDescriptorRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `ovfDescriptor`.
+    pub ovf_descriptor: String,
+    /// `pdp`.
+    pub pdp: OvfParseDescriptorParams,
+}
+impl x::SchemaType for ParseDescriptorRequestType {
+    const TYPE_NAME: &'static str = "ParseDescriptorRequestType";
+}
+impl x::Structure for ParseDescriptorRequestType {}
+impl std::fmt::Debug for ParseDescriptorRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ParseDescriptorRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ParseDescriptorRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ParseDescriptorRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "ovfDescriptor" => r.read(&mut self.ovf_descriptor),
+            "pdp" => r.read(&mut self.pdp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("ovfDescriptor", &self.ovf_descriptor);
+        w.write("pdp", &self.pdp);
+    }
+}
+impl x::Request for ParseDescriptorRequestType {
+    const NAME: &'static str = "ParseDescriptor";
+    const IDEMPOTENT: bool = false;
+    type Response = OvfParseDescriptorResult;
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `PerformDvsProductSpecOperationRequestType`.
 #[derive(Clone, Default)]
 pub struct PerformDvsProductSpecOperationRequestType {
@@ -20,6 +84,7 @@ impl x::SchemaType for PerformDvsProductSpecOperationRequestType {
 }
 impl x::Structure for PerformDvsProductSpecOperationRequestType {}
 impl std::fmt::Debug for PerformDvsProductSpecOperationRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -29,11 +94,13 @@ impl std::fmt::Debug for PerformDvsProductSpecOperationRequestType {
     }
 }
 impl PartialEq for PerformDvsProductSpecOperationRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerformDvsProductSpecOperationRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -48,6 +115,7 @@ impl x::Fields for PerformDvsProductSpecOperationRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("operation", &self.operation);
@@ -58,9 +126,11 @@ impl x::Request for PerformDvsProductSpecOperationRequestType {
     const NAME: &'static str = "PerformDvsProductSpecOperation_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -82,6 +152,7 @@ impl x::SchemaType for PerformVsanUpgradePreflightCheckRequestType {
 }
 impl x::Structure for PerformVsanUpgradePreflightCheckRequestType {}
 impl std::fmt::Debug for PerformVsanUpgradePreflightCheckRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -91,11 +162,13 @@ impl std::fmt::Debug for PerformVsanUpgradePreflightCheckRequestType {
     }
 }
 impl PartialEq for PerformVsanUpgradePreflightCheckRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerformVsanUpgradePreflightCheckRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -110,6 +183,7 @@ impl x::Fields for PerformVsanUpgradePreflightCheckRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -120,9 +194,11 @@ impl x::Request for PerformVsanUpgradePreflightCheckRequestType {
     const NAME: &'static str = "PerformVsanUpgradePreflightCheck";
     const IDEMPOTENT: bool = false;
     type Response = VsanUpgradeSystemPreflightCheckResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -150,16 +226,19 @@ impl x::SchemaType for PerformVsanUpgradeRequestType {
 }
 impl x::Structure for PerformVsanUpgradeRequestType {}
 impl std::fmt::Debug for PerformVsanUpgradeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PerformVsanUpgradeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PerformVsanUpgradeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerformVsanUpgradeRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -172,6 +251,7 @@ impl Clone for PerformVsanUpgradeRequestType {
     }
 }
 impl x::Fields for PerformVsanUpgradeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -189,6 +269,7 @@ impl x::Fields for PerformVsanUpgradeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -202,9 +283,11 @@ impl x::Request for PerformVsanUpgradeRequestType {
     const NAME: &'static str = "PerformVsanUpgrade_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -224,16 +307,19 @@ impl x::SchemaType for PlaceVmRequestType {
 }
 impl x::Structure for PlaceVmRequestType {}
 impl std::fmt::Debug for PlaceVmRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PlaceVmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PlaceVmRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PlaceVmRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -247,6 +333,7 @@ impl x::Fields for PlaceVmRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("placementSpec", &self.placement_spec);
@@ -256,9 +343,11 @@ impl x::Request for PlaceVmRequestType {
     const NAME: &'static str = "PlaceVm";
     const IDEMPOTENT: bool = false;
     type Response = PlacementResult;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -280,16 +369,19 @@ impl x::SchemaType for PostEventRequestType {
 }
 impl x::Structure for PostEventRequestType {}
 impl std::fmt::Debug for PostEventRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PostEventRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PostEventRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PostEventRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -304,6 +396,7 @@ impl x::Fields for PostEventRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("eventToPost", &self.event_to_post);
@@ -314,9 +407,11 @@ impl x::Request for PostEventRequestType {
     const NAME: &'static str = "PostEvent";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -338,16 +433,19 @@ impl x::SchemaType for PostHealthUpdatesRequestType {
 }
 impl x::Structure for PostHealthUpdatesRequestType {}
 impl std::fmt::Debug for PostHealthUpdatesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PostHealthUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PostHealthUpdatesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PostHealthUpdatesRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -357,6 +455,7 @@ impl Clone for PostHealthUpdatesRequestType {
     }
 }
 impl x::Fields for PostHealthUpdatesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -371,6 +470,7 @@ impl x::Fields for PostHealthUpdatesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -381,9 +481,11 @@ impl x::Request for PostHealthUpdatesRequestType {
     const NAME: &'static str = "PostHealthUpdates";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -405,16 +507,19 @@ impl x::SchemaType for PowerDownHostToStandByRequestType {
 }
 impl x::Structure for PowerDownHostToStandByRequestType {}
 impl std::fmt::Debug for PowerDownHostToStandByRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PowerDownHostToStandByRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerDownHostToStandByRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerDownHostToStandByRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -429,6 +534,7 @@ impl x::Fields for PowerDownHostToStandByRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("timeoutSec", &self.timeout_sec);
@@ -439,9 +545,11 @@ impl x::Request for PowerDownHostToStandByRequestType {
     const NAME: &'static str = "PowerDownHostToStandBy_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -461,16 +569,19 @@ impl x::SchemaType for PowerOffVAppRequestType {
 }
 impl x::Structure for PowerOffVAppRequestType {}
 impl std::fmt::Debug for PowerOffVAppRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PowerOffVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOffVAppRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerOffVAppRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -484,6 +595,7 @@ impl x::Fields for PowerOffVAppRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("force", &self.force);
@@ -493,9 +605,11 @@ impl x::Request for PowerOffVAppRequestType {
     const NAME: &'static str = "PowerOffVApp_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -513,16 +627,19 @@ impl x::SchemaType for PowerOffVMRequestType {
 }
 impl x::Structure for PowerOffVMRequestType {}
 impl std::fmt::Debug for PowerOffVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PowerOffVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOffVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerOffVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -535,6 +652,7 @@ impl x::Fields for PowerOffVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -543,9 +661,11 @@ impl x::Request for PowerOffVMRequestType {
     const NAME: &'static str = "PowerOffVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -567,16 +687,19 @@ impl x::SchemaType for PowerOnMultiVMRequestType {
 }
 impl x::Structure for PowerOnMultiVMRequestType {}
 impl std::fmt::Debug for PowerOnMultiVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PowerOnMultiVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOnMultiVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PowerOnMultiVMRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -586,6 +709,7 @@ impl Clone for PowerOnMultiVMRequestType {
     }
 }
 impl x::Fields for PowerOnMultiVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -600,6 +724,7 @@ impl x::Fields for PowerOnMultiVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("vm", &self.vm);
@@ -610,9 +735,11 @@ impl x::Request for PowerOnMultiVMRequestType {
     const NAME: &'static str = "PowerOnMultiVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -630,16 +757,19 @@ impl x::SchemaType for PowerOnVAppRequestType {
 }
 impl x::Structure for PowerOnVAppRequestType {}
 impl std::fmt::Debug for PowerOnVAppRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PowerOnVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOnVAppRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerOnVAppRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -652,6 +782,7 @@ impl x::Fields for PowerOnVAppRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -660,9 +791,11 @@ impl x::Request for PowerOnVAppRequestType {
     const NAME: &'static str = "PowerOnVApp_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -682,16 +815,19 @@ impl x::SchemaType for PowerOnVMRequestType {
 }
 impl x::Structure for PowerOnVMRequestType {}
 impl std::fmt::Debug for PowerOnVMRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PowerOnVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOnVMRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerOnVMRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -705,6 +841,7 @@ impl x::Fields for PowerOnVMRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -714,9 +851,11 @@ impl x::Request for PowerOnVMRequestType {
     const NAME: &'static str = "PowerOnVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -736,16 +875,19 @@ impl x::SchemaType for PowerUpHostFromStandByRequestType {
 }
 impl x::Structure for PowerUpHostFromStandByRequestType {}
 impl std::fmt::Debug for PowerUpHostFromStandByRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PowerUpHostFromStandByRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerUpHostFromStandByRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerUpHostFromStandByRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -759,6 +901,7 @@ impl x::Fields for PowerUpHostFromStandByRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("timeoutSec", &self.timeout_sec);
@@ -768,9 +911,11 @@ impl x::Request for PowerUpHostFromStandByRequestType {
     const NAME: &'static str = "PowerUpHostFromStandBy_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -788,16 +933,19 @@ impl x::SchemaType for PrepareCryptoRequestType {
 }
 impl x::Structure for PrepareCryptoRequestType {}
 impl std::fmt::Debug for PrepareCryptoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PrepareCryptoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PrepareCryptoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PrepareCryptoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -810,6 +958,7 @@ impl x::Fields for PrepareCryptoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -818,9 +967,11 @@ impl x::Request for PrepareCryptoRequestType {
     const NAME: &'static str = "PrepareCrypto";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -842,16 +993,19 @@ impl x::SchemaType for PromoteDisksRequestType {
 }
 impl x::Structure for PromoteDisksRequestType {}
 impl std::fmt::Debug for PromoteDisksRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PromoteDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PromoteDisksRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PromoteDisksRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -861,6 +1015,7 @@ impl Clone for PromoteDisksRequestType {
     }
 }
 impl x::Fields for PromoteDisksRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -875,6 +1030,7 @@ impl x::Fields for PromoteDisksRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("unlink", &self.unlink);
@@ -885,9 +1041,11 @@ impl x::Request for PromoteDisksRequestType {
     const NAME: &'static str = "PromoteDisks_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -913,16 +1071,19 @@ impl x::SchemaType for ProvisionServerPrivateKeyRequestType {
 }
 impl x::Structure for ProvisionServerPrivateKeyRequestType {}
 impl std::fmt::Debug for ProvisionServerPrivateKeyRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ProvisionServerPrivateKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ProvisionServerPrivateKeyRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProvisionServerPrivateKeyRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -936,6 +1097,7 @@ impl x::Fields for ProvisionServerPrivateKeyRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0300, "operation ProvisionServerPrivateKey", true);
         w.write("_this", &self.this);
@@ -946,9 +1108,11 @@ impl x::Request for ProvisionServerPrivateKeyRequestType {
     const NAME: &'static str = "ProvisionServerPrivateKey";
     const IDEMPOTENT: bool = false;
     type Response = ();
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -968,16 +1132,19 @@ impl x::SchemaType for PutUsbScanCodesRequestType {
 }
 impl x::Structure for PutUsbScanCodesRequestType {}
 impl std::fmt::Debug for PutUsbScanCodesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PutUsbScanCodesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PutUsbScanCodesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PutUsbScanCodesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -991,6 +1158,7 @@ impl x::Fields for PutUsbScanCodesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1000,9 +1168,11 @@ impl x::Request for PutUsbScanCodesRequestType {
     const NAME: &'static str = "PutUsbScanCodes";
     const IDEMPOTENT: bool = false;
     type Response = i32;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1022,16 +1192,19 @@ impl x::SchemaType for QueryAnswerFileStatusRequestType {
 }
 impl x::Structure for QueryAnswerFileStatusRequestType {}
 impl std::fmt::Debug for QueryAnswerFileStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryAnswerFileStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAnswerFileStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryAnswerFileStatusRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1040,6 +1213,7 @@ impl Clone for QueryAnswerFileStatusRequestType {
     }
 }
 impl x::Fields for QueryAnswerFileStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1053,6 +1227,7 @@ impl x::Fields for QueryAnswerFileStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("host", &self.host);
@@ -1062,9 +1237,11 @@ impl x::Request for QueryAnswerFileStatusRequestType {
     const NAME: &'static str = "QueryAnswerFileStatus";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnswerFileStatusResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1084,16 +1261,19 @@ impl x::SchemaType for QueryAssignedLicensesRequestType {
 }
 impl x::Structure for QueryAssignedLicensesRequestType {}
 impl std::fmt::Debug for QueryAssignedLicensesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryAssignedLicensesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAssignedLicensesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAssignedLicensesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1107,6 +1287,7 @@ impl x::Fields for QueryAssignedLicensesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("entityId", &self.entity_id);
@@ -1116,9 +1297,11 @@ impl x::Request for QueryAssignedLicensesRequestType {
     const NAME: &'static str = "QueryAssignedLicenses";
     const IDEMPOTENT: bool = true;
     type Response = Vec<LicenseAssignmentManagerLicenseAssignment>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1138,16 +1321,19 @@ impl x::SchemaType for QueryAvailableDisksForVmfsRequestType {
 }
 impl x::Structure for QueryAvailableDisksForVmfsRequestType {}
 impl std::fmt::Debug for QueryAvailableDisksForVmfsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryAvailableDisksForVmfsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailableDisksForVmfsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailableDisksForVmfsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1161,6 +1347,7 @@ impl x::Fields for QueryAvailableDisksForVmfsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("datastore", &self.datastore);
@@ -1170,9 +1357,11 @@ impl x::Request for QueryAvailableDisksForVmfsRequestType {
     const NAME: &'static str = "QueryAvailableDisksForVmfs";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostScsiDisk>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1192,16 +1381,19 @@ impl x::SchemaType for QueryAvailableDvsSpecRequestType {
 }
 impl x::Structure for QueryAvailableDvsSpecRequestType {}
 impl std::fmt::Debug for QueryAvailableDvsSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryAvailableDvsSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailableDvsSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailableDvsSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1215,6 +1407,7 @@ impl x::Fields for QueryAvailableDvsSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("recommended", &self.recommended);
@@ -1224,9 +1417,11 @@ impl x::Request for QueryAvailableDvsSpecRequestType {
     const NAME: &'static str = "QueryAvailableDvsSpec";
     const IDEMPOTENT: bool = true;
     type Response = Vec<DistributedVirtualSwitchProductSpec>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1244,16 +1439,19 @@ impl x::SchemaType for QueryAvailablePartitionRequestType {
 }
 impl x::Structure for QueryAvailablePartitionRequestType {}
 impl std::fmt::Debug for QueryAvailablePartitionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryAvailablePartitionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailablePartitionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailablePartitionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1266,6 +1464,7 @@ impl x::Fields for QueryAvailablePartitionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1274,9 +1473,11 @@ impl x::Request for QueryAvailablePartitionRequestType {
     const NAME: &'static str = "QueryAvailablePartition";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostDiagnosticPartition>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1302,16 +1503,19 @@ impl x::SchemaType for QueryAvailablePerfMetricRequestType {
 }
 impl x::Structure for QueryAvailablePerfMetricRequestType {}
 impl std::fmt::Debug for QueryAvailablePerfMetricRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryAvailablePerfMetricRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailablePerfMetricRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailablePerfMetricRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1328,6 +1532,7 @@ impl x::Fields for QueryAvailablePerfMetricRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -1340,9 +1545,11 @@ impl x::Request for QueryAvailablePerfMetricRequestType {
     const NAME: &'static str = "QueryAvailablePerfMetric";
     const IDEMPOTENT: bool = true;
     type Response = Vec<PerfMetricId>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1362,16 +1569,19 @@ impl x::SchemaType for QueryAvailableSsdsRequestType {
 }
 impl x::Structure for QueryAvailableSsdsRequestType {}
 impl std::fmt::Debug for QueryAvailableSsdsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryAvailableSsdsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailableSsdsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailableSsdsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1385,6 +1595,7 @@ impl x::Fields for QueryAvailableSsdsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("vffsPath", &self.vffs_path);
@@ -1394,9 +1605,11 @@ impl x::Request for QueryAvailableSsdsRequestType {
     const NAME: &'static str = "QueryAvailableSsds";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostScsiDisk>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1414,16 +1627,19 @@ impl x::SchemaType for QueryAvailableTimeZonesRequestType {
 }
 impl x::Structure for QueryAvailableTimeZonesRequestType {}
 impl std::fmt::Debug for QueryAvailableTimeZonesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryAvailableTimeZonesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailableTimeZonesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailableTimeZonesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1436,6 +1652,7 @@ impl x::Fields for QueryAvailableTimeZonesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1444,9 +1661,11 @@ impl x::Request for QueryAvailableTimeZonesRequestType {
     const NAME: &'static str = "QueryAvailableTimeZones";
     const IDEMPOTENT: bool = true;
     type Response = Vec<HostDateTimeSystemTimeZone>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1464,16 +1683,19 @@ impl x::SchemaType for QueryBootDevicesRequestType {
 }
 impl x::Structure for QueryBootDevicesRequestType {}
 impl std::fmt::Debug for QueryBootDevicesRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryBootDevicesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryBootDevicesRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryBootDevicesRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1486,6 +1708,7 @@ impl x::Fields for QueryBootDevicesRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1494,9 +1717,11 @@ impl x::Request for QueryBootDevicesRequestType {
     const NAME: &'static str = "QueryBootDevices";
     const IDEMPOTENT: bool = true;
     type Response = Option<HostBootDeviceInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1516,16 +1741,19 @@ impl x::SchemaType for QueryBoundVnicsRequestType {
 }
 impl x::Structure for QueryBoundVnicsRequestType {}
 impl std::fmt::Debug for QueryBoundVnicsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryBoundVnicsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryBoundVnicsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryBoundVnicsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1539,6 +1767,7 @@ impl x::Fields for QueryBoundVnicsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaName", &self.i_scsi_hba_name);
@@ -1548,9 +1777,11 @@ impl x::Request for QueryBoundVnicsRequestType {
     const NAME: &'static str = "QueryBoundVnics";
     const IDEMPOTENT: bool = true;
     type Response = Vec<IscsiPortInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1570,16 +1801,19 @@ impl x::SchemaType for QueryCandidateNicsRequestType {
 }
 impl x::Structure for QueryCandidateNicsRequestType {}
 impl std::fmt::Debug for QueryCandidateNicsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryCandidateNicsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryCandidateNicsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryCandidateNicsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1593,6 +1827,7 @@ impl x::Fields for QueryCandidateNicsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaName", &self.i_scsi_hba_name);
@@ -1602,9 +1837,11 @@ impl x::Request for QueryCandidateNicsRequestType {
     const NAME: &'static str = "QueryCandidateNics";
     const IDEMPOTENT: bool = true;
     type Response = Vec<IscsiPortInfo>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1630,16 +1867,19 @@ impl x::SchemaType for QueryChangedDiskAreasRequestType {
 }
 impl x::Structure for QueryChangedDiskAreasRequestType {}
 impl std::fmt::Debug for QueryChangedDiskAreasRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryChangedDiskAreasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryChangedDiskAreasRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryChangedDiskAreasRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1656,6 +1896,7 @@ impl x::Fields for QueryChangedDiskAreasRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("snapshot", &self.snapshot);
@@ -1668,9 +1909,11 @@ impl x::Request for QueryChangedDiskAreasRequestType {
     const NAME: &'static str = "QueryChangedDiskAreas";
     const IDEMPOTENT: bool = true;
     type Response = DiskChangeInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1690,16 +1933,19 @@ impl x::SchemaType for QueryCmmdsRequestType {
 }
 impl x::Structure for QueryCmmdsRequestType {}
 impl std::fmt::Debug for QueryCmmdsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryCmmdsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryCmmdsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryCmmdsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1708,6 +1954,7 @@ impl Clone for QueryCmmdsRequestType {
     }
 }
 impl x::Fields for QueryCmmdsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1721,6 +1968,7 @@ impl x::Fields for QueryCmmdsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("queries", &self.queries);
@@ -1730,9 +1978,11 @@ impl x::Request for QueryCmmdsRequestType {
     const NAME: &'static str = "QueryCmmds";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1756,6 +2006,7 @@ impl x::SchemaType for QueryCompatibleHostForExistingDvsRequestType {
 }
 impl x::Structure for QueryCompatibleHostForExistingDvsRequestType {}
 impl std::fmt::Debug for QueryCompatibleHostForExistingDvsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1765,11 +2016,13 @@ impl std::fmt::Debug for QueryCompatibleHostForExistingDvsRequestType {
     }
 }
 impl PartialEq for QueryCompatibleHostForExistingDvsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryCompatibleHostForExistingDvsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1785,6 +2038,7 @@ impl x::Fields for QueryCompatibleHostForExistingDvsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("container", &self.container);
@@ -1796,9 +2050,11 @@ impl x::Request for QueryCompatibleHostForExistingDvsRequestType {
     const NAME: &'static str = "QueryCompatibleHostForExistingDvs";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1822,6 +2078,7 @@ impl x::SchemaType for QueryCompatibleHostForNewDvsRequestType {
 }
 impl x::Structure for QueryCompatibleHostForNewDvsRequestType {}
 impl std::fmt::Debug for QueryCompatibleHostForNewDvsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1831,11 +2088,13 @@ impl std::fmt::Debug for QueryCompatibleHostForNewDvsRequestType {
     }
 }
 impl PartialEq for QueryCompatibleHostForNewDvsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryCompatibleHostForNewDvsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1851,6 +2110,7 @@ impl x::Fields for QueryCompatibleHostForNewDvsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("container", &self.container);
@@ -1862,9 +2122,11 @@ impl x::Request for QueryCompatibleHostForNewDvsRequestType {
     const NAME: &'static str = "QueryCompatibleHostForNewDvs";
     const IDEMPOTENT: bool = true;
     type Response = Vec<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1894,6 +2156,7 @@ impl x::SchemaType for QueryCompatibleVmnicsFromHostsRequestType {
 }
 impl x::Structure for QueryCompatibleVmnicsFromHostsRequestType {}
 impl std::fmt::Debug for QueryCompatibleVmnicsFromHostsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -1903,11 +2166,13 @@ impl std::fmt::Debug for QueryCompatibleVmnicsFromHostsRequestType {
     }
 }
 impl PartialEq for QueryCompatibleVmnicsFromHostsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryCompatibleVmnicsFromHostsRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1917,6 +2182,7 @@ impl Clone for QueryCompatibleVmnicsFromHostsRequestType {
     }
 }
 impl x::Fields for QueryCompatibleVmnicsFromHostsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1931,6 +2197,7 @@ impl x::Fields for QueryCompatibleVmnicsFromHostsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0001, "operation QueryCompatibleVmnicsFromHosts", true);
         w.write("_this", &self.this);
@@ -1942,9 +2209,11 @@ impl x::Request for QueryCompatibleVmnicsFromHostsRequestType {
     const NAME: &'static str = "QueryCompatibleVmnicsFromHosts";
     const IDEMPOTENT: bool = true;
     type Response = Vec<DVSManagerPhysicalNicsList>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -1966,16 +2235,19 @@ impl x::SchemaType for QueryComplianceStatusRequestType {
 }
 impl x::Structure for QueryComplianceStatusRequestType {}
 impl std::fmt::Debug for QueryComplianceStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryComplianceStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryComplianceStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryComplianceStatusRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -1985,6 +2257,7 @@ impl Clone for QueryComplianceStatusRequestType {
     }
 }
 impl x::Fields for QueryComplianceStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1999,6 +2272,7 @@ impl x::Fields for QueryComplianceStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("profile", &self.profile);
@@ -2009,9 +2283,11 @@ impl x::Request for QueryComplianceStatusRequestType {
     const NAME: &'static str = "QueryComplianceStatus";
     const IDEMPOTENT: bool = true;
     type Response = Vec<ComplianceResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2029,16 +2305,19 @@ impl x::SchemaType for QueryConfigOptionDescriptorRequestType {
 }
 impl x::Structure for QueryConfigOptionDescriptorRequestType {}
 impl std::fmt::Debug for QueryConfigOptionDescriptorRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryConfigOptionDescriptorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConfigOptionDescriptorRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfigOptionDescriptorRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2051,6 +2330,7 @@ impl x::Fields for QueryConfigOptionDescriptorRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2059,9 +2339,11 @@ impl x::Request for QueryConfigOptionDescriptorRequestType {
     const NAME: &'static str = "QueryConfigOptionDescriptor";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualMachineConfigOptionDescriptor>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2081,16 +2363,19 @@ impl x::SchemaType for QueryConfigOptionExRequestType {
 }
 impl x::Structure for QueryConfigOptionExRequestType {}
 impl std::fmt::Debug for QueryConfigOptionExRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryConfigOptionExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConfigOptionExRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfigOptionExRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2104,6 +2389,7 @@ impl x::Fields for QueryConfigOptionExRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("spec", &self.spec);
@@ -2113,9 +2399,11 @@ impl x::Request for QueryConfigOptionExRequestType {
     const NAME: &'static str = "QueryConfigOptionEx";
     const IDEMPOTENT: bool = true;
     type Response = Option<VirtualMachineConfigOption>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2137,16 +2425,19 @@ impl x::SchemaType for QueryConfigOptionRequestType {
 }
 impl x::Structure for QueryConfigOptionRequestType {}
 impl std::fmt::Debug for QueryConfigOptionRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryConfigOptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConfigOptionRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfigOptionRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2161,6 +2452,7 @@ impl x::Fields for QueryConfigOptionRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("key", &self.key);
@@ -2171,9 +2463,11 @@ impl x::Request for QueryConfigOptionRequestType {
     const NAME: &'static str = "QueryConfigOption";
     const IDEMPOTENT: bool = true;
     type Response = Option<VirtualMachineConfigOption>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2193,16 +2487,19 @@ impl x::SchemaType for QueryConfigTargetRequestType {
 }
 impl x::Structure for QueryConfigTargetRequestType {}
 impl std::fmt::Debug for QueryConfigTargetRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryConfigTargetRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConfigTargetRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfigTargetRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2216,6 +2513,7 @@ impl x::Fields for QueryConfigTargetRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -2225,9 +2523,11 @@ impl x::Request for QueryConfigTargetRequestType {
     const NAME: &'static str = "QueryConfigTarget";
     const IDEMPOTENT: bool = true;
     type Response = Option<ConfigTarget>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2247,6 +2547,7 @@ impl x::SchemaType for QueryConfiguredModuleOptionStringRequestType {
 }
 impl x::Structure for QueryConfiguredModuleOptionStringRequestType {}
 impl std::fmt::Debug for QueryConfiguredModuleOptionStringRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2256,11 +2557,13 @@ impl std::fmt::Debug for QueryConfiguredModuleOptionStringRequestType {
     }
 }
 impl PartialEq for QueryConfiguredModuleOptionStringRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfiguredModuleOptionStringRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2274,6 +2577,7 @@ impl x::Fields for QueryConfiguredModuleOptionStringRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2283,9 +2587,11 @@ impl x::Request for QueryConfiguredModuleOptionStringRequestType {
     const NAME: &'static str = "QueryConfiguredModuleOptionString";
     const IDEMPOTENT: bool = true;
     type Response = String;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2317,16 +2623,19 @@ impl x::SchemaType for QueryConnectionInfoRequestType {
 }
 impl x::Structure for QueryConnectionInfoRequestType {}
 impl std::fmt::Debug for QueryConnectionInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryConnectionInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConnectionInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConnectionInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2345,6 +2654,7 @@ impl x::Fields for QueryConnectionInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hostname", &self.hostname);
@@ -2367,9 +2677,11 @@ impl x::Request for QueryConnectionInfoRequestType {
     const NAME: &'static str = "QueryConnectionInfo";
     const IDEMPOTENT: bool = true;
     type Response = HostConnectInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2389,16 +2701,19 @@ impl x::SchemaType for QueryConnectionInfoViaSpecRequestType {
 }
 impl x::Structure for QueryConnectionInfoViaSpecRequestType {}
 impl std::fmt::Debug for QueryConnectionInfoViaSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryConnectionInfoViaSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConnectionInfoViaSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConnectionInfoViaSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2412,6 +2727,7 @@ impl x::Fields for QueryConnectionInfoViaSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -2421,9 +2737,11 @@ impl x::Request for QueryConnectionInfoViaSpecRequestType {
     const NAME: &'static str = "QueryConnectionInfoViaSpec";
     const IDEMPOTENT: bool = true;
     type Response = HostConnectInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2441,16 +2759,19 @@ impl x::SchemaType for QueryConnectionsRequestType {
 }
 impl x::Structure for QueryConnectionsRequestType {}
 impl std::fmt::Debug for QueryConnectionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryConnectionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConnectionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConnectionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2463,6 +2784,7 @@ impl x::Fields for QueryConnectionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2471,9 +2793,11 @@ impl x::Request for QueryConnectionsRequestType {
     const NAME: &'static str = "QueryConnections";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnyVirtualMachineConnection>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2495,16 +2819,19 @@ impl x::SchemaType for QueryCryptoKeyStatusRequestType {
 }
 impl x::Structure for QueryCryptoKeyStatusRequestType {}
 impl std::fmt::Debug for QueryCryptoKeyStatusRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryCryptoKeyStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryCryptoKeyStatusRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryCryptoKeyStatusRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2514,6 +2841,7 @@ impl Clone for QueryCryptoKeyStatusRequestType {
     }
 }
 impl x::Fields for QueryCryptoKeyStatusRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2528,6 +2856,7 @@ impl x::Fields for QueryCryptoKeyStatusRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("keyIds", &self.key_ids);
@@ -2538,9 +2867,11 @@ impl x::Request for QueryCryptoKeyStatusRequestType {
     const NAME: &'static str = "QueryCryptoKeyStatus";
     const IDEMPOTENT: bool = true;
     type Response = Vec<CryptoManagerKmipCryptoKeyStatus>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2560,6 +2891,7 @@ impl x::SchemaType for QueryDatastorePerformanceSummaryRequestType {
 }
 impl x::Structure for QueryDatastorePerformanceSummaryRequestType {}
 impl std::fmt::Debug for QueryDatastorePerformanceSummaryRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(
             f,
@@ -2569,11 +2901,13 @@ impl std::fmt::Debug for QueryDatastorePerformanceSummaryRequestType {
     }
 }
 impl PartialEq for QueryDatastorePerformanceSummaryRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDatastorePerformanceSummaryRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2587,6 +2921,7 @@ impl x::Fields for QueryDatastorePerformanceSummaryRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -2596,9 +2931,11 @@ impl x::Request for QueryDatastorePerformanceSummaryRequestType {
     const NAME: &'static str = "QueryDatastorePerformanceSummary";
     const IDEMPOTENT: bool = true;
     type Response = Vec<StoragePerformanceSummary>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2616,16 +2953,19 @@ impl x::SchemaType for QueryDateTimeRequestType {
 }
 impl x::Structure for QueryDateTimeRequestType {}
 impl std::fmt::Debug for QueryDateTimeRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDateTimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDateTimeRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDateTimeRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2638,6 +2978,7 @@ impl x::Fields for QueryDateTimeRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2646,9 +2987,11 @@ impl x::Request for QueryDateTimeRequestType {
     const NAME: &'static str = "QueryDateTime";
     const IDEMPOTENT: bool = true;
     type Response = x::DateTime;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2668,16 +3011,19 @@ impl x::SchemaType for QueryDescriptionsRequestType {
 }
 impl x::Structure for QueryDescriptionsRequestType {}
 impl std::fmt::Debug for QueryDescriptionsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDescriptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDescriptionsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDescriptionsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2691,6 +3037,7 @@ impl x::Fields for QueryDescriptionsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -2700,9 +3047,11 @@ impl x::Request for QueryDescriptionsRequestType {
     const NAME: &'static str = "QueryDescriptions";
     const IDEMPOTENT: bool = true;
     type Response = Vec<DiagnosticManagerLogDescriptor>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2732,16 +3081,19 @@ impl x::SchemaType for QueryDirectoryInfoRequestType {
 }
 impl x::Structure for QueryDirectoryInfoRequestType {}
 impl std::fmt::Debug for QueryDirectoryInfoRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDirectoryInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDirectoryInfoRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDirectoryInfoRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2756,6 +3108,7 @@ impl x::Fields for QueryDirectoryInfoRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.since(0x0800_0100, "operation QueryDirectoryInfo", true);
         w.write("_this", &self.this);
@@ -2767,9 +3120,11 @@ impl x::Request for QueryDirectoryInfoRequestType {
     const NAME: &'static str = "QueryDirectoryInfo";
     const IDEMPOTENT: bool = true;
     type Response = DatastoreNamespaceManagerDirectoryInfo;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2789,16 +3144,19 @@ impl x::SchemaType for QueryDisksForVsanRequestType {
 }
 impl x::Structure for QueryDisksForVsanRequestType {}
 impl std::fmt::Debug for QueryDisksForVsanRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDisksForVsanRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDisksForVsanRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryDisksForVsanRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2807,6 +3165,7 @@ impl Clone for QueryDisksForVsanRequestType {
     }
 }
 impl x::Fields for QueryDisksForVsanRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2820,6 +3179,7 @@ impl x::Fields for QueryDisksForVsanRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("canonicalName", &self.canonical_name);
@@ -2829,9 +3189,11 @@ impl x::Request for QueryDisksForVsanRequestType {
     const NAME: &'static str = "QueryDisksForVsan";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VsanHostDiskResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2853,16 +3215,19 @@ impl x::SchemaType for QueryDisksUsingFilterRequestType {
 }
 impl x::Structure for QueryDisksUsingFilterRequestType {}
 impl std::fmt::Debug for QueryDisksUsingFilterRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDisksUsingFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDisksUsingFilterRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDisksUsingFilterRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2877,6 +3242,7 @@ impl x::Fields for QueryDisksUsingFilterRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -2887,9 +3253,11 @@ impl x::Request for QueryDisksUsingFilterRequestType {
     const NAME: &'static str = "QueryDisksUsingFilter";
     const IDEMPOTENT: bool = true;
     type Response = Vec<VirtualDiskId>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2909,16 +3277,19 @@ impl x::SchemaType for QueryDvsByUuidRequestType {
 }
 impl x::Structure for QueryDvsByUuidRequestType {}
 impl std::fmt::Debug for QueryDvsByUuidRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDvsByUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsByUuidRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDvsByUuidRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -2932,6 +3303,7 @@ impl x::Fields for QueryDvsByUuidRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("uuid", &self.uuid);
@@ -2941,9 +3313,11 @@ impl x::Request for QueryDvsByUuidRequestType {
     const NAME: &'static str = "QueryDvsByUuid";
     const IDEMPOTENT: bool = true;
     type Response = Option<x::ManagedObjectReference>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -2967,16 +3341,19 @@ impl x::SchemaType for QueryDvsCheckCompatibilityRequestType {
 }
 impl x::Structure for QueryDvsCheckCompatibilityRequestType {}
 impl std::fmt::Debug for QueryDvsCheckCompatibilityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDvsCheckCompatibilityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsCheckCompatibilityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryDvsCheckCompatibilityRequestType {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
@@ -2987,6 +3364,7 @@ impl Clone for QueryDvsCheckCompatibilityRequestType {
     }
 }
 impl x::Fields for QueryDvsCheckCompatibilityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3002,6 +3380,7 @@ impl x::Fields for QueryDvsCheckCompatibilityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hostContainer", &self.host_container);
@@ -3013,9 +3392,11 @@ impl x::Request for QueryDvsCheckCompatibilityRequestType {
     const NAME: &'static str = "QueryDvsCheckCompatibility";
     const IDEMPOTENT: bool = true;
     type Response = Vec<DistributedVirtualSwitchManagerCompatibilityResult>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3035,16 +3416,19 @@ impl x::SchemaType for QueryDvsCompatibleHostSpecRequestType {
 }
 impl x::Structure for QueryDvsCompatibleHostSpecRequestType {}
 impl std::fmt::Debug for QueryDvsCompatibleHostSpecRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDvsCompatibleHostSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsCompatibleHostSpecRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDvsCompatibleHostSpecRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3058,6 +3442,7 @@ impl x::Fields for QueryDvsCompatibleHostSpecRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("switchProductSpec", &self.switch_product_spec);
@@ -3067,9 +3452,11 @@ impl x::Request for QueryDvsCompatibleHostSpecRequestType {
     const NAME: &'static str = "QueryDvsCompatibleHostSpec";
     const IDEMPOTENT: bool = true;
     type Response = Vec<DistributedVirtualSwitchHostProductSpec>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3091,16 +3478,19 @@ impl x::SchemaType for QueryDvsConfigTargetRequestType {
 }
 impl x::Structure for QueryDvsConfigTargetRequestType {}
 impl std::fmt::Debug for QueryDvsConfigTargetRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDvsConfigTargetRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsConfigTargetRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDvsConfigTargetRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3115,6 +3505,7 @@ impl x::Fields for QueryDvsConfigTargetRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -3125,9 +3516,11 @@ impl x::Request for QueryDvsConfigTargetRequestType {
     const NAME: &'static str = "QueryDvsConfigTarget";
     const IDEMPOTENT: bool = true;
     type Response = DVSManagerDvsConfigTarget;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3147,16 +3540,19 @@ impl x::SchemaType for QueryDvsFeatureCapabilityRequestType {
 }
 impl x::Structure for QueryDvsFeatureCapabilityRequestType {}
 impl std::fmt::Debug for QueryDvsFeatureCapabilityRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryDvsFeatureCapabilityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsFeatureCapabilityRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDvsFeatureCapabilityRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3170,6 +3566,7 @@ impl x::Fields for QueryDvsFeatureCapabilityRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("switchProductSpec", &self.switch_product_spec);
@@ -3179,9 +3576,11 @@ impl x::Request for QueryDvsFeatureCapabilityRequestType {
     const NAME: &'static str = "QueryDvsFeatureCapability";
     const IDEMPOTENT: bool = true;
     type Response = Option<AnyDVSFeatureCapability>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
@@ -3205,16 +3604,19 @@ impl x::SchemaType for QueryEventsRequestType {
 }
 impl x::Structure for QueryEventsRequestType {}
 impl std::fmt::Debug for QueryEventsRequestType {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryEventsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryEventsRequestType {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryEventsRequestType {
+    #[inline]
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -3229,6 +3631,7 @@ impl x::Fields for QueryEventsRequestType {
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
@@ -3247,254 +3650,11 @@ impl x::Request for QueryEventsRequestType {
     const NAME: &'static str = "QueryEvents";
     const IDEMPOTENT: bool = true;
     type Response = Vec<AnyEvent>;
+    #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryExpressionMetadataRequestType`.
-#[derive(Default)]
-pub struct QueryExpressionMetadataRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `expressionName`.
-    pub expression_name: Vec<String>,
-    /// `profile`.
-    pub profile: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryExpressionMetadataRequestType {
-    const TYPE_NAME: &'static str = "QueryExpressionMetadataRequestType";
-}
-impl x::Structure for QueryExpressionMetadataRequestType {}
-impl std::fmt::Debug for QueryExpressionMetadataRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QueryExpressionMetadataRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QueryExpressionMetadataRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for QueryExpressionMetadataRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            expression_name: x::clone_vec(&self.expression_name),
-            profile: self.profile.clone(),
-        }
-    }
-}
-impl x::Fields for QueryExpressionMetadataRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "expressionName" => r.read_push(&mut self.expression_name),
-            "profile" => r.read_opt(&mut self.profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("expressionName", &self.expression_name);
-        w.write_opt("profile", &self.profile);
-    }
-}
-impl x::Request for QueryExpressionMetadataRequestType {
-    const NAME: &'static str = "QueryExpressionMetadata";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<ProfileExpressionMetadata>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryExtensionIpAllocationUsageRequestType`.
-#[derive(Default)]
-pub struct QueryExtensionIpAllocationUsageRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `extensionKeys`.
-    pub extension_keys: Vec<String>,
-}
-impl x::SchemaType for QueryExtensionIpAllocationUsageRequestType {
-    const TYPE_NAME: &'static str = "QueryExtensionIpAllocationUsageRequestType";
-}
-impl x::Structure for QueryExtensionIpAllocationUsageRequestType {}
-impl std::fmt::Debug for QueryExtensionIpAllocationUsageRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "QueryExtensionIpAllocationUsageRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for QueryExtensionIpAllocationUsageRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for QueryExtensionIpAllocationUsageRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            extension_keys: x::clone_vec(&self.extension_keys),
-        }
-    }
-}
-impl x::Fields for QueryExtensionIpAllocationUsageRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "extensionKeys" => r.read_push(&mut self.extension_keys),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("extensionKeys", &self.extension_keys);
-    }
-}
-impl x::Request for QueryExtensionIpAllocationUsageRequestType {
-    const NAME: &'static str = "QueryExtensionIpAllocationUsage";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<ExtensionManagerIpAllocationUsage>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryFaultToleranceCompatibilityExRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryFaultToleranceCompatibilityExRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `forLegacyFt`.
-    pub for_legacy_ft: Option<bool>,
-}
-impl x::SchemaType for QueryFaultToleranceCompatibilityExRequestType {
-    const TYPE_NAME: &'static str = "QueryFaultToleranceCompatibilityExRequestType";
-}
-impl x::Structure for QueryFaultToleranceCompatibilityExRequestType {}
-impl std::fmt::Debug for QueryFaultToleranceCompatibilityExRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "QueryFaultToleranceCompatibilityExRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for QueryFaultToleranceCompatibilityExRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryFaultToleranceCompatibilityExRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "forLegacyFt" => r.read_opt(&mut self.for_legacy_ft),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("forLegacyFt", &self.for_legacy_ft);
-    }
-}
-impl x::Request for QueryFaultToleranceCompatibilityExRequestType {
-    const NAME: &'static str = "QueryFaultToleranceCompatibilityEx";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<LocalizedMethodFault>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryFaultToleranceCompatibilityRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryFaultToleranceCompatibilityRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryFaultToleranceCompatibilityRequestType {
-    const TYPE_NAME: &'static str = "QueryFaultToleranceCompatibilityRequestType";
-}
-impl x::Structure for QueryFaultToleranceCompatibilityRequestType {}
-impl std::fmt::Debug for QueryFaultToleranceCompatibilityRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "QueryFaultToleranceCompatibilityRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for QueryFaultToleranceCompatibilityRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryFaultToleranceCompatibilityRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryFaultToleranceCompatibilityRequestType {
-    const NAME: &'static str = "QueryFaultToleranceCompatibility";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<LocalizedMethodFault>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
+    #[inline]
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {

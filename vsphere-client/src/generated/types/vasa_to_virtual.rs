@@ -5,6 +5,76 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VasaProviderContainerSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VasaProviderContainerSpec {
+    /// `vasaProviderInfo`.
+    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
+    /// `scId`.
+    pub sc_id: String,
+    /// `deleted`.
+    pub deleted: bool,
+    /// `stretched`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub stretched: Option<bool>,
+}
+impl x::SchemaType for VasaProviderContainerSpec {
+    const TYPE_NAME: &'static str = "VasaProviderContainerSpec";
+}
+impl x::Structure for VasaProviderContainerSpec {}
+impl std::fmt::Debug for VasaProviderContainerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VasaProviderContainerSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VasaProviderContainerSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VasaProviderContainerSpec {
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            vasa_provider_info: x::clone_vec(&self.vasa_provider_info),
+            sc_id: self.sc_id.clone(),
+            deleted: self.deleted,
+            stretched: self.stretched,
+        }
+    }
+}
+impl x::Fields for VasaProviderContainerSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
+            "scId" => r.read(&mut self.sc_id),
+            "deleted" => r.read(&mut self.deleted),
+            "stretched" => r.read_opt(&mut self.stretched),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
+        w.write("scId", &self.sc_id);
+        w.write("deleted", &self.deleted);
+        if w
+            .since(
+                0x0800_0300,
+                "VasaProviderContainerSpec.stretched",
+                self.stretched.is_some(),
+            )
+        {
+            w.write_opt("stretched", &self.stretched);
+        }
+    }
+}
 #[cfg(feature = "all-events")]
 /// `VcAgentUninstallFailedEvent` (extends `HostEvent`).
 ///
@@ -407,6 +477,7 @@ impl PartialEq for VchaClusterHealth {
     }
 }
 impl Clone for VchaClusterHealth {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             runtime_info: self.runtime_info.clone(),
@@ -502,6 +573,7 @@ impl PartialEq for VchaClusterRuntimeInfo {
     }
 }
 impl Clone for VchaClusterRuntimeInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             cluster_state: self.cluster_state.clone(),
@@ -778,6 +850,7 @@ impl PartialEq for VimVasaProviderInfo {
     }
 }
 impl Clone for VimVasaProviderInfo {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             provider: self.provider.clone(),
@@ -1038,6 +1111,7 @@ impl PartialEq for VirtualAppImportSpec {
     }
 }
 impl Clone for VirtualAppImportSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             import_spec: self.import_spec.clone(),
@@ -1964,6 +2038,7 @@ impl PartialEq for VirtualController {
     }
 }
 impl Clone for VirtualController {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_device: self.virtual_device.clone(),
@@ -2032,6 +2107,7 @@ impl PartialEq for VirtualControllerOption {
     }
 }
 impl Clone for VirtualControllerOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             virtual_device_option: self.virtual_device_option.clone(),
@@ -2329,6 +2405,7 @@ impl PartialEq for VirtualDeviceConfigSpec {
     }
 }
 impl Clone for VirtualDeviceConfigSpec {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             operation: self.operation.clone(),
@@ -2816,6 +2893,7 @@ impl PartialEq for VirtualDeviceOption {
     }
 }
 impl Clone for VirtualDeviceOption {
+    #[inline]
     fn clone(&self) -> Self {
         Self {
             type_: self.type_.clone(),
@@ -3149,66 +3227,5 @@ impl x::Fields for VirtualDeviceURIBackingInfo {
         w.write("serviceURI", &self.service_uri);
         w.write("direction", &self.direction);
         w.write_opt("proxyURI", &self.proxy_uri);
-    }
-}
-/// `VirtualDeviceURIBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualDeviceURIBackingOption {
-    /// The fields `VirtualDeviceURIBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-    /// `directions`.
-    pub directions: ChoiceOption,
-}
-impl x::SchemaType for VirtualDeviceURIBackingOption {
-    const TYPE_NAME: &'static str = "VirtualDeviceURIBackingOption";
-}
-impl x::Structure for VirtualDeviceURIBackingOption {}
-impl std::fmt::Debug for VirtualDeviceURIBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "VirtualDeviceURIBackingOption", x::fields_ref(self))
-    }
-}
-impl PartialEq for VirtualDeviceURIBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl std::ops::Deref for VirtualDeviceURIBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualDeviceURIBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualDeviceURIBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "directions" => r.read(&mut self.directions),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-        w.write("directions", &self.directions);
     }
 }
