@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{format, lit, structs, Counts, Item};
+use super::{lit, structs, Counts, Item};
 use crate::bail;
 use crate::error::Result;
 use crate::model::{Model, Occurs, Operation};
@@ -39,7 +39,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         .ok();
         items.push(Item {
             group: super::group_of(&op.name),
-            code: format(&code)?,
+            code: super::format_gated(&code, &plan.cfg(&ty.name))?,
         });
         counts.request_types += 1;
         counts.operations += 1;

@@ -414,7 +414,7 @@ pub enum Object {
     DVSUplinkPortPolicy(Box<DVSUplinkPortPolicy>),
     DVSVendorSpecificConfig(Box<DVSVendorSpecificConfig>),
     DVSVmVnicNetworkResourcePool(Box<DVSVmVnicNetworkResourcePool>),
-    DailyTaskScheduler(Box<DailyTaskScheduler>),
+    #[cfg(feature = "admin")] DailyTaskScheduler(Box<DailyTaskScheduler>),
     #[cfg(feature = "all-events")] DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
     #[cfg(feature = "all-events")] DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
     #[cfg(feature = "all-events")] DasAgentFoundEvent(Box<DasAgentFoundEvent>),
@@ -494,7 +494,7 @@ fn decode(
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSUplinkPortPolicy(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVendorSpecificConfig(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DVSVmVnicNetworkResourcePool(v), Err(e) => return Some(Err(e)) },
-        65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DailyTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DailyTaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlDisabledEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAdmissionControlEnabledEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasAgentFoundEvent(v), Err(e) => return Some(Err(e)) },
@@ -568,7 +568,7 @@ impl std::fmt::Debug for Object {
             Object::DVSUplinkPortPolicy(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSVendorSpecificConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DVSVmVnicNetworkResourcePool(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DailyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DailyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -647,7 +647,7 @@ impl x::DataObject for Object {
             Object::DVSUplinkPortPolicy(_) => "DVSUplinkPortPolicy",
             Object::DVSVendorSpecificConfig(_) => "DVSVendorSpecificConfig",
             Object::DVSVmVnicNetworkResourcePool(_) => "DVSVmVnicNetworkResourcePool",
-            Object::DailyTaskScheduler(_) => "DailyTaskScheduler",
+            #[cfg(feature = "admin")] Object::DailyTaskScheduler(_) => "DailyTaskScheduler",
             #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(_) => "DasAdmissionControlDisabledEvent",
             #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(_) => "DasAdmissionControlEnabledEvent",
             #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(_) => "DasAgentFoundEvent",
@@ -732,7 +732,7 @@ impl x::DataObject for Object {
             Object::DVSUplinkPortPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSVendorSpecificConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DVSVmVnicNetworkResourcePool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DailyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DailyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlDisabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasAdmissionControlEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::DasAgentFoundEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1703,7 +1703,7 @@ impl x::ObjectType for DVSVmVnicNetworkResourcePool {
     }
 }
 
-impl x::ObjectType for DailyTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for DailyTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

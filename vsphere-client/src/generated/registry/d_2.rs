@@ -371,8 +371,8 @@ pub enum Object {
     #[cfg(feature = "all-events")] DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
     DasVmPriority(Box<DasVmPriority>),
     #[cfg(feature = "all-faults")] DatabaseError(Box<DatabaseError>),
-    DatabaseSizeEstimate(Box<DatabaseSizeEstimate>),
-    DatabaseSizeParam(Box<DatabaseSizeParam>),
+    #[cfg(feature = "admin")] DatabaseSizeEstimate(Box<DatabaseSizeEstimate>),
+    #[cfg(feature = "admin")] DatabaseSizeParam(Box<DatabaseSizeParam>),
     DatacenterBasicConnectInfo(Box<DatacenterBasicConnectInfo>),
     DatacenterConfigInfo(Box<DatacenterConfigInfo>),
     DatacenterConfigSpec(Box<DatacenterConfigSpec>),
@@ -410,7 +410,7 @@ pub enum Object {
     DatastoreSummaryMaintenanceModeState(Box<DatastoreSummaryMaintenanceModeState>),
     DatastoreVVolContainerFailoverPair(Box<DatastoreVVolContainerFailoverPair>),
     DateTimeProfile(Box<DateTimeProfile>),
-    DayOfWeek(Box<DayOfWeek>),
+    #[cfg(feature = "admin")] DayOfWeek(Box<DayOfWeek>),
     #[cfg(feature = "all-faults")] DeltaDiskFormatNotSupported(Box<DeltaDiskFormatNotSupported>),
     Description(Box<Description>),
     DesiredSoftwareSpec(Box<DesiredSoftwareSpec>),
@@ -449,8 +449,8 @@ fn decode(
         #[cfg(feature = "all-events")] 6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasHostIsolatedEvent(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DasVmPriority(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseError(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeEstimate(v), Err(e) => return Some(Err(e)) },
-        10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeParam(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeEstimate(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatabaseSizeParam(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterBasicConnectInfo(v), Err(e) => return Some(Err(e)) },
         12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigInfo(v), Err(e) => return Some(Err(e)) },
         13 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatacenterConfigSpec(v), Err(e) => return Some(Err(e)) },
@@ -488,7 +488,7 @@ fn decode(
         47 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreSummaryMaintenanceModeState(v), Err(e) => return Some(Err(e)) },
         48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DatastoreVVolContainerFailoverPair(v), Err(e) => return Some(Err(e)) },
         49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DateTimeProfile(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DayOfWeek(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DayOfWeek(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 74 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeltaDiskFormatNotSupported(v), Err(e) => return Some(Err(e)) },
         75 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Description(v), Err(e) => return Some(Err(e)) },
         78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DesiredSoftwareSpec(v), Err(e) => return Some(Err(e)) },
@@ -521,8 +521,8 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DasVmPriority(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DatabaseError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatabaseSizeEstimate(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DatabaseSizeParam(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DatabaseSizeEstimate(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DatabaseSizeParam(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterBasicConnectInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatacenterConfigSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -560,7 +560,7 @@ impl std::fmt::Debug for Object {
             Object::DatastoreSummaryMaintenanceModeState(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DatastoreVVolContainerFailoverPair(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DateTimeProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DayOfWeek(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DayOfWeek(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             Object::Description(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DesiredSoftwareSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -598,8 +598,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(_) => "DasHostIsolatedEvent",
             Object::DasVmPriority(_) => "DasVmPriority",
             #[cfg(feature = "all-faults")] Object::DatabaseError(_) => "DatabaseError",
-            Object::DatabaseSizeEstimate(_) => "DatabaseSizeEstimate",
-            Object::DatabaseSizeParam(_) => "DatabaseSizeParam",
+            #[cfg(feature = "admin")] Object::DatabaseSizeEstimate(_) => "DatabaseSizeEstimate",
+            #[cfg(feature = "admin")] Object::DatabaseSizeParam(_) => "DatabaseSizeParam",
             Object::DatacenterBasicConnectInfo(_) => "DatacenterBasicConnectInfo",
             Object::DatacenterConfigInfo(_) => "DatacenterConfigInfo",
             Object::DatacenterConfigSpec(_) => "DatacenterConfigSpec",
@@ -637,7 +637,7 @@ impl x::DataObject for Object {
             Object::DatastoreSummaryMaintenanceModeState(_) => "DatastoreSummaryMaintenanceModeState",
             Object::DatastoreVVolContainerFailoverPair(_) => "DatastoreVVolContainerFailoverPair",
             Object::DateTimeProfile(_) => "DateTimeProfile",
-            Object::DayOfWeek(_) => "DayOfWeek",
+            #[cfg(feature = "admin")] Object::DayOfWeek(_) => "DayOfWeek",
             #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(_) => "DeltaDiskFormatNotSupported",
             Object::Description(_) => "Description",
             Object::DesiredSoftwareSpec(_) => "DesiredSoftwareSpec",
@@ -681,8 +681,8 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::DasHostIsolatedEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DasVmPriority(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DatabaseError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatabaseSizeEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DatabaseSizeParam(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DatabaseSizeEstimate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DatabaseSizeParam(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterBasicConnectInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatacenterConfigSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -720,7 +720,7 @@ impl x::DataObject for Object {
             Object::DatastoreSummaryMaintenanceModeState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DatastoreVVolContainerFailoverPair(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DateTimeProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DayOfWeek(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DayOfWeek(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DeltaDiskFormatNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::Description(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DesiredSoftwareSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -885,7 +885,7 @@ impl x::ObjectType for DasVmPriority {
     }
 }
 
-impl x::ObjectType for DatabaseSizeEstimate {
+#[cfg(feature = "admin")] impl x::ObjectType for DatabaseSizeEstimate {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -901,7 +901,7 @@ impl x::ObjectType for DatabaseSizeEstimate {
     }
 }
 
-impl x::ObjectType for DatabaseSizeParam {
+#[cfg(feature = "admin")] impl x::ObjectType for DatabaseSizeParam {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1509,7 +1509,7 @@ impl x::ObjectType for DateTimeProfile {
     }
 }
 
-impl x::ObjectType for DayOfWeek {
+#[cfg(feature = "admin")] impl x::ObjectType for DayOfWeek {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -317,12 +317,12 @@ pub enum Object {
     DeviceProtocol(Box<DeviceProtocol>),
     #[cfg(feature = "all-faults")] DeviceUnsupportedForVmPlatform(Box<DeviceUnsupportedForVmPlatform>),
     #[cfg(feature = "all-faults")] DeviceUnsupportedForVmVersion(Box<DeviceUnsupportedForVmVersion>),
-    DiagnosticManagerAuditRecordResult(Box<DiagnosticManagerAuditRecordResult>),
+    #[cfg(feature = "admin")] DiagnosticManagerAuditRecordResult(Box<DiagnosticManagerAuditRecordResult>),
     DiagnosticManagerBundleInfo(Box<DiagnosticManagerBundleInfo>),
     DiagnosticManagerLogCreator(Box<DiagnosticManagerLogCreator>),
-    DiagnosticManagerLogDescriptor(Box<DiagnosticManagerLogDescriptor>),
+    #[cfg(feature = "admin")] DiagnosticManagerLogDescriptor(Box<DiagnosticManagerLogDescriptor>),
     DiagnosticManagerLogFormat(Box<DiagnosticManagerLogFormat>),
-    DiagnosticManagerLogHeader(Box<DiagnosticManagerLogHeader>),
+    #[cfg(feature = "admin")] DiagnosticManagerLogHeader(Box<DiagnosticManagerLogHeader>),
     DiagnosticPartitionStorageType(Box<DiagnosticPartitionStorageType>),
     DiagnosticPartitionType(Box<DiagnosticPartitionType>),
     #[cfg(feature = "all-faults")] DigestNotSupported(Box<DigestNotSupported>),
@@ -399,12 +399,12 @@ fn decode(
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceProtocol(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceUnsupportedForVmPlatform(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DeviceUnsupportedForVmVersion(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerAuditRecordResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerAuditRecordResult(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerBundleInfo(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogCreator(v), Err(e) => return Some(Err(e)) },
-        7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogDescriptor(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogDescriptor(v), Err(e) => return Some(Err(e)) },
         8 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogFormat(v), Err(e) => return Some(Err(e)) },
-        9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogHeader(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 9 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticManagerLogHeader(v), Err(e) => return Some(Err(e)) },
         10 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticPartitionStorageType(v), Err(e) => return Some(Err(e)) },
         11 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DiagnosticPartitionType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 12 => match x::Decode::decode_boxed(r) { Ok(v) => Object::DigestNotSupported(v), Err(e) => return Some(Err(e)) },
@@ -475,12 +475,12 @@ impl std::fmt::Debug for Object {
             Object::DeviceProtocol(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiagnosticManagerAuditRecordResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerAuditRecordResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticManagerBundleInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticManagerLogCreator(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiagnosticManagerLogDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogDescriptor(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticManagerLogFormat(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::DiagnosticManagerLogHeader(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogHeader(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticPartitionStorageType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::DiagnosticPartitionType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::DigestNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
@@ -556,12 +556,12 @@ impl x::DataObject for Object {
             Object::DeviceProtocol(_) => "DeviceProtocol",
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(_) => "DeviceUnsupportedForVmPlatform",
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(_) => "DeviceUnsupportedForVmVersion",
-            Object::DiagnosticManagerAuditRecordResult(_) => "DiagnosticManagerAuditRecordResult",
+            #[cfg(feature = "admin")] Object::DiagnosticManagerAuditRecordResult(_) => "DiagnosticManagerAuditRecordResult",
             Object::DiagnosticManagerBundleInfo(_) => "DiagnosticManagerBundleInfo",
             Object::DiagnosticManagerLogCreator(_) => "DiagnosticManagerLogCreator",
-            Object::DiagnosticManagerLogDescriptor(_) => "DiagnosticManagerLogDescriptor",
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogDescriptor(_) => "DiagnosticManagerLogDescriptor",
             Object::DiagnosticManagerLogFormat(_) => "DiagnosticManagerLogFormat",
-            Object::DiagnosticManagerLogHeader(_) => "DiagnosticManagerLogHeader",
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogHeader(_) => "DiagnosticManagerLogHeader",
             Object::DiagnosticPartitionStorageType(_) => "DiagnosticPartitionStorageType",
             Object::DiagnosticPartitionType(_) => "DiagnosticPartitionType",
             #[cfg(feature = "all-faults")] Object::DigestNotSupported(_) => "DigestNotSupported",
@@ -643,12 +643,12 @@ impl x::DataObject for Object {
             Object::DeviceProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmPlatform(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DeviceUnsupportedForVmVersion(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiagnosticManagerAuditRecordResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerAuditRecordResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticManagerBundleInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticManagerLogCreator(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiagnosticManagerLogDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogDescriptor(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticManagerLogFormat(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::DiagnosticManagerLogHeader(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::DiagnosticManagerLogHeader(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticPartitionStorageType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::DiagnosticPartitionType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::DigestNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -776,7 +776,7 @@ impl x::ObjectType for DeviceProtocol {
     }
 }
 
-impl x::ObjectType for DiagnosticManagerAuditRecordResult {
+#[cfg(feature = "admin")] impl x::ObjectType for DiagnosticManagerAuditRecordResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -824,7 +824,7 @@ impl x::ObjectType for DiagnosticManagerLogCreator {
     }
 }
 
-impl x::ObjectType for DiagnosticManagerLogDescriptor {
+#[cfg(feature = "admin")] impl x::ObjectType for DiagnosticManagerLogDescriptor {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -856,7 +856,7 @@ impl x::ObjectType for DiagnosticManagerLogFormat {
     }
 }
 
-impl x::ObjectType for DiagnosticManagerLogHeader {
+#[cfg(feature = "admin")] impl x::ObjectType for DiagnosticManagerLogHeader {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -436,7 +436,7 @@ pub enum Object {
     HostDateTimeConfig(Box<HostDateTimeConfig>),
     HostDateTimeInfo(Box<HostDateTimeInfo>),
     HostDateTimeInfoProtocol(Box<HostDateTimeInfoProtocol>),
-    HostDateTimeSystemServiceTestResult(Box<HostDateTimeSystemServiceTestResult>),
+    #[cfg(feature = "admin")] HostDateTimeSystemServiceTestResult(Box<HostDateTimeSystemServiceTestResult>),
     HostDateTimeSystemTimeZone(Box<HostDateTimeSystemTimeZone>),
     HostDeploymentInfo(Box<HostDeploymentInfo>),
     HostDevice(Box<HostDevice>),
@@ -514,7 +514,7 @@ fn decode(
         57 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeConfig(v), Err(e) => return Some(Err(e)) },
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfo(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeInfoProtocol(v), Err(e) => return Some(Err(e)) },
-        60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemServiceTestResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemServiceTestResult(v), Err(e) => return Some(Err(e)) },
         61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDateTimeSystemTimeZone(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDeploymentInfo(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostDevice(v), Err(e) => return Some(Err(e)) },
@@ -586,7 +586,7 @@ impl std::fmt::Debug for Object {
             Object::HostDateTimeConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDateTimeInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDateTimeInfoProtocol(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostDateTimeSystemServiceTestResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDateTimeSystemTimeZone(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDeploymentInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostDevice(v) => std::fmt::Debug::fmt(&**v, f),
@@ -663,7 +663,7 @@ impl x::DataObject for Object {
             Object::HostDateTimeConfig(_) => "HostDateTimeConfig",
             Object::HostDateTimeInfo(_) => "HostDateTimeInfo",
             Object::HostDateTimeInfoProtocol(_) => "HostDateTimeInfoProtocol",
-            Object::HostDateTimeSystemServiceTestResult(_) => "HostDateTimeSystemServiceTestResult",
+            #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(_) => "HostDateTimeSystemServiceTestResult",
             Object::HostDateTimeSystemTimeZone(_) => "HostDateTimeSystemTimeZone",
             Object::HostDeploymentInfo(_) => "HostDeploymentInfo",
             Object::HostDevice(_) => "HostDevice",
@@ -746,7 +746,7 @@ impl x::DataObject for Object {
             Object::HostDateTimeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDateTimeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDateTimeInfoProtocol(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostDateTimeSystemServiceTestResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostDateTimeSystemServiceTestResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDateTimeSystemTimeZone(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDeploymentInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostDevice(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1670,7 +1670,7 @@ impl x::ObjectType for HostDateTimeInfoProtocol {
     }
 }
 
-impl x::ObjectType for HostDateTimeSystemServiceTestResult {
+#[cfg(feature = "admin")] impl x::ObjectType for HostDateTimeSystemServiceTestResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -392,7 +392,7 @@ pub enum Object {
     HostNasVolumeConfig(Box<HostNasVolumeConfig>),
     HostNasVolumeSecurityType(Box<HostNasVolumeSecurityType>),
     HostNasVolumeSpec(Box<HostNasVolumeSpec>),
-    HostNasVolumeUserInfo(Box<HostNasVolumeUserInfo>),
+    #[cfg(feature = "admin")] HostNasVolumeUserInfo(Box<HostNasVolumeUserInfo>),
     HostNatService(Box<HostNatService>),
     HostNatServiceConfig(Box<HostNatServiceConfig>),
     HostNatServiceNameServiceSpec(Box<HostNatServiceNameServiceSpec>),
@@ -474,7 +474,7 @@ fn decode(
         58 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeConfig(v), Err(e) => return Some(Err(e)) },
         59 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeSecurityType(v), Err(e) => return Some(Err(e)) },
         60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeSpec(v), Err(e) => return Some(Err(e)) },
-        61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeUserInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNasVolumeUserInfo(v), Err(e) => return Some(Err(e)) },
         62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatService(v), Err(e) => return Some(Err(e)) },
         63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceConfig(v), Err(e) => return Some(Err(e)) },
         64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::HostNatServiceNameServiceSpec(v), Err(e) => return Some(Err(e)) },
@@ -550,7 +550,7 @@ impl std::fmt::Debug for Object {
             Object::HostNasVolumeConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNasVolumeSecurityType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNasVolumeSpec(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::HostNasVolumeUserInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNatService(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNatServiceConfig(v) => std::fmt::Debug::fmt(&**v, f),
             Object::HostNatServiceNameServiceSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -631,7 +631,7 @@ impl x::DataObject for Object {
             Object::HostNasVolumeConfig(_) => "HostNasVolumeConfig",
             Object::HostNasVolumeSecurityType(_) => "HostNasVolumeSecurityType",
             Object::HostNasVolumeSpec(_) => "HostNasVolumeSpec",
-            Object::HostNasVolumeUserInfo(_) => "HostNasVolumeUserInfo",
+            #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(_) => "HostNasVolumeUserInfo",
             Object::HostNatService(_) => "HostNatService",
             Object::HostNatServiceConfig(_) => "HostNatServiceConfig",
             Object::HostNatServiceNameServiceSpec(_) => "HostNatServiceNameServiceSpec",
@@ -718,7 +718,7 @@ impl x::DataObject for Object {
             Object::HostNasVolumeConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNasVolumeSecurityType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNasVolumeSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::HostNasVolumeUserInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::HostNasVolumeUserInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNatService(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNatServiceConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::HostNatServiceNameServiceSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1691,7 +1691,7 @@ impl x::ObjectType for HostNasVolumeSpec {
     }
 }
 
-impl x::ObjectType for HostNasVolumeUserInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for HostNasVolumeUserInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -244,24 +244,24 @@ pub enum Object {
     InvalidType(Box<InvalidType>),
     InvalidVmConfig(Box<InvalidVmConfig>),
     #[cfg(feature = "all-faults")] InvalidVmState(Box<InvalidVmState>),
-    InventoryDescription(Box<InventoryDescription>),
+    #[cfg(feature = "admin")] InventoryDescription(Box<InventoryDescription>),
     #[cfg(feature = "all-faults")] InventoryHasStandardAloneHosts(Box<InventoryHasStandardAloneHosts>),
-    IoFilterHostIssue(Box<IoFilterHostIssue>),
+    #[cfg(feature = "admin")] IoFilterHostIssue(Box<IoFilterHostIssue>),
     IoFilterInfo(Box<IoFilterInfo>),
-    IoFilterManagerSslTrust(Box<IoFilterManagerSslTrust>),
+    #[cfg(feature = "admin")] IoFilterManagerSslTrust(Box<IoFilterManagerSslTrust>),
     IoFilterOperation(Box<IoFilterOperation>),
-    IoFilterQueryIssueResult(Box<IoFilterQueryIssueResult>),
+    #[cfg(feature = "admin")] IoFilterQueryIssueResult(Box<IoFilterQueryIssueResult>),
     IoFilterType(Box<IoFilterType>),
     IpAddress(Box<IpAddress>),
     IpAddressProfile(Box<IpAddressProfile>),
     #[cfg(feature = "all-faults")] IpHostnameGeneratorError(Box<IpHostnameGeneratorError>),
-    IpPool(Box<IpPool>),
-    IpPoolAssociation(Box<IpPoolAssociation>),
-    IpPoolIpPoolConfigInfo(Box<IpPoolIpPoolConfigInfo>),
-    IpPoolManagerIpAllocation(Box<IpPoolManagerIpAllocation>),
+    #[cfg(feature = "admin")] IpPool(Box<IpPool>),
+    #[cfg(feature = "admin")] IpPoolAssociation(Box<IpPoolAssociation>),
+    #[cfg(feature = "admin")] IpPoolIpPoolConfigInfo(Box<IpPoolIpPoolConfigInfo>),
+    #[cfg(feature = "admin")] IpPoolManagerIpAllocation(Box<IpPoolManagerIpAllocation>),
     IpRange(Box<IpRange>),
     IpRouteProfile(Box<IpRouteProfile>),
-    IscsiDependencyEntity(Box<IscsiDependencyEntity>),
+    #[cfg(feature = "admin")] IscsiDependencyEntity(Box<IscsiDependencyEntity>),
     #[cfg(feature = "all-faults")] IscsiFault(Box<IscsiFault>),
     #[cfg(feature = "all-faults")] IscsiFaultInvalidVnic(Box<IscsiFaultInvalidVnic>),
     #[cfg(feature = "all-faults")] IscsiFaultPnicInUse(Box<IscsiFaultPnicInUse>),
@@ -274,10 +274,10 @@ pub enum Object {
     #[cfg(feature = "all-faults")] IscsiFaultVnicIsLastPath(Box<IscsiFaultVnicIsLastPath>),
     #[cfg(feature = "all-faults")] IscsiFaultVnicNotBound(Box<IscsiFaultVnicNotBound>),
     #[cfg(feature = "all-faults")] IscsiFaultVnicNotFound(Box<IscsiFaultVnicNotFound>),
-    IscsiMigrationDependency(Box<IscsiMigrationDependency>),
-    IscsiPortInfo(Box<IscsiPortInfo>),
+    #[cfg(feature = "admin")] IscsiMigrationDependency(Box<IscsiMigrationDependency>),
+    #[cfg(feature = "admin")] IscsiPortInfo(Box<IscsiPortInfo>),
     IscsiPortInfoPathStatus(Box<IscsiPortInfoPathStatus>),
-    IscsiStatus(Box<IscsiStatus>),
+    #[cfg(feature = "admin")] IscsiStatus(Box<IscsiStatus>),
     IsoImageFileInfo(Box<IsoImageFileInfo>),
     IsoImageFileQuery(Box<IsoImageFileQuery>),
 }
@@ -324,24 +324,24 @@ fn decode(
         27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidType(v), Err(e) => return Some(Err(e)) },
         28 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidVmConfig(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InvalidVmState(v), Err(e) => return Some(Err(e)) },
-        30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InventoryDescription(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InventoryDescription(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::InventoryHasStandardAloneHosts(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterHostIssue(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterHostIssue(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterInfo(v), Err(e) => return Some(Err(e)) },
-        34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterManagerSslTrust(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterManagerSslTrust(v), Err(e) => return Some(Err(e)) },
         35 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterOperation(v), Err(e) => return Some(Err(e)) },
-        36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterQueryIssueResult(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 36 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterQueryIssueResult(v), Err(e) => return Some(Err(e)) },
         37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IoFilterType(v), Err(e) => return Some(Err(e)) },
         38 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpAddress(v), Err(e) => return Some(Err(e)) },
         39 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpAddressProfile(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 40 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpHostnameGeneratorError(v), Err(e) => return Some(Err(e)) },
-        41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPool(v), Err(e) => return Some(Err(e)) },
-        42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolAssociation(v), Err(e) => return Some(Err(e)) },
-        43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolIpPoolConfigInfo(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolManagerIpAllocation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPool(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolAssociation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolIpPoolConfigInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpPoolManagerIpAllocation(v), Err(e) => return Some(Err(e)) },
         45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpRange(v), Err(e) => return Some(Err(e)) },
         46 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IpRouteProfile(v), Err(e) => return Some(Err(e)) },
-        50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiDependencyEntity(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiDependencyEntity(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFault(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultInvalidVnic(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultPnicInUse(v), Err(e) => return Some(Err(e)) },
@@ -354,10 +354,10 @@ fn decode(
         #[cfg(feature = "all-faults")] 60 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicIsLastPath(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 61 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicNotBound(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 62 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiFaultVnicNotFound(v), Err(e) => return Some(Err(e)) },
-        63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiMigrationDependency(v), Err(e) => return Some(Err(e)) },
-        64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiPortInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 63 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiMigrationDependency(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 64 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiPortInfo(v), Err(e) => return Some(Err(e)) },
         65 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiPortInfoPathStatus(v), Err(e) => return Some(Err(e)) },
-        66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiStatus(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 66 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IscsiStatus(v), Err(e) => return Some(Err(e)) },
         67 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IsoImageFileInfo(v), Err(e) => return Some(Err(e)) },
         68 => match x::Decode::decode_boxed(r) { Ok(v) => Object::IsoImageFileQuery(v), Err(e) => return Some(Err(e)) },
         _ => return None,
@@ -398,24 +398,24 @@ impl std::fmt::Debug for Object {
             Object::InvalidType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::InvalidVmConfig(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::InvalidVmState(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::InventoryDescription(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::InventoryDescription(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IoFilterHostIssue(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IoFilterHostIssue(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IoFilterInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IoFilterManagerSslTrust(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IoFilterManagerSslTrust(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IoFilterOperation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IoFilterQueryIssueResult(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IoFilterQueryIssueResult(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IoFilterType(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpAddress(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpAddressProfile(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IpPool(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IpPoolAssociation(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IpPoolIpPoolConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IpPoolManagerIpAllocation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IpPool(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IpPoolAssociation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IpPoolIpPoolConfigInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IpPoolManagerIpAllocation(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpRange(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IpRouteProfile(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiDependencyEntity(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IscsiDependencyEntity(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFault(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(v) => std::fmt::Debug::fmt(&**v, f),
@@ -428,10 +428,10 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiMigrationDependency(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IscsiMigrationDependency(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IscsiPortInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IscsiPortInfoPathStatus(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::IscsiStatus(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::IscsiStatus(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IsoImageFileInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::IsoImageFileQuery(v) => std::fmt::Debug::fmt(&**v, f),
         }
@@ -477,24 +477,24 @@ impl x::DataObject for Object {
             Object::InvalidType(_) => "InvalidType",
             Object::InvalidVmConfig(_) => "InvalidVmConfig",
             #[cfg(feature = "all-faults")] Object::InvalidVmState(_) => "InvalidVmState",
-            Object::InventoryDescription(_) => "InventoryDescription",
+            #[cfg(feature = "admin")] Object::InventoryDescription(_) => "InventoryDescription",
             #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(_) => "InventoryHasStandardAloneHosts",
-            Object::IoFilterHostIssue(_) => "IoFilterHostIssue",
+            #[cfg(feature = "admin")] Object::IoFilterHostIssue(_) => "IoFilterHostIssue",
             Object::IoFilterInfo(_) => "IoFilterInfo",
-            Object::IoFilterManagerSslTrust(_) => "IoFilterManagerSslTrust",
+            #[cfg(feature = "admin")] Object::IoFilterManagerSslTrust(_) => "IoFilterManagerSslTrust",
             Object::IoFilterOperation(_) => "IoFilterOperation",
-            Object::IoFilterQueryIssueResult(_) => "IoFilterQueryIssueResult",
+            #[cfg(feature = "admin")] Object::IoFilterQueryIssueResult(_) => "IoFilterQueryIssueResult",
             Object::IoFilterType(_) => "IoFilterType",
             Object::IpAddress(_) => "IpAddress",
             Object::IpAddressProfile(_) => "IpAddressProfile",
             #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(_) => "IpHostnameGeneratorError",
-            Object::IpPool(_) => "IpPool",
-            Object::IpPoolAssociation(_) => "IpPoolAssociation",
-            Object::IpPoolIpPoolConfigInfo(_) => "IpPoolIpPoolConfigInfo",
-            Object::IpPoolManagerIpAllocation(_) => "IpPoolManagerIpAllocation",
+            #[cfg(feature = "admin")] Object::IpPool(_) => "IpPool",
+            #[cfg(feature = "admin")] Object::IpPoolAssociation(_) => "IpPoolAssociation",
+            #[cfg(feature = "admin")] Object::IpPoolIpPoolConfigInfo(_) => "IpPoolIpPoolConfigInfo",
+            #[cfg(feature = "admin")] Object::IpPoolManagerIpAllocation(_) => "IpPoolManagerIpAllocation",
             Object::IpRange(_) => "IpRange",
             Object::IpRouteProfile(_) => "IpRouteProfile",
-            Object::IscsiDependencyEntity(_) => "IscsiDependencyEntity",
+            #[cfg(feature = "admin")] Object::IscsiDependencyEntity(_) => "IscsiDependencyEntity",
             #[cfg(feature = "all-faults")] Object::IscsiFault(_) => "IscsiFault",
             #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(_) => "IscsiFaultInvalidVnic",
             #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(_) => "IscsiFaultPnicInUse",
@@ -507,10 +507,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(_) => "IscsiFaultVnicIsLastPath",
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(_) => "IscsiFaultVnicNotBound",
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(_) => "IscsiFaultVnicNotFound",
-            Object::IscsiMigrationDependency(_) => "IscsiMigrationDependency",
-            Object::IscsiPortInfo(_) => "IscsiPortInfo",
+            #[cfg(feature = "admin")] Object::IscsiMigrationDependency(_) => "IscsiMigrationDependency",
+            #[cfg(feature = "admin")] Object::IscsiPortInfo(_) => "IscsiPortInfo",
             Object::IscsiPortInfoPathStatus(_) => "IscsiPortInfoPathStatus",
-            Object::IscsiStatus(_) => "IscsiStatus",
+            #[cfg(feature = "admin")] Object::IscsiStatus(_) => "IscsiStatus",
             Object::IsoImageFileInfo(_) => "IsoImageFileInfo",
             Object::IsoImageFileQuery(_) => "IsoImageFileQuery",
         }
@@ -562,24 +562,24 @@ impl x::DataObject for Object {
             Object::InvalidType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::InvalidVmConfig(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::InvalidVmState(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::InventoryDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::InventoryDescription(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::InventoryHasStandardAloneHosts(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IoFilterHostIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IoFilterHostIssue(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IoFilterInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IoFilterManagerSslTrust(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IoFilterManagerSslTrust(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IoFilterOperation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IoFilterQueryIssueResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IoFilterQueryIssueResult(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IoFilterType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpAddress(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpAddressProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IpHostnameGeneratorError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IpPoolAssociation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IpPoolIpPoolConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IpPoolManagerIpAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IpPool(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IpPoolAssociation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IpPoolIpPoolConfigInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IpPoolManagerIpAllocation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpRange(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IpRouteProfile(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiDependencyEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IscsiDependencyEntity(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFaultInvalidVnic(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFaultPnicInUse(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -592,10 +592,10 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicIsLastPath(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotBound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::IscsiFaultVnicNotFound(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiMigrationDependency(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IscsiMigrationDependency(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IscsiPortInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IscsiPortInfoPathStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::IscsiStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::IscsiStatus(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IsoImageFileInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::IsoImageFileQuery(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
@@ -1083,7 +1083,7 @@ impl x::ObjectType for InvalidVmConfig {
     }
 }
 
-impl x::ObjectType for InventoryDescription {
+#[cfg(feature = "admin")] impl x::ObjectType for InventoryDescription {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1115,7 +1115,7 @@ impl x::ObjectType for InventoryDescription {
     }
 }
 
-impl x::ObjectType for IoFilterHostIssue {
+#[cfg(feature = "admin")] impl x::ObjectType for IoFilterHostIssue {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1147,7 +1147,7 @@ impl x::ObjectType for IoFilterInfo {
     }
 }
 
-impl x::ObjectType for IoFilterManagerSslTrust {
+#[cfg(feature = "admin")] impl x::ObjectType for IoFilterManagerSslTrust {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1179,7 +1179,7 @@ impl x::ObjectType for IoFilterOperation {
     }
 }
 
-impl x::ObjectType for IoFilterQueryIssueResult {
+#[cfg(feature = "admin")] impl x::ObjectType for IoFilterQueryIssueResult {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1259,7 +1259,7 @@ impl x::ObjectType for IpAddressProfile {
     }
 }
 
-impl x::ObjectType for IpPool {
+#[cfg(feature = "admin")] impl x::ObjectType for IpPool {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1275,7 +1275,7 @@ impl x::ObjectType for IpPool {
     }
 }
 
-impl x::ObjectType for IpPoolAssociation {
+#[cfg(feature = "admin")] impl x::ObjectType for IpPoolAssociation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1291,7 +1291,7 @@ impl x::ObjectType for IpPoolAssociation {
     }
 }
 
-impl x::ObjectType for IpPoolIpPoolConfigInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for IpPoolIpPoolConfigInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1307,7 +1307,7 @@ impl x::ObjectType for IpPoolIpPoolConfigInfo {
     }
 }
 
-impl x::ObjectType for IpPoolManagerIpAllocation {
+#[cfg(feature = "admin")] impl x::ObjectType for IpPoolManagerIpAllocation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1355,7 +1355,7 @@ impl x::ObjectType for IpRouteProfile {
     }
 }
 
-impl x::ObjectType for IscsiDependencyEntity {
+#[cfg(feature = "admin")] impl x::ObjectType for IscsiDependencyEntity {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1563,7 +1563,7 @@ impl x::ObjectType for IscsiDependencyEntity {
     }
 }
 
-impl x::ObjectType for IscsiMigrationDependency {
+#[cfg(feature = "admin")] impl x::ObjectType for IscsiMigrationDependency {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1579,7 +1579,7 @@ impl x::ObjectType for IscsiMigrationDependency {
     }
 }
 
-impl x::ObjectType for IscsiPortInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for IscsiPortInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1611,7 +1611,7 @@ impl x::ObjectType for IscsiPortInfoPathStatus {
     }
 }
 
-impl x::ObjectType for IscsiStatus {
+#[cfg(feature = "admin")] impl x::ObjectType for IscsiStatus {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -340,7 +340,7 @@ pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
 /// (`x::Value::Object`). Reached through `x::ObjectType`.
 #[doc(hidden)]
 pub enum Object {
-    LocalizationManagerMessageCatalog(Box<LocalizationManagerMessageCatalog>),
+    #[cfg(feature = "admin")] LocalizationManagerMessageCatalog(Box<LocalizationManagerMessageCatalog>),
     LocalizedMethodFault(Box<LocalizedMethodFault>),
     #[cfg(feature = "all-events")] LockerMisconfiguredEvent(Box<LockerMisconfiguredEvent>),
     #[cfg(feature = "all-events")] LockerReconfiguredEvent(Box<LockerReconfiguredEvent>),
@@ -395,9 +395,9 @@ pub enum Object {
     #[cfg(feature = "all-faults")] MissingWindowsCustResources(Box<MissingWindowsCustResources>),
     #[cfg(feature = "all-faults")] MksConnectionLimitReached(Box<MksConnectionLimitReached>),
     ModeInfo(Box<ModeInfo>),
-    MonthlyByDayTaskScheduler(Box<MonthlyByDayTaskScheduler>),
-    MonthlyByWeekdayTaskScheduler(Box<MonthlyByWeekdayTaskScheduler>),
-    MonthlyTaskScheduler(Box<MonthlyTaskScheduler>),
+    #[cfg(feature = "admin")] MonthlyByDayTaskScheduler(Box<MonthlyByDayTaskScheduler>),
+    #[cfg(feature = "admin")] MonthlyByWeekdayTaskScheduler(Box<MonthlyByWeekdayTaskScheduler>),
+    #[cfg(feature = "admin")] MonthlyTaskScheduler(Box<MonthlyTaskScheduler>),
     #[cfg(feature = "all-faults")] MountError(Box<MountError>),
     #[cfg(feature = "all-events")] MtuMatchEvent(Box<MtuMatchEvent>),
     #[cfg(feature = "all-events")] MtuMismatchEvent(Box<MtuMismatchEvent>),
@@ -420,7 +420,7 @@ fn decode(
     r: &mut x::XmlReader<'_>,
 ) -> Option<Result<Box<dyn x::DataObject>, x::DecodeError>> {
     let object = match index {
-        0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizationManagerMessageCatalog(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 0 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizationManagerMessageCatalog(v), Err(e) => return Some(Err(e)) },
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LocalizedMethodFault(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LockerMisconfiguredEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::LockerReconfiguredEvent(v), Err(e) => return Some(Err(e)) },
@@ -475,9 +475,9 @@ fn decode(
         #[cfg(feature = "all-faults")] 78 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MissingWindowsCustResources(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 79 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MksConnectionLimitReached(v), Err(e) => return Some(Err(e)) },
         80 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ModeInfo(v), Err(e) => return Some(Err(e)) },
-        82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByDayTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByWeekdayTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 82 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByDayTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 83 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyByWeekdayTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 84 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MonthlyTaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 85 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MountError(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 99 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MtuMatchEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 100 => match x::Decode::decode_boxed(r) { Ok(v) => Object::MtuMismatchEvent(v), Err(e) => return Some(Err(e)) },
@@ -494,7 +494,7 @@ fn decode(
 impl std::fmt::Debug for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Object::LocalizationManagerMessageCatalog(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::LocalizationManagerMessageCatalog(v) => std::fmt::Debug::fmt(&**v, f),
             Object::LocalizedMethodFault(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -549,9 +549,9 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ModeInfo(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MonthlyByDayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MonthlyByWeekdayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::MonthlyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::MonthlyByDayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::MonthlyByWeekdayTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::MonthlyTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::MountError(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::MtuMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::MtuMismatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -573,7 +573,7 @@ impl PartialEq for Object {
 impl x::DataObject for Object {
     fn type_name(&self) -> &'static str {
         match self {
-            Object::LocalizationManagerMessageCatalog(_) => "LocalizationManagerMessageCatalog",
+            #[cfg(feature = "admin")] Object::LocalizationManagerMessageCatalog(_) => "LocalizationManagerMessageCatalog",
             Object::LocalizedMethodFault(_) => "LocalizedMethodFault",
             #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(_) => "LockerMisconfiguredEvent",
             #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(_) => "LockerReconfiguredEvent",
@@ -628,9 +628,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(_) => "MissingWindowsCustResources",
             #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(_) => "MksConnectionLimitReached",
             Object::ModeInfo(_) => "ModeInfo",
-            Object::MonthlyByDayTaskScheduler(_) => "MonthlyByDayTaskScheduler",
-            Object::MonthlyByWeekdayTaskScheduler(_) => "MonthlyByWeekdayTaskScheduler",
-            Object::MonthlyTaskScheduler(_) => "MonthlyTaskScheduler",
+            #[cfg(feature = "admin")] Object::MonthlyByDayTaskScheduler(_) => "MonthlyByDayTaskScheduler",
+            #[cfg(feature = "admin")] Object::MonthlyByWeekdayTaskScheduler(_) => "MonthlyByWeekdayTaskScheduler",
+            #[cfg(feature = "admin")] Object::MonthlyTaskScheduler(_) => "MonthlyTaskScheduler",
             #[cfg(feature = "all-faults")] Object::MountError(_) => "MountError",
             #[cfg(feature = "all-events")] Object::MtuMatchEvent(_) => "MtuMatchEvent",
             #[cfg(feature = "all-events")] Object::MtuMismatchEvent(_) => "MtuMismatchEvent",
@@ -658,7 +658,7 @@ impl x::DataObject for Object {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {
         match self {
-            Object::LocalizationManagerMessageCatalog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::LocalizationManagerMessageCatalog(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::LocalizedMethodFault(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::LockerMisconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::LockerReconfiguredEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -713,9 +713,9 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::MissingWindowsCustResources(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::MksConnectionLimitReached(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ModeInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MonthlyByDayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MonthlyByWeekdayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::MonthlyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::MonthlyByDayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::MonthlyByWeekdayTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::MonthlyTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::MountError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::MtuMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::MtuMismatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -729,7 +729,7 @@ impl x::DataObject for Object {
 }
 
 
-impl x::ObjectType for LocalizationManagerMessageCatalog {
+#[cfg(feature = "admin")] impl x::ObjectType for LocalizationManagerMessageCatalog {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1609,7 +1609,7 @@ impl x::ObjectType for ModeInfo {
     }
 }
 
-impl x::ObjectType for MonthlyByDayTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for MonthlyByDayTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1625,7 +1625,7 @@ impl x::ObjectType for MonthlyByDayTaskScheduler {
     }
 }
 
-impl x::ObjectType for MonthlyByWeekdayTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for MonthlyByWeekdayTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1641,7 +1641,7 @@ impl x::ObjectType for MonthlyByWeekdayTaskScheduler {
     }
 }
 
-impl x::ObjectType for MonthlyTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for MonthlyTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -248,7 +248,7 @@ pub enum Object {
     ObjectSpec(Box<ObjectSpec>),
     ObjectUpdate(Box<ObjectUpdate>),
     ObjectUpdateKind(Box<ObjectUpdateKind>),
-    OnceTaskScheduler(Box<OnceTaskScheduler>),
+    #[cfg(feature = "admin")] OnceTaskScheduler(Box<OnceTaskScheduler>),
     OpaqueNetworkCapability(Box<OpaqueNetworkCapability>),
     OpaqueNetworkSummary(Box<OpaqueNetworkSummary>),
     OpaqueNetworkTargetInfo(Box<OpaqueNetworkTargetInfo>),
@@ -338,7 +338,7 @@ fn decode(
         1 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ObjectSpec(v), Err(e) => return Some(Err(e)) },
         2 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ObjectUpdate(v), Err(e) => return Some(Err(e)) },
         3 => match x::Decode::decode_boxed(r) { Ok(v) => Object::ObjectUpdateKind(v), Err(e) => return Some(Err(e)) },
-        4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OnceTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 4 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OnceTaskScheduler(v), Err(e) => return Some(Err(e)) },
         5 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OpaqueNetworkCapability(v), Err(e) => return Some(Err(e)) },
         6 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OpaqueNetworkSummary(v), Err(e) => return Some(Err(e)) },
         7 => match x::Decode::decode_boxed(r) { Ok(v) => Object::OpaqueNetworkTargetInfo(v), Err(e) => return Some(Err(e)) },
@@ -422,7 +422,7 @@ impl std::fmt::Debug for Object {
             Object::ObjectSpec(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ObjectUpdate(v) => std::fmt::Debug::fmt(&**v, f),
             Object::ObjectUpdateKind(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::OnceTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::OnceTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OpaqueNetworkCapability(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OpaqueNetworkSummary(v) => std::fmt::Debug::fmt(&**v, f),
             Object::OpaqueNetworkTargetInfo(v) => std::fmt::Debug::fmt(&**v, f),
@@ -511,7 +511,7 @@ impl x::DataObject for Object {
             Object::ObjectSpec(_) => "ObjectSpec",
             Object::ObjectUpdate(_) => "ObjectUpdate",
             Object::ObjectUpdateKind(_) => "ObjectUpdateKind",
-            Object::OnceTaskScheduler(_) => "OnceTaskScheduler",
+            #[cfg(feature = "admin")] Object::OnceTaskScheduler(_) => "OnceTaskScheduler",
             Object::OpaqueNetworkCapability(_) => "OpaqueNetworkCapability",
             Object::OpaqueNetworkSummary(_) => "OpaqueNetworkSummary",
             Object::OpaqueNetworkTargetInfo(_) => "OpaqueNetworkTargetInfo",
@@ -606,7 +606,7 @@ impl x::DataObject for Object {
             Object::ObjectSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ObjectUpdate(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::ObjectUpdateKind(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::OnceTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::OnceTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OpaqueNetworkCapability(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OpaqueNetworkSummary(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::OpaqueNetworkTargetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -747,7 +747,7 @@ impl x::ObjectType for ObjectUpdateKind {
     }
 }
 
-impl x::ObjectType for OnceTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for OnceTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -627,8 +627,8 @@ pub enum Object {
     RecommendationType(Box<RecommendationType>),
     #[cfg(feature = "all-faults")] RecordReplayDisabled(Box<RecordReplayDisabled>),
     #[cfg(feature = "all-events")] RecoveryEvent(Box<RecoveryEvent>),
-    RecurrentTaskScheduler(Box<RecurrentTaskScheduler>),
-    Relation(Box<Relation>),
+    #[cfg(feature = "admin")] RecurrentTaskScheduler(Box<RecurrentTaskScheduler>),
+    #[cfg(feature = "admin")] Relation(Box<Relation>),
     #[cfg(feature = "all-faults")] RemoteDeviceNotSupported(Box<RemoteDeviceNotSupported>),
     #[cfg(feature = "all-events")] RemoteTSMEnabledEvent(Box<RemoteTSMEnabledEvent>),
     #[cfg(feature = "all-faults")] RemoveFailed(Box<RemoveFailed>),
@@ -679,8 +679,8 @@ fn decode(
         20 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecommendationType(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecordReplayDisabled(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecoveryEvent(v), Err(e) => return Some(Err(e)) },
-        45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecurrentTaskScheduler(v), Err(e) => return Some(Err(e)) },
-        69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Relation(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 45 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RecurrentTaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 69 => match x::Decode::decode_boxed(r) { Ok(v) => Object::Relation(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 76 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteDeviceNotSupported(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 77 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoteTSMEnabledEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 88 => match x::Decode::decode_boxed(r) { Ok(v) => Object::RemoveFailed(v), Err(e) => return Some(Err(e)) },
@@ -725,8 +725,8 @@ impl std::fmt::Debug for Object {
             Object::RecommendationType(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::RecurrentTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::Relation(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::RecurrentTaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::Relation(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => std::fmt::Debug::fmt(&**v, f),
@@ -776,8 +776,8 @@ impl x::DataObject for Object {
             Object::RecommendationType(_) => "RecommendationType",
             #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(_) => "RecordReplayDisabled",
             #[cfg(feature = "all-events")] Object::RecoveryEvent(_) => "RecoveryEvent",
-            Object::RecurrentTaskScheduler(_) => "RecurrentTaskScheduler",
-            Object::Relation(_) => "Relation",
+            #[cfg(feature = "admin")] Object::RecurrentTaskScheduler(_) => "RecurrentTaskScheduler",
+            #[cfg(feature = "admin")] Object::Relation(_) => "Relation",
             #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(_) => "RemoteDeviceNotSupported",
             #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(_) => "RemoteTSMEnabledEvent",
             #[cfg(feature = "all-faults")] Object::RemoveFailed(_) => "RemoveFailed",
@@ -833,8 +833,8 @@ impl x::DataObject for Object {
             Object::RecommendationType(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::RecordReplayDisabled(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::RecoveryEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::RecurrentTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::Relation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::RecurrentTaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::Relation(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::RemoteDeviceNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::RemoteTSMEnabledEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::RemoveFailed(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1071,7 +1071,7 @@ impl x::ObjectType for RecommendationType {
     }
 }
 
-impl x::ObjectType for RecurrentTaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for RecurrentTaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1087,7 +1087,7 @@ impl x::ObjectType for RecurrentTaskScheduler {
     }
 }
 
-impl x::ObjectType for Relation {
+#[cfg(feature = "admin")] impl x::ObjectType for Relation {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -237,7 +237,7 @@ pub enum Object {
     StringExpression(Box<StringExpression>),
     StringOption(Box<StringOption>),
     StringPolicy(Box<StringPolicy>),
-    StructuredCustomizations(Box<StructuredCustomizations>),
+    #[cfg(feature = "admin")] StructuredCustomizations(Box<StructuredCustomizations>),
     SubnetInfo(Box<SubnetInfo>),
     SubnetInfoFolderInfo(Box<SubnetInfoFolderInfo>),
     #[cfg(feature = "all-faults")] SuspendedRelocateNotSupported(Box<SuspendedRelocateNotSupported>),
@@ -247,7 +247,7 @@ pub enum Object {
     #[cfg(feature = "all-faults")] SwitchIpUnset(Box<SwitchIpUnset>),
     #[cfg(feature = "all-faults")] SwitchNotInUpgradeMode(Box<SwitchNotInUpgradeMode>),
     SystemError(Box<SystemError>),
-    SystemEventInfo(Box<SystemEventInfo>),
+    #[cfg(feature = "admin")] SystemEventInfo(Box<SystemEventInfo>),
 }
 
 // SAFETY: every variant is a Box of a generated type whose fields are all
@@ -294,7 +294,7 @@ fn decode(
         29 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StringExpression(v), Err(e) => return Some(Err(e)) },
         30 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StringOption(v), Err(e) => return Some(Err(e)) },
         31 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StringPolicy(v), Err(e) => return Some(Err(e)) },
-        32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StructuredCustomizations(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 32 => match x::Decode::decode_boxed(r) { Ok(v) => Object::StructuredCustomizations(v), Err(e) => return Some(Err(e)) },
         33 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SubnetInfo(v), Err(e) => return Some(Err(e)) },
         34 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SubnetInfoFolderInfo(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 37 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SuspendedRelocateNotSupported(v), Err(e) => return Some(Err(e)) },
@@ -304,7 +304,7 @@ fn decode(
         #[cfg(feature = "all-faults")] 41 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwitchIpUnset(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 42 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SwitchNotInUpgradeMode(v), Err(e) => return Some(Err(e)) },
         43 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SystemError(v), Err(e) => return Some(Err(e)) },
-        44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SystemEventInfo(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 44 => match x::Decode::decode_boxed(r) { Ok(v) => Object::SystemEventInfo(v), Err(e) => return Some(Err(e)) },
         _ => return None,
     };
     Some(Ok(Box::new(object)))
@@ -345,7 +345,7 @@ impl std::fmt::Debug for Object {
             Object::StringExpression(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StringOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::StringPolicy(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::StructuredCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::StructuredCustomizations(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SubnetInfo(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SubnetInfoFolderInfo(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(v) => std::fmt::Debug::fmt(&**v, f),
@@ -355,7 +355,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-faults")] Object::SwitchIpUnset(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(v) => std::fmt::Debug::fmt(&**v, f),
             Object::SystemError(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::SystemEventInfo(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::SystemEventInfo(v) => std::fmt::Debug::fmt(&**v, f),
         }
     }
 }
@@ -401,7 +401,7 @@ impl x::DataObject for Object {
             Object::StringExpression(_) => "StringExpression",
             Object::StringOption(_) => "StringOption",
             Object::StringPolicy(_) => "StringPolicy",
-            Object::StructuredCustomizations(_) => "StructuredCustomizations",
+            #[cfg(feature = "admin")] Object::StructuredCustomizations(_) => "StructuredCustomizations",
             Object::SubnetInfo(_) => "SubnetInfo",
             Object::SubnetInfoFolderInfo(_) => "SubnetInfoFolderInfo",
             #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(_) => "SuspendedRelocateNotSupported",
@@ -411,7 +411,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::SwitchIpUnset(_) => "SwitchIpUnset",
             #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(_) => "SwitchNotInUpgradeMode",
             Object::SystemError(_) => "SystemError",
-            Object::SystemEventInfo(_) => "SystemEventInfo",
+            #[cfg(feature = "admin")] Object::SystemEventInfo(_) => "SystemEventInfo",
         }
     }
     fn as_any(&self) -> &dyn std::any::Any {
@@ -463,7 +463,7 @@ impl x::DataObject for Object {
             Object::StringExpression(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StringOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::StringPolicy(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::StructuredCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::StructuredCustomizations(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SubnetInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SubnetInfoFolderInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SuspendedRelocateNotSupported(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -473,7 +473,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-faults")] Object::SwitchIpUnset(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::SwitchNotInUpgradeMode(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::SystemError(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::SystemEventInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::SystemEventInfo(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
         }
     }
 }
@@ -991,7 +991,7 @@ impl x::ObjectType for StringPolicy {
     }
 }
 
-impl x::ObjectType for StructuredCustomizations {
+#[cfg(feature = "admin")] impl x::ObjectType for StructuredCustomizations {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {
@@ -1151,7 +1151,7 @@ impl x::ObjectType for SystemError {
     }
 }
 
-impl x::ObjectType for SystemEventInfo {
+#[cfg(feature = "admin")] impl x::ObjectType for SystemEventInfo {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

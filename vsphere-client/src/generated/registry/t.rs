@@ -243,7 +243,7 @@ pub enum Object {
     TaskReasonSchedule(Box<TaskReasonSchedule>),
     TaskReasonSystem(Box<TaskReasonSystem>),
     TaskReasonUser(Box<TaskReasonUser>),
-    TaskScheduler(Box<TaskScheduler>),
+    #[cfg(feature = "admin")] TaskScheduler(Box<TaskScheduler>),
     #[cfg(feature = "all-events")] TaskTimeoutEvent(Box<TaskTimeoutEvent>),
     #[cfg(feature = "all-events")] TeamingMatchEvent(Box<TeamingMatchEvent>),
     #[cfg(feature = "all-events")] TeamingMisMatchEvent(Box<TeamingMisMatchEvent>),
@@ -321,7 +321,7 @@ fn decode(
         21 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskReasonSchedule(v), Err(e) => return Some(Err(e)) },
         22 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskReasonSystem(v), Err(e) => return Some(Err(e)) },
         23 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskReasonUser(v), Err(e) => return Some(Err(e)) },
-        24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskScheduler(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 24 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskScheduler(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 25 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TaskTimeoutEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 26 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TeamingMatchEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-events")] 27 => match x::Decode::decode_boxed(r) { Ok(v) => Object::TeamingMisMatchEvent(v), Err(e) => return Some(Err(e)) },
@@ -393,7 +393,7 @@ impl std::fmt::Debug for Object {
             Object::TaskReasonSchedule(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskReasonSystem(v) => std::fmt::Debug::fmt(&**v, f),
             Object::TaskReasonUser(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::TaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::TaskScheduler(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::TeamingMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(v) => std::fmt::Debug::fmt(&**v, f),
@@ -470,7 +470,7 @@ impl x::DataObject for Object {
             Object::TaskReasonSchedule(_) => "TaskReasonSchedule",
             Object::TaskReasonSystem(_) => "TaskReasonSystem",
             Object::TaskReasonUser(_) => "TaskReasonUser",
-            Object::TaskScheduler(_) => "TaskScheduler",
+            #[cfg(feature = "admin")] Object::TaskScheduler(_) => "TaskScheduler",
             #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(_) => "TaskTimeoutEvent",
             #[cfg(feature = "all-events")] Object::TeamingMatchEvent(_) => "TeamingMatchEvent",
             #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(_) => "TeamingMisMatchEvent",
@@ -553,7 +553,7 @@ impl x::DataObject for Object {
             Object::TaskReasonSchedule(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskReasonSystem(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::TaskReasonUser(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::TaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::TaskScheduler(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::TaskTimeoutEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::TeamingMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-events")] Object::TeamingMisMatchEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -982,7 +982,7 @@ impl x::ObjectType for TaskReasonUser {
     }
 }
 
-impl x::ObjectType for TaskScheduler {
+#[cfg(feature = "admin")] impl x::ObjectType for TaskScheduler {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

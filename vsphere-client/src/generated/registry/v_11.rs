@@ -260,7 +260,7 @@ pub enum Object {
     #[cfg(feature = "all-events")] VmWwnConflictEvent(Box<VmWwnConflictEvent>),
     #[cfg(feature = "all-faults")] VmfsAlreadyMounted(Box<VmfsAlreadyMounted>),
     #[cfg(feature = "all-faults")] VmfsAmbiguousMount(Box<VmfsAmbiguousMount>),
-    VmfsConfigOption(Box<VmfsConfigOption>),
+    #[cfg(feature = "admin")] VmfsConfigOption(Box<VmfsConfigOption>),
     VmfsDatastoreAllExtentOption(Box<VmfsDatastoreAllExtentOption>),
     VmfsDatastoreBaseOption(Box<VmfsDatastoreBaseOption>),
     VmfsDatastoreCreateSpec(Box<VmfsDatastoreCreateSpec>),
@@ -353,7 +353,7 @@ fn decode(
         #[cfg(feature = "all-events")] 48 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmWwnConflictEvent(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 49 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsAlreadyMounted(v), Err(e) => return Some(Err(e)) },
         #[cfg(feature = "all-faults")] 50 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsAmbiguousMount(v), Err(e) => return Some(Err(e)) },
-        51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsConfigOption(v), Err(e) => return Some(Err(e)) },
+        #[cfg(feature = "admin")] 51 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsConfigOption(v), Err(e) => return Some(Err(e)) },
         52 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreAllExtentOption(v), Err(e) => return Some(Err(e)) },
         53 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreBaseOption(v), Err(e) => return Some(Err(e)) },
         54 => match x::Decode::decode_boxed(r) { Ok(v) => Object::VmfsDatastoreCreateSpec(v), Err(e) => return Some(Err(e)) },
@@ -440,7 +440,7 @@ impl std::fmt::Debug for Object {
             #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(v) => std::fmt::Debug::fmt(&**v, f),
             #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(v) => std::fmt::Debug::fmt(&**v, f),
-            Object::VmfsConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
+            #[cfg(feature = "admin")] Object::VmfsConfigOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreAllExtentOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreBaseOption(v) => std::fmt::Debug::fmt(&**v, f),
             Object::VmfsDatastoreCreateSpec(v) => std::fmt::Debug::fmt(&**v, f),
@@ -532,7 +532,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(_) => "VmWwnConflictEvent",
             #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(_) => "VmfsAlreadyMounted",
             #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(_) => "VmfsAmbiguousMount",
-            Object::VmfsConfigOption(_) => "VmfsConfigOption",
+            #[cfg(feature = "admin")] Object::VmfsConfigOption(_) => "VmfsConfigOption",
             Object::VmfsDatastoreAllExtentOption(_) => "VmfsDatastoreAllExtentOption",
             Object::VmfsDatastoreBaseOption(_) => "VmfsDatastoreBaseOption",
             Object::VmfsDatastoreCreateSpec(_) => "VmfsDatastoreCreateSpec",
@@ -630,7 +630,7 @@ impl x::DataObject for Object {
             #[cfg(feature = "all-events")] Object::VmWwnConflictEvent(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::VmfsAlreadyMounted(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             #[cfg(feature = "all-faults")] Object::VmfsAmbiguousMount(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
-            Object::VmfsConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
+            #[cfg(feature = "admin")] Object::VmfsConfigOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreAllExtentOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreBaseOption(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
             Object::VmfsDatastoreCreateSpec(v) => x::Encode::encode_as(&**v, w, tag, xsi_type),
@@ -1479,7 +1479,7 @@ impl x::ObjectType for VmVmAntiAffinity {
     }
 }
 
-impl x::ObjectType for VmfsConfigOption {
+#[cfg(feature = "admin")] impl x::ObjectType for VmfsConfigOption {
     type Object = Object;
     #[inline]
     fn into_object(value: Box<Self>) -> Object {

@@ -399,6 +399,7 @@ impl x::Fields for AndAlarmExpression {
         w.write_vec("expression", &self.expression);
     }
 }
+#[cfg(feature = "admin")]
 /// `AnswerFile` (extends `DynamicData`).
 #[derive(Default)]
 pub struct AnswerFile {
@@ -409,20 +410,25 @@ pub struct AnswerFile {
     /// `modifiedTime`.
     pub modified_time: x::DateTime,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AnswerFile {
     const TYPE_NAME: &'static str = "AnswerFile";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AnswerFile {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AnswerFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AnswerFile", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AnswerFile {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AnswerFile {
     #[inline]
     fn clone(&self) -> Self {
@@ -433,6 +439,7 @@ impl Clone for AnswerFile {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AnswerFile {
     fn decode_field(
         &mut self,

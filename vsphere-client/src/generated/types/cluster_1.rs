@@ -1455,6 +1455,7 @@ impl x::ArrayItem for ClusterEVCManagerCheckResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterEVCManagerCheckResult";
     const ITEM_TAG: &'static str = "ClusterEVCManagerCheckResult";
 }
+#[cfg(feature = "admin")]
 /// `ClusterEVCManagerEVCState` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ClusterEVCManagerEVCState {
@@ -1471,20 +1472,25 @@ pub struct ClusterEVCManagerEVCState {
     /// `featureRequirement`.
     pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterEVCManagerEVCState {
     const TYPE_NAME: &'static str = "ClusterEVCManagerEVCState";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterEVCManagerEVCState {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterEVCManagerEVCState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterEVCManagerEVCState", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterEVCManagerEVCState {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterEVCManagerEVCState {
     #[inline]
     fn clone(&self) -> Self {
@@ -1498,6 +1504,7 @@ impl Clone for ClusterEVCManagerEVCState {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterEVCManagerEVCState {
     fn decode_field(
         &mut self,
@@ -2664,6 +2671,7 @@ impl x::Fields for ClusterInitialPlacementAction {
         w.write_opt("pool", &self.pool);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterIoFilterInfo` (extends `IoFilterInfo`).
 ///
 /// The fields of `IoFilterInfo` are in `io_filter_info`, also reachable through `Deref`.
@@ -2676,20 +2684,25 @@ pub struct ClusterIoFilterInfo {
     /// `vibUrl`.
     pub vib_url: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterIoFilterInfo {
     const TYPE_NAME: &'static str = "ClusterIoFilterInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterIoFilterInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterIoFilterInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterIoFilterInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterIoFilterInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterIoFilterInfo {
     type Target = IoFilterInfo;
     #[inline]
@@ -2697,12 +2710,14 @@ impl std::ops::Deref for ClusterIoFilterInfo {
         &self.io_filter_info
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterIoFilterInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut IoFilterInfo {
         &mut self.io_filter_info
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterIoFilterInfo {
     fn decode_field(
         &mut self,
@@ -2723,6 +2738,7 @@ impl x::Fields for ClusterIoFilterInfo {
         w.write_opt("vibUrl", &self.vib_url);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ClusterIoFilterInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterIoFilterInfo";
     const ITEM_TAG: &'static str = "ClusterIoFilterInfo";
@@ -2782,6 +2798,7 @@ impl x::Fields for ClusterMigrationAction {
         w.write_opt("drsMigration", &self.drs_migration);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterNetworkConfigSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterNetworkConfigSpec {
@@ -2790,20 +2807,25 @@ pub struct ClusterNetworkConfigSpec {
     /// `ipSettings`.
     pub ip_settings: CustomizationIPSettings,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterNetworkConfigSpec {
     const TYPE_NAME: &'static str = "ClusterNetworkConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterNetworkConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterNetworkConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterNetworkConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterNetworkConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterNetworkConfigSpec {
     fn decode_field(
         &mut self,
@@ -3167,6 +3189,7 @@ impl x::Fields for ClusterProactiveDrsConfigInfo {
         w.write_opt("enabled", &self.enabled);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterProfileCompleteConfigSpec` (extends `ClusterProfileConfigSpec`).
 ///
 /// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
@@ -3177,20 +3200,25 @@ pub struct ClusterProfileCompleteConfigSpec {
     /// `complyProfile`.
     pub comply_profile: Option<ComplianceProfile>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterProfileCompleteConfigSpec {
     const TYPE_NAME: &'static str = "ClusterProfileCompleteConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterProfileCompleteConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterProfileCompleteConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterProfileCompleteConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterProfileCompleteConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterProfileCompleteConfigSpec {
     type Target = ClusterProfileConfigSpec;
     #[inline]
@@ -3198,12 +3226,14 @@ impl std::ops::Deref for ClusterProfileCompleteConfigSpec {
         &self.cluster_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterProfileCompleteConfigSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterProfileConfigSpec {
         &mut self.cluster_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterProfileCompleteConfigSpec {
     fn decode_field(
         &mut self,

@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `ClusterProfileConfigInfo` (extends `ProfileConfigInfo`).
 ///
 /// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
@@ -15,20 +16,25 @@ pub struct ClusterProfileConfigInfo {
     /// `complyProfile`.
     pub comply_profile: Option<ComplianceProfile>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterProfileConfigInfo {
     const TYPE_NAME: &'static str = "ClusterProfileConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterProfileConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterProfileConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterProfileConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterProfileConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterProfileConfigInfo {
     type Target = ProfileConfigInfo;
     #[inline]
@@ -36,12 +42,14 @@ impl std::ops::Deref for ClusterProfileConfigInfo {
         &self.profile_config_info
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterProfileConfigInfo {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileConfigInfo {
         &mut self.profile_config_info
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterProfileConfigInfo {
     fn decode_field(
         &mut self,
@@ -60,6 +68,7 @@ impl x::Fields for ClusterProfileConfigInfo {
         w.write_opt("complyProfile", &self.comply_profile);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterProfileConfigServiceCreateSpec` (extends `ClusterProfileConfigSpec`).
 ///
 /// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
@@ -70,20 +79,25 @@ pub struct ClusterProfileConfigServiceCreateSpec {
     /// `serviceType`.
     pub service_type: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterProfileConfigServiceCreateSpec {
     const TYPE_NAME: &'static str = "ClusterProfileConfigServiceCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterProfileConfigServiceCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterProfileConfigServiceCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterProfileConfigServiceCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterProfileConfigServiceCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ClusterProfileConfigServiceCreateSpec {
     #[inline]
     fn clone(&self) -> Self {
@@ -93,6 +107,7 @@ impl Clone for ClusterProfileConfigServiceCreateSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterProfileConfigServiceCreateSpec {
     type Target = ClusterProfileConfigSpec;
     #[inline]
@@ -100,12 +115,14 @@ impl std::ops::Deref for ClusterProfileConfigServiceCreateSpec {
         &self.cluster_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterProfileConfigServiceCreateSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterProfileConfigSpec {
         &mut self.cluster_profile_config_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterProfileConfigServiceCreateSpec {
     fn decode_field(
         &mut self,
@@ -130,6 +147,7 @@ impl x::Fields for ClusterProfileConfigServiceCreateSpec {
         w.write_vec("serviceType", &self.service_type);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterProfileConfigSpec` (extends `ClusterProfileCreateSpec`).
 ///
 /// Fields of this type hold [`AnyClusterProfileConfigSpec`], which also carries its subtypes.
@@ -140,20 +158,25 @@ pub struct ClusterProfileConfigSpec {
     /// The fields `ClusterProfileConfigSpec` inherits from `ClusterProfileCreateSpec`.
     pub cluster_profile_create_spec: ClusterProfileCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterProfileConfigSpec {
     const TYPE_NAME: &'static str = "ClusterProfileConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterProfileConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterProfileConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterProfileConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterProfileConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterProfileConfigSpec {
     type Target = ClusterProfileCreateSpec;
     #[inline]
@@ -161,12 +184,14 @@ impl std::ops::Deref for ClusterProfileConfigSpec {
         &self.cluster_profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterProfileConfigSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ClusterProfileCreateSpec {
         &mut self.cluster_profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterProfileConfigSpec {
     fn decode_field(
         &mut self,
@@ -180,6 +205,7 @@ impl x::Fields for ClusterProfileConfigSpec {
         x::Fields::encode_fields(&self.cluster_profile_create_spec, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `ClusterProfileCreateSpec` (extends `ProfileCreateSpec`).
 ///
 /// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
@@ -188,20 +214,25 @@ pub struct ClusterProfileCreateSpec {
     /// The fields `ClusterProfileCreateSpec` inherits from `ProfileCreateSpec`.
     pub profile_create_spec: ProfileCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ClusterProfileCreateSpec {
     const TYPE_NAME: &'static str = "ClusterProfileCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ClusterProfileCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ClusterProfileCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ClusterProfileCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ClusterProfileCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for ClusterProfileCreateSpec {
     type Target = ProfileCreateSpec;
     #[inline]
@@ -209,12 +240,14 @@ impl std::ops::Deref for ClusterProfileCreateSpec {
         &self.profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for ClusterProfileCreateSpec {
     #[inline]
     fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
         &mut self.profile_create_spec
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ClusterProfileCreateSpec {
     fn decode_field(
         &mut self,

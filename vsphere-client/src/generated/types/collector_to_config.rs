@@ -182,6 +182,7 @@ impl x::ArrayItem for ComplianceFailureComplianceFailureValues {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfComplianceFailureComplianceFailureValues";
     const ITEM_TAG: &'static str = "ComplianceFailureComplianceFailureValues";
 }
+#[cfg(feature = "admin")]
 /// `ComplianceLocator` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ComplianceLocator {
@@ -190,20 +191,25 @@ pub struct ComplianceLocator {
     /// `applyPath`.
     pub apply_path: ProfilePropertyPath,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComplianceLocator {
     const TYPE_NAME: &'static str = "ComplianceLocator";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComplianceLocator {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComplianceLocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ComplianceLocator", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComplianceLocator {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComplianceLocator {
     fn decode_field(
         &mut self,
@@ -223,10 +229,12 @@ impl x::Fields for ComplianceLocator {
         w.write("applyPath", &self.apply_path);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for ComplianceLocator {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfComplianceLocator";
     const ITEM_TAG: &'static str = "ComplianceLocator";
 }
+#[cfg(feature = "admin")]
 /// `ComplianceProfile` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ComplianceProfile {
@@ -235,20 +243,25 @@ pub struct ComplianceProfile {
     /// `rootExpression`.
     pub root_expression: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ComplianceProfile {
     const TYPE_NAME: &'static str = "ComplianceProfile";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ComplianceProfile {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ComplianceProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ComplianceProfile", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ComplianceProfile {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ComplianceProfile {
     #[inline]
     fn clone(&self) -> Self {
@@ -258,6 +271,7 @@ impl Clone for ComplianceProfile {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ComplianceProfile {
     fn decode_field(
         &mut self,

@@ -1018,6 +1018,7 @@ impl x::Fields for DeviceUnsupportedForVmVersion {
         w.write("expectedVersion", &self.expected_version);
     }
 }
+#[cfg(feature = "admin")]
 /// `DiagnosticManagerAuditRecordResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DiagnosticManagerAuditRecordResult {
@@ -1026,20 +1027,25 @@ pub struct DiagnosticManagerAuditRecordResult {
     /// `nextToken`.
     pub next_token: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DiagnosticManagerAuditRecordResult {
     const TYPE_NAME: &'static str = "DiagnosticManagerAuditRecordResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DiagnosticManagerAuditRecordResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DiagnosticManagerAuditRecordResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DiagnosticManagerAuditRecordResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DiagnosticManagerAuditRecordResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DiagnosticManagerAuditRecordResult {
     #[inline]
     fn clone(&self) -> Self {
@@ -1049,6 +1055,7 @@ impl Clone for DiagnosticManagerAuditRecordResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DiagnosticManagerAuditRecordResult {
     fn decode_field(
         &mut self,
@@ -1113,6 +1120,7 @@ impl x::ArrayItem for DiagnosticManagerBundleInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDiagnosticManagerBundleInfo";
     const ITEM_TAG: &'static str = "DiagnosticManagerBundleInfo";
 }
+#[cfg(feature = "admin")]
 /// `DiagnosticManagerLogDescriptor` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct DiagnosticManagerLogDescriptor {
@@ -1129,20 +1137,25 @@ pub struct DiagnosticManagerLogDescriptor {
     /// `info`.
     pub info: AnyDescription,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DiagnosticManagerLogDescriptor {
     const TYPE_NAME: &'static str = "DiagnosticManagerLogDescriptor";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DiagnosticManagerLogDescriptor {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DiagnosticManagerLogDescriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DiagnosticManagerLogDescriptor", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DiagnosticManagerLogDescriptor {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DiagnosticManagerLogDescriptor {
     fn decode_field(
         &mut self,
@@ -1170,10 +1183,12 @@ impl x::Fields for DiagnosticManagerLogDescriptor {
         w.write("info", &self.info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for DiagnosticManagerLogDescriptor {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfDiagnosticManagerLogDescriptor";
     const ITEM_TAG: &'static str = "DiagnosticManagerLogDescriptor";
 }
+#[cfg(feature = "admin")]
 /// `DiagnosticManagerLogHeader` (extends `DynamicData`).
 #[derive(Default)]
 pub struct DiagnosticManagerLogHeader {
@@ -1184,20 +1199,25 @@ pub struct DiagnosticManagerLogHeader {
     /// `lineText`.
     pub line_text: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DiagnosticManagerLogHeader {
     const TYPE_NAME: &'static str = "DiagnosticManagerLogHeader";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DiagnosticManagerLogHeader {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DiagnosticManagerLogHeader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DiagnosticManagerLogHeader", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DiagnosticManagerLogHeader {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DiagnosticManagerLogHeader {
     #[inline]
     fn clone(&self) -> Self {
@@ -1208,6 +1228,7 @@ impl Clone for DiagnosticManagerLogHeader {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DiagnosticManagerLogHeader {
     fn decode_field(
         &mut self,

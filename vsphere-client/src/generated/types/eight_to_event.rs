@@ -542,6 +542,7 @@ impl x::Fields for EntityEventArgument {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "admin")]
 /// `EntityPrivilege` (extends `DynamicData`).
 #[derive(Default)]
 pub struct EntityPrivilege {
@@ -550,20 +551,25 @@ pub struct EntityPrivilege {
     /// `privAvailability`.
     pub priv_availability: Vec<PrivilegeAvailability>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for EntityPrivilege {
     const TYPE_NAME: &'static str = "EntityPrivilege";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for EntityPrivilege {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for EntityPrivilege {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "EntityPrivilege", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for EntityPrivilege {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for EntityPrivilege {
     #[inline]
     fn clone(&self) -> Self {
@@ -573,6 +579,7 @@ impl Clone for EntityPrivilege {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for EntityPrivilege {
     fn decode_field(
         &mut self,
@@ -592,6 +599,7 @@ impl x::Fields for EntityPrivilege {
         w.write_vec("privAvailability", &self.priv_availability);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for EntityPrivilege {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfEntityPrivilege";
     const ITEM_TAG: &'static str = "EntityPrivilege";

@@ -215,6 +215,7 @@ impl x::Fields for FailoverLevelRestored {
         x::Fields::encode_fields(&self.cluster_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `FailoverNodeInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct FailoverNodeInfo {
@@ -225,20 +226,25 @@ pub struct FailoverNodeInfo {
     /// `biosUuid`.
     pub bios_uuid: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for FailoverNodeInfo {
     const TYPE_NAME: &'static str = "FailoverNodeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for FailoverNodeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for FailoverNodeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FailoverNodeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for FailoverNodeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for FailoverNodeInfo {
     fn decode_field(
         &mut self,

@@ -223,6 +223,7 @@ impl x::Fields for FcoeConfigFcoeCapabilities {
         w.write("vlanRange", &self.vlan_range);
     }
 }
+#[cfg(feature = "admin")]
 /// `FcoeConfigFcoeSpecification` (extends `DynamicData`).
 #[derive(Default)]
 pub struct FcoeConfigFcoeSpecification {
@@ -235,20 +236,25 @@ pub struct FcoeConfigFcoeSpecification {
     /// `vlanRange`.
     pub vlan_range: Vec<FcoeConfigVlanRange>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for FcoeConfigFcoeSpecification {
     const TYPE_NAME: &'static str = "FcoeConfigFcoeSpecification";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for FcoeConfigFcoeSpecification {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for FcoeConfigFcoeSpecification {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FcoeConfigFcoeSpecification", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for FcoeConfigFcoeSpecification {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for FcoeConfigFcoeSpecification {
     #[inline]
     fn clone(&self) -> Self {
@@ -260,6 +266,7 @@ impl Clone for FcoeConfigFcoeSpecification {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for FcoeConfigFcoeSpecification {
     fn decode_field(
         &mut self,

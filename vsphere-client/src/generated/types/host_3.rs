@@ -644,6 +644,7 @@ impl x::ArrayItem for HostDiskPartitionBlockRange {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionBlockRange";
     const ITEM_TAG: &'static str = "HostDiskPartitionBlockRange";
 }
+#[cfg(feature = "admin")]
 /// `HostDiskPartitionInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostDiskPartitionInfo {
@@ -654,20 +655,25 @@ pub struct HostDiskPartitionInfo {
     /// `layout`.
     pub layout: HostDiskPartitionLayout,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostDiskPartitionInfo {
     const TYPE_NAME: &'static str = "HostDiskPartitionInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostDiskPartitionInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostDiskPartitionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostDiskPartitionInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostDiskPartitionInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostDiskPartitionInfo {
     fn decode_field(
         &mut self,
@@ -689,6 +695,7 @@ impl x::Fields for HostDiskPartitionInfo {
         w.write("layout", &self.layout);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostDiskPartitionInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionInfo";
     const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
@@ -1141,6 +1148,7 @@ impl x::Fields for HostEnterMaintenanceResult {
         w.write_vec("hostFaults", &self.host_faults);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostEsxAgentHostManagerConfigInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostEsxAgentHostManagerConfigInfo {
@@ -1149,20 +1157,25 @@ pub struct HostEsxAgentHostManagerConfigInfo {
     /// `agentVmNetwork`.
     pub agent_vm_network: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostEsxAgentHostManagerConfigInfo {
     const TYPE_NAME: &'static str = "HostEsxAgentHostManagerConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostEsxAgentHostManagerConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostEsxAgentHostManagerConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostEsxAgentHostManagerConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostEsxAgentHostManagerConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostEsxAgentHostManagerConfigInfo {
     fn decode_field(
         &mut self,
@@ -2490,26 +2503,32 @@ impl x::ArrayItem for HostFirewallRulesetIpNetwork {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
     const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
 }
+#[cfg(feature = "admin")]
 /// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostFirewallRulesetRulesetSpec {
     /// `allowedHosts`.
     pub allowed_hosts: HostFirewallRulesetIpList,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostFirewallRulesetRulesetSpec {
     const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostFirewallRulesetRulesetSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostFirewallRulesetRulesetSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostFirewallRulesetRulesetSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostFirewallRulesetRulesetSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostFirewallRulesetRulesetSpec {
     fn decode_field(
         &mut self,

@@ -76,25 +76,31 @@ impl x::Fields for HostHasComponentFailure {
         w.write("componentName", &self.component_name);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostHbaCreateSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
 #[derive(Clone, Default)]
 pub struct HostHbaCreateSpec {}
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostHbaCreateSpec {
     const TYPE_NAME: &'static str = "HostHbaCreateSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostHbaCreateSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostHbaCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostHbaCreateSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostHbaCreateSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostHbaCreateSpec {
     fn decode_field(
         &mut self,
@@ -245,6 +251,7 @@ impl x::Fields for HostHyperThreadScheduleInfo {
         w.write("config", &self.config);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostImageProfileSummary` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostImageProfileSummary {
@@ -253,20 +260,25 @@ pub struct HostImageProfileSummary {
     /// `vendor`.
     pub vendor: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostImageProfileSummary {
     const TYPE_NAME: &'static str = "HostImageProfileSummary";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostImageProfileSummary {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostImageProfileSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostImageProfileSummary", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostImageProfileSummary {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostImageProfileSummary {
     fn decode_field(
         &mut self,
@@ -1683,6 +1695,7 @@ impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaStaticTarget";
     const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
 }
+#[cfg(feature = "admin")]
 /// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostInternetScsiHbaTargetSet {
@@ -1691,20 +1704,25 @@ pub struct HostInternetScsiHbaTargetSet {
     /// `sendTargets`.
     pub send_targets: Vec<HostInternetScsiHbaSendTarget>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostInternetScsiHbaTargetSet {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostInternetScsiHbaTargetSet {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostInternetScsiHbaTargetSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostInternetScsiHbaTargetSet", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostInternetScsiHbaTargetSet {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostInternetScsiHbaTargetSet {
     #[inline]
     fn clone(&self) -> Self {
@@ -1714,6 +1732,7 @@ impl Clone for HostInternetScsiHbaTargetSet {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostInternetScsiHbaTargetSet {
     fn decode_field(
         &mut self,

@@ -2386,26 +2386,32 @@ impl x::Fields for HostNasVolumeSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 /// `HostNasVolumeUserInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostNasVolumeUserInfo {
     /// `user`.
     pub user: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostNasVolumeUserInfo {
     const TYPE_NAME: &'static str = "HostNasVolumeUserInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostNasVolumeUserInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostNasVolumeUserInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostNasVolumeUserInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostNasVolumeUserInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostNasVolumeUserInfo {
     fn decode_field(
         &mut self,
@@ -3137,6 +3143,7 @@ impl x::ArrayItem for HostNetworkConfigNetStackSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetworkConfigNetStackSpec";
     const ITEM_TAG: &'static str = "HostNetworkConfigNetStackSpec";
 }
+#[cfg(feature = "admin")]
 /// `HostNetworkConfigResult` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostNetworkConfigResult {
@@ -3145,20 +3152,25 @@ pub struct HostNetworkConfigResult {
     /// `consoleVnicDevice`.
     pub console_vnic_device: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostNetworkConfigResult {
     const TYPE_NAME: &'static str = "HostNetworkConfigResult";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostNetworkConfigResult {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostNetworkConfigResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostNetworkConfigResult", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostNetworkConfigResult {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostNetworkConfigResult {
     #[inline]
     fn clone(&self) -> Self {
@@ -3168,6 +3180,7 @@ impl Clone for HostNetworkConfigResult {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostNetworkConfigResult {
     fn decode_field(
         &mut self,

@@ -1584,6 +1584,7 @@ impl x::Fields for HostShutdownEvent {
         w.write("reason", &self.reason);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostSnmpConfigSpec` (extends `DynamicData`).
 #[derive(Default)]
 pub struct HostSnmpConfigSpec {
@@ -1598,20 +1599,25 @@ pub struct HostSnmpConfigSpec {
     /// `option`.
     pub option: Vec<KeyValue>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSnmpConfigSpec {
     const TYPE_NAME: &'static str = "HostSnmpConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSnmpConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSnmpConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSnmpConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSnmpConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostSnmpConfigSpec {
     #[inline]
     fn clone(&self) -> Self {
@@ -1624,6 +1630,7 @@ impl Clone for HostSnmpConfigSpec {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSnmpConfigSpec {
     fn decode_field(
         &mut self,
@@ -1649,6 +1656,7 @@ impl x::Fields for HostSnmpConfigSpec {
         w.write_vec("option", &self.option);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostSnmpDestination` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostSnmpDestination {
@@ -1659,20 +1667,25 @@ pub struct HostSnmpDestination {
     /// `community`.
     pub community: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSnmpDestination {
     const TYPE_NAME: &'static str = "HostSnmpDestination";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSnmpDestination {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSnmpDestination {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSnmpDestination", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSnmpDestination {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSnmpDestination {
     fn decode_field(
         &mut self,
@@ -1694,10 +1707,12 @@ impl x::Fields for HostSnmpDestination {
         w.write("community", &self.community);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostSnmpDestination {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSnmpDestination";
     const ITEM_TAG: &'static str = "HostSnmpDestination";
 }
+#[cfg(feature = "admin")]
 /// `HostSnmpSystemAgentLimits` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostSnmpSystemAgentLimits {
@@ -1712,20 +1727,25 @@ pub struct HostSnmpSystemAgentLimits {
     /// `capability`.
     pub capability: Option<HostSnmpAgentCapability>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSnmpSystemAgentLimits {
     const TYPE_NAME: &'static str = "HostSnmpSystemAgentLimits";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSnmpSystemAgentLimits {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSnmpSystemAgentLimits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSnmpSystemAgentLimits", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSnmpSystemAgentLimits {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSnmpSystemAgentLimits {
     fn decode_field(
         &mut self,
@@ -2054,6 +2074,7 @@ impl x::Fields for HostSpecificationUpdateEvent {
         w.write("hostSpec", &self.host_spec);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostSriovConfig` (extends `HostPciPassthruConfig`).
 ///
 /// The fields of `HostPciPassthruConfig` are in `host_pci_passthru_config`, also reachable through `Deref`.
@@ -2066,20 +2087,25 @@ pub struct HostSriovConfig {
     /// `numVirtualFunction`.
     pub num_virtual_function: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSriovConfig {
     const TYPE_NAME: &'static str = "HostSriovConfig";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSriovConfig {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSriovConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSriovConfig", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSriovConfig {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HostSriovConfig {
     type Target = HostPciPassthruConfig;
     #[inline]
@@ -2087,12 +2113,14 @@ impl std::ops::Deref for HostSriovConfig {
         &self.host_pci_passthru_config
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HostSriovConfig {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostPciPassthruConfig {
         &mut self.host_pci_passthru_config
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSriovConfig {
     fn decode_field(
         &mut self,
@@ -2434,26 +2462,32 @@ impl x::Fields for HostStatusChangedEvent {
         x::Fields::encode_fields(&self.cluster_status_changed_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `HostStorageArrayTypePolicyOption` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct HostStorageArrayTypePolicyOption {
     /// `policy`.
     pub policy: AnyElementDescription,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostStorageArrayTypePolicyOption {
     const TYPE_NAME: &'static str = "HostStorageArrayTypePolicyOption";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostStorageArrayTypePolicyOption {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostStorageArrayTypePolicyOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostStorageArrayTypePolicyOption", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostStorageArrayTypePolicyOption {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostStorageArrayTypePolicyOption {
     fn decode_field(
         &mut self,
@@ -2471,6 +2505,7 @@ impl x::Fields for HostStorageArrayTypePolicyOption {
         w.write("policy", &self.policy);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for HostStorageArrayTypePolicyOption {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostStorageArrayTypePolicyOption";
     const ITEM_TAG: &'static str = "HostStorageArrayTypePolicyOption";
@@ -3307,42 +3342,5 @@ impl x::Fields for HostSystemInfo {
         {
             w.write_opt("bootCommandLine", &self.boot_command_line);
         }
-    }
-}
-/// `HostSystemReconnectSpec` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostSystemReconnectSpec {
-    /// `syncState`.
-    pub sync_state: Option<bool>,
-}
-impl x::SchemaType for HostSystemReconnectSpec {
-    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
-}
-impl x::Structure for HostSystemReconnectSpec {}
-impl std::fmt::Debug for HostSystemReconnectSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "HostSystemReconnectSpec", x::fields_ref(self))
-    }
-}
-impl PartialEq for HostSystemReconnectSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for HostSystemReconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "syncState" => r.read_opt(&mut self.sync_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("syncState", &self.sync_state);
     }
 }

@@ -61,6 +61,7 @@ impl x::Fields for HotSnapshotMoveNotSupported {
         x::Fields::encode_fields(&self.snapshot_copy_not_supported, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `HourlyTaskScheduler` (extends `RecurrentTaskScheduler`).
 ///
 /// The fields of `RecurrentTaskScheduler` are in `recurrent_task_scheduler`, also reachable through `Deref`.
@@ -71,20 +72,25 @@ pub struct HourlyTaskScheduler {
     /// `minute`.
     pub minute: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HourlyTaskScheduler {
     const TYPE_NAME: &'static str = "HourlyTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HourlyTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HourlyTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HourlyTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HourlyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for HourlyTaskScheduler {
     type Target = RecurrentTaskScheduler;
     #[inline]
@@ -92,12 +98,14 @@ impl std::ops::Deref for HourlyTaskScheduler {
         &self.recurrent_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for HourlyTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut RecurrentTaskScheduler {
         &mut self.recurrent_task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HourlyTaskScheduler {
     fn decode_field(
         &mut self,

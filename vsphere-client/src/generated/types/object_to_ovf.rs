@@ -187,6 +187,7 @@ impl x::ArrayItem for ObjectUpdate {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfObjectUpdate";
     const ITEM_TAG: &'static str = "ObjectUpdate";
 }
+#[cfg(feature = "admin")]
 /// `OnceTaskScheduler` (extends `TaskScheduler`).
 ///
 /// The fields of `TaskScheduler` are in `task_scheduler`, also reachable through `Deref`.
@@ -197,20 +198,25 @@ pub struct OnceTaskScheduler {
     /// `runAt`.
     pub run_at: Option<x::DateTime>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for OnceTaskScheduler {
     const TYPE_NAME: &'static str = "OnceTaskScheduler";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for OnceTaskScheduler {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for OnceTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "OnceTaskScheduler", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for OnceTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for OnceTaskScheduler {
     type Target = TaskScheduler;
     #[inline]
@@ -218,12 +224,14 @@ impl std::ops::Deref for OnceTaskScheduler {
         &self.task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for OnceTaskScheduler {
     #[inline]
     fn deref_mut(&mut self) -> &mut TaskScheduler {
         &mut self.task_scheduler
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for OnceTaskScheduler {
     fn decode_field(
         &mut self,

@@ -873,26 +873,32 @@ impl x::ArrayItem for PerformanceManagerCounterLevelMapping {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPerformanceManagerCounterLevelMapping";
     const ITEM_TAG: &'static str = "PerformanceManagerCounterLevelMapping";
 }
+#[cfg(feature = "admin")]
 /// `PerformanceStatisticsDescription` (extends `DynamicData`).
 #[derive(Default)]
 pub struct PerformanceStatisticsDescription {
     /// `intervals`.
     pub intervals: Vec<PerfInterval>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PerformanceStatisticsDescription {
     const TYPE_NAME: &'static str = "PerformanceStatisticsDescription";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PerformanceStatisticsDescription {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PerformanceStatisticsDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PerformanceStatisticsDescription", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PerformanceStatisticsDescription {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for PerformanceStatisticsDescription {
     #[inline]
     fn clone(&self) -> Self {
@@ -901,6 +907,7 @@ impl Clone for PerformanceStatisticsDescription {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PerformanceStatisticsDescription {
     fn decode_field(
         &mut self,

@@ -276,6 +276,7 @@ impl x::ArrayItem for PhysicalNic {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNic";
     const ITEM_TAG: &'static str = "PhysicalNic";
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicCdpDeviceCapability` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct PhysicalNicCdpDeviceCapability {
@@ -294,20 +295,25 @@ pub struct PhysicalNicCdpDeviceCapability {
     /// `repeater`.
     pub repeater: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicCdpDeviceCapability {
     const TYPE_NAME: &'static str = "PhysicalNicCdpDeviceCapability";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicCdpDeviceCapability {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicCdpDeviceCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicCdpDeviceCapability", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicCdpDeviceCapability {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicCdpDeviceCapability {
     fn decode_field(
         &mut self,
@@ -337,6 +343,7 @@ impl x::Fields for PhysicalNicCdpDeviceCapability {
         w.write("repeater", &self.repeater);
     }
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicCdpInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct PhysicalNicCdpInfo {
@@ -379,20 +386,25 @@ pub struct PhysicalNicCdpInfo {
     /// `location`.
     pub location: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicCdpInfo {
     const TYPE_NAME: &'static str = "PhysicalNicCdpInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicCdpInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicCdpInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicCdpInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicCdpInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicCdpInfo {
     fn decode_field(
         &mut self,
@@ -528,6 +540,7 @@ impl x::Fields for PhysicalNicHint {
         w.write_opt("vlanId", &self.vlan_id);
     }
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicHintInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct PhysicalNicHintInfo {
@@ -542,20 +555,25 @@ pub struct PhysicalNicHintInfo {
     /// `lldpInfo`.
     pub lldp_info: Option<LinkLayerDiscoveryProtocolInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicHintInfo {
     const TYPE_NAME: &'static str = "PhysicalNicHintInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicHintInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicHintInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicHintInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicHintInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for PhysicalNicHintInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -568,6 +586,7 @@ impl Clone for PhysicalNicHintInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicHintInfo {
     fn decode_field(
         &mut self,
@@ -593,10 +612,12 @@ impl x::Fields for PhysicalNicHintInfo {
         w.write_opt("lldpInfo", &self.lldp_info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for PhysicalNicHintInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNicHintInfo";
     const ITEM_TAG: &'static str = "PhysicalNicHintInfo";
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicIpHint` (extends `PhysicalNicHint`).
 ///
 /// The fields of `PhysicalNicHint` are in `physical_nic_hint`, also reachable through `Deref`.
@@ -607,20 +628,25 @@ pub struct PhysicalNicIpHint {
     /// `ipSubnet`.
     pub ip_subnet: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicIpHint {
     const TYPE_NAME: &'static str = "PhysicalNicIpHint";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicIpHint {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicIpHint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicIpHint", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicIpHint {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for PhysicalNicIpHint {
     type Target = PhysicalNicHint;
     #[inline]
@@ -628,12 +654,14 @@ impl std::ops::Deref for PhysicalNicIpHint {
         &self.physical_nic_hint
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for PhysicalNicIpHint {
     #[inline]
     fn deref_mut(&mut self) -> &mut PhysicalNicHint {
         &mut self.physical_nic_hint
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicIpHint {
     fn decode_field(
         &mut self,
@@ -652,6 +680,7 @@ impl x::Fields for PhysicalNicIpHint {
         w.write("ipSubnet", &self.ip_subnet);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for PhysicalNicIpHint {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNicIpHint";
     const ITEM_TAG: &'static str = "PhysicalNicIpHint";
@@ -701,6 +730,7 @@ impl x::ArrayItem for PhysicalNicLinkInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNicLinkInfo";
     const ITEM_TAG: &'static str = "PhysicalNicLinkInfo";
 }
+#[cfg(feature = "admin")]
 /// `PhysicalNicNameHint` (extends `PhysicalNicHint`).
 ///
 /// The fields of `PhysicalNicHint` are in `physical_nic_hint`, also reachable through `Deref`.
@@ -711,20 +741,25 @@ pub struct PhysicalNicNameHint {
     /// `network`.
     pub network: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PhysicalNicNameHint {
     const TYPE_NAME: &'static str = "PhysicalNicNameHint";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PhysicalNicNameHint {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PhysicalNicNameHint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PhysicalNicNameHint", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PhysicalNicNameHint {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::Deref for PhysicalNicNameHint {
     type Target = PhysicalNicHint;
     #[inline]
@@ -732,12 +767,14 @@ impl std::ops::Deref for PhysicalNicNameHint {
         &self.physical_nic_hint
     }
 }
+#[cfg(feature = "admin")]
 impl std::ops::DerefMut for PhysicalNicNameHint {
     #[inline]
     fn deref_mut(&mut self) -> &mut PhysicalNicHint {
         &mut self.physical_nic_hint
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PhysicalNicNameHint {
     fn decode_field(
         &mut self,
@@ -756,6 +793,7 @@ impl x::Fields for PhysicalNicNameHint {
         w.write("network", &self.network);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for PhysicalNicNameHint {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfPhysicalNicNameHint";
     const ITEM_TAG: &'static str = "PhysicalNicNameHint";
@@ -873,6 +911,7 @@ impl x::Fields for PhysicalNicSpec {
         w.write_opt("ensInterruptEnabled", &self.ens_interrupt_enabled);
     }
 }
+#[cfg(feature = "admin")]
 /// `PinnedCertificate` (extends `IoFilterManagerSslTrust`).
 ///
 /// Since vSphere API 8.0.3.0.
@@ -883,20 +922,25 @@ pub struct PinnedCertificate {
     /// Since vSphere API 8.0.3.0.
     pub ssl_certificate: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for PinnedCertificate {
     const TYPE_NAME: &'static str = "PinnedCertificate";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for PinnedCertificate {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for PinnedCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "PinnedCertificate", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for PinnedCertificate {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for PinnedCertificate {
     fn decode_field(
         &mut self,

@@ -61,6 +61,7 @@ impl x::Request for AbandonHciWorkflowRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AbdicateDomOwnershipRequestType`.
 #[derive(Default)]
 pub struct AbdicateDomOwnershipRequestType {
@@ -69,22 +70,27 @@ pub struct AbdicateDomOwnershipRequestType {
     /// `uuids`.
     pub uuids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AbdicateDomOwnershipRequestType {
     const TYPE_NAME: &'static str = "AbdicateDomOwnershipRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AbdicateDomOwnershipRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AbdicateDomOwnershipRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AbdicateDomOwnershipRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AbdicateDomOwnershipRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AbdicateDomOwnershipRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -94,6 +100,7 @@ impl Clone for AbdicateDomOwnershipRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AbdicateDomOwnershipRequestType {
     #[inline]
     fn decode_field(
@@ -115,6 +122,7 @@ impl x::Fields for AbdicateDomOwnershipRequestType {
         w.write_vec("uuids", &self.uuids);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AbdicateDomOwnershipRequestType {
     const NAME: &'static str = "AbdicateDomOwnership";
     const IDEMPOTENT: bool = false;
@@ -194,6 +202,7 @@ impl x::Request for AbortCustomizationRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AcknowledgeAlarmRequestType`.
 #[derive(Clone, Default)]
 pub struct AcknowledgeAlarmRequestType {
@@ -204,22 +213,27 @@ pub struct AcknowledgeAlarmRequestType {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AcknowledgeAlarmRequestType {
     const TYPE_NAME: &'static str = "AcknowledgeAlarmRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AcknowledgeAlarmRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AcknowledgeAlarmRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AcknowledgeAlarmRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AcknowledgeAlarmRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AcknowledgeAlarmRequestType {
     #[inline]
     fn decode_field(
@@ -243,6 +257,7 @@ impl x::Fields for AcknowledgeAlarmRequestType {
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AcknowledgeAlarmRequestType {
     const NAME: &'static str = "AcknowledgeAlarm";
     const IDEMPOTENT: bool = false;
@@ -674,6 +689,7 @@ impl x::Request for AcquireTicketRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddAuthorizationRoleRequestType`.
 #[derive(Default)]
 pub struct AddAuthorizationRoleRequestType {
@@ -684,22 +700,27 @@ pub struct AddAuthorizationRoleRequestType {
     /// `privIds`.
     pub priv_ids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddAuthorizationRoleRequestType {
     const TYPE_NAME: &'static str = "AddAuthorizationRoleRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddAuthorizationRoleRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddAuthorizationRoleRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddAuthorizationRoleRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddAuthorizationRoleRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -710,6 +731,7 @@ impl Clone for AddAuthorizationRoleRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddAuthorizationRoleRequestType {
     #[inline]
     fn decode_field(
@@ -733,6 +755,7 @@ impl x::Fields for AddAuthorizationRoleRequestType {
         w.write_vec("privIds", &self.priv_ids);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddAuthorizationRoleRequestType {
     const NAME: &'static str = "AddAuthorizationRole";
     const IDEMPOTENT: bool = false;
@@ -889,6 +912,7 @@ impl x::Request for AddDVPortgroupRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddDisksRequestType`.
 #[derive(Default)]
 pub struct AddDisksRequestType {
@@ -897,22 +921,27 @@ pub struct AddDisksRequestType {
     /// `disk`.
     pub disk: Vec<HostScsiDisk>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddDisksRequestType {
     const TYPE_NAME: &'static str = "AddDisksRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddDisksRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddDisksRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddDisksRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddDisksRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddDisksRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -922,6 +951,7 @@ impl Clone for AddDisksRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddDisksRequestType {
     #[inline]
     fn decode_field(
@@ -943,6 +973,7 @@ impl x::Fields for AddDisksRequestType {
         w.write_vec("disk", &self.disk);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddDisksRequestType {
     const NAME: &'static str = "AddDisks_Task";
     const IDEMPOTENT: bool = false;
@@ -958,6 +989,7 @@ impl x::Request for AddDisksRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddFilterEntitiesRequestType`.
 #[derive(Default)]
 pub struct AddFilterEntitiesRequestType {
@@ -968,22 +1000,27 @@ pub struct AddFilterEntitiesRequestType {
     /// `entities`.
     pub entities: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddFilterEntitiesRequestType {
     const TYPE_NAME: &'static str = "AddFilterEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddFilterEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddFilterEntitiesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddFilterEntitiesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddFilterEntitiesRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -994,6 +1031,7 @@ impl Clone for AddFilterEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddFilterEntitiesRequestType {
     #[inline]
     fn decode_field(
@@ -1017,6 +1055,7 @@ impl x::Fields for AddFilterEntitiesRequestType {
         w.write_vec("entities", &self.entities);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddFilterEntitiesRequestType {
     const NAME: &'static str = "AddFilterEntities";
     const IDEMPOTENT: bool = false;
@@ -1032,6 +1071,7 @@ impl x::Request for AddFilterEntitiesRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddFilterRequestType`.
 #[derive(Default)]
 pub struct AddFilterRequestType {
@@ -1044,22 +1084,27 @@ pub struct AddFilterRequestType {
     /// `infoIds`.
     pub info_ids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddFilterRequestType {
     const TYPE_NAME: &'static str = "AddFilterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddFilterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddFilterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddFilterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddFilterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddFilterRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1071,6 +1116,7 @@ impl Clone for AddFilterRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddFilterRequestType {
     #[inline]
     fn decode_field(
@@ -1096,6 +1142,7 @@ impl x::Fields for AddFilterRequestType {
         w.write_vec("infoIds", &self.info_ids);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddFilterRequestType {
     const NAME: &'static str = "AddFilter";
     const IDEMPOTENT: bool = false;
@@ -1263,6 +1310,7 @@ impl x::Request for AddHostRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddInternetScsiSendTargetsRequestType`.
 #[derive(Default)]
 pub struct AddInternetScsiSendTargetsRequestType {
@@ -1273,22 +1321,27 @@ pub struct AddInternetScsiSendTargetsRequestType {
     /// `targets`.
     pub targets: Vec<HostInternetScsiHbaSendTarget>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddInternetScsiSendTargetsRequestType {
     const TYPE_NAME: &'static str = "AddInternetScsiSendTargetsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddInternetScsiSendTargetsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddInternetScsiSendTargetsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddInternetScsiSendTargetsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddInternetScsiSendTargetsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddInternetScsiSendTargetsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1299,6 +1352,7 @@ impl Clone for AddInternetScsiSendTargetsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddInternetScsiSendTargetsRequestType {
     #[inline]
     fn decode_field(
@@ -1322,6 +1376,7 @@ impl x::Fields for AddInternetScsiSendTargetsRequestType {
         w.write_vec("targets", &self.targets);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddInternetScsiSendTargetsRequestType {
     const NAME: &'static str = "AddInternetScsiSendTargets";
     const IDEMPOTENT: bool = false;
@@ -1337,6 +1392,7 @@ impl x::Request for AddInternetScsiSendTargetsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddInternetScsiStaticTargetsRequestType`.
 #[derive(Default)]
 pub struct AddInternetScsiStaticTargetsRequestType {
@@ -1347,10 +1403,13 @@ pub struct AddInternetScsiStaticTargetsRequestType {
     /// `targets`.
     pub targets: Vec<HostInternetScsiHbaStaticTarget>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddInternetScsiStaticTargetsRequestType {
     const TYPE_NAME: &'static str = "AddInternetScsiStaticTargetsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddInternetScsiStaticTargetsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddInternetScsiStaticTargetsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1361,12 +1420,14 @@ impl std::fmt::Debug for AddInternetScsiStaticTargetsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddInternetScsiStaticTargetsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddInternetScsiStaticTargetsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1377,6 +1438,7 @@ impl Clone for AddInternetScsiStaticTargetsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddInternetScsiStaticTargetsRequestType {
     #[inline]
     fn decode_field(
@@ -1400,6 +1462,7 @@ impl x::Fields for AddInternetScsiStaticTargetsRequestType {
         w.write_vec("targets", &self.targets);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddInternetScsiStaticTargetsRequestType {
     const NAME: &'static str = "AddInternetScsiStaticTargets";
     const IDEMPOTENT: bool = false;
@@ -1415,6 +1478,7 @@ impl x::Request for AddInternetScsiStaticTargetsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddKeyRequestType`.
 #[derive(Clone, Default)]
 pub struct AddKeyRequestType {
@@ -1423,22 +1487,27 @@ pub struct AddKeyRequestType {
     /// `key`.
     pub key: CryptoKeyPlain,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddKeyRequestType {
     const TYPE_NAME: &'static str = "AddKeyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddKeyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddKeyRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddKeyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddKeyRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddKeyRequestType {
     #[inline]
     fn decode_field(
@@ -1460,6 +1529,7 @@ impl x::Fields for AddKeyRequestType {
         w.write("key", &self.key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddKeyRequestType {
     const NAME: &'static str = "AddKey";
     const IDEMPOTENT: bool = false;
@@ -1475,6 +1545,7 @@ impl x::Request for AddKeyRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddKeysRequestType`.
 #[derive(Default)]
 pub struct AddKeysRequestType {
@@ -1483,22 +1554,27 @@ pub struct AddKeysRequestType {
     /// `keys`.
     pub keys: Vec<CryptoKeyPlain>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddKeysRequestType {
     const TYPE_NAME: &'static str = "AddKeysRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddKeysRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddKeysRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddKeysRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddKeysRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddKeysRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1508,6 +1584,7 @@ impl Clone for AddKeysRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddKeysRequestType {
     #[inline]
     fn decode_field(
@@ -1529,6 +1606,7 @@ impl x::Fields for AddKeysRequestType {
         w.write_vec("keys", &self.keys);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddKeysRequestType {
     const NAME: &'static str = "AddKeys";
     const IDEMPOTENT: bool = false;
@@ -1544,6 +1622,7 @@ impl x::Request for AddKeysRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddLicenseRequestType`.
 #[derive(Default)]
 pub struct AddLicenseRequestType {
@@ -1554,22 +1633,27 @@ pub struct AddLicenseRequestType {
     /// `labels`.
     pub labels: Vec<KeyValue>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddLicenseRequestType {
     const TYPE_NAME: &'static str = "AddLicenseRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddLicenseRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddLicenseRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddLicenseRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddLicenseRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddLicenseRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1580,6 +1664,7 @@ impl Clone for AddLicenseRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddLicenseRequestType {
     #[inline]
     fn decode_field(
@@ -1603,6 +1688,7 @@ impl x::Fields for AddLicenseRequestType {
         w.write_vec("labels", &self.labels);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddLicenseRequestType {
     const NAME: &'static str = "AddLicense";
     const IDEMPOTENT: bool = false;
@@ -1618,6 +1704,7 @@ impl x::Request for AddLicenseRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddMonitoredEntitiesRequestType`.
 #[derive(Default)]
 pub struct AddMonitoredEntitiesRequestType {
@@ -1628,22 +1715,27 @@ pub struct AddMonitoredEntitiesRequestType {
     /// `entities`.
     pub entities: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddMonitoredEntitiesRequestType {
     const TYPE_NAME: &'static str = "AddMonitoredEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddMonitoredEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddMonitoredEntitiesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddMonitoredEntitiesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for AddMonitoredEntitiesRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1654,6 +1746,7 @@ impl Clone for AddMonitoredEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddMonitoredEntitiesRequestType {
     #[inline]
     fn decode_field(
@@ -1677,6 +1770,7 @@ impl x::Fields for AddMonitoredEntitiesRequestType {
         w.write_vec("entities", &self.entities);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddMonitoredEntitiesRequestType {
     const NAME: &'static str = "AddMonitoredEntities";
     const IDEMPOTENT: bool = false;
@@ -1761,6 +1855,7 @@ impl x::Request for AddNetworkResourcePoolRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddPortGroupRequestType`.
 #[derive(Clone, Default)]
 pub struct AddPortGroupRequestType {
@@ -1769,22 +1864,27 @@ pub struct AddPortGroupRequestType {
     /// `portgrp`.
     pub portgrp: HostPortGroupSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddPortGroupRequestType {
     const TYPE_NAME: &'static str = "AddPortGroupRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddPortGroupRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddPortGroupRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddPortGroupRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddPortGroupRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddPortGroupRequestType {
     #[inline]
     fn decode_field(
@@ -1806,6 +1906,7 @@ impl x::Fields for AddPortGroupRequestType {
         w.write("portgrp", &self.portgrp);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddPortGroupRequestType {
     const NAME: &'static str = "AddPortGroup";
     const IDEMPOTENT: bool = false;
@@ -1821,6 +1922,7 @@ impl x::Request for AddPortGroupRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddServiceConsoleVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct AddServiceConsoleVirtualNicRequestType {
@@ -1831,22 +1933,27 @@ pub struct AddServiceConsoleVirtualNicRequestType {
     /// `nic`.
     pub nic: HostVirtualNicSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddServiceConsoleVirtualNicRequestType {
     const TYPE_NAME: &'static str = "AddServiceConsoleVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddServiceConsoleVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddServiceConsoleVirtualNicRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddServiceConsoleVirtualNicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddServiceConsoleVirtualNicRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddServiceConsoleVirtualNicRequestType {
     #[inline]
     fn decode_field(
@@ -1870,6 +1977,7 @@ impl x::Fields for AddServiceConsoleVirtualNicRequestType {
         w.write("nic", &self.nic);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "AddServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
@@ -1957,6 +2065,7 @@ impl x::Request for AddStandaloneHostRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct AddVirtualNicRequestType {
@@ -1967,22 +2076,27 @@ pub struct AddVirtualNicRequestType {
     /// `nic`.
     pub nic: HostVirtualNicSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddVirtualNicRequestType {
     const TYPE_NAME: &'static str = "AddVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddVirtualNicRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddVirtualNicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddVirtualNicRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddVirtualNicRequestType {
     #[inline]
     fn decode_field(
@@ -2006,6 +2120,7 @@ impl x::Fields for AddVirtualNicRequestType {
         w.write("nic", &self.nic);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddVirtualNicRequestType {
     const NAME: &'static str = "AddVirtualNic";
     const IDEMPOTENT: bool = false;
@@ -2021,6 +2136,7 @@ impl x::Request for AddVirtualNicRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `AddVirtualSwitchRequestType`.
 #[derive(Clone, Default)]
 pub struct AddVirtualSwitchRequestType {
@@ -2031,22 +2147,27 @@ pub struct AddVirtualSwitchRequestType {
     /// `spec`.
     pub spec: Option<HostVirtualSwitchSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for AddVirtualSwitchRequestType {
     const TYPE_NAME: &'static str = "AddVirtualSwitchRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for AddVirtualSwitchRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for AddVirtualSwitchRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "AddVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for AddVirtualSwitchRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for AddVirtualSwitchRequestType {
     #[inline]
     fn decode_field(
@@ -2070,6 +2191,7 @@ impl x::Fields for AddVirtualSwitchRequestType {
         w.write_opt("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for AddVirtualSwitchRequestType {
     const NAME: &'static str = "AddVirtualSwitch";
     const IDEMPOTENT: bool = false;

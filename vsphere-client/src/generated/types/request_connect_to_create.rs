@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `ConnectNvmeControllerExRequestType`.
 #[derive(Default)]
 pub struct ConnectNvmeControllerExRequestType {
@@ -13,22 +14,27 @@ pub struct ConnectNvmeControllerExRequestType {
     /// `connectSpec`.
     pub connect_spec: Vec<HostNvmeConnectSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConnectNvmeControllerExRequestType {
     const TYPE_NAME: &'static str = "ConnectNvmeControllerExRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConnectNvmeControllerExRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConnectNvmeControllerExRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConnectNvmeControllerExRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConnectNvmeControllerExRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ConnectNvmeControllerExRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -38,6 +44,7 @@ impl Clone for ConnectNvmeControllerExRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConnectNvmeControllerExRequestType {
     #[inline]
     fn decode_field(
@@ -59,6 +66,7 @@ impl x::Fields for ConnectNvmeControllerExRequestType {
         w.write_vec("connectSpec", &self.connect_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConnectNvmeControllerExRequestType {
     const NAME: &'static str = "ConnectNvmeControllerEx_Task";
     const IDEMPOTENT: bool = false;
@@ -74,6 +82,7 @@ impl x::Request for ConnectNvmeControllerExRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ConnectNvmeControllerRequestType`.
 #[derive(Clone, Default)]
 pub struct ConnectNvmeControllerRequestType {
@@ -82,22 +91,27 @@ pub struct ConnectNvmeControllerRequestType {
     /// `connectSpec`.
     pub connect_spec: HostNvmeConnectSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ConnectNvmeControllerRequestType {
     const TYPE_NAME: &'static str = "ConnectNvmeControllerRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ConnectNvmeControllerRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ConnectNvmeControllerRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ConnectNvmeControllerRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ConnectNvmeControllerRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ConnectNvmeControllerRequestType {
     #[inline]
     fn decode_field(
@@ -119,6 +133,7 @@ impl x::Fields for ConnectNvmeControllerRequestType {
         w.write("connectSpec", &self.connect_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ConnectNvmeControllerRequestType {
     const NAME: &'static str = "ConnectNvmeController";
     const IDEMPOTENT: bool = false;
@@ -478,6 +493,7 @@ impl x::Request for CopyVirtualDiskRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateAlarmRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateAlarmRequestType {
@@ -488,22 +504,27 @@ pub struct CreateAlarmRequestType {
     /// `spec`.
     pub spec: AnyAlarmSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateAlarmRequestType {
     const TYPE_NAME: &'static str = "CreateAlarmRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateAlarmRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateAlarmRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateAlarmRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateAlarmRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateAlarmRequestType {
     #[inline]
     fn decode_field(
@@ -527,6 +548,7 @@ impl x::Fields for CreateAlarmRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateAlarmRequestType {
     const NAME: &'static str = "CreateAlarm";
     const IDEMPOTENT: bool = false;
@@ -1250,6 +1272,7 @@ impl x::Request for CreateDatacenterRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateDefaultProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateDefaultProfileRequestType {
@@ -1262,22 +1285,27 @@ pub struct CreateDefaultProfileRequestType {
     /// `profile`.
     pub profile: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateDefaultProfileRequestType {
     const TYPE_NAME: &'static str = "CreateDefaultProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateDefaultProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateDefaultProfileRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDefaultProfileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateDefaultProfileRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateDefaultProfileRequestType {
     #[inline]
     fn decode_field(
@@ -1303,6 +1331,7 @@ impl x::Fields for CreateDefaultProfileRequestType {
         w.write_opt("profile", &self.profile);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateDefaultProfileRequestType {
     const NAME: &'static str = "CreateDefaultProfile";
     const IDEMPOTENT: bool = false;
@@ -1382,6 +1411,7 @@ impl x::Request for CreateDescriptorRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateDiagnosticPartitionRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateDiagnosticPartitionRequestType {
@@ -1390,22 +1420,27 @@ pub struct CreateDiagnosticPartitionRequestType {
     /// `spec`.
     pub spec: HostDiagnosticPartitionCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateDiagnosticPartitionRequestType {
     const TYPE_NAME: &'static str = "CreateDiagnosticPartitionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateDiagnosticPartitionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateDiagnosticPartitionRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateDiagnosticPartitionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateDiagnosticPartitionRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateDiagnosticPartitionRequestType {
     #[inline]
     fn decode_field(
@@ -1427,6 +1462,7 @@ impl x::Fields for CreateDiagnosticPartitionRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateDiagnosticPartitionRequestType {
     const NAME: &'static str = "CreateDiagnosticPartition";
     const IDEMPOTENT: bool = false;
@@ -1842,6 +1878,7 @@ impl x::Request for CreateFolderRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateGroupRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateGroupRequestType {
@@ -1850,22 +1887,27 @@ pub struct CreateGroupRequestType {
     /// `group`.
     pub group: AnyHostAccountSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateGroupRequestType {
     const TYPE_NAME: &'static str = "CreateGroupRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateGroupRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateGroupRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateGroupRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateGroupRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateGroupRequestType {
     #[inline]
     fn decode_field(
@@ -1887,6 +1929,7 @@ impl x::Fields for CreateGroupRequestType {
         w.write("group", &self.group);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateGroupRequestType {
     const NAME: &'static str = "CreateGroup";
     const IDEMPOTENT: bool = false;
@@ -2030,6 +2073,7 @@ impl x::Request for CreateInventoryViewRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateIpPoolRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateIpPoolRequestType {
@@ -2040,22 +2084,27 @@ pub struct CreateIpPoolRequestType {
     /// `pool`.
     pub pool: IpPool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateIpPoolRequestType {
     const TYPE_NAME: &'static str = "CreateIpPoolRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateIpPoolRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateIpPoolRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateIpPoolRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateIpPoolRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateIpPoolRequestType {
     #[inline]
     fn decode_field(
@@ -2079,6 +2128,7 @@ impl x::Fields for CreateIpPoolRequestType {
         w.write("pool", &self.pool);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateIpPoolRequestType {
     const NAME: &'static str = "CreateIpPool";
     const IDEMPOTENT: bool = false;
@@ -2347,6 +2397,7 @@ impl x::Request for CreateNasDatastoreRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateNvdimmNamespaceRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateNvdimmNamespaceRequestType {
@@ -2355,22 +2406,27 @@ pub struct CreateNvdimmNamespaceRequestType {
     /// `createSpec`.
     pub create_spec: NvdimmNamespaceCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateNvdimmNamespaceRequestType {
     const TYPE_NAME: &'static str = "CreateNvdimmNamespaceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateNvdimmNamespaceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateNvdimmNamespaceRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateNvdimmNamespaceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateNvdimmNamespaceRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateNvdimmNamespaceRequestType {
     #[inline]
     fn decode_field(
@@ -2392,6 +2448,7 @@ impl x::Fields for CreateNvdimmNamespaceRequestType {
         w.write("createSpec", &self.create_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateNvdimmNamespaceRequestType {
     const NAME: &'static str = "CreateNvdimmNamespace_Task";
     const IDEMPOTENT: bool = false;
@@ -2407,6 +2464,7 @@ impl x::Request for CreateNvdimmNamespaceRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateNvdimmPMemNamespaceRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateNvdimmPMemNamespaceRequestType {
@@ -2415,22 +2473,27 @@ pub struct CreateNvdimmPMemNamespaceRequestType {
     /// `createSpec`.
     pub create_spec: NvdimmPMemNamespaceCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateNvdimmPMemNamespaceRequestType {
     const TYPE_NAME: &'static str = "CreateNvdimmPMemNamespaceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateNvdimmPMemNamespaceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateNvdimmPMemNamespaceRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateNvdimmPMemNamespaceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateNvdimmPMemNamespaceRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateNvdimmPMemNamespaceRequestType {
     #[inline]
     fn decode_field(
@@ -2452,6 +2515,7 @@ impl x::Fields for CreateNvdimmPMemNamespaceRequestType {
         w.write("createSpec", &self.create_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateNvdimmPMemNamespaceRequestType {
     const NAME: &'static str = "CreateNvdimmPMemNamespace_Task";
     const IDEMPOTENT: bool = false;
@@ -2467,6 +2531,7 @@ impl x::Request for CreateNvdimmPMemNamespaceRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateNvmeOverRdmaAdapterRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateNvmeOverRdmaAdapterRequestType {
@@ -2475,22 +2540,27 @@ pub struct CreateNvmeOverRdmaAdapterRequestType {
     /// `rdmaDeviceName`.
     pub rdma_device_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateNvmeOverRdmaAdapterRequestType {
     const TYPE_NAME: &'static str = "CreateNvmeOverRdmaAdapterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateNvmeOverRdmaAdapterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateNvmeOverRdmaAdapterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateNvmeOverRdmaAdapterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateNvmeOverRdmaAdapterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateNvmeOverRdmaAdapterRequestType {
     #[inline]
     fn decode_field(
@@ -2512,6 +2582,7 @@ impl x::Fields for CreateNvmeOverRdmaAdapterRequestType {
         w.write("rdmaDeviceName", &self.rdma_device_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateNvmeOverRdmaAdapterRequestType {
     const NAME: &'static str = "CreateNvmeOverRdmaAdapter";
     const IDEMPOTENT: bool = false;
@@ -2527,6 +2598,7 @@ impl x::Request for CreateNvmeOverRdmaAdapterRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateObjectScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateObjectScheduledTaskRequestType {
@@ -2537,22 +2609,27 @@ pub struct CreateObjectScheduledTaskRequestType {
     /// `spec`.
     pub spec: AnyScheduledTaskSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateObjectScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "CreateObjectScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateObjectScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateObjectScheduledTaskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateObjectScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateObjectScheduledTaskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateObjectScheduledTaskRequestType {
     #[inline]
     fn decode_field(
@@ -2576,6 +2653,7 @@ impl x::Fields for CreateObjectScheduledTaskRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateObjectScheduledTaskRequestType {
     const NAME: &'static str = "CreateObjectScheduledTask";
     const IDEMPOTENT: bool = false;
@@ -2651,6 +2729,7 @@ impl x::Request for CreatePerfIntervalRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateProfileRequestType {
@@ -2659,22 +2738,27 @@ pub struct CreateProfileRequestType {
     /// `createSpec`.
     pub create_spec: AnyProfileCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateProfileRequestType {
     const TYPE_NAME: &'static str = "CreateProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateProfileRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateProfileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateProfileRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateProfileRequestType {
     #[inline]
     fn decode_field(
@@ -2696,6 +2780,7 @@ impl x::Fields for CreateProfileRequestType {
         w.write("createSpec", &self.create_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateProfileRequestType {
     const NAME: &'static str = "CreateProfile";
     const IDEMPOTENT: bool = false;
@@ -2907,6 +2992,7 @@ impl x::Request for CreateResourcePoolRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateScheduledTaskRequestType {
@@ -2917,22 +3003,27 @@ pub struct CreateScheduledTaskRequestType {
     /// `spec`.
     pub spec: AnyScheduledTaskSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "CreateScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateScheduledTaskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateScheduledTaskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateScheduledTaskRequestType {
     #[inline]
     fn decode_field(
@@ -2956,6 +3047,7 @@ impl x::Fields for CreateScheduledTaskRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateScheduledTaskRequestType {
     const NAME: &'static str = "CreateScheduledTask";
     const IDEMPOTENT: bool = false;
@@ -3295,6 +3387,7 @@ impl x::Request for CreateSnapshotRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CreateSoftwareAdapterRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateSoftwareAdapterRequestType {
@@ -3303,22 +3396,27 @@ pub struct CreateSoftwareAdapterRequestType {
     /// `spec`.
     pub spec: AnyHostHbaCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CreateSoftwareAdapterRequestType {
     const TYPE_NAME: &'static str = "CreateSoftwareAdapterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CreateSoftwareAdapterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CreateSoftwareAdapterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CreateSoftwareAdapterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CreateSoftwareAdapterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CreateSoftwareAdapterRequestType {
     #[inline]
     fn decode_field(
@@ -3340,6 +3438,7 @@ impl x::Fields for CreateSoftwareAdapterRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CreateSoftwareAdapterRequestType {
     const NAME: &'static str = "CreateSoftwareAdapter";
     const IDEMPOTENT: bool = false;
@@ -3649,65 +3748,5 @@ impl x::Request for CreateTemporaryFileInGuestRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
-    }
-}
-/// `CreateUserRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateUserRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `user`.
-    pub user: AnyHostAccountSpec,
-}
-impl x::SchemaType for CreateUserRequestType {
-    const TYPE_NAME: &'static str = "CreateUserRequestType";
-}
-impl x::Structure for CreateUserRequestType {}
-impl std::fmt::Debug for CreateUserRequestType {
-    #[inline]
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "CreateUserRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for CreateUserRequestType {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for CreateUserRequestType {
-    #[inline]
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "user" => r.read(&mut self.user),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    #[inline]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("user", &self.user);
-    }
-}
-impl x::Request for CreateUserRequestType {
-    const NAME: &'static str = "CreateUser";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    #[inline]
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    #[inline]
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
     }
 }

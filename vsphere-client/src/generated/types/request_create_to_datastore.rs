@@ -5,6 +5,73 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
+/// `CreateUserRequestType`.
+#[derive(Clone, Default)]
+pub struct CreateUserRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `user`.
+    pub user: AnyHostAccountSpec,
+}
+#[cfg(feature = "admin")]
+impl x::SchemaType for CreateUserRequestType {
+    const TYPE_NAME: &'static str = "CreateUserRequestType";
+}
+#[cfg(feature = "admin")]
+impl x::Structure for CreateUserRequestType {}
+#[cfg(feature = "admin")]
+impl std::fmt::Debug for CreateUserRequestType {
+    #[inline]
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateUserRequestType", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "admin")]
+impl PartialEq for CreateUserRequestType {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "admin")]
+impl x::Fields for CreateUserRequestType {
+    #[inline]
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "user" => r.read(&mut self.user),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    #[inline]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("user", &self.user);
+    }
+}
+#[cfg(feature = "admin")]
+impl x::Request for CreateUserRequestType {
+    const NAME: &'static str = "CreateUser";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    #[inline]
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    #[inline]
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
 /// `CreateVAppRequestType`.
 #[derive(Clone, Default)]
 pub struct CreateVAppRequestType {
@@ -333,28 +400,34 @@ impl x::Request for CreateVvolDatastoreRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerHostDisableRequestType`.
 #[derive(Clone, Default)]
 pub struct CryptoManagerHostDisableRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerHostDisableRequestType {
     const TYPE_NAME: &'static str = "CryptoManagerHostDisableRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerHostDisableRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerHostDisableRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoManagerHostDisableRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerHostDisableRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerHostDisableRequestType {
     #[inline]
     fn decode_field(
@@ -374,6 +447,7 @@ impl x::Fields for CryptoManagerHostDisableRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CryptoManagerHostDisableRequestType {
     const NAME: &'static str = "CryptoManagerHostDisable";
     const IDEMPOTENT: bool = false;
@@ -389,6 +463,7 @@ impl x::Request for CryptoManagerHostDisableRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerHostEnableRequestType`.
 #[derive(Clone, Default)]
 pub struct CryptoManagerHostEnableRequestType {
@@ -397,22 +472,27 @@ pub struct CryptoManagerHostEnableRequestType {
     /// `initialKey`.
     pub initial_key: CryptoKeyPlain,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerHostEnableRequestType {
     const TYPE_NAME: &'static str = "CryptoManagerHostEnableRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerHostEnableRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerHostEnableRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoManagerHostEnableRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerHostEnableRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerHostEnableRequestType {
     #[inline]
     fn decode_field(
@@ -434,6 +514,7 @@ impl x::Fields for CryptoManagerHostEnableRequestType {
         w.write("initialKey", &self.initial_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CryptoManagerHostEnableRequestType {
     const NAME: &'static str = "CryptoManagerHostEnable";
     const IDEMPOTENT: bool = false;
@@ -449,28 +530,34 @@ impl x::Request for CryptoManagerHostEnableRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `CryptoManagerHostPrepareRequestType`.
 #[derive(Clone, Default)]
 pub struct CryptoManagerHostPrepareRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for CryptoManagerHostPrepareRequestType {
     const TYPE_NAME: &'static str = "CryptoManagerHostPrepareRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for CryptoManagerHostPrepareRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for CryptoManagerHostPrepareRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "CryptoManagerHostPrepareRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for CryptoManagerHostPrepareRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for CryptoManagerHostPrepareRequestType {
     #[inline]
     fn decode_field(
@@ -490,6 +577,7 @@ impl x::Fields for CryptoManagerHostPrepareRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for CryptoManagerHostPrepareRequestType {
     const NAME: &'static str = "CryptoManagerHostPrepare";
     const IDEMPOTENT: bool = false;

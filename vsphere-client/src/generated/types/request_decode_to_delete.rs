@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `DecodeLicenseRequestType`.
 #[derive(Clone, Default)]
 pub struct DecodeLicenseRequestType {
@@ -13,22 +14,27 @@ pub struct DecodeLicenseRequestType {
     /// `licenseKey`.
     pub license_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DecodeLicenseRequestType {
     const TYPE_NAME: &'static str = "DecodeLicenseRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DecodeLicenseRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DecodeLicenseRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DecodeLicenseRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DecodeLicenseRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DecodeLicenseRequestType {
     #[inline]
     fn decode_field(
@@ -50,6 +56,7 @@ impl x::Fields for DecodeLicenseRequestType {
         w.write("licenseKey", &self.license_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DecodeLicenseRequestType {
     const NAME: &'static str = "DecodeLicense";
     const IDEMPOTENT: bool = false;
@@ -573,6 +580,7 @@ impl x::Request for DeleteFileRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeleteHostSpecificationRequestType`.
 #[derive(Clone, Default)]
 pub struct DeleteHostSpecificationRequestType {
@@ -581,22 +589,27 @@ pub struct DeleteHostSpecificationRequestType {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeleteHostSpecificationRequestType {
     const TYPE_NAME: &'static str = "DeleteHostSpecificationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeleteHostSpecificationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeleteHostSpecificationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteHostSpecificationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeleteHostSpecificationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeleteHostSpecificationRequestType {
     #[inline]
     fn decode_field(
@@ -618,6 +631,7 @@ impl x::Fields for DeleteHostSpecificationRequestType {
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeleteHostSpecificationRequestType {
     const NAME: &'static str = "DeleteHostSpecification";
     const IDEMPOTENT: bool = false;
@@ -633,6 +647,7 @@ impl x::Request for DeleteHostSpecificationRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeleteHostSubSpecificationRequestType`.
 #[derive(Clone, Default)]
 pub struct DeleteHostSubSpecificationRequestType {
@@ -643,22 +658,27 @@ pub struct DeleteHostSubSpecificationRequestType {
     /// `subSpecName`.
     pub sub_spec_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeleteHostSubSpecificationRequestType {
     const TYPE_NAME: &'static str = "DeleteHostSubSpecificationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeleteHostSubSpecificationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeleteHostSubSpecificationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteHostSubSpecificationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeleteHostSubSpecificationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeleteHostSubSpecificationRequestType {
     #[inline]
     fn decode_field(
@@ -682,6 +702,7 @@ impl x::Fields for DeleteHostSubSpecificationRequestType {
         w.write("subSpecName", &self.sub_spec_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeleteHostSubSpecificationRequestType {
     const NAME: &'static str = "DeleteHostSubSpecification";
     const IDEMPOTENT: bool = false;
@@ -697,28 +718,34 @@ impl x::Request for DeleteHostSubSpecificationRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeleteNvdimmBlockNamespacesRequestType`.
 #[derive(Clone, Default)]
 pub struct DeleteNvdimmBlockNamespacesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeleteNvdimmBlockNamespacesRequestType {
     const TYPE_NAME: &'static str = "DeleteNvdimmBlockNamespacesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeleteNvdimmBlockNamespacesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeleteNvdimmBlockNamespacesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteNvdimmBlockNamespacesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeleteNvdimmBlockNamespacesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeleteNvdimmBlockNamespacesRequestType {
     #[inline]
     fn decode_field(
@@ -738,6 +765,7 @@ impl x::Fields for DeleteNvdimmBlockNamespacesRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeleteNvdimmBlockNamespacesRequestType {
     const NAME: &'static str = "DeleteNvdimmBlockNamespaces_Task";
     const IDEMPOTENT: bool = false;
@@ -753,6 +781,7 @@ impl x::Request for DeleteNvdimmBlockNamespacesRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeleteNvdimmNamespaceRequestType`.
 #[derive(Clone, Default)]
 pub struct DeleteNvdimmNamespaceRequestType {
@@ -761,22 +790,27 @@ pub struct DeleteNvdimmNamespaceRequestType {
     /// `deleteSpec`.
     pub delete_spec: NvdimmNamespaceDeleteSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeleteNvdimmNamespaceRequestType {
     const TYPE_NAME: &'static str = "DeleteNvdimmNamespaceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeleteNvdimmNamespaceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeleteNvdimmNamespaceRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteNvdimmNamespaceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeleteNvdimmNamespaceRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeleteNvdimmNamespaceRequestType {
     #[inline]
     fn decode_field(
@@ -798,6 +832,7 @@ impl x::Fields for DeleteNvdimmNamespaceRequestType {
         w.write("deleteSpec", &self.delete_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeleteNvdimmNamespaceRequestType {
     const NAME: &'static str = "DeleteNvdimmNamespace_Task";
     const IDEMPOTENT: bool = false;
@@ -953,6 +988,7 @@ impl x::Request for DeleteRegistryValueInGuestRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeleteScsiLunStateRequestType`.
 #[derive(Clone, Default)]
 pub struct DeleteScsiLunStateRequestType {
@@ -961,22 +997,27 @@ pub struct DeleteScsiLunStateRequestType {
     /// `lunCanonicalName`.
     pub lun_canonical_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeleteScsiLunStateRequestType {
     const TYPE_NAME: &'static str = "DeleteScsiLunStateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeleteScsiLunStateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeleteScsiLunStateRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteScsiLunStateRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeleteScsiLunStateRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeleteScsiLunStateRequestType {
     #[inline]
     fn decode_field(
@@ -998,6 +1039,7 @@ impl x::Fields for DeleteScsiLunStateRequestType {
         w.write("lunCanonicalName", &self.lun_canonical_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeleteScsiLunStateRequestType {
     const NAME: &'static str = "DeleteScsiLunState";
     const IDEMPOTENT: bool = false;
@@ -1209,6 +1251,7 @@ impl x::Request for DeleteVStorageObjectRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeleteVffsVolumeStateRequestType`.
 #[derive(Clone, Default)]
 pub struct DeleteVffsVolumeStateRequestType {
@@ -1217,22 +1260,27 @@ pub struct DeleteVffsVolumeStateRequestType {
     /// `vffsUuid`.
     pub vffs_uuid: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeleteVffsVolumeStateRequestType {
     const TYPE_NAME: &'static str = "DeleteVffsVolumeStateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeleteVffsVolumeStateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeleteVffsVolumeStateRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteVffsVolumeStateRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeleteVffsVolumeStateRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeleteVffsVolumeStateRequestType {
     #[inline]
     fn decode_field(
@@ -1254,6 +1302,7 @@ impl x::Fields for DeleteVffsVolumeStateRequestType {
         w.write("vffsUuid", &self.vffs_uuid);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeleteVffsVolumeStateRequestType {
     const NAME: &'static str = "DeleteVffsVolumeState";
     const IDEMPOTENT: bool = false;
@@ -1333,6 +1382,7 @@ impl x::Request for DeleteVirtualDiskRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeleteVmfsVolumeStateRequestType`.
 #[derive(Clone, Default)]
 pub struct DeleteVmfsVolumeStateRequestType {
@@ -1341,22 +1391,27 @@ pub struct DeleteVmfsVolumeStateRequestType {
     /// `vmfsUuid`.
     pub vmfs_uuid: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeleteVmfsVolumeStateRequestType {
     const TYPE_NAME: &'static str = "DeleteVmfsVolumeStateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeleteVmfsVolumeStateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeleteVmfsVolumeStateRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteVmfsVolumeStateRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeleteVmfsVolumeStateRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeleteVmfsVolumeStateRequestType {
     #[inline]
     fn decode_field(
@@ -1378,6 +1433,7 @@ impl x::Fields for DeleteVmfsVolumeStateRequestType {
         w.write("vmfsUuid", &self.vmfs_uuid);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeleteVmfsVolumeStateRequestType {
     const NAME: &'static str = "DeleteVmfsVolumeState";
     const IDEMPOTENT: bool = false;
@@ -1393,6 +1449,7 @@ impl x::Request for DeleteVmfsVolumeStateRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeleteVsanObjectsRequestType`.
 #[derive(Default)]
 pub struct DeleteVsanObjectsRequestType {
@@ -1403,22 +1460,27 @@ pub struct DeleteVsanObjectsRequestType {
     /// `force`.
     pub force: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeleteVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "DeleteVsanObjectsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeleteVsanObjectsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeleteVsanObjectsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeleteVsanObjectsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeleteVsanObjectsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DeleteVsanObjectsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1429,6 +1491,7 @@ impl Clone for DeleteVsanObjectsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeleteVsanObjectsRequestType {
     #[inline]
     fn decode_field(
@@ -1452,6 +1515,7 @@ impl x::Fields for DeleteVsanObjectsRequestType {
         w.write_opt("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeleteVsanObjectsRequestType {
     const NAME: &'static str = "DeleteVsanObjects";
     const IDEMPOTENT: bool = false;

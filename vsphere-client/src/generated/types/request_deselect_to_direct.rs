@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `DeselectVnicForNicTypeRequestType`.
 #[derive(Clone, Default)]
 pub struct DeselectVnicForNicTypeRequestType {
@@ -15,22 +16,27 @@ pub struct DeselectVnicForNicTypeRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeselectVnicForNicTypeRequestType {
     const TYPE_NAME: &'static str = "DeselectVnicForNicTypeRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeselectVnicForNicTypeRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeselectVnicForNicTypeRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeselectVnicForNicTypeRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeselectVnicForNicTypeRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeselectVnicForNicTypeRequestType {
     #[inline]
     fn decode_field(
@@ -54,6 +60,7 @@ impl x::Fields for DeselectVnicForNicTypeRequestType {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeselectVnicForNicTypeRequestType {
     const NAME: &'static str = "DeselectVnicForNicType";
     const IDEMPOTENT: bool = false;
@@ -69,28 +76,34 @@ impl x::Request for DeselectVnicForNicTypeRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DeselectVnicRequestType`.
 #[derive(Clone, Default)]
 pub struct DeselectVnicRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DeselectVnicRequestType {
     const TYPE_NAME: &'static str = "DeselectVnicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DeselectVnicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DeselectVnicRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DeselectVnicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DeselectVnicRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DeselectVnicRequestType {
     #[inline]
     fn decode_field(
@@ -110,6 +123,7 @@ impl x::Fields for DeselectVnicRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DeselectVnicRequestType {
     const NAME: &'static str = "DeselectVnic";
     const IDEMPOTENT: bool = false;
@@ -293,6 +307,7 @@ impl x::Request for DestroyDatastoreRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DestroyIpPoolRequestType`.
 #[derive(Clone, Default)]
 pub struct DestroyIpPoolRequestType {
@@ -305,22 +320,27 @@ pub struct DestroyIpPoolRequestType {
     /// `force`.
     pub force: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DestroyIpPoolRequestType {
     const TYPE_NAME: &'static str = "DestroyIpPoolRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DestroyIpPoolRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DestroyIpPoolRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyIpPoolRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DestroyIpPoolRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DestroyIpPoolRequestType {
     #[inline]
     fn decode_field(
@@ -346,6 +366,7 @@ impl x::Fields for DestroyIpPoolRequestType {
         w.write("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DestroyIpPoolRequestType {
     const NAME: &'static str = "DestroyIpPool";
     const IDEMPOTENT: bool = false;
@@ -417,28 +438,34 @@ impl x::Request for DestroyNetworkRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DestroyProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct DestroyProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DestroyProfileRequestType {
     const TYPE_NAME: &'static str = "DestroyProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DestroyProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DestroyProfileRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyProfileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DestroyProfileRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DestroyProfileRequestType {
     #[inline]
     fn decode_field(
@@ -458,6 +485,7 @@ impl x::Fields for DestroyProfileRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DestroyProfileRequestType {
     const NAME: &'static str = "DestroyProfile";
     const IDEMPOTENT: bool = false;
@@ -641,6 +669,7 @@ impl x::Request for DestroyRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DestroyVffsRequestType`.
 #[derive(Clone, Default)]
 pub struct DestroyVffsRequestType {
@@ -649,22 +678,27 @@ pub struct DestroyVffsRequestType {
     /// `vffsPath`.
     pub vffs_path: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DestroyVffsRequestType {
     const TYPE_NAME: &'static str = "DestroyVffsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DestroyVffsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DestroyVffsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DestroyVffsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DestroyVffsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DestroyVffsRequestType {
     #[inline]
     fn decode_field(
@@ -686,6 +720,7 @@ impl x::Fields for DestroyVffsRequestType {
         w.write("vffsPath", &self.vffs_path);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DestroyVffsRequestType {
     const NAME: &'static str = "DestroyVffs";
     const IDEMPOTENT: bool = false;
@@ -817,6 +852,7 @@ impl x::Request for DetachDiskRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DetachScsiLunExRequestType`.
 #[derive(Default)]
 pub struct DetachScsiLunExRequestType {
@@ -825,22 +861,27 @@ pub struct DetachScsiLunExRequestType {
     /// `lunUuid`.
     pub lun_uuid: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DetachScsiLunExRequestType {
     const TYPE_NAME: &'static str = "DetachScsiLunExRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DetachScsiLunExRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DetachScsiLunExRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachScsiLunExRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DetachScsiLunExRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for DetachScsiLunExRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -850,6 +891,7 @@ impl Clone for DetachScsiLunExRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DetachScsiLunExRequestType {
     #[inline]
     fn decode_field(
@@ -871,6 +913,7 @@ impl x::Fields for DetachScsiLunExRequestType {
         w.write_vec("lunUuid", &self.lun_uuid);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DetachScsiLunExRequestType {
     const NAME: &'static str = "DetachScsiLunEx_Task";
     const IDEMPOTENT: bool = false;
@@ -886,6 +929,7 @@ impl x::Request for DetachScsiLunExRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `DetachScsiLunRequestType`.
 #[derive(Clone, Default)]
 pub struct DetachScsiLunRequestType {
@@ -894,22 +938,27 @@ pub struct DetachScsiLunRequestType {
     /// `lunUuid`.
     pub lun_uuid: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for DetachScsiLunRequestType {
     const TYPE_NAME: &'static str = "DetachScsiLunRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for DetachScsiLunRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for DetachScsiLunRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "DetachScsiLunRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for DetachScsiLunRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for DetachScsiLunRequestType {
     #[inline]
     fn decode_field(
@@ -931,6 +980,7 @@ impl x::Fields for DetachScsiLunRequestType {
         w.write("lunUuid", &self.lun_uuid);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for DetachScsiLunRequestType {
     const NAME: &'static str = "DetachScsiLun";
     const IDEMPOTENT: bool = false;

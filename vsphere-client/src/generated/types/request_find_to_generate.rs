@@ -213,6 +213,7 @@ impl x::Request for FindAllByUuidRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `FindAssociatedProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct FindAssociatedProfileRequestType {
@@ -221,22 +222,27 @@ pub struct FindAssociatedProfileRequestType {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for FindAssociatedProfileRequestType {
     const TYPE_NAME: &'static str = "FindAssociatedProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for FindAssociatedProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for FindAssociatedProfileRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FindAssociatedProfileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for FindAssociatedProfileRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for FindAssociatedProfileRequestType {
     #[inline]
     fn decode_field(
@@ -258,6 +264,7 @@ impl x::Fields for FindAssociatedProfileRequestType {
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for FindAssociatedProfileRequestType {
     const NAME: &'static str = "FindAssociatedProfile";
     const IDEMPOTENT: bool = true;
@@ -669,6 +676,7 @@ impl x::Request for FindChildRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `FindExtensionRequestType`.
 #[derive(Clone, Default)]
 pub struct FindExtensionRequestType {
@@ -677,22 +685,27 @@ pub struct FindExtensionRequestType {
     /// `extensionKey`.
     pub extension_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for FindExtensionRequestType {
     const TYPE_NAME: &'static str = "FindExtensionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for FindExtensionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for FindExtensionRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FindExtensionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for FindExtensionRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for FindExtensionRequestType {
     #[inline]
     fn decode_field(
@@ -714,6 +727,7 @@ impl x::Fields for FindExtensionRequestType {
         w.write("extensionKey", &self.extension_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for FindExtensionRequestType {
     const NAME: &'static str = "FindExtension";
     const IDEMPOTENT: bool = true;
@@ -789,6 +803,7 @@ impl x::Request for FindRulesForVmRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `FormatVffsRequestType`.
 #[derive(Clone, Default)]
 pub struct FormatVffsRequestType {
@@ -797,22 +812,27 @@ pub struct FormatVffsRequestType {
     /// `createSpec`.
     pub create_spec: HostVffsSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for FormatVffsRequestType {
     const TYPE_NAME: &'static str = "FormatVffsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for FormatVffsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for FormatVffsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FormatVffsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for FormatVffsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for FormatVffsRequestType {
     #[inline]
     fn decode_field(
@@ -834,6 +854,7 @@ impl x::Fields for FormatVffsRequestType {
         w.write("createSpec", &self.create_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for FormatVffsRequestType {
     const NAME: &'static str = "FormatVffs";
     const IDEMPOTENT: bool = false;
@@ -849,6 +870,7 @@ impl x::Request for FormatVffsRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `FormatVmfsRequestType`.
 #[derive(Clone, Default)]
 pub struct FormatVmfsRequestType {
@@ -857,22 +879,27 @@ pub struct FormatVmfsRequestType {
     /// `createSpec`.
     pub create_spec: HostVmfsSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for FormatVmfsRequestType {
     const TYPE_NAME: &'static str = "FormatVmfsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for FormatVmfsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for FormatVmfsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "FormatVmfsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for FormatVmfsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for FormatVmfsRequestType {
     #[inline]
     fn decode_field(
@@ -894,6 +921,7 @@ impl x::Fields for FormatVmfsRequestType {
         w.write("createSpec", &self.create_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for FormatVmfsRequestType {
     const NAME: &'static str = "FormatVmfs";
     const IDEMPOTENT: bool = false;
@@ -909,6 +937,7 @@ impl x::Request for FormatVmfsRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GenerateCertificateSigningRequestByDnRequestType`.
 #[derive(Clone, Default)]
 pub struct GenerateCertificateSigningRequestByDnRequestType {
@@ -921,10 +950,13 @@ pub struct GenerateCertificateSigningRequestByDnRequestType {
     /// Since vSphere API 8.0.1.0.
     pub spec: Option<HostCertificateManagerCertificateSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GenerateCertificateSigningRequestByDnRequestType {
     const TYPE_NAME: &'static str = "GenerateCertificateSigningRequestByDnRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GenerateCertificateSigningRequestByDnRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GenerateCertificateSigningRequestByDnRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -935,12 +967,14 @@ impl std::fmt::Debug for GenerateCertificateSigningRequestByDnRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GenerateCertificateSigningRequestByDnRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GenerateCertificateSigningRequestByDnRequestType {
     #[inline]
     fn decode_field(
@@ -972,6 +1006,7 @@ impl x::Fields for GenerateCertificateSigningRequestByDnRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GenerateCertificateSigningRequestByDnRequestType {
     const NAME: &'static str = "GenerateCertificateSigningRequestByDn";
     const IDEMPOTENT: bool = false;
@@ -987,6 +1022,7 @@ impl x::Request for GenerateCertificateSigningRequestByDnRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GenerateCertificateSigningRequestRequestType`.
 #[derive(Clone, Default)]
 pub struct GenerateCertificateSigningRequestRequestType {
@@ -999,10 +1035,13 @@ pub struct GenerateCertificateSigningRequestRequestType {
     /// Since vSphere API 8.0.1.0.
     pub spec: Option<HostCertificateManagerCertificateSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GenerateCertificateSigningRequestRequestType {
     const TYPE_NAME: &'static str = "GenerateCertificateSigningRequestRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GenerateCertificateSigningRequestRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GenerateCertificateSigningRequestRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1013,12 +1052,14 @@ impl std::fmt::Debug for GenerateCertificateSigningRequestRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GenerateCertificateSigningRequestRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GenerateCertificateSigningRequestRequestType {
     #[inline]
     fn decode_field(
@@ -1050,6 +1091,7 @@ impl x::Fields for GenerateCertificateSigningRequestRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GenerateCertificateSigningRequestRequestType {
     const NAME: &'static str = "GenerateCertificateSigningRequest";
     const IDEMPOTENT: bool = false;
@@ -1065,6 +1107,7 @@ impl x::Request for GenerateCertificateSigningRequestRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GenerateClientCsrRequestType`.
 #[derive(Clone, Default)]
 pub struct GenerateClientCsrRequestType {
@@ -1077,22 +1120,27 @@ pub struct GenerateClientCsrRequestType {
     /// Since vSphere API 8.0.1.0.
     pub request: Option<CryptoManagerKmipCertSignRequest>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GenerateClientCsrRequestType {
     const TYPE_NAME: &'static str = "GenerateClientCsrRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GenerateClientCsrRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GenerateClientCsrRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GenerateClientCsrRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GenerateClientCsrRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GenerateClientCsrRequestType {
     #[inline]
     fn decode_field(
@@ -1118,6 +1166,7 @@ impl x::Fields for GenerateClientCsrRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GenerateClientCsrRequestType {
     const NAME: &'static str = "GenerateClientCsr";
     const IDEMPOTENT: bool = false;
@@ -1133,6 +1182,7 @@ impl x::Request for GenerateClientCsrRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GenerateConfigTaskListRequestType`.
 #[derive(Clone, Default)]
 pub struct GenerateConfigTaskListRequestType {
@@ -1143,22 +1193,27 @@ pub struct GenerateConfigTaskListRequestType {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GenerateConfigTaskListRequestType {
     const TYPE_NAME: &'static str = "GenerateConfigTaskListRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GenerateConfigTaskListRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GenerateConfigTaskListRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GenerateConfigTaskListRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GenerateConfigTaskListRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GenerateConfigTaskListRequestType {
     #[inline]
     fn decode_field(
@@ -1182,6 +1237,7 @@ impl x::Fields for GenerateConfigTaskListRequestType {
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GenerateConfigTaskListRequestType {
     const NAME: &'static str = "GenerateConfigTaskList";
     const IDEMPOTENT: bool = false;
@@ -1197,6 +1253,7 @@ impl x::Request for GenerateConfigTaskListRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GenerateHostConfigTaskSpecRequestType`.
 #[derive(Default)]
 pub struct GenerateHostConfigTaskSpecRequestType {
@@ -1205,22 +1262,27 @@ pub struct GenerateHostConfigTaskSpecRequestType {
     /// `hostsInfo`.
     pub hosts_info: Vec<StructuredCustomizations>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GenerateHostConfigTaskSpecRequestType {
     const TYPE_NAME: &'static str = "GenerateHostConfigTaskSpecRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GenerateHostConfigTaskSpecRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GenerateHostConfigTaskSpecRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GenerateHostConfigTaskSpecRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GenerateHostConfigTaskSpecRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for GenerateHostConfigTaskSpecRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1230,6 +1292,7 @@ impl Clone for GenerateHostConfigTaskSpecRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GenerateHostConfigTaskSpecRequestType {
     #[inline]
     fn decode_field(
@@ -1251,6 +1314,7 @@ impl x::Fields for GenerateHostConfigTaskSpecRequestType {
         w.write_vec("hostsInfo", &self.hosts_info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GenerateHostConfigTaskSpecRequestType {
     const NAME: &'static str = "GenerateHostConfigTaskSpec_Task";
     const IDEMPOTENT: bool = false;
@@ -1266,6 +1330,7 @@ impl x::Request for GenerateHostConfigTaskSpecRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GenerateHostProfileTaskListRequestType`.
 #[derive(Clone, Default)]
 pub struct GenerateHostProfileTaskListRequestType {
@@ -1276,22 +1341,27 @@ pub struct GenerateHostProfileTaskListRequestType {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GenerateHostProfileTaskListRequestType {
     const TYPE_NAME: &'static str = "GenerateHostProfileTaskListRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GenerateHostProfileTaskListRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GenerateHostProfileTaskListRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GenerateHostProfileTaskListRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GenerateHostProfileTaskListRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GenerateHostProfileTaskListRequestType {
     #[inline]
     fn decode_field(
@@ -1315,6 +1385,7 @@ impl x::Fields for GenerateHostProfileTaskListRequestType {
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GenerateHostProfileTaskListRequestType {
     const NAME: &'static str = "GenerateHostProfileTaskList_Task";
     const IDEMPOTENT: bool = false;
@@ -1330,6 +1401,7 @@ impl x::Request for GenerateHostProfileTaskListRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GenerateKeyRequestType`.
 #[derive(Clone, Default)]
 pub struct GenerateKeyRequestType {
@@ -1346,22 +1418,27 @@ pub struct GenerateKeyRequestType {
     /// Since vSphere API 9.0.0.0.
     pub key_spec: Option<CryptoManagerKmipGenerateKeySpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GenerateKeyRequestType {
     const TYPE_NAME: &'static str = "GenerateKeyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GenerateKeyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GenerateKeyRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GenerateKeyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GenerateKeyRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GenerateKeyRequestType {
     #[inline]
     fn decode_field(
@@ -1391,6 +1468,7 @@ impl x::Fields for GenerateKeyRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GenerateKeyRequestType {
     const NAME: &'static str = "GenerateKey";
     const IDEMPOTENT: bool = false;
@@ -1406,6 +1484,7 @@ impl x::Request for GenerateKeyRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GenerateLogBundlesRequestType`.
 #[derive(Default)]
 pub struct GenerateLogBundlesRequestType {
@@ -1416,22 +1495,27 @@ pub struct GenerateLogBundlesRequestType {
     /// `host`.
     pub host: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GenerateLogBundlesRequestType {
     const TYPE_NAME: &'static str = "GenerateLogBundlesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GenerateLogBundlesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GenerateLogBundlesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GenerateLogBundlesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GenerateLogBundlesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for GenerateLogBundlesRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1442,6 +1526,7 @@ impl Clone for GenerateLogBundlesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GenerateLogBundlesRequestType {
     #[inline]
     fn decode_field(
@@ -1465,6 +1550,7 @@ impl x::Fields for GenerateLogBundlesRequestType {
         w.write_vec("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GenerateLogBundlesRequestType {
     const NAME: &'static str = "GenerateLogBundles_Task";
     const IDEMPOTENT: bool = false;
@@ -1480,6 +1566,7 @@ impl x::Request for GenerateLogBundlesRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GenerateSelfSignedClientCertRequestType`.
 #[derive(Clone, Default)]
 pub struct GenerateSelfSignedClientCertRequestType {
@@ -1492,10 +1579,13 @@ pub struct GenerateSelfSignedClientCertRequestType {
     /// Since vSphere API 8.0.1.0.
     pub request: Option<CryptoManagerKmipCertSignRequest>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GenerateSelfSignedClientCertRequestType {
     const TYPE_NAME: &'static str = "GenerateSelfSignedClientCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GenerateSelfSignedClientCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GenerateSelfSignedClientCertRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1506,12 +1596,14 @@ impl std::fmt::Debug for GenerateSelfSignedClientCertRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GenerateSelfSignedClientCertRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GenerateSelfSignedClientCertRequestType {
     #[inline]
     fn decode_field(
@@ -1543,6 +1635,7 @@ impl x::Fields for GenerateSelfSignedClientCertRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GenerateSelfSignedClientCertRequestType {
     const NAME: &'static str = "GenerateSelfSignedClientCert";
     const IDEMPOTENT: bool = false;

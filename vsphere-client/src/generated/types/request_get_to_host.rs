@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `GetAlarmRequestType`.
 #[derive(Clone, Default)]
 pub struct GetAlarmRequestType {
@@ -13,22 +14,27 @@ pub struct GetAlarmRequestType {
     /// `entity`.
     pub entity: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GetAlarmRequestType {
     const TYPE_NAME: &'static str = "GetAlarmRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GetAlarmRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GetAlarmRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GetAlarmRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GetAlarmRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GetAlarmRequestType {
     #[inline]
     fn decode_field(
@@ -50,6 +56,7 @@ impl x::Fields for GetAlarmRequestType {
         w.write_opt("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GetAlarmRequestType {
     const NAME: &'static str = "GetAlarm";
     const IDEMPOTENT: bool = true;
@@ -65,6 +72,7 @@ impl x::Request for GetAlarmRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `GetAlarmStateRequestType`.
 #[derive(Clone, Default)]
 pub struct GetAlarmStateRequestType {
@@ -73,22 +81,27 @@ pub struct GetAlarmStateRequestType {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GetAlarmStateRequestType {
     const TYPE_NAME: &'static str = "GetAlarmStateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GetAlarmStateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GetAlarmStateRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GetAlarmStateRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GetAlarmStateRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GetAlarmStateRequestType {
     #[inline]
     fn decode_field(
@@ -110,6 +123,7 @@ impl x::Fields for GetAlarmStateRequestType {
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GetAlarmStateRequestType {
     const NAME: &'static str = "GetAlarmState";
     const IDEMPOTENT: bool = true;
@@ -125,6 +139,7 @@ impl x::Request for GetAlarmStateRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `GetCryptoKeyStatusRequestType`.
 ///
 /// Since vSphere API 8.0.1.0.
@@ -139,22 +154,27 @@ pub struct GetCryptoKeyStatusRequestType {
     /// Since vSphere API 8.0.1.0.
     pub keys: Vec<CryptoKeyId>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GetCryptoKeyStatusRequestType {
     const TYPE_NAME: &'static str = "GetCryptoKeyStatusRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GetCryptoKeyStatusRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GetCryptoKeyStatusRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GetCryptoKeyStatusRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GetCryptoKeyStatusRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for GetCryptoKeyStatusRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -164,6 +184,7 @@ impl Clone for GetCryptoKeyStatusRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GetCryptoKeyStatusRequestType {
     #[inline]
     fn decode_field(
@@ -186,6 +207,7 @@ impl x::Fields for GetCryptoKeyStatusRequestType {
         w.write_vec("keys", &self.keys);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GetCryptoKeyStatusRequestType {
     const NAME: &'static str = "GetCryptoKeyStatus";
     const IDEMPOTENT: bool = true;
@@ -261,6 +283,7 @@ impl x::Request for GetCustomizationSpecRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GetDefaultKmsClusterRequestType`.
 #[derive(Clone, Default)]
 pub struct GetDefaultKmsClusterRequestType {
@@ -271,22 +294,27 @@ pub struct GetDefaultKmsClusterRequestType {
     /// `defaultsToParent`.
     pub defaults_to_parent: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GetDefaultKmsClusterRequestType {
     const TYPE_NAME: &'static str = "GetDefaultKmsClusterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GetDefaultKmsClusterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GetDefaultKmsClusterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GetDefaultKmsClusterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GetDefaultKmsClusterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GetDefaultKmsClusterRequestType {
     #[inline]
     fn decode_field(
@@ -310,6 +338,7 @@ impl x::Fields for GetDefaultKmsClusterRequestType {
         w.write_opt("defaultsToParent", &self.defaults_to_parent);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GetDefaultKmsClusterRequestType {
     const NAME: &'static str = "GetDefaultKmsCluster";
     const IDEMPOTENT: bool = true;
@@ -325,28 +354,34 @@ impl x::Request for GetDefaultKmsClusterRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `GetPublicKeyRequestType`.
 #[derive(Clone, Default)]
 pub struct GetPublicKeyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GetPublicKeyRequestType {
     const TYPE_NAME: &'static str = "GetPublicKeyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GetPublicKeyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GetPublicKeyRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GetPublicKeyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GetPublicKeyRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GetPublicKeyRequestType {
     #[inline]
     fn decode_field(
@@ -366,6 +401,7 @@ impl x::Fields for GetPublicKeyRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GetPublicKeyRequestType {
     const NAME: &'static str = "GetPublicKey";
     const IDEMPOTENT: bool = true;
@@ -437,28 +473,34 @@ impl x::Request for GetResourceUsageRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `GetSiteInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct GetSiteInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GetSiteInfoRequestType {
     const TYPE_NAME: &'static str = "GetSiteInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GetSiteInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GetSiteInfoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GetSiteInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GetSiteInfoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GetSiteInfoRequestType {
     #[inline]
     fn decode_field(
@@ -478,6 +520,7 @@ impl x::Fields for GetSiteInfoRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GetSiteInfoRequestType {
     const NAME: &'static str = "GetSiteInfo";
     const IDEMPOTENT: bool = true;
@@ -553,28 +596,34 @@ impl x::Request for GetSystemVMsRestrictedDatastoresRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `GetVchaClusterHealthRequestType`.
 #[derive(Clone, Default)]
 pub struct GetVchaClusterHealthRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GetVchaClusterHealthRequestType {
     const TYPE_NAME: &'static str = "GetVchaClusterHealthRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GetVchaClusterHealthRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GetVchaClusterHealthRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GetVchaClusterHealthRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GetVchaClusterHealthRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GetVchaClusterHealthRequestType {
     #[inline]
     fn decode_field(
@@ -594,6 +643,7 @@ impl x::Fields for GetVchaClusterHealthRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GetVchaClusterHealthRequestType {
     const NAME: &'static str = "GetVchaClusterHealth";
     const IDEMPOTENT: bool = true;
@@ -676,6 +726,7 @@ impl x::Request for GetVpcNetworkSpanRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `GetVsanObjExtAttrsRequestType`.
 #[derive(Default)]
 pub struct GetVsanObjExtAttrsRequestType {
@@ -684,22 +735,27 @@ pub struct GetVsanObjExtAttrsRequestType {
     /// `uuids`.
     pub uuids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for GetVsanObjExtAttrsRequestType {
     const TYPE_NAME: &'static str = "GetVsanObjExtAttrsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for GetVsanObjExtAttrsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for GetVsanObjExtAttrsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "GetVsanObjExtAttrsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for GetVsanObjExtAttrsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for GetVsanObjExtAttrsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -709,6 +765,7 @@ impl Clone for GetVsanObjExtAttrsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for GetVsanObjExtAttrsRequestType {
     #[inline]
     fn decode_field(
@@ -730,6 +787,7 @@ impl x::Fields for GetVsanObjExtAttrsRequestType {
         w.write_vec("uuids", &self.uuids);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for GetVsanObjExtAttrsRequestType {
     const NAME: &'static str = "GetVsanObjExtAttrs";
     const IDEMPOTENT: bool = true;
@@ -745,6 +803,7 @@ impl x::Request for GetVsanObjExtAttrsRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HasMonitoredEntityRequestType`.
 #[derive(Clone, Default)]
 pub struct HasMonitoredEntityRequestType {
@@ -755,22 +814,27 @@ pub struct HasMonitoredEntityRequestType {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HasMonitoredEntityRequestType {
     const TYPE_NAME: &'static str = "HasMonitoredEntityRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HasMonitoredEntityRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HasMonitoredEntityRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasMonitoredEntityRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HasMonitoredEntityRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HasMonitoredEntityRequestType {
     #[inline]
     fn decode_field(
@@ -794,6 +858,7 @@ impl x::Fields for HasMonitoredEntityRequestType {
         w.write("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HasMonitoredEntityRequestType {
     const NAME: &'static str = "HasMonitoredEntity";
     const IDEMPOTENT: bool = true;
@@ -809,6 +874,7 @@ impl x::Request for HasMonitoredEntityRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HasPrivilegeOnEntitiesRequestType`.
 #[derive(Default)]
 pub struct HasPrivilegeOnEntitiesRequestType {
@@ -821,22 +887,27 @@ pub struct HasPrivilegeOnEntitiesRequestType {
     /// `privId`.
     pub priv_id: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HasPrivilegeOnEntitiesRequestType {
     const TYPE_NAME: &'static str = "HasPrivilegeOnEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HasPrivilegeOnEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HasPrivilegeOnEntitiesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasPrivilegeOnEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HasPrivilegeOnEntitiesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HasPrivilegeOnEntitiesRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -848,6 +919,7 @@ impl Clone for HasPrivilegeOnEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HasPrivilegeOnEntitiesRequestType {
     #[inline]
     fn decode_field(
@@ -873,6 +945,7 @@ impl x::Fields for HasPrivilegeOnEntitiesRequestType {
         w.write_vec("privId", &self.priv_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HasPrivilegeOnEntitiesRequestType {
     const NAME: &'static str = "HasPrivilegeOnEntities";
     const IDEMPOTENT: bool = true;
@@ -888,6 +961,7 @@ impl x::Request for HasPrivilegeOnEntitiesRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `HasPrivilegeOnEntityRequestType`.
 #[derive(Default)]
 pub struct HasPrivilegeOnEntityRequestType {
@@ -900,22 +974,27 @@ pub struct HasPrivilegeOnEntityRequestType {
     /// `privId`.
     pub priv_id: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HasPrivilegeOnEntityRequestType {
     const TYPE_NAME: &'static str = "HasPrivilegeOnEntityRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HasPrivilegeOnEntityRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HasPrivilegeOnEntityRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasPrivilegeOnEntityRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HasPrivilegeOnEntityRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HasPrivilegeOnEntityRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -927,6 +1006,7 @@ impl Clone for HasPrivilegeOnEntityRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HasPrivilegeOnEntityRequestType {
     #[inline]
     fn decode_field(
@@ -952,6 +1032,7 @@ impl x::Fields for HasPrivilegeOnEntityRequestType {
         w.write_vec("privId", &self.priv_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HasPrivilegeOnEntityRequestType {
     const NAME: &'static str = "HasPrivilegeOnEntity";
     const IDEMPOTENT: bool = true;
@@ -967,6 +1048,7 @@ impl x::Request for HasPrivilegeOnEntityRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `HasProviderRequestType`.
 #[derive(Clone, Default)]
 pub struct HasProviderRequestType {
@@ -975,22 +1057,27 @@ pub struct HasProviderRequestType {
     /// `id`.
     pub id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HasProviderRequestType {
     const TYPE_NAME: &'static str = "HasProviderRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HasProviderRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HasProviderRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasProviderRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HasProviderRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HasProviderRequestType {
     #[inline]
     fn decode_field(
@@ -1012,6 +1099,7 @@ impl x::Fields for HasProviderRequestType {
         w.write("id", &self.id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HasProviderRequestType {
     const NAME: &'static str = "HasProvider";
     const IDEMPOTENT: bool = true;
@@ -1027,6 +1115,7 @@ impl x::Request for HasProviderRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HasUserPrivilegeOnEntitiesRequestType`.
 #[derive(Default)]
 pub struct HasUserPrivilegeOnEntitiesRequestType {
@@ -1039,22 +1128,27 @@ pub struct HasUserPrivilegeOnEntitiesRequestType {
     /// `privId`.
     pub priv_id: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HasUserPrivilegeOnEntitiesRequestType {
     const TYPE_NAME: &'static str = "HasUserPrivilegeOnEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HasUserPrivilegeOnEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HasUserPrivilegeOnEntitiesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HasUserPrivilegeOnEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HasUserPrivilegeOnEntitiesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HasUserPrivilegeOnEntitiesRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1066,6 +1160,7 @@ impl Clone for HasUserPrivilegeOnEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HasUserPrivilegeOnEntitiesRequestType {
     #[inline]
     fn decode_field(
@@ -1091,6 +1186,7 @@ impl x::Fields for HasUserPrivilegeOnEntitiesRequestType {
         w.write_vec("privId", &self.priv_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HasUserPrivilegeOnEntitiesRequestType {
     const NAME: &'static str = "HasUserPrivilegeOnEntities";
     const IDEMPOTENT: bool = true;
@@ -1106,6 +1202,7 @@ impl x::Request for HasUserPrivilegeOnEntitiesRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostClearVStorageObjectControlFlagsRequestType`.
 #[derive(Default)]
 pub struct HostClearVStorageObjectControlFlagsRequestType {
@@ -1118,10 +1215,13 @@ pub struct HostClearVStorageObjectControlFlagsRequestType {
     /// `controlFlags`.
     pub control_flags: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostClearVStorageObjectControlFlagsRequestType {
     const TYPE_NAME: &'static str = "HostClearVStorageObjectControlFlagsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostClearVStorageObjectControlFlagsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostClearVStorageObjectControlFlagsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1132,12 +1232,14 @@ impl std::fmt::Debug for HostClearVStorageObjectControlFlagsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostClearVStorageObjectControlFlagsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostClearVStorageObjectControlFlagsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1149,6 +1251,7 @@ impl Clone for HostClearVStorageObjectControlFlagsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostClearVStorageObjectControlFlagsRequestType {
     #[inline]
     fn decode_field(
@@ -1174,6 +1277,7 @@ impl x::Fields for HostClearVStorageObjectControlFlagsRequestType {
         w.write_vec("controlFlags", &self.control_flags);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostClearVStorageObjectControlFlagsRequestType {
     const NAME: &'static str = "HostClearVStorageObjectControlFlags";
     const IDEMPOTENT: bool = false;
@@ -1189,6 +1293,7 @@ impl x::Request for HostClearVStorageObjectControlFlagsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostCloneVStorageObjectRequestType`.
 #[derive(Clone, Default)]
 pub struct HostCloneVStorageObjectRequestType {
@@ -1201,22 +1306,27 @@ pub struct HostCloneVStorageObjectRequestType {
     /// `spec`.
     pub spec: VslmCloneSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostCloneVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostCloneVStorageObjectRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostCloneVStorageObjectRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostCloneVStorageObjectRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostCloneVStorageObjectRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostCloneVStorageObjectRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostCloneVStorageObjectRequestType {
     #[inline]
     fn decode_field(
@@ -1242,6 +1352,7 @@ impl x::Fields for HostCloneVStorageObjectRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostCloneVStorageObjectRequestType {
     const NAME: &'static str = "HostCloneVStorageObject_Task";
     const IDEMPOTENT: bool = false;
@@ -1257,6 +1368,7 @@ impl x::Request for HostCloneVStorageObjectRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostConfigVFlashCacheRequestType`.
 #[derive(Clone, Default)]
 pub struct HostConfigVFlashCacheRequestType {
@@ -1265,22 +1377,27 @@ pub struct HostConfigVFlashCacheRequestType {
     /// `spec`.
     pub spec: HostVFlashManagerVFlashCacheConfigSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostConfigVFlashCacheRequestType {
     const TYPE_NAME: &'static str = "HostConfigVFlashCacheRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostConfigVFlashCacheRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostConfigVFlashCacheRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostConfigVFlashCacheRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostConfigVFlashCacheRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostConfigVFlashCacheRequestType {
     #[inline]
     fn decode_field(
@@ -1302,6 +1419,7 @@ impl x::Fields for HostConfigVFlashCacheRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostConfigVFlashCacheRequestType {
     const NAME: &'static str = "HostConfigVFlashCache";
     const IDEMPOTENT: bool = false;
@@ -1317,6 +1435,7 @@ impl x::Request for HostConfigVFlashCacheRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostConfigureVFlashResourceRequestType`.
 #[derive(Clone, Default)]
 pub struct HostConfigureVFlashResourceRequestType {
@@ -1325,22 +1444,27 @@ pub struct HostConfigureVFlashResourceRequestType {
     /// `spec`.
     pub spec: HostVFlashManagerVFlashResourceConfigSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostConfigureVFlashResourceRequestType {
     const TYPE_NAME: &'static str = "HostConfigureVFlashResourceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostConfigureVFlashResourceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostConfigureVFlashResourceRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostConfigureVFlashResourceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostConfigureVFlashResourceRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostConfigureVFlashResourceRequestType {
     #[inline]
     fn decode_field(
@@ -1362,6 +1486,7 @@ impl x::Fields for HostConfigureVFlashResourceRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostConfigureVFlashResourceRequestType {
     const NAME: &'static str = "HostConfigureVFlashResource";
     const IDEMPOTENT: bool = false;
@@ -1377,6 +1502,7 @@ impl x::Request for HostConfigureVFlashResourceRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostCreateDiskRequestType`.
 #[derive(Clone, Default)]
 pub struct HostCreateDiskRequestType {
@@ -1385,22 +1511,27 @@ pub struct HostCreateDiskRequestType {
     /// `spec`.
     pub spec: VslmCreateSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostCreateDiskRequestType {
     const TYPE_NAME: &'static str = "HostCreateDiskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostCreateDiskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostCreateDiskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostCreateDiskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostCreateDiskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostCreateDiskRequestType {
     #[inline]
     fn decode_field(
@@ -1422,6 +1553,7 @@ impl x::Fields for HostCreateDiskRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostCreateDiskRequestType {
     const NAME: &'static str = "HostCreateDisk_Task";
     const IDEMPOTENT: bool = false;
@@ -1437,6 +1569,7 @@ impl x::Request for HostCreateDiskRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostDeleteVStorageObjectExRequestType`.
 #[derive(Clone, Default)]
 pub struct HostDeleteVStorageObjectExRequestType {
@@ -1451,22 +1584,27 @@ pub struct HostDeleteVStorageObjectExRequestType {
     /// Since vSphere API 9.1.0.0.
     pub is_lc_parent_attached: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostDeleteVStorageObjectExRequestType {
     const TYPE_NAME: &'static str = "HostDeleteVStorageObjectExRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostDeleteVStorageObjectExRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostDeleteVStorageObjectExRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostDeleteVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostDeleteVStorageObjectExRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostDeleteVStorageObjectExRequestType {
     #[inline]
     fn decode_field(
@@ -1500,6 +1638,7 @@ impl x::Fields for HostDeleteVStorageObjectExRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostDeleteVStorageObjectExRequestType {
     const NAME: &'static str = "HostDeleteVStorageObjectEx_Task";
     const IDEMPOTENT: bool = false;
@@ -1515,6 +1654,7 @@ impl x::Request for HostDeleteVStorageObjectExRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostDeleteVStorageObjectRequestType`.
 #[derive(Clone, Default)]
 pub struct HostDeleteVStorageObjectRequestType {
@@ -1529,22 +1669,27 @@ pub struct HostDeleteVStorageObjectRequestType {
     /// Since vSphere API 9.1.0.0.
     pub is_lc_parent_attached: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostDeleteVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostDeleteVStorageObjectRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostDeleteVStorageObjectRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostDeleteVStorageObjectRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostDeleteVStorageObjectRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostDeleteVStorageObjectRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostDeleteVStorageObjectRequestType {
     #[inline]
     fn decode_field(
@@ -1578,6 +1723,7 @@ impl x::Fields for HostDeleteVStorageObjectRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostDeleteVStorageObjectRequestType {
     const NAME: &'static str = "HostDeleteVStorageObject_Task";
     const IDEMPOTENT: bool = false;
@@ -1593,6 +1739,7 @@ impl x::Request for HostDeleteVStorageObjectRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostExtendDiskRequestType`.
 #[derive(Clone, Default)]
 pub struct HostExtendDiskRequestType {
@@ -1605,22 +1752,27 @@ pub struct HostExtendDiskRequestType {
     /// `newCapacityInMB`.
     pub new_capacity_in_mb: i64,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostExtendDiskRequestType {
     const TYPE_NAME: &'static str = "HostExtendDiskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostExtendDiskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostExtendDiskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostExtendDiskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostExtendDiskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostExtendDiskRequestType {
     #[inline]
     fn decode_field(
@@ -1646,6 +1798,7 @@ impl x::Fields for HostExtendDiskRequestType {
         w.write("newCapacityInMB", &self.new_capacity_in_mb);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostExtendDiskRequestType {
     const NAME: &'static str = "HostExtendDisk_Task";
     const IDEMPOTENT: bool = false;
@@ -1661,6 +1814,7 @@ impl x::Request for HostExtendDiskRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostGetVFlashModuleDefaultConfigRequestType`.
 #[derive(Clone, Default)]
 pub struct HostGetVFlashModuleDefaultConfigRequestType {
@@ -1669,10 +1823,13 @@ pub struct HostGetVFlashModuleDefaultConfigRequestType {
     /// `vFlashModule`.
     pub vflash_module: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostGetVFlashModuleDefaultConfigRequestType {
     const TYPE_NAME: &'static str = "HostGetVFlashModuleDefaultConfigRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostGetVFlashModuleDefaultConfigRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostGetVFlashModuleDefaultConfigRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1683,12 +1840,14 @@ impl std::fmt::Debug for HostGetVFlashModuleDefaultConfigRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostGetVFlashModuleDefaultConfigRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostGetVFlashModuleDefaultConfigRequestType {
     #[inline]
     fn decode_field(
@@ -1710,6 +1869,7 @@ impl x::Fields for HostGetVFlashModuleDefaultConfigRequestType {
         w.write("vFlashModule", &self.vflash_module);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostGetVFlashModuleDefaultConfigRequestType {
     const NAME: &'static str = "HostGetVFlashModuleDefaultConfig";
     const IDEMPOTENT: bool = false;
@@ -1725,16 +1885,20 @@ impl x::Request for HostGetVFlashModuleDefaultConfigRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostImageConfigGetAcceptanceRequestType`.
 #[derive(Clone, Default)]
 pub struct HostImageConfigGetAcceptanceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostImageConfigGetAcceptanceRequestType {
     const TYPE_NAME: &'static str = "HostImageConfigGetAcceptanceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostImageConfigGetAcceptanceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostImageConfigGetAcceptanceRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1745,12 +1909,14 @@ impl std::fmt::Debug for HostImageConfigGetAcceptanceRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostImageConfigGetAcceptanceRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostImageConfigGetAcceptanceRequestType {
     #[inline]
     fn decode_field(
@@ -1770,6 +1936,7 @@ impl x::Fields for HostImageConfigGetAcceptanceRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostImageConfigGetAcceptanceRequestType {
     const NAME: &'static str = "HostImageConfigGetAcceptance";
     const IDEMPOTENT: bool = false;
@@ -1785,28 +1952,34 @@ impl x::Request for HostImageConfigGetAcceptanceRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostImageConfigGetProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct HostImageConfigGetProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostImageConfigGetProfileRequestType {
     const TYPE_NAME: &'static str = "HostImageConfigGetProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostImageConfigGetProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostImageConfigGetProfileRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostImageConfigGetProfileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostImageConfigGetProfileRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostImageConfigGetProfileRequestType {
     #[inline]
     fn decode_field(
@@ -1826,6 +1999,7 @@ impl x::Fields for HostImageConfigGetProfileRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostImageConfigGetProfileRequestType {
     const NAME: &'static str = "HostImageConfigGetProfile";
     const IDEMPOTENT: bool = false;
@@ -1841,6 +2015,7 @@ impl x::Request for HostImageConfigGetProfileRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostInflateDiskRequestType`.
 #[derive(Clone, Default)]
 pub struct HostInflateDiskRequestType {
@@ -1851,22 +2026,27 @@ pub struct HostInflateDiskRequestType {
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostInflateDiskRequestType {
     const TYPE_NAME: &'static str = "HostInflateDiskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostInflateDiskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostInflateDiskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostInflateDiskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostInflateDiskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostInflateDiskRequestType {
     #[inline]
     fn decode_field(
@@ -1890,6 +2070,7 @@ impl x::Fields for HostInflateDiskRequestType {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostInflateDiskRequestType {
     const NAME: &'static str = "HostInflateDisk_Task";
     const IDEMPOTENT: bool = false;
@@ -1905,6 +2086,7 @@ impl x::Request for HostInflateDiskRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostListVStorageObjectRequestType`.
 #[derive(Clone, Default)]
 pub struct HostListVStorageObjectRequestType {
@@ -1913,22 +2095,27 @@ pub struct HostListVStorageObjectRequestType {
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostListVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostListVStorageObjectRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostListVStorageObjectRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostListVStorageObjectRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostListVStorageObjectRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostListVStorageObjectRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostListVStorageObjectRequestType {
     #[inline]
     fn decode_field(
@@ -1950,6 +2137,7 @@ impl x::Fields for HostListVStorageObjectRequestType {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostListVStorageObjectRequestType {
     const NAME: &'static str = "HostListVStorageObject";
     const IDEMPOTENT: bool = false;
@@ -1965,16 +2153,20 @@ impl x::Request for HostListVStorageObjectRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostProfileResetValidationStateRequestType`.
 #[derive(Clone, Default)]
 pub struct HostProfileResetValidationStateRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostProfileResetValidationStateRequestType {
     const TYPE_NAME: &'static str = "HostProfileResetValidationStateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostProfileResetValidationStateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostProfileResetValidationStateRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1985,12 +2177,14 @@ impl std::fmt::Debug for HostProfileResetValidationStateRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostProfileResetValidationStateRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostProfileResetValidationStateRequestType {
     #[inline]
     fn decode_field(
@@ -2010,6 +2204,7 @@ impl x::Fields for HostProfileResetValidationStateRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostProfileResetValidationStateRequestType {
     const NAME: &'static str = "HostProfileResetValidationState";
     const IDEMPOTENT: bool = false;
@@ -2025,6 +2220,7 @@ impl x::Request for HostProfileResetValidationStateRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostQueryVirtualDiskUuidRequestType`.
 ///
 /// Since vSphere API 8.0.3.0.
@@ -2039,22 +2235,27 @@ pub struct HostQueryVirtualDiskUuidRequestType {
     /// Since vSphere API 8.0.3.0.
     pub name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostQueryVirtualDiskUuidRequestType {
     const TYPE_NAME: &'static str = "HostQueryVirtualDiskUuidRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostQueryVirtualDiskUuidRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostQueryVirtualDiskUuidRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostQueryVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostQueryVirtualDiskUuidRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostQueryVirtualDiskUuidRequestType {
     #[inline]
     fn decode_field(
@@ -2077,6 +2278,7 @@ impl x::Fields for HostQueryVirtualDiskUuidRequestType {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostQueryVirtualDiskUuidRequestType {
     const NAME: &'static str = "HostQueryVirtualDiskUuid";
     const IDEMPOTENT: bool = false;
@@ -2092,6 +2294,7 @@ impl x::Request for HostQueryVirtualDiskUuidRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostReconcileDatastoreInventoryRequestType`.
 #[derive(Clone, Default)]
 pub struct HostReconcileDatastoreInventoryRequestType {
@@ -2104,10 +2307,13 @@ pub struct HostReconcileDatastoreInventoryRequestType {
     /// Since vSphere API 9.0.0.0.
     pub deep_cleansing: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostReconcileDatastoreInventoryRequestType {
     const TYPE_NAME: &'static str = "HostReconcileDatastoreInventoryRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostReconcileDatastoreInventoryRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostReconcileDatastoreInventoryRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2118,12 +2324,14 @@ impl std::fmt::Debug for HostReconcileDatastoreInventoryRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostReconcileDatastoreInventoryRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostReconcileDatastoreInventoryRequestType {
     #[inline]
     fn decode_field(
@@ -2155,6 +2363,7 @@ impl x::Fields for HostReconcileDatastoreInventoryRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostReconcileDatastoreInventoryRequestType {
     const NAME: &'static str = "HostReconcileDatastoreInventory_Task";
     const IDEMPOTENT: bool = false;
@@ -2170,6 +2379,7 @@ impl x::Request for HostReconcileDatastoreInventoryRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostRegisterDiskRequestType`.
 #[derive(Clone, Default)]
 pub struct HostRegisterDiskRequestType {
@@ -2188,22 +2398,27 @@ pub struct HostRegisterDiskRequestType {
     /// Since vSphere API 9.1.0.0.
     pub id: Option<ID>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostRegisterDiskRequestType {
     const TYPE_NAME: &'static str = "HostRegisterDiskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostRegisterDiskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostRegisterDiskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRegisterDiskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostRegisterDiskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostRegisterDiskRequestType {
     #[inline]
     fn decode_field(
@@ -2241,6 +2456,7 @@ impl x::Fields for HostRegisterDiskRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostRegisterDiskRequestType {
     const NAME: &'static str = "HostRegisterDisk";
     const IDEMPOTENT: bool = false;
@@ -2256,6 +2472,7 @@ impl x::Request for HostRegisterDiskRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostRelocateVStorageObjectRequestType`.
 #[derive(Clone, Default)]
 pub struct HostRelocateVStorageObjectRequestType {
@@ -2272,22 +2489,27 @@ pub struct HostRelocateVStorageObjectRequestType {
     /// Since vSphere API 9.1.0.0.
     pub is_lc_parent_attached: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostRelocateVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostRelocateVStorageObjectRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostRelocateVStorageObjectRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostRelocateVStorageObjectRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRelocateVStorageObjectRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostRelocateVStorageObjectRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostRelocateVStorageObjectRequestType {
     #[inline]
     fn decode_field(
@@ -2323,6 +2545,7 @@ impl x::Fields for HostRelocateVStorageObjectRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostRelocateVStorageObjectRequestType {
     const NAME: &'static str = "HostRelocateVStorageObject_Task";
     const IDEMPOTENT: bool = false;
@@ -2338,28 +2561,34 @@ impl x::Request for HostRelocateVStorageObjectRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostRemoveVFlashResourceRequestType`.
 #[derive(Clone, Default)]
 pub struct HostRemoveVFlashResourceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostRemoveVFlashResourceRequestType {
     const TYPE_NAME: &'static str = "HostRemoveVFlashResourceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostRemoveVFlashResourceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostRemoveVFlashResourceRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRemoveVFlashResourceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostRemoveVFlashResourceRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostRemoveVFlashResourceRequestType {
     #[inline]
     fn decode_field(
@@ -2379,6 +2608,7 @@ impl x::Fields for HostRemoveVFlashResourceRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostRemoveVFlashResourceRequestType {
     const NAME: &'static str = "HostRemoveVFlashResource";
     const IDEMPOTENT: bool = false;
@@ -2394,6 +2624,7 @@ impl x::Request for HostRemoveVFlashResourceRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostRenameVStorageObjectRequestType`.
 #[derive(Clone, Default)]
 pub struct HostRenameVStorageObjectRequestType {
@@ -2406,22 +2637,27 @@ pub struct HostRenameVStorageObjectRequestType {
     /// `name`.
     pub name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostRenameVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostRenameVStorageObjectRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostRenameVStorageObjectRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostRenameVStorageObjectRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRenameVStorageObjectRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostRenameVStorageObjectRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostRenameVStorageObjectRequestType {
     #[inline]
     fn decode_field(
@@ -2447,6 +2683,7 @@ impl x::Fields for HostRenameVStorageObjectRequestType {
         w.write("name", &self.name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostRenameVStorageObjectRequestType {
     const NAME: &'static str = "HostRenameVStorageObject";
     const IDEMPOTENT: bool = false;
@@ -2462,6 +2699,7 @@ impl x::Request for HostRenameVStorageObjectRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostRetrieveVStorageInfrastructureObjectPolicyRequestType`.
 #[derive(Clone, Default)]
 pub struct HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
@@ -2470,10 +2708,13 @@ pub struct HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageInfrastructureObjectPolicyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2484,12 +2725,14 @@ impl std::fmt::Debug for HostRetrieveVStorageInfrastructureObjectPolicyRequestTy
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     #[inline]
     fn decode_field(
@@ -2511,6 +2754,7 @@ impl x::Fields for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     const NAME: &'static str = "HostRetrieveVStorageInfrastructureObjectPolicy";
     const IDEMPOTENT: bool = false;
@@ -2526,6 +2770,7 @@ impl x::Request for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostRetrieveVStorageObjectMetadataRequestType`.
 #[derive(Clone, Default)]
 pub struct HostRetrieveVStorageObjectMetadataRequestType {
@@ -2540,10 +2785,13 @@ pub struct HostRetrieveVStorageObjectMetadataRequestType {
     /// `prefix`.
     pub prefix: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostRetrieveVStorageObjectMetadataRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageObjectMetadataRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostRetrieveVStorageObjectMetadataRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2554,12 +2802,14 @@ impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostRetrieveVStorageObjectMetadataRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostRetrieveVStorageObjectMetadataRequestType {
     #[inline]
     fn decode_field(
@@ -2587,6 +2837,7 @@ impl x::Fields for HostRetrieveVStorageObjectMetadataRequestType {
         w.write_opt("prefix", &self.prefix);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostRetrieveVStorageObjectMetadataRequestType {
     const NAME: &'static str = "HostRetrieveVStorageObjectMetadata";
     const IDEMPOTENT: bool = false;
@@ -2602,6 +2853,7 @@ impl x::Request for HostRetrieveVStorageObjectMetadataRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostRetrieveVStorageObjectMetadataValueRequestType`.
 #[derive(Clone, Default)]
 pub struct HostRetrieveVStorageObjectMetadataValueRequestType {
@@ -2616,10 +2868,13 @@ pub struct HostRetrieveVStorageObjectMetadataValueRequestType {
     /// `key`.
     pub key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostRetrieveVStorageObjectMetadataValueRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageObjectMetadataValueRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostRetrieveVStorageObjectMetadataValueRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataValueRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2630,12 +2885,14 @@ impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataValueRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostRetrieveVStorageObjectMetadataValueRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostRetrieveVStorageObjectMetadataValueRequestType {
     #[inline]
     fn decode_field(
@@ -2663,6 +2920,7 @@ impl x::Fields for HostRetrieveVStorageObjectMetadataValueRequestType {
         w.write("key", &self.key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostRetrieveVStorageObjectMetadataValueRequestType {
     const NAME: &'static str = "HostRetrieveVStorageObjectMetadataValue";
     const IDEMPOTENT: bool = false;
@@ -2678,6 +2936,7 @@ impl x::Request for HostRetrieveVStorageObjectMetadataValueRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostRetrieveVStorageObjectRequestType`.
 #[derive(Default)]
 pub struct HostRetrieveVStorageObjectRequestType {
@@ -2692,22 +2951,27 @@ pub struct HostRetrieveVStorageObjectRequestType {
     /// Since vSphere API 8.0.0.1.
     pub disk_info_flags: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostRetrieveVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageObjectRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostRetrieveVStorageObjectRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostRetrieveVStorageObjectRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostRetrieveVStorageObjectRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostRetrieveVStorageObjectRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostRetrieveVStorageObjectRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -2719,6 +2983,7 @@ impl Clone for HostRetrieveVStorageObjectRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostRetrieveVStorageObjectRequestType {
     #[inline]
     fn decode_field(
@@ -2752,6 +3017,7 @@ impl x::Fields for HostRetrieveVStorageObjectRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostRetrieveVStorageObjectRequestType {
     const NAME: &'static str = "HostRetrieveVStorageObject";
     const IDEMPOTENT: bool = false;
@@ -2767,6 +3033,7 @@ impl x::Request for HostRetrieveVStorageObjectRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostRetrieveVStorageObjectStateRequestType`.
 #[derive(Clone, Default)]
 pub struct HostRetrieveVStorageObjectStateRequestType {
@@ -2777,10 +3044,13 @@ pub struct HostRetrieveVStorageObjectStateRequestType {
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostRetrieveVStorageObjectStateRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageObjectStateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostRetrieveVStorageObjectStateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostRetrieveVStorageObjectStateRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2791,12 +3061,14 @@ impl std::fmt::Debug for HostRetrieveVStorageObjectStateRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostRetrieveVStorageObjectStateRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostRetrieveVStorageObjectStateRequestType {
     #[inline]
     fn decode_field(
@@ -2820,6 +3092,7 @@ impl x::Fields for HostRetrieveVStorageObjectStateRequestType {
         w.write("datastore", &self.datastore);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostRetrieveVStorageObjectStateRequestType {
     const NAME: &'static str = "HostRetrieveVStorageObjectState";
     const IDEMPOTENT: bool = false;
@@ -2835,6 +3108,7 @@ impl x::Request for HostRetrieveVStorageObjectStateRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostScheduleReconcileDatastoreInventoryRequestType`.
 #[derive(Clone, Default)]
 pub struct HostScheduleReconcileDatastoreInventoryRequestType {
@@ -2847,10 +3121,13 @@ pub struct HostScheduleReconcileDatastoreInventoryRequestType {
     /// Since vSphere API 9.0.0.0.
     pub deep_cleansing: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostScheduleReconcileDatastoreInventoryRequestType {
     const TYPE_NAME: &'static str = "HostScheduleReconcileDatastoreInventoryRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostScheduleReconcileDatastoreInventoryRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostScheduleReconcileDatastoreInventoryRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2861,12 +3138,14 @@ impl std::fmt::Debug for HostScheduleReconcileDatastoreInventoryRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostScheduleReconcileDatastoreInventoryRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostScheduleReconcileDatastoreInventoryRequestType {
     #[inline]
     fn decode_field(
@@ -2898,6 +3177,7 @@ impl x::Fields for HostScheduleReconcileDatastoreInventoryRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostScheduleReconcileDatastoreInventoryRequestType {
     const NAME: &'static str = "HostScheduleReconcileDatastoreInventory";
     const IDEMPOTENT: bool = false;
@@ -2913,6 +3193,7 @@ impl x::Request for HostScheduleReconcileDatastoreInventoryRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostSetVStorageObjectControlFlagsRequestType`.
 #[derive(Default)]
 pub struct HostSetVStorageObjectControlFlagsRequestType {
@@ -2925,10 +3206,13 @@ pub struct HostSetVStorageObjectControlFlagsRequestType {
     /// `controlFlags`.
     pub control_flags: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSetVStorageObjectControlFlagsRequestType {
     const TYPE_NAME: &'static str = "HostSetVStorageObjectControlFlagsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSetVStorageObjectControlFlagsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSetVStorageObjectControlFlagsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2939,12 +3223,14 @@ impl std::fmt::Debug for HostSetVStorageObjectControlFlagsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSetVStorageObjectControlFlagsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostSetVStorageObjectControlFlagsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -2956,6 +3242,7 @@ impl Clone for HostSetVStorageObjectControlFlagsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSetVStorageObjectControlFlagsRequestType {
     #[inline]
     fn decode_field(
@@ -2981,6 +3268,7 @@ impl x::Fields for HostSetVStorageObjectControlFlagsRequestType {
         w.write_vec("controlFlags", &self.control_flags);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostSetVStorageObjectControlFlagsRequestType {
     const NAME: &'static str = "HostSetVStorageObjectControlFlags";
     const IDEMPOTENT: bool = false;
@@ -2996,6 +3284,7 @@ impl x::Request for HostSetVStorageObjectControlFlagsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostSetVirtualDiskUuidRequestType`.
 ///
 /// Since vSphere API 8.0.3.0.
@@ -3014,22 +3303,27 @@ pub struct HostSetVirtualDiskUuidRequestType {
     /// Since vSphere API 8.0.3.0.
     pub uuid: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSetVirtualDiskUuidRequestType {
     const TYPE_NAME: &'static str = "HostSetVirtualDiskUuidRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSetVirtualDiskUuidRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSetVirtualDiskUuidRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSetVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSetVirtualDiskUuidRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSetVirtualDiskUuidRequestType {
     #[inline]
     fn decode_field(
@@ -3054,6 +3348,7 @@ impl x::Fields for HostSetVirtualDiskUuidRequestType {
         w.write_opt("uuid", &self.uuid);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostSetVirtualDiskUuidRequestType {
     const NAME: &'static str = "HostSetVirtualDiskUuid_Task";
     const IDEMPOTENT: bool = false;
@@ -3069,6 +3364,7 @@ impl x::Request for HostSetVirtualDiskUuidRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostSpecGetUpdatedHostsRequestType`.
 #[derive(Clone, Default)]
 pub struct HostSpecGetUpdatedHostsRequestType {
@@ -3079,22 +3375,27 @@ pub struct HostSpecGetUpdatedHostsRequestType {
     /// `endChangeID`.
     pub end_change_id: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostSpecGetUpdatedHostsRequestType {
     const TYPE_NAME: &'static str = "HostSpecGetUpdatedHostsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostSpecGetUpdatedHostsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostSpecGetUpdatedHostsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "HostSpecGetUpdatedHostsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostSpecGetUpdatedHostsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostSpecGetUpdatedHostsRequestType {
     #[inline]
     fn decode_field(
@@ -3118,6 +3419,7 @@ impl x::Fields for HostSpecGetUpdatedHostsRequestType {
         w.write_opt("endChangeID", &self.end_change_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostSpecGetUpdatedHostsRequestType {
     const NAME: &'static str = "HostSpecGetUpdatedHosts";
     const IDEMPOTENT: bool = false;
@@ -3133,6 +3435,7 @@ impl x::Request for HostSpecGetUpdatedHostsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostUpdateVStorageObjectMetadataExRequestType`.
 #[derive(Default)]
 pub struct HostUpdateVStorageObjectMetadataExRequestType {
@@ -3147,10 +3450,13 @@ pub struct HostUpdateVStorageObjectMetadataExRequestType {
     /// `deleteKeys`.
     pub delete_keys: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostUpdateVStorageObjectMetadataExRequestType {
     const TYPE_NAME: &'static str = "HostUpdateVStorageObjectMetadataExRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostUpdateVStorageObjectMetadataExRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostUpdateVStorageObjectMetadataExRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -3161,12 +3467,14 @@ impl std::fmt::Debug for HostUpdateVStorageObjectMetadataExRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostUpdateVStorageObjectMetadataExRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostUpdateVStorageObjectMetadataExRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -3179,6 +3487,7 @@ impl Clone for HostUpdateVStorageObjectMetadataExRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostUpdateVStorageObjectMetadataExRequestType {
     #[inline]
     fn decode_field(
@@ -3206,6 +3515,7 @@ impl x::Fields for HostUpdateVStorageObjectMetadataExRequestType {
         w.write_vec("deleteKeys", &self.delete_keys);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostUpdateVStorageObjectMetadataExRequestType {
     const NAME: &'static str = "HostUpdateVStorageObjectMetadataEx_Task";
     const IDEMPOTENT: bool = false;
@@ -3221,6 +3531,7 @@ impl x::Request for HostUpdateVStorageObjectMetadataExRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `HostUpdateVStorageObjectMetadataRequestType`.
 #[derive(Default)]
 pub struct HostUpdateVStorageObjectMetadataRequestType {
@@ -3235,10 +3546,13 @@ pub struct HostUpdateVStorageObjectMetadataRequestType {
     /// `deleteKeys`.
     pub delete_keys: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for HostUpdateVStorageObjectMetadataRequestType {
     const TYPE_NAME: &'static str = "HostUpdateVStorageObjectMetadataRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for HostUpdateVStorageObjectMetadataRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for HostUpdateVStorageObjectMetadataRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -3249,12 +3563,14 @@ impl std::fmt::Debug for HostUpdateVStorageObjectMetadataRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for HostUpdateVStorageObjectMetadataRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for HostUpdateVStorageObjectMetadataRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -3267,6 +3583,7 @@ impl Clone for HostUpdateVStorageObjectMetadataRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for HostUpdateVStorageObjectMetadataRequestType {
     #[inline]
     fn decode_field(
@@ -3294,385 +3611,11 @@ impl x::Fields for HostUpdateVStorageObjectMetadataRequestType {
         w.write_vec("deleteKeys", &self.delete_keys);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for HostUpdateVStorageObjectMetadataRequestType {
     const NAME: &'static str = "HostUpdateVStorageObjectMetadata_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
-    #[inline]
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    #[inline]
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `HostVStorageObjectCreateDiskFromSnapshotRequestType`.
-#[derive(Default)]
-pub struct HostVStorageObjectCreateDiskFromSnapshotRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `snapshotId`.
-    pub snapshot_id: ID,
-    /// `name`.
-    pub name: String,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `crypto`.
-    pub crypto: Option<AnyCryptoSpec>,
-    /// `path`.
-    pub path: Option<String>,
-    /// `provisioningType`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub provisioning_type: Option<String>,
-    /// `isLinkedClone`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub is_linked_clone: Option<bool>,
-    /// `targetId`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub target_id: Option<ID>,
-    /// `targetDatastore`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub target_datastore: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostVStorageObjectCreateDiskFromSnapshotRequestType {
-    const TYPE_NAME: &'static str = "HostVStorageObjectCreateDiskFromSnapshotRequestType";
-}
-impl x::Structure for HostVStorageObjectCreateDiskFromSnapshotRequestType {}
-impl std::fmt::Debug for HostVStorageObjectCreateDiskFromSnapshotRequestType {
-    #[inline]
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "HostVStorageObjectCreateDiskFromSnapshotRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for HostVStorageObjectCreateDiskFromSnapshotRequestType {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for HostVStorageObjectCreateDiskFromSnapshotRequestType {
-    #[inline]
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            id: self.id.clone(),
-            datastore: self.datastore.clone(),
-            snapshot_id: self.snapshot_id.clone(),
-            name: self.name.clone(),
-            profile: x::clone_vec(&self.profile),
-            crypto: self.crypto.clone(),
-            path: self.path.clone(),
-            provisioning_type: self.provisioning_type.clone(),
-            is_linked_clone: self.is_linked_clone,
-            target_id: self.target_id.clone(),
-            target_datastore: self.target_datastore.clone(),
-        }
-    }
-}
-impl x::Fields for HostVStorageObjectCreateDiskFromSnapshotRequestType {
-    #[inline]
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "id" => r.read(&mut self.id),
-            "datastore" => r.read(&mut self.datastore),
-            "snapshotId" => r.read(&mut self.snapshot_id),
-            "name" => r.read(&mut self.name),
-            "profile" => r.read_push(&mut self.profile),
-            "crypto" => r.read_opt(&mut self.crypto),
-            "path" => r.read_opt(&mut self.path),
-            "provisioningType" => r.read_opt(&mut self.provisioning_type),
-            "isLinkedClone" => r.read_opt(&mut self.is_linked_clone),
-            "targetId" => r.read_opt(&mut self.target_id),
-            "targetDatastore" => r.read_opt(&mut self.target_datastore),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    #[inline]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-        w.write("snapshotId", &self.snapshot_id);
-        w.write("name", &self.name);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("crypto", &self.crypto);
-        w.write_opt("path", &self.path);
-        if w
-            .since(
-                0x0800_0001,
-                "HostVStorageObjectCreateDiskFromSnapshot_Task.provisioningType",
-                self.provisioning_type.is_some(),
-            )
-        {
-            w.write_opt("provisioningType", &self.provisioning_type);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostVStorageObjectCreateDiskFromSnapshot_Task.isLinkedClone",
-                self.is_linked_clone.is_some(),
-            )
-        {
-            w.write_opt("isLinkedClone", &self.is_linked_clone);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostVStorageObjectCreateDiskFromSnapshot_Task.targetId",
-                self.target_id.is_some(),
-            )
-        {
-            w.write_opt("targetId", &self.target_id);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostVStorageObjectCreateDiskFromSnapshot_Task.targetDatastore",
-                self.target_datastore.is_some(),
-            )
-        {
-            w.write_opt("targetDatastore", &self.target_datastore);
-        }
-    }
-}
-impl x::Request for HostVStorageObjectCreateDiskFromSnapshotRequestType {
-    const NAME: &'static str = "HostVStorageObjectCreateDiskFromSnapshot_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    #[inline]
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    #[inline]
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `HostVStorageObjectCreateSnapshotRequestType`.
-#[derive(Clone, Default)]
-pub struct HostVStorageObjectCreateSnapshotRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostVStorageObjectCreateSnapshotRequestType {
-    const TYPE_NAME: &'static str = "HostVStorageObjectCreateSnapshotRequestType";
-}
-impl x::Structure for HostVStorageObjectCreateSnapshotRequestType {}
-impl std::fmt::Debug for HostVStorageObjectCreateSnapshotRequestType {
-    #[inline]
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "HostVStorageObjectCreateSnapshotRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for HostVStorageObjectCreateSnapshotRequestType {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for HostVStorageObjectCreateSnapshotRequestType {
-    #[inline]
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "id" => r.read(&mut self.id),
-            "datastore" => r.read(&mut self.datastore),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    #[inline]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-        w.write("description", &self.description);
-    }
-}
-impl x::Request for HostVStorageObjectCreateSnapshotRequestType {
-    const NAME: &'static str = "HostVStorageObjectCreateSnapshot_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    #[inline]
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    #[inline]
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `HostVStorageObjectDeleteSnapshotRequestType`.
-#[derive(Clone, Default)]
-pub struct HostVStorageObjectDeleteSnapshotRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `snapshotId`.
-    pub snapshot_id: ID,
-}
-impl x::SchemaType for HostVStorageObjectDeleteSnapshotRequestType {
-    const TYPE_NAME: &'static str = "HostVStorageObjectDeleteSnapshotRequestType";
-}
-impl x::Structure for HostVStorageObjectDeleteSnapshotRequestType {}
-impl std::fmt::Debug for HostVStorageObjectDeleteSnapshotRequestType {
-    #[inline]
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "HostVStorageObjectDeleteSnapshotRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for HostVStorageObjectDeleteSnapshotRequestType {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for HostVStorageObjectDeleteSnapshotRequestType {
-    #[inline]
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "id" => r.read(&mut self.id),
-            "datastore" => r.read(&mut self.datastore),
-            "snapshotId" => r.read(&mut self.snapshot_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    #[inline]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-        w.write("snapshotId", &self.snapshot_id);
-    }
-}
-impl x::Request for HostVStorageObjectDeleteSnapshotRequestType {
-    const NAME: &'static str = "HostVStorageObjectDeleteSnapshot_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    #[inline]
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    #[inline]
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `HostVStorageObjectRetrieveSnapshotInfoRequestType`.
-#[derive(Clone, Default)]
-pub struct HostVStorageObjectRetrieveSnapshotInfoRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostVStorageObjectRetrieveSnapshotInfoRequestType {
-    const TYPE_NAME: &'static str = "HostVStorageObjectRetrieveSnapshotInfoRequestType";
-}
-impl x::Structure for HostVStorageObjectRetrieveSnapshotInfoRequestType {}
-impl std::fmt::Debug for HostVStorageObjectRetrieveSnapshotInfoRequestType {
-    #[inline]
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "HostVStorageObjectRetrieveSnapshotInfoRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for HostVStorageObjectRetrieveSnapshotInfoRequestType {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for HostVStorageObjectRetrieveSnapshotInfoRequestType {
-    #[inline]
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "id" => r.read(&mut self.id),
-            "datastore" => r.read(&mut self.datastore),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    #[inline]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-    }
-}
-impl x::Request for HostVStorageObjectRetrieveSnapshotInfoRequestType {
-    const NAME: &'static str = "HostVStorageObjectRetrieveSnapshotInfo";
-    const IDEMPOTENT: bool = false;
-    type Response = VStorageObjectSnapshotInfo;
     #[inline]
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this

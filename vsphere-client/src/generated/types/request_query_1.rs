@@ -5,217 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `QueryExpressionMetadataRequestType`.
-#[derive(Default)]
-pub struct QueryExpressionMetadataRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `expressionName`.
-    pub expression_name: Vec<String>,
-    /// `profile`.
-    pub profile: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryExpressionMetadataRequestType {
-    const TYPE_NAME: &'static str = "QueryExpressionMetadataRequestType";
-}
-impl x::Structure for QueryExpressionMetadataRequestType {}
-impl std::fmt::Debug for QueryExpressionMetadataRequestType {
-    #[inline]
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(f, "QueryExpressionMetadataRequestType", x::fields_ref(self))
-    }
-}
-impl PartialEq for QueryExpressionMetadataRequestType {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for QueryExpressionMetadataRequestType {
-    #[inline]
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            expression_name: x::clone_vec(&self.expression_name),
-            profile: self.profile.clone(),
-        }
-    }
-}
-impl x::Fields for QueryExpressionMetadataRequestType {
-    #[inline]
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "expressionName" => r.read_push(&mut self.expression_name),
-            "profile" => r.read_opt(&mut self.profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    #[inline]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("expressionName", &self.expression_name);
-        w.write_opt("profile", &self.profile);
-    }
-}
-impl x::Request for QueryExpressionMetadataRequestType {
-    const NAME: &'static str = "QueryExpressionMetadata";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<ProfileExpressionMetadata>;
-    #[inline]
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    #[inline]
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryExtensionIpAllocationUsageRequestType`.
-#[derive(Default)]
-pub struct QueryExtensionIpAllocationUsageRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `extensionKeys`.
-    pub extension_keys: Vec<String>,
-}
-impl x::SchemaType for QueryExtensionIpAllocationUsageRequestType {
-    const TYPE_NAME: &'static str = "QueryExtensionIpAllocationUsageRequestType";
-}
-impl x::Structure for QueryExtensionIpAllocationUsageRequestType {}
-impl std::fmt::Debug for QueryExtensionIpAllocationUsageRequestType {
-    #[inline]
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "QueryExtensionIpAllocationUsageRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for QueryExtensionIpAllocationUsageRequestType {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl Clone for QueryExtensionIpAllocationUsageRequestType {
-    #[inline]
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            extension_keys: x::clone_vec(&self.extension_keys),
-        }
-    }
-}
-impl x::Fields for QueryExtensionIpAllocationUsageRequestType {
-    #[inline]
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "extensionKeys" => r.read_push(&mut self.extension_keys),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    #[inline]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("extensionKeys", &self.extension_keys);
-    }
-}
-impl x::Request for QueryExtensionIpAllocationUsageRequestType {
-    const NAME: &'static str = "QueryExtensionIpAllocationUsage";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<ExtensionManagerIpAllocationUsage>;
-    #[inline]
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    #[inline]
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryFaultToleranceCompatibilityExRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryFaultToleranceCompatibilityExRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `forLegacyFt`.
-    pub for_legacy_ft: Option<bool>,
-}
-impl x::SchemaType for QueryFaultToleranceCompatibilityExRequestType {
-    const TYPE_NAME: &'static str = "QueryFaultToleranceCompatibilityExRequestType";
-}
-impl x::Structure for QueryFaultToleranceCompatibilityExRequestType {}
-impl std::fmt::Debug for QueryFaultToleranceCompatibilityExRequestType {
-    #[inline]
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_fields(
-            f,
-            "QueryFaultToleranceCompatibilityExRequestType",
-            x::fields_ref(self),
-        )
-    }
-}
-impl PartialEq for QueryFaultToleranceCompatibilityExRequestType {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        x::same_fields(x::fields_ref(self), x::fields_ref(other))
-    }
-}
-impl x::Fields for QueryFaultToleranceCompatibilityExRequestType {
-    #[inline]
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "forLegacyFt" => r.read_opt(&mut self.for_legacy_ft),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    #[inline]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("forLegacyFt", &self.for_legacy_ft);
-    }
-}
-impl x::Request for QueryFaultToleranceCompatibilityExRequestType {
-    const NAME: &'static str = "QueryFaultToleranceCompatibilityEx";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<LocalizedMethodFault>;
-    #[inline]
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    #[inline]
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
 /// `QueryFaultToleranceCompatibilityRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryFaultToleranceCompatibilityRequestType {
@@ -349,6 +138,7 @@ impl x::Request for QueryFileLockInfoRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryFilterEntitiesRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryFilterEntitiesRequestType {
@@ -357,22 +147,27 @@ pub struct QueryFilterEntitiesRequestType {
     /// `filterId`.
     pub filter_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryFilterEntitiesRequestType {
     const TYPE_NAME: &'static str = "QueryFilterEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryFilterEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryFilterEntitiesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryFilterEntitiesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryFilterEntitiesRequestType {
     #[inline]
     fn decode_field(
@@ -394,6 +189,7 @@ impl x::Fields for QueryFilterEntitiesRequestType {
         w.write("filterId", &self.filter_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryFilterEntitiesRequestType {
     const NAME: &'static str = "QueryFilterEntities";
     const IDEMPOTENT: bool = true;
@@ -409,6 +205,7 @@ impl x::Request for QueryFilterEntitiesRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryFilterInfoIdsRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryFilterInfoIdsRequestType {
@@ -417,22 +214,27 @@ pub struct QueryFilterInfoIdsRequestType {
     /// `filterId`.
     pub filter_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryFilterInfoIdsRequestType {
     const TYPE_NAME: &'static str = "QueryFilterInfoIdsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryFilterInfoIdsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryFilterInfoIdsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryFilterInfoIdsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryFilterInfoIdsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryFilterInfoIdsRequestType {
     #[inline]
     fn decode_field(
@@ -454,6 +256,7 @@ impl x::Fields for QueryFilterInfoIdsRequestType {
         w.write("filterId", &self.filter_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryFilterInfoIdsRequestType {
     const NAME: &'static str = "QueryFilterInfoIds";
     const IDEMPOTENT: bool = true;
@@ -469,6 +272,7 @@ impl x::Request for QueryFilterInfoIdsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryFilterListRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryFilterListRequestType {
@@ -477,22 +281,27 @@ pub struct QueryFilterListRequestType {
     /// `providerId`.
     pub provider_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryFilterListRequestType {
     const TYPE_NAME: &'static str = "QueryFilterListRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryFilterListRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryFilterListRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryFilterListRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryFilterListRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryFilterListRequestType {
     #[inline]
     fn decode_field(
@@ -514,6 +323,7 @@ impl x::Fields for QueryFilterListRequestType {
         w.write("providerId", &self.provider_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryFilterListRequestType {
     const NAME: &'static str = "QueryFilterList";
     const IDEMPOTENT: bool = true;
@@ -529,6 +339,7 @@ impl x::Request for QueryFilterListRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryFilterNameRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryFilterNameRequestType {
@@ -537,22 +348,27 @@ pub struct QueryFilterNameRequestType {
     /// `filterId`.
     pub filter_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryFilterNameRequestType {
     const TYPE_NAME: &'static str = "QueryFilterNameRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryFilterNameRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryFilterNameRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryFilterNameRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryFilterNameRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryFilterNameRequestType {
     #[inline]
     fn decode_field(
@@ -574,6 +390,7 @@ impl x::Fields for QueryFilterNameRequestType {
         w.write("filterId", &self.filter_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryFilterNameRequestType {
     const NAME: &'static str = "QueryFilterName";
     const IDEMPOTENT: bool = true;
@@ -589,16 +406,20 @@ impl x::Request for QueryFilterNameRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryFirmwareConfigUploadURLRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryFirmwareConfigUploadURLRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryFirmwareConfigUploadURLRequestType {
     const TYPE_NAME: &'static str = "QueryFirmwareConfigUploadURLRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryFirmwareConfigUploadURLRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryFirmwareConfigUploadURLRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -609,12 +430,14 @@ impl std::fmt::Debug for QueryFirmwareConfigUploadURLRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryFirmwareConfigUploadURLRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryFirmwareConfigUploadURLRequestType {
     #[inline]
     fn decode_field(
@@ -634,6 +457,7 @@ impl x::Fields for QueryFirmwareConfigUploadURLRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryFirmwareConfigUploadURLRequestType {
     const NAME: &'static str = "QueryFirmwareConfigUploadURL";
     const IDEMPOTENT: bool = true;
@@ -649,6 +473,7 @@ impl x::Request for QueryFirmwareConfigUploadURLRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryHealthUpdateInfosRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryHealthUpdateInfosRequestType {
@@ -657,22 +482,27 @@ pub struct QueryHealthUpdateInfosRequestType {
     /// `providerId`.
     pub provider_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryHealthUpdateInfosRequestType {
     const TYPE_NAME: &'static str = "QueryHealthUpdateInfosRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryHealthUpdateInfosRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryHealthUpdateInfosRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHealthUpdateInfosRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryHealthUpdateInfosRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryHealthUpdateInfosRequestType {
     #[inline]
     fn decode_field(
@@ -694,6 +524,7 @@ impl x::Fields for QueryHealthUpdateInfosRequestType {
         w.write("providerId", &self.provider_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryHealthUpdateInfosRequestType {
     const NAME: &'static str = "QueryHealthUpdateInfos";
     const IDEMPOTENT: bool = true;
@@ -709,6 +540,7 @@ impl x::Request for QueryHealthUpdateInfosRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryHealthUpdatesRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryHealthUpdatesRequestType {
@@ -717,22 +549,27 @@ pub struct QueryHealthUpdatesRequestType {
     /// `providerId`.
     pub provider_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryHealthUpdatesRequestType {
     const TYPE_NAME: &'static str = "QueryHealthUpdatesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryHealthUpdatesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryHealthUpdatesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHealthUpdatesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryHealthUpdatesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryHealthUpdatesRequestType {
     #[inline]
     fn decode_field(
@@ -754,6 +591,7 @@ impl x::Fields for QueryHealthUpdatesRequestType {
         w.write("providerId", &self.provider_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryHealthUpdatesRequestType {
     const NAME: &'static str = "QueryHealthUpdates";
     const IDEMPOTENT: bool = true;
@@ -825,6 +663,7 @@ impl x::Request for QueryHostConnectionInfoRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryHostPatchRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryHostPatchRequestType {
@@ -833,22 +672,27 @@ pub struct QueryHostPatchRequestType {
     /// `spec`.
     pub spec: Option<HostPatchManagerPatchManagerOperationSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryHostPatchRequestType {
     const TYPE_NAME: &'static str = "QueryHostPatchRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryHostPatchRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryHostPatchRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHostPatchRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryHostPatchRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryHostPatchRequestType {
     #[inline]
     fn decode_field(
@@ -870,6 +714,7 @@ impl x::Fields for QueryHostPatchRequestType {
         w.write_opt("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryHostPatchRequestType {
     const NAME: &'static str = "QueryHostPatch_Task";
     const IDEMPOTENT: bool = false;
@@ -885,6 +730,7 @@ impl x::Request for QueryHostPatchRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryHostProfileMetadataRequestType`.
 #[derive(Default)]
 pub struct QueryHostProfileMetadataRequestType {
@@ -895,22 +741,27 @@ pub struct QueryHostProfileMetadataRequestType {
     /// `profile`.
     pub profile: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryHostProfileMetadataRequestType {
     const TYPE_NAME: &'static str = "QueryHostProfileMetadataRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryHostProfileMetadataRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryHostProfileMetadataRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHostProfileMetadataRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryHostProfileMetadataRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryHostProfileMetadataRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -921,6 +772,7 @@ impl Clone for QueryHostProfileMetadataRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryHostProfileMetadataRequestType {
     #[inline]
     fn decode_field(
@@ -944,6 +796,7 @@ impl x::Fields for QueryHostProfileMetadataRequestType {
         w.write_opt("profile", &self.profile);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryHostProfileMetadataRequestType {
     const NAME: &'static str = "QueryHostProfileMetadata";
     const IDEMPOTENT: bool = true;
@@ -959,28 +812,34 @@ impl x::Request for QueryHostProfileMetadataRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryHostStatusRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryHostStatusRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryHostStatusRequestType {
     const TYPE_NAME: &'static str = "QueryHostStatusRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryHostStatusRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryHostStatusRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryHostStatusRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryHostStatusRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryHostStatusRequestType {
     #[inline]
     fn decode_field(
@@ -1000,6 +859,7 @@ impl x::Fields for QueryHostStatusRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryHostStatusRequestType {
     const NAME: &'static str = "QueryHostStatus";
     const IDEMPOTENT: bool = true;
@@ -1135,6 +995,7 @@ impl x::Request for QueryIORMConfigOptionRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryIPAllocationsRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryIPAllocationsRequestType {
@@ -1147,22 +1008,27 @@ pub struct QueryIPAllocationsRequestType {
     /// `extensionKey`.
     pub extension_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryIPAllocationsRequestType {
     const TYPE_NAME: &'static str = "QueryIPAllocationsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryIPAllocationsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryIPAllocationsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryIPAllocationsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryIPAllocationsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryIPAllocationsRequestType {
     #[inline]
     fn decode_field(
@@ -1188,6 +1054,7 @@ impl x::Fields for QueryIPAllocationsRequestType {
         w.write("extensionKey", &self.extension_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryIPAllocationsRequestType {
     const NAME: &'static str = "QueryIPAllocations";
     const IDEMPOTENT: bool = true;
@@ -1203,6 +1070,7 @@ impl x::Request for QueryIPAllocationsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryIoFilterInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryIoFilterInfoRequestType {
@@ -1211,22 +1079,27 @@ pub struct QueryIoFilterInfoRequestType {
     /// `compRes`.
     pub comp_res: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryIoFilterInfoRequestType {
     const TYPE_NAME: &'static str = "QueryIoFilterInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryIoFilterInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryIoFilterInfoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryIoFilterInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryIoFilterInfoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryIoFilterInfoRequestType {
     #[inline]
     fn decode_field(
@@ -1248,6 +1121,7 @@ impl x::Fields for QueryIoFilterInfoRequestType {
         w.write("compRes", &self.comp_res);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryIoFilterInfoRequestType {
     const NAME: &'static str = "QueryIoFilterInfo";
     const IDEMPOTENT: bool = true;
@@ -1263,6 +1137,7 @@ impl x::Request for QueryIoFilterInfoRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryIoFilterIssuesRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryIoFilterIssuesRequestType {
@@ -1273,22 +1148,27 @@ pub struct QueryIoFilterIssuesRequestType {
     /// `compRes`.
     pub comp_res: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryIoFilterIssuesRequestType {
     const TYPE_NAME: &'static str = "QueryIoFilterIssuesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryIoFilterIssuesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryIoFilterIssuesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryIoFilterIssuesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryIoFilterIssuesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryIoFilterIssuesRequestType {
     #[inline]
     fn decode_field(
@@ -1312,6 +1192,7 @@ impl x::Fields for QueryIoFilterIssuesRequestType {
         w.write("compRes", &self.comp_res);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryIoFilterIssuesRequestType {
     const NAME: &'static str = "QueryIoFilterIssues";
     const IDEMPOTENT: bool = true;
@@ -1327,6 +1208,7 @@ impl x::Request for QueryIoFilterIssuesRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryIpPoolsRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryIpPoolsRequestType {
@@ -1335,22 +1217,27 @@ pub struct QueryIpPoolsRequestType {
     /// `dc`.
     pub dc: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryIpPoolsRequestType {
     const TYPE_NAME: &'static str = "QueryIpPoolsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryIpPoolsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryIpPoolsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryIpPoolsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryIpPoolsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryIpPoolsRequestType {
     #[inline]
     fn decode_field(
@@ -1372,6 +1259,7 @@ impl x::Fields for QueryIpPoolsRequestType {
         w.write("dc", &self.dc);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryIpPoolsRequestType {
     const NAME: &'static str = "QueryIpPools";
     const IDEMPOTENT: bool = true;
@@ -1387,6 +1275,7 @@ impl x::Request for QueryIpPoolsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryLicenseSourceAvailabilityRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryLicenseSourceAvailabilityRequestType {
@@ -1395,10 +1284,13 @@ pub struct QueryLicenseSourceAvailabilityRequestType {
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryLicenseSourceAvailabilityRequestType {
     const TYPE_NAME: &'static str = "QueryLicenseSourceAvailabilityRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryLicenseSourceAvailabilityRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryLicenseSourceAvailabilityRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1409,12 +1301,14 @@ impl std::fmt::Debug for QueryLicenseSourceAvailabilityRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryLicenseSourceAvailabilityRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
     #[inline]
     fn decode_field(
@@ -1436,6 +1330,7 @@ impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
         w.write_opt("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryLicenseSourceAvailabilityRequestType {
     const NAME: &'static str = "QueryLicenseSourceAvailability";
     const IDEMPOTENT: bool = true;
@@ -1451,6 +1346,7 @@ impl x::Request for QueryLicenseSourceAvailabilityRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryLicenseUsageRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryLicenseUsageRequestType {
@@ -1459,22 +1355,27 @@ pub struct QueryLicenseUsageRequestType {
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryLicenseUsageRequestType {
     const TYPE_NAME: &'static str = "QueryLicenseUsageRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryLicenseUsageRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryLicenseUsageRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryLicenseUsageRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryLicenseUsageRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryLicenseUsageRequestType {
     #[inline]
     fn decode_field(
@@ -1496,6 +1397,7 @@ impl x::Fields for QueryLicenseUsageRequestType {
         w.write_opt("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryLicenseUsageRequestType {
     const NAME: &'static str = "QueryLicenseUsage";
     const IDEMPOTENT: bool = true;
@@ -1511,28 +1413,34 @@ impl x::Request for QueryLicenseUsageRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryLockdownExceptionsRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryLockdownExceptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryLockdownExceptionsRequestType {
     const TYPE_NAME: &'static str = "QueryLockdownExceptionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryLockdownExceptionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryLockdownExceptionsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryLockdownExceptionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryLockdownExceptionsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryLockdownExceptionsRequestType {
     #[inline]
     fn decode_field(
@@ -1552,6 +1460,7 @@ impl x::Fields for QueryLockdownExceptionsRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryLockdownExceptionsRequestType {
     const NAME: &'static str = "QueryLockdownExceptions";
     const IDEMPOTENT: bool = true;
@@ -1567,6 +1476,7 @@ impl x::Request for QueryLockdownExceptionsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryManagedByRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryManagedByRequestType {
@@ -1575,22 +1485,27 @@ pub struct QueryManagedByRequestType {
     /// `extensionKey`.
     pub extension_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryManagedByRequestType {
     const TYPE_NAME: &'static str = "QueryManagedByRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryManagedByRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryManagedByRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryManagedByRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryManagedByRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryManagedByRequestType {
     #[inline]
     fn decode_field(
@@ -1612,6 +1527,7 @@ impl x::Fields for QueryManagedByRequestType {
         w.write("extensionKey", &self.extension_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryManagedByRequestType {
     const NAME: &'static str = "QueryManagedBy";
     const IDEMPOTENT: bool = true;
@@ -1822,6 +1738,7 @@ impl x::Request for QueryMemoryOverheadRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryMigrationDependenciesRequestType`.
 #[derive(Default)]
 pub struct QueryMigrationDependenciesRequestType {
@@ -1830,22 +1747,27 @@ pub struct QueryMigrationDependenciesRequestType {
     /// `pnicDevice`.
     pub pnic_device: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryMigrationDependenciesRequestType {
     const TYPE_NAME: &'static str = "QueryMigrationDependenciesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryMigrationDependenciesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryMigrationDependenciesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryMigrationDependenciesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryMigrationDependenciesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryMigrationDependenciesRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1855,6 +1777,7 @@ impl Clone for QueryMigrationDependenciesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryMigrationDependenciesRequestType {
     #[inline]
     fn decode_field(
@@ -1876,6 +1799,7 @@ impl x::Fields for QueryMigrationDependenciesRequestType {
         w.write_vec("pnicDevice", &self.pnic_device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryMigrationDependenciesRequestType {
     const NAME: &'static str = "QueryMigrationDependencies";
     const IDEMPOTENT: bool = true;
@@ -1891,28 +1815,34 @@ impl x::Request for QueryMigrationDependenciesRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryModulesRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryModulesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryModulesRequestType {
     const TYPE_NAME: &'static str = "QueryModulesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryModulesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryModulesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryModulesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryModulesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryModulesRequestType {
     #[inline]
     fn decode_field(
@@ -1932,6 +1862,7 @@ impl x::Fields for QueryModulesRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryModulesRequestType {
     const NAME: &'static str = "QueryModules";
     const IDEMPOTENT: bool = true;
@@ -1947,6 +1878,7 @@ impl x::Request for QueryModulesRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryMonitoredEntitiesRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryMonitoredEntitiesRequestType {
@@ -1955,22 +1887,27 @@ pub struct QueryMonitoredEntitiesRequestType {
     /// `providerId`.
     pub provider_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryMonitoredEntitiesRequestType {
     const TYPE_NAME: &'static str = "QueryMonitoredEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryMonitoredEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryMonitoredEntitiesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryMonitoredEntitiesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryMonitoredEntitiesRequestType {
     #[inline]
     fn decode_field(
@@ -1992,6 +1929,7 @@ impl x::Fields for QueryMonitoredEntitiesRequestType {
         w.write("providerId", &self.provider_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryMonitoredEntitiesRequestType {
     const NAME: &'static str = "QueryMonitoredEntities";
     const IDEMPOTENT: bool = true;
@@ -2007,28 +1945,34 @@ impl x::Request for QueryMonitoredEntitiesRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryNFSUserRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryNFSUserRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryNFSUserRequestType {
     const TYPE_NAME: &'static str = "QueryNFSUserRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryNFSUserRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryNFSUserRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryNFSUserRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryNFSUserRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryNFSUserRequestType {
     #[inline]
     fn decode_field(
@@ -2048,6 +1992,7 @@ impl x::Fields for QueryNFSUserRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryNFSUserRequestType {
     const NAME: &'static str = "QueryNFSUser";
     const IDEMPOTENT: bool = true;
@@ -2063,6 +2008,7 @@ impl x::Request for QueryNFSUserRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryNetConfigRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryNetConfigRequestType {
@@ -2071,22 +2017,27 @@ pub struct QueryNetConfigRequestType {
     /// `nicType`.
     pub nic_type: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryNetConfigRequestType {
     const TYPE_NAME: &'static str = "QueryNetConfigRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryNetConfigRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryNetConfigRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryNetConfigRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryNetConfigRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryNetConfigRequestType {
     #[inline]
     fn decode_field(
@@ -2108,6 +2059,7 @@ impl x::Fields for QueryNetConfigRequestType {
         w.write("nicType", &self.nic_type);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryNetConfigRequestType {
     const NAME: &'static str = "QueryNetConfig";
     const IDEMPOTENT: bool = true;
@@ -2123,6 +2075,7 @@ impl x::Request for QueryNetConfigRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryNetworkHintRequestType`.
 #[derive(Default)]
 pub struct QueryNetworkHintRequestType {
@@ -2131,22 +2084,27 @@ pub struct QueryNetworkHintRequestType {
     /// `device`.
     pub device: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryNetworkHintRequestType {
     const TYPE_NAME: &'static str = "QueryNetworkHintRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryNetworkHintRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryNetworkHintRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryNetworkHintRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryNetworkHintRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryNetworkHintRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -2156,6 +2114,7 @@ impl Clone for QueryNetworkHintRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryNetworkHintRequestType {
     #[inline]
     fn decode_field(
@@ -2177,6 +2136,7 @@ impl x::Fields for QueryNetworkHintRequestType {
         w.write_vec("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryNetworkHintRequestType {
     const NAME: &'static str = "QueryNetworkHint";
     const IDEMPOTENT: bool = true;
@@ -2259,6 +2219,7 @@ impl x::Request for QueryNextRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryObjectsOnPhysicalVsanDiskRequestType`.
 #[derive(Default)]
 pub struct QueryObjectsOnPhysicalVsanDiskRequestType {
@@ -2267,10 +2228,13 @@ pub struct QueryObjectsOnPhysicalVsanDiskRequestType {
     /// `disks`.
     pub disks: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryObjectsOnPhysicalVsanDiskRequestType {
     const TYPE_NAME: &'static str = "QueryObjectsOnPhysicalVsanDiskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryObjectsOnPhysicalVsanDiskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryObjectsOnPhysicalVsanDiskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2281,12 +2245,14 @@ impl std::fmt::Debug for QueryObjectsOnPhysicalVsanDiskRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryObjectsOnPhysicalVsanDiskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryObjectsOnPhysicalVsanDiskRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -2296,6 +2262,7 @@ impl Clone for QueryObjectsOnPhysicalVsanDiskRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryObjectsOnPhysicalVsanDiskRequestType {
     #[inline]
     fn decode_field(
@@ -2317,6 +2284,7 @@ impl x::Fields for QueryObjectsOnPhysicalVsanDiskRequestType {
         w.write_vec("disks", &self.disks);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryObjectsOnPhysicalVsanDiskRequestType {
     const NAME: &'static str = "QueryObjectsOnPhysicalVsanDisk";
     const IDEMPOTENT: bool = true;
@@ -2392,6 +2360,7 @@ impl x::Request for QueryOptionsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryPartitionCreateDescRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryPartitionCreateDescRequestType {
@@ -2402,22 +2371,27 @@ pub struct QueryPartitionCreateDescRequestType {
     /// `diagnosticType`.
     pub diagnostic_type: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryPartitionCreateDescRequestType {
     const TYPE_NAME: &'static str = "QueryPartitionCreateDescRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryPartitionCreateDescRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryPartitionCreateDescRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPartitionCreateDescRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryPartitionCreateDescRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryPartitionCreateDescRequestType {
     #[inline]
     fn decode_field(
@@ -2441,6 +2415,7 @@ impl x::Fields for QueryPartitionCreateDescRequestType {
         w.write("diagnosticType", &self.diagnostic_type);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryPartitionCreateDescRequestType {
     const NAME: &'static str = "QueryPartitionCreateDesc";
     const IDEMPOTENT: bool = true;
@@ -2456,6 +2431,7 @@ impl x::Request for QueryPartitionCreateDescRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryPartitionCreateOptionsRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryPartitionCreateOptionsRequestType {
@@ -2466,22 +2442,27 @@ pub struct QueryPartitionCreateOptionsRequestType {
     /// `diagnosticType`.
     pub diagnostic_type: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryPartitionCreateOptionsRequestType {
     const TYPE_NAME: &'static str = "QueryPartitionCreateOptionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryPartitionCreateOptionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryPartitionCreateOptionsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPartitionCreateOptionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryPartitionCreateOptionsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryPartitionCreateOptionsRequestType {
     #[inline]
     fn decode_field(
@@ -2505,6 +2486,7 @@ impl x::Fields for QueryPartitionCreateOptionsRequestType {
         w.write("diagnosticType", &self.diagnostic_type);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryPartitionCreateOptionsRequestType {
     const NAME: &'static str = "QueryPartitionCreateOptions";
     const IDEMPOTENT: bool = true;
@@ -2520,16 +2502,20 @@ impl x::Request for QueryPartitionCreateOptionsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryPathSelectionPolicyOptionsRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryPathSelectionPolicyOptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryPathSelectionPolicyOptionsRequestType {
     const TYPE_NAME: &'static str = "QueryPathSelectionPolicyOptionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryPathSelectionPolicyOptionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryPathSelectionPolicyOptionsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2540,12 +2526,14 @@ impl std::fmt::Debug for QueryPathSelectionPolicyOptionsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryPathSelectionPolicyOptionsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryPathSelectionPolicyOptionsRequestType {
     #[inline]
     fn decode_field(
@@ -2565,6 +2553,7 @@ impl x::Fields for QueryPathSelectionPolicyOptionsRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryPathSelectionPolicyOptionsRequestType {
     const NAME: &'static str = "QueryPathSelectionPolicyOptions";
     const IDEMPOTENT: bool = true;
@@ -2898,6 +2887,7 @@ impl x::Request for QueryPerfRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryPhysicalVsanDisksRequestType`.
 #[derive(Default)]
 pub struct QueryPhysicalVsanDisksRequestType {
@@ -2906,22 +2896,27 @@ pub struct QueryPhysicalVsanDisksRequestType {
     /// `props`.
     pub props: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryPhysicalVsanDisksRequestType {
     const TYPE_NAME: &'static str = "QueryPhysicalVsanDisksRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryPhysicalVsanDisksRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryPhysicalVsanDisksRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPhysicalVsanDisksRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryPhysicalVsanDisksRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryPhysicalVsanDisksRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -2931,6 +2926,7 @@ impl Clone for QueryPhysicalVsanDisksRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryPhysicalVsanDisksRequestType {
     #[inline]
     fn decode_field(
@@ -2952,6 +2948,7 @@ impl x::Fields for QueryPhysicalVsanDisksRequestType {
         w.write_vec("props", &self.props);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryPhysicalVsanDisksRequestType {
     const NAME: &'static str = "QueryPhysicalVsanDisks";
     const IDEMPOTENT: bool = true;
@@ -2967,6 +2964,7 @@ impl x::Request for QueryPhysicalVsanDisksRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryPnicStatusRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryPnicStatusRequestType {
@@ -2975,22 +2973,27 @@ pub struct QueryPnicStatusRequestType {
     /// `pnicDevice`.
     pub pnic_device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryPnicStatusRequestType {
     const TYPE_NAME: &'static str = "QueryPnicStatusRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryPnicStatusRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryPnicStatusRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPnicStatusRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryPnicStatusRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryPnicStatusRequestType {
     #[inline]
     fn decode_field(
@@ -3012,6 +3015,7 @@ impl x::Fields for QueryPnicStatusRequestType {
         w.write("pnicDevice", &self.pnic_device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryPnicStatusRequestType {
     const NAME: &'static str = "QueryPnicStatus";
     const IDEMPOTENT: bool = true;
@@ -3027,6 +3031,7 @@ impl x::Request for QueryPnicStatusRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryPolicyMetadataRequestType`.
 #[derive(Default)]
 pub struct QueryPolicyMetadataRequestType {
@@ -3037,22 +3042,27 @@ pub struct QueryPolicyMetadataRequestType {
     /// `profile`.
     pub profile: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryPolicyMetadataRequestType {
     const TYPE_NAME: &'static str = "QueryPolicyMetadataRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryPolicyMetadataRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryPolicyMetadataRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryPolicyMetadataRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryPolicyMetadataRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryPolicyMetadataRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -3063,6 +3073,7 @@ impl Clone for QueryPolicyMetadataRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryPolicyMetadataRequestType {
     #[inline]
     fn decode_field(
@@ -3086,6 +3097,7 @@ impl x::Fields for QueryPolicyMetadataRequestType {
         w.write_opt("profile", &self.profile);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryPolicyMetadataRequestType {
     const NAME: &'static str = "QueryPolicyMetadata";
     const IDEMPOTENT: bool = true;
@@ -3157,6 +3169,7 @@ impl x::Request for QueryProductLockerLocationRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryProfileStructureRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryProfileStructureRequestType {
@@ -3165,22 +3178,27 @@ pub struct QueryProfileStructureRequestType {
     /// `profile`.
     pub profile: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryProfileStructureRequestType {
     const TYPE_NAME: &'static str = "QueryProfileStructureRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryProfileStructureRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryProfileStructureRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryProfileStructureRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryProfileStructureRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryProfileStructureRequestType {
     #[inline]
     fn decode_field(
@@ -3202,6 +3220,7 @@ impl x::Fields for QueryProfileStructureRequestType {
         w.write_opt("profile", &self.profile);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryProfileStructureRequestType {
     const NAME: &'static str = "QueryProfileStructure";
     const IDEMPOTENT: bool = true;
@@ -3217,28 +3236,34 @@ impl x::Request for QueryProfileStructureRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryProviderListRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryProviderListRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryProviderListRequestType {
     const TYPE_NAME: &'static str = "QueryProviderListRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryProviderListRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryProviderListRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryProviderListRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryProviderListRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryProviderListRequestType {
     #[inline]
     fn decode_field(
@@ -3258,6 +3283,7 @@ impl x::Fields for QueryProviderListRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryProviderListRequestType {
     const NAME: &'static str = "QueryProviderList";
     const IDEMPOTENT: bool = true;
@@ -3273,6 +3299,7 @@ impl x::Request for QueryProviderListRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryProviderNameRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryProviderNameRequestType {
@@ -3281,22 +3308,27 @@ pub struct QueryProviderNameRequestType {
     /// `id`.
     pub id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryProviderNameRequestType {
     const TYPE_NAME: &'static str = "QueryProviderNameRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryProviderNameRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryProviderNameRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryProviderNameRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryProviderNameRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryProviderNameRequestType {
     #[inline]
     fn decode_field(
@@ -3318,6 +3350,7 @@ impl x::Fields for QueryProviderNameRequestType {
         w.write("id", &self.id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryProviderNameRequestType {
     const NAME: &'static str = "QueryProviderName";
     const IDEMPOTENT: bool = true;
@@ -3456,6 +3489,7 @@ impl x::Request for QueryResourceConfigOptionRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryServiceListRequestType`.
 #[derive(Default)]
 pub struct QueryServiceListRequestType {
@@ -3466,22 +3500,27 @@ pub struct QueryServiceListRequestType {
     /// `location`.
     pub location: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryServiceListRequestType {
     const TYPE_NAME: &'static str = "QueryServiceListRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryServiceListRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryServiceListRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryServiceListRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryServiceListRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryServiceListRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -3492,6 +3531,7 @@ impl Clone for QueryServiceListRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryServiceListRequestType {
     #[inline]
     fn decode_field(
@@ -3515,6 +3555,7 @@ impl x::Fields for QueryServiceListRequestType {
         w.write_vec("location", &self.location);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryServiceListRequestType {
     const NAME: &'static str = "QueryServiceList";
     const IDEMPOTENT: bool = true;
@@ -3530,16 +3571,20 @@ impl x::Request for QueryServiceListRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryStorageArrayTypePolicyOptionsRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryStorageArrayTypePolicyOptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryStorageArrayTypePolicyOptionsRequestType {
     const TYPE_NAME: &'static str = "QueryStorageArrayTypePolicyOptionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryStorageArrayTypePolicyOptionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryStorageArrayTypePolicyOptionsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -3550,12 +3595,14 @@ impl std::fmt::Debug for QueryStorageArrayTypePolicyOptionsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryStorageArrayTypePolicyOptionsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryStorageArrayTypePolicyOptionsRequestType {
     #[inline]
     fn decode_field(
@@ -3575,6 +3622,7 @@ impl x::Fields for QueryStorageArrayTypePolicyOptionsRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryStorageArrayTypePolicyOptionsRequestType {
     const NAME: &'static str = "QueryStorageArrayTypePolicyOptions";
     const IDEMPOTENT: bool = true;
@@ -3590,6 +3638,7 @@ impl x::Request for QueryStorageArrayTypePolicyOptionsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QuerySupportedFeaturesRequestType`.
 #[derive(Clone, Default)]
 pub struct QuerySupportedFeaturesRequestType {
@@ -3598,22 +3647,27 @@ pub struct QuerySupportedFeaturesRequestType {
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QuerySupportedFeaturesRequestType {
     const TYPE_NAME: &'static str = "QuerySupportedFeaturesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QuerySupportedFeaturesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QuerySupportedFeaturesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QuerySupportedFeaturesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QuerySupportedFeaturesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QuerySupportedFeaturesRequestType {
     #[inline]
     fn decode_field(
@@ -3635,6 +3689,7 @@ impl x::Fields for QuerySupportedFeaturesRequestType {
         w.write_opt("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QuerySupportedFeaturesRequestType {
     const NAME: &'static str = "QuerySupportedFeatures";
     const IDEMPOTENT: bool = true;

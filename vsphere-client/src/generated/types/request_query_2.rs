@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `QuerySyncingVsanObjectsRequestType`.
 #[derive(Default)]
 pub struct QuerySyncingVsanObjectsRequestType {
@@ -13,22 +14,27 @@ pub struct QuerySyncingVsanObjectsRequestType {
     /// `uuids`.
     pub uuids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QuerySyncingVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "QuerySyncingVsanObjectsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QuerySyncingVsanObjectsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QuerySyncingVsanObjectsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QuerySyncingVsanObjectsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QuerySyncingVsanObjectsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QuerySyncingVsanObjectsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -38,6 +44,7 @@ impl Clone for QuerySyncingVsanObjectsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QuerySyncingVsanObjectsRequestType {
     #[inline]
     fn decode_field(
@@ -59,6 +66,7 @@ impl x::Fields for QuerySyncingVsanObjectsRequestType {
         w.write_vec("uuids", &self.uuids);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QuerySyncingVsanObjectsRequestType {
     const NAME: &'static str = "QuerySyncingVsanObjects";
     const IDEMPOTENT: bool = true;
@@ -74,28 +82,34 @@ impl x::Request for QuerySyncingVsanObjectsRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QuerySystemUsersRequestType`.
 #[derive(Clone, Default)]
 pub struct QuerySystemUsersRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QuerySystemUsersRequestType {
     const TYPE_NAME: &'static str = "QuerySystemUsersRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QuerySystemUsersRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QuerySystemUsersRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QuerySystemUsersRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QuerySystemUsersRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QuerySystemUsersRequestType {
     #[inline]
     fn decode_field(
@@ -115,6 +129,7 @@ impl x::Fields for QuerySystemUsersRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QuerySystemUsersRequestType {
     const NAME: &'static str = "QuerySystemUsers";
     const IDEMPOTENT: bool = true;
@@ -246,6 +261,7 @@ impl x::Request for QueryTpmAttestationReportRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryUnmonitoredHostsRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryUnmonitoredHostsRequestType {
@@ -256,22 +272,27 @@ pub struct QueryUnmonitoredHostsRequestType {
     /// `cluster`.
     pub cluster: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryUnmonitoredHostsRequestType {
     const TYPE_NAME: &'static str = "QueryUnmonitoredHostsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryUnmonitoredHostsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryUnmonitoredHostsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryUnmonitoredHostsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryUnmonitoredHostsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryUnmonitoredHostsRequestType {
     #[inline]
     fn decode_field(
@@ -295,6 +316,7 @@ impl x::Fields for QueryUnmonitoredHostsRequestType {
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryUnmonitoredHostsRequestType {
     const NAME: &'static str = "QueryUnmonitoredHosts";
     const IDEMPOTENT: bool = true;
@@ -366,28 +388,34 @@ impl x::Request for QueryUnownedFilesRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryUnresolvedVmfsVolumeRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryUnresolvedVmfsVolumeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryUnresolvedVmfsVolumeRequestType {
     const TYPE_NAME: &'static str = "QueryUnresolvedVmfsVolumeRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryUnresolvedVmfsVolumeRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryUnresolvedVmfsVolumeRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryUnresolvedVmfsVolumeRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryUnresolvedVmfsVolumeRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryUnresolvedVmfsVolumeRequestType {
     #[inline]
     fn decode_field(
@@ -407,6 +435,7 @@ impl x::Fields for QueryUnresolvedVmfsVolumeRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryUnresolvedVmfsVolumeRequestType {
     const NAME: &'static str = "QueryUnresolvedVmfsVolume";
     const IDEMPOTENT: bool = true;
@@ -956,28 +985,34 @@ impl x::Request for QueryVirtualDiskUuidRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryVmfsConfigOptionRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryVmfsConfigOptionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryVmfsConfigOptionRequestType {
     const TYPE_NAME: &'static str = "QueryVmfsConfigOptionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryVmfsConfigOptionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryVmfsConfigOptionRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVmfsConfigOptionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryVmfsConfigOptionRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryVmfsConfigOptionRequestType {
     #[inline]
     fn decode_field(
@@ -997,6 +1032,7 @@ impl x::Fields for QueryVmfsConfigOptionRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryVmfsConfigOptionRequestType {
     const NAME: &'static str = "QueryVmfsConfigOption";
     const IDEMPOTENT: bool = true;
@@ -1218,6 +1254,7 @@ impl x::Request for QueryVmfsDatastoreExtendOptionsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryVnicStatusRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryVnicStatusRequestType {
@@ -1226,22 +1263,27 @@ pub struct QueryVnicStatusRequestType {
     /// `vnicDevice`.
     pub vnic_device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryVnicStatusRequestType {
     const TYPE_NAME: &'static str = "QueryVnicStatusRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryVnicStatusRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryVnicStatusRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVnicStatusRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryVnicStatusRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryVnicStatusRequestType {
     #[inline]
     fn decode_field(
@@ -1263,6 +1305,7 @@ impl x::Fields for QueryVnicStatusRequestType {
         w.write("vnicDevice", &self.vnic_device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryVnicStatusRequestType {
     const NAME: &'static str = "QueryVnicStatus";
     const IDEMPOTENT: bool = true;
@@ -1278,6 +1321,7 @@ impl x::Request for QueryVnicStatusRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryVsanObjectUuidsByFilterRequestType`.
 #[derive(Default)]
 pub struct QueryVsanObjectUuidsByFilterRequestType {
@@ -1290,10 +1334,13 @@ pub struct QueryVsanObjectUuidsByFilterRequestType {
     /// `version`.
     pub version: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryVsanObjectUuidsByFilterRequestType {
     const TYPE_NAME: &'static str = "QueryVsanObjectUuidsByFilterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryVsanObjectUuidsByFilterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryVsanObjectUuidsByFilterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1304,12 +1351,14 @@ impl std::fmt::Debug for QueryVsanObjectUuidsByFilterRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryVsanObjectUuidsByFilterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryVsanObjectUuidsByFilterRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1321,6 +1370,7 @@ impl Clone for QueryVsanObjectUuidsByFilterRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryVsanObjectUuidsByFilterRequestType {
     #[inline]
     fn decode_field(
@@ -1346,6 +1396,7 @@ impl x::Fields for QueryVsanObjectUuidsByFilterRequestType {
         w.write_opt("version", &self.version);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryVsanObjectUuidsByFilterRequestType {
     const NAME: &'static str = "QueryVsanObjectUuidsByFilter";
     const IDEMPOTENT: bool = true;
@@ -1361,6 +1412,7 @@ impl x::Request for QueryVsanObjectUuidsByFilterRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryVsanObjectsRequestType`.
 #[derive(Default)]
 pub struct QueryVsanObjectsRequestType {
@@ -1369,22 +1421,27 @@ pub struct QueryVsanObjectsRequestType {
     /// `uuids`.
     pub uuids: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "QueryVsanObjectsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryVsanObjectsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryVsanObjectsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVsanObjectsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryVsanObjectsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryVsanObjectsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1394,6 +1451,7 @@ impl Clone for QueryVsanObjectsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryVsanObjectsRequestType {
     #[inline]
     fn decode_field(
@@ -1415,6 +1473,7 @@ impl x::Fields for QueryVsanObjectsRequestType {
         w.write_vec("uuids", &self.uuids);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryVsanObjectsRequestType {
     const NAME: &'static str = "QueryVsanObjects";
     const IDEMPOTENT: bool = true;
@@ -1430,6 +1489,7 @@ impl x::Request for QueryVsanObjectsRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryVsanStatisticsRequestType`.
 #[derive(Default)]
 pub struct QueryVsanStatisticsRequestType {
@@ -1438,22 +1498,27 @@ pub struct QueryVsanStatisticsRequestType {
     /// `labels`.
     pub labels: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryVsanStatisticsRequestType {
     const TYPE_NAME: &'static str = "QueryVsanStatisticsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryVsanStatisticsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryVsanStatisticsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVsanStatisticsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryVsanStatisticsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for QueryVsanStatisticsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1463,6 +1528,7 @@ impl Clone for QueryVsanStatisticsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryVsanStatisticsRequestType {
     #[inline]
     fn decode_field(
@@ -1484,6 +1550,7 @@ impl x::Fields for QueryVsanStatisticsRequestType {
         w.write_vec("labels", &self.labels);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryVsanStatisticsRequestType {
     const NAME: &'static str = "QueryVsanStatistics";
     const IDEMPOTENT: bool = true;
@@ -1499,6 +1566,7 @@ impl x::Request for QueryVsanStatisticsRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `QueryVsanUpgradeStatusRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryVsanUpgradeStatusRequestType {
@@ -1507,22 +1575,27 @@ pub struct QueryVsanUpgradeStatusRequestType {
     /// `cluster`.
     pub cluster: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for QueryVsanUpgradeStatusRequestType {
     const TYPE_NAME: &'static str = "QueryVsanUpgradeStatusRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for QueryVsanUpgradeStatusRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for QueryVsanUpgradeStatusRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "QueryVsanUpgradeStatusRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for QueryVsanUpgradeStatusRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for QueryVsanUpgradeStatusRequestType {
     #[inline]
     fn decode_field(
@@ -1544,6 +1617,7 @@ impl x::Fields for QueryVsanUpgradeStatusRequestType {
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for QueryVsanUpgradeStatusRequestType {
     const NAME: &'static str = "QueryVsanUpgradeStatus";
     const IDEMPOTENT: bool = true;

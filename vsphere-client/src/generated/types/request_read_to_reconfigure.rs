@@ -647,28 +647,34 @@ impl x::Request for RecommendHostsForVmRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RecommissionVsanNodeRequestType`.
 #[derive(Clone, Default)]
 pub struct RecommissionVsanNodeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RecommissionVsanNodeRequestType {
     const TYPE_NAME: &'static str = "RecommissionVsanNodeRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RecommissionVsanNodeRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RecommissionVsanNodeRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RecommissionVsanNodeRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RecommissionVsanNodeRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RecommissionVsanNodeRequestType {
     #[inline]
     fn decode_field(
@@ -688,6 +694,7 @@ impl x::Fields for RecommissionVsanNodeRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RecommissionVsanNodeRequestType {
     const NAME: &'static str = "RecommissionVsanNode_Task";
     const IDEMPOTENT: bool = false;
@@ -908,6 +915,7 @@ impl x::Request for ReconfigVMRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigurationSatisfiableRequestType`.
 #[derive(Default)]
 pub struct ReconfigurationSatisfiableRequestType {
@@ -918,22 +926,27 @@ pub struct ReconfigurationSatisfiableRequestType {
     /// `ignoreSatisfiability`.
     pub ignore_satisfiability: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigurationSatisfiableRequestType {
     const TYPE_NAME: &'static str = "ReconfigurationSatisfiableRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigurationSatisfiableRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigurationSatisfiableRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigurationSatisfiableRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigurationSatisfiableRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ReconfigurationSatisfiableRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -944,6 +957,7 @@ impl Clone for ReconfigurationSatisfiableRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigurationSatisfiableRequestType {
     #[inline]
     fn decode_field(
@@ -967,6 +981,7 @@ impl x::Fields for ReconfigurationSatisfiableRequestType {
         w.write_opt("ignoreSatisfiability", &self.ignore_satisfiability);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigurationSatisfiableRequestType {
     const NAME: &'static str = "ReconfigurationSatisfiable";
     const IDEMPOTENT: bool = false;
@@ -982,6 +997,7 @@ impl x::Request for ReconfigurationSatisfiableRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureAlarmRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureAlarmRequestType {
@@ -990,22 +1006,27 @@ pub struct ReconfigureAlarmRequestType {
     /// `spec`.
     pub spec: AnyAlarmSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureAlarmRequestType {
     const TYPE_NAME: &'static str = "ReconfigureAlarmRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureAlarmRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureAlarmRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureAlarmRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureAlarmRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureAlarmRequestType {
     #[inline]
     fn decode_field(
@@ -1027,6 +1048,7 @@ impl x::Fields for ReconfigureAlarmRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureAlarmRequestType {
     const NAME: &'static str = "ReconfigureAlarm";
     const IDEMPOTENT: bool = false;
@@ -1042,6 +1064,7 @@ impl x::Request for ReconfigureAlarmRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureAutostartRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureAutostartRequestType {
@@ -1050,22 +1073,27 @@ pub struct ReconfigureAutostartRequestType {
     /// `spec`.
     pub spec: HostAutoStartManagerConfig,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureAutostartRequestType {
     const TYPE_NAME: &'static str = "ReconfigureAutostartRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureAutostartRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureAutostartRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureAutostartRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureAutostartRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureAutostartRequestType {
     #[inline]
     fn decode_field(
@@ -1087,6 +1115,7 @@ impl x::Fields for ReconfigureAutostartRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureAutostartRequestType {
     const NAME: &'static str = "ReconfigureAutostart";
     const IDEMPOTENT: bool = false;
@@ -1423,6 +1452,7 @@ impl x::Request for ReconfigureDatacenterRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureDomObjectRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureDomObjectRequestType {
@@ -1433,22 +1463,27 @@ pub struct ReconfigureDomObjectRequestType {
     /// `policy`.
     pub policy: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureDomObjectRequestType {
     const TYPE_NAME: &'static str = "ReconfigureDomObjectRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureDomObjectRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureDomObjectRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureDomObjectRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureDomObjectRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureDomObjectRequestType {
     #[inline]
     fn decode_field(
@@ -1472,6 +1507,7 @@ impl x::Fields for ReconfigureDomObjectRequestType {
         w.write("policy", &self.policy);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureDomObjectRequestType {
     const NAME: &'static str = "ReconfigureDomObject";
     const IDEMPOTENT: bool = false;
@@ -1603,6 +1639,7 @@ impl x::Request for ReconfigureHostForDASRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureScheduledTaskRequestType {
@@ -1611,22 +1648,27 @@ pub struct ReconfigureScheduledTaskRequestType {
     /// `spec`.
     pub spec: AnyScheduledTaskSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "ReconfigureScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureScheduledTaskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureScheduledTaskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureScheduledTaskRequestType {
     #[inline]
     fn decode_field(
@@ -1648,6 +1690,7 @@ impl x::Fields for ReconfigureScheduledTaskRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureScheduledTaskRequestType {
     const NAME: &'static str = "ReconfigureScheduledTask";
     const IDEMPOTENT: bool = false;
@@ -1663,6 +1706,7 @@ impl x::Request for ReconfigureScheduledTaskRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureServiceConsoleReservationRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureServiceConsoleReservationRequestType {
@@ -1671,10 +1715,13 @@ pub struct ReconfigureServiceConsoleReservationRequestType {
     /// `cfgBytes`.
     pub cfg_bytes: i64,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureServiceConsoleReservationRequestType {
     const TYPE_NAME: &'static str = "ReconfigureServiceConsoleReservationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureServiceConsoleReservationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureServiceConsoleReservationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1685,12 +1732,14 @@ impl std::fmt::Debug for ReconfigureServiceConsoleReservationRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureServiceConsoleReservationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureServiceConsoleReservationRequestType {
     #[inline]
     fn decode_field(
@@ -1712,6 +1761,7 @@ impl x::Fields for ReconfigureServiceConsoleReservationRequestType {
         w.write("cfgBytes", &self.cfg_bytes);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureServiceConsoleReservationRequestType {
     const NAME: &'static str = "ReconfigureServiceConsoleReservation";
     const IDEMPOTENT: bool = false;
@@ -1727,6 +1777,7 @@ impl x::Request for ReconfigureServiceConsoleReservationRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureSnmpAgentRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureSnmpAgentRequestType {
@@ -1735,22 +1786,27 @@ pub struct ReconfigureSnmpAgentRequestType {
     /// `spec`.
     pub spec: HostSnmpConfigSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureSnmpAgentRequestType {
     const TYPE_NAME: &'static str = "ReconfigureSnmpAgentRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureSnmpAgentRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureSnmpAgentRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReconfigureSnmpAgentRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureSnmpAgentRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureSnmpAgentRequestType {
     #[inline]
     fn decode_field(
@@ -1772,6 +1828,7 @@ impl x::Fields for ReconfigureSnmpAgentRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureSnmpAgentRequestType {
     const NAME: &'static str = "ReconfigureSnmpAgent";
     const IDEMPOTENT: bool = false;
@@ -1787,6 +1844,7 @@ impl x::Request for ReconfigureSnmpAgentRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReconfigureVirtualMachineReservationRequestType`.
 #[derive(Clone, Default)]
 pub struct ReconfigureVirtualMachineReservationRequestType {
@@ -1795,10 +1853,13 @@ pub struct ReconfigureVirtualMachineReservationRequestType {
     /// `spec`.
     pub spec: VirtualMachineMemoryReservationSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReconfigureVirtualMachineReservationRequestType {
     const TYPE_NAME: &'static str = "ReconfigureVirtualMachineReservationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReconfigureVirtualMachineReservationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReconfigureVirtualMachineReservationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1809,12 +1870,14 @@ impl std::fmt::Debug for ReconfigureVirtualMachineReservationRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReconfigureVirtualMachineReservationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReconfigureVirtualMachineReservationRequestType {
     #[inline]
     fn decode_field(
@@ -1836,6 +1899,7 @@ impl x::Fields for ReconfigureVirtualMachineReservationRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReconfigureVirtualMachineReservationRequestType {
     const NAME: &'static str = "ReconfigureVirtualMachineReservation";
     const IDEMPOTENT: bool = false;

@@ -388,28 +388,34 @@ impl x::Request for RefreshDatastoreStorageInfoRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshDateTimeSystemRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshDateTimeSystemRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshDateTimeSystemRequestType {
     const TYPE_NAME: &'static str = "RefreshDateTimeSystemRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshDateTimeSystemRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshDateTimeSystemRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshDateTimeSystemRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshDateTimeSystemRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshDateTimeSystemRequestType {
     #[inline]
     fn decode_field(
@@ -429,6 +435,7 @@ impl x::Fields for RefreshDateTimeSystemRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshDateTimeSystemRequestType {
     const NAME: &'static str = "RefreshDateTimeSystem";
     const IDEMPOTENT: bool = false;
@@ -444,28 +451,34 @@ impl x::Request for RefreshDateTimeSystemRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshFirewallRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshFirewallRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshFirewallRequestType {
     const TYPE_NAME: &'static str = "RefreshFirewallRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshFirewallRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshFirewallRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshFirewallRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshFirewallRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshFirewallRequestType {
     #[inline]
     fn decode_field(
@@ -485,6 +498,7 @@ impl x::Fields for RefreshFirewallRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshFirewallRequestType {
     const NAME: &'static str = "RefreshFirewall";
     const IDEMPOTENT: bool = false;
@@ -500,28 +514,34 @@ impl x::Request for RefreshFirewallRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshGraphicsManagerRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshGraphicsManagerRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshGraphicsManagerRequestType {
     const TYPE_NAME: &'static str = "RefreshGraphicsManagerRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshGraphicsManagerRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshGraphicsManagerRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshGraphicsManagerRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshGraphicsManagerRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshGraphicsManagerRequestType {
     #[inline]
     fn decode_field(
@@ -541,6 +561,7 @@ impl x::Fields for RefreshGraphicsManagerRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshGraphicsManagerRequestType {
     const NAME: &'static str = "RefreshGraphicsManager";
     const IDEMPOTENT: bool = false;
@@ -556,28 +577,34 @@ impl x::Request for RefreshGraphicsManagerRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshHealthStatusSystemRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshHealthStatusSystemRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshHealthStatusSystemRequestType {
     const TYPE_NAME: &'static str = "RefreshHealthStatusSystemRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshHealthStatusSystemRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshHealthStatusSystemRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshHealthStatusSystemRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshHealthStatusSystemRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshHealthStatusSystemRequestType {
     #[inline]
     fn decode_field(
@@ -597,6 +624,7 @@ impl x::Fields for RefreshHealthStatusSystemRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshHealthStatusSystemRequestType {
     const NAME: &'static str = "RefreshHealthStatusSystem";
     const IDEMPOTENT: bool = false;
@@ -612,28 +640,34 @@ impl x::Request for RefreshHealthStatusSystemRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshNetworkSystemRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshNetworkSystemRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshNetworkSystemRequestType {
     const TYPE_NAME: &'static str = "RefreshNetworkSystemRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshNetworkSystemRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshNetworkSystemRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshNetworkSystemRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshNetworkSystemRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshNetworkSystemRequestType {
     #[inline]
     fn decode_field(
@@ -653,6 +687,7 @@ impl x::Fields for RefreshNetworkSystemRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshNetworkSystemRequestType {
     const NAME: &'static str = "RefreshNetworkSystem";
     const IDEMPOTENT: bool = false;
@@ -724,28 +759,34 @@ impl x::Request for RefreshRecommendationRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshRequestType {
     const TYPE_NAME: &'static str = "RefreshRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshRequestType {
     #[inline]
     fn decode_field(
@@ -765,6 +806,7 @@ impl x::Fields for RefreshRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshRequestType {
     const NAME: &'static str = "Refresh";
     const IDEMPOTENT: bool = false;
@@ -836,28 +878,34 @@ impl x::Request for RefreshRuntimeRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshServicesRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshServicesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshServicesRequestType {
     const TYPE_NAME: &'static str = "RefreshServicesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshServicesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshServicesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshServicesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshServicesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshServicesRequestType {
     #[inline]
     fn decode_field(
@@ -877,6 +925,7 @@ impl x::Fields for RefreshServicesRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshServicesRequestType {
     const NAME: &'static str = "RefreshServices";
     const IDEMPOTENT: bool = false;
@@ -1076,28 +1125,34 @@ impl x::Request for RefreshStorageInfoRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RefreshStorageSystemRequestType`.
 #[derive(Clone, Default)]
 pub struct RefreshStorageSystemRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RefreshStorageSystemRequestType {
     const TYPE_NAME: &'static str = "RefreshStorageSystemRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RefreshStorageSystemRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RefreshStorageSystemRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RefreshStorageSystemRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RefreshStorageSystemRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RefreshStorageSystemRequestType {
     #[inline]
     fn decode_field(
@@ -1117,6 +1172,7 @@ impl x::Fields for RefreshStorageSystemRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RefreshStorageSystemRequestType {
     const NAME: &'static str = "RefreshStorageSystem";
     const IDEMPOTENT: bool = false;
@@ -1272,6 +1328,7 @@ impl x::Request for RegisterDiskRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RegisterExtensionRequestType`.
 #[derive(Clone, Default)]
 pub struct RegisterExtensionRequestType {
@@ -1280,22 +1337,27 @@ pub struct RegisterExtensionRequestType {
     /// `extension`.
     pub extension: Extension,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RegisterExtensionRequestType {
     const TYPE_NAME: &'static str = "RegisterExtensionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RegisterExtensionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RegisterExtensionRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RegisterExtensionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RegisterExtensionRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RegisterExtensionRequestType {
     #[inline]
     fn decode_field(
@@ -1317,6 +1379,7 @@ impl x::Fields for RegisterExtensionRequestType {
         w.write("extension", &self.extension);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RegisterExtensionRequestType {
     const NAME: &'static str = "RegisterExtension";
     const IDEMPOTENT: bool = false;
@@ -1332,6 +1395,7 @@ impl x::Request for RegisterExtensionRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RegisterHealthUpdateProviderRequestType`.
 #[derive(Default)]
 pub struct RegisterHealthUpdateProviderRequestType {
@@ -1342,10 +1406,13 @@ pub struct RegisterHealthUpdateProviderRequestType {
     /// `healthUpdateInfo`.
     pub health_update_info: Vec<HealthUpdateInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RegisterHealthUpdateProviderRequestType {
     const TYPE_NAME: &'static str = "RegisterHealthUpdateProviderRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RegisterHealthUpdateProviderRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RegisterHealthUpdateProviderRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1356,12 +1423,14 @@ impl std::fmt::Debug for RegisterHealthUpdateProviderRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RegisterHealthUpdateProviderRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RegisterHealthUpdateProviderRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1372,6 +1441,7 @@ impl Clone for RegisterHealthUpdateProviderRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RegisterHealthUpdateProviderRequestType {
     #[inline]
     fn decode_field(
@@ -1395,6 +1465,7 @@ impl x::Fields for RegisterHealthUpdateProviderRequestType {
         w.write_vec("healthUpdateInfo", &self.health_update_info);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RegisterHealthUpdateProviderRequestType {
     const NAME: &'static str = "RegisterHealthUpdateProvider";
     const IDEMPOTENT: bool = false;
@@ -1410,6 +1481,7 @@ impl x::Request for RegisterHealthUpdateProviderRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RegisterKmipServerRequestType`.
 #[derive(Clone, Default)]
 pub struct RegisterKmipServerRequestType {
@@ -1418,22 +1490,27 @@ pub struct RegisterKmipServerRequestType {
     /// `server`.
     pub server: KmipServerSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RegisterKmipServerRequestType {
     const TYPE_NAME: &'static str = "RegisterKmipServerRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RegisterKmipServerRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RegisterKmipServerRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RegisterKmipServerRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RegisterKmipServerRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RegisterKmipServerRequestType {
     #[inline]
     fn decode_field(
@@ -1455,6 +1532,7 @@ impl x::Fields for RegisterKmipServerRequestType {
         w.write("server", &self.server);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RegisterKmipServerRequestType {
     const NAME: &'static str = "RegisterKmipServer";
     const IDEMPOTENT: bool = false;
@@ -1470,6 +1548,7 @@ impl x::Request for RegisterKmipServerRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RegisterKmsClusterRequestType`.
 #[derive(Clone, Default)]
 pub struct RegisterKmsClusterRequestType {
@@ -1480,22 +1559,27 @@ pub struct RegisterKmsClusterRequestType {
     /// `managementType`.
     pub management_type: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RegisterKmsClusterRequestType {
     const TYPE_NAME: &'static str = "RegisterKmsClusterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RegisterKmsClusterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RegisterKmsClusterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RegisterKmsClusterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RegisterKmsClusterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RegisterKmsClusterRequestType {
     #[inline]
     fn decode_field(
@@ -1519,6 +1603,7 @@ impl x::Fields for RegisterKmsClusterRequestType {
         w.write_opt("managementType", &self.management_type);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RegisterKmsClusterRequestType {
     const NAME: &'static str = "RegisterKmsCluster";
     const IDEMPOTENT: bool = false;

@@ -69,6 +69,7 @@ impl x::Request for ReleaseCredentialsInGuestRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReleaseIpAllocationRequestType`.
 #[derive(Clone, Default)]
 pub struct ReleaseIpAllocationRequestType {
@@ -81,22 +82,27 @@ pub struct ReleaseIpAllocationRequestType {
     /// `allocationId`.
     pub allocation_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReleaseIpAllocationRequestType {
     const TYPE_NAME: &'static str = "ReleaseIpAllocationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReleaseIpAllocationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReleaseIpAllocationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ReleaseIpAllocationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReleaseIpAllocationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReleaseIpAllocationRequestType {
     #[inline]
     fn decode_field(
@@ -122,6 +128,7 @@ impl x::Fields for ReleaseIpAllocationRequestType {
         w.write("allocationId", &self.allocation_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReleaseIpAllocationRequestType {
     const NAME: &'static str = "ReleaseIpAllocation";
     const IDEMPOTENT: bool = false;
@@ -389,28 +396,34 @@ impl x::Request for RelocateVStorageObjectRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveAlarmRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveAlarmRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveAlarmRequestType {
     const TYPE_NAME: &'static str = "RemoveAlarmRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveAlarmRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveAlarmRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAlarmRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveAlarmRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveAlarmRequestType {
     #[inline]
     fn decode_field(
@@ -430,6 +443,7 @@ impl x::Fields for RemoveAlarmRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveAlarmRequestType {
     const NAME: &'static str = "RemoveAlarm";
     const IDEMPOTENT: bool = false;
@@ -513,6 +527,7 @@ impl x::Request for RemoveAllSnapshotsRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveAssignedLicenseRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveAssignedLicenseRequestType {
@@ -521,22 +536,27 @@ pub struct RemoveAssignedLicenseRequestType {
     /// `entityId`.
     pub entity_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveAssignedLicenseRequestType {
     const TYPE_NAME: &'static str = "RemoveAssignedLicenseRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveAssignedLicenseRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveAssignedLicenseRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAssignedLicenseRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveAssignedLicenseRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveAssignedLicenseRequestType {
     #[inline]
     fn decode_field(
@@ -558,6 +578,7 @@ impl x::Fields for RemoveAssignedLicenseRequestType {
         w.write("entityId", &self.entity_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveAssignedLicenseRequestType {
     const NAME: &'static str = "RemoveAssignedLicense";
     const IDEMPOTENT: bool = false;
@@ -573,6 +594,7 @@ impl x::Request for RemoveAssignedLicenseRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveAuthorizationRoleRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveAuthorizationRoleRequestType {
@@ -583,22 +605,27 @@ pub struct RemoveAuthorizationRoleRequestType {
     /// `failIfUsed`.
     pub fail_if_used: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveAuthorizationRoleRequestType {
     const TYPE_NAME: &'static str = "RemoveAuthorizationRoleRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveAuthorizationRoleRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveAuthorizationRoleRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveAuthorizationRoleRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveAuthorizationRoleRequestType {
     #[inline]
     fn decode_field(
@@ -622,6 +649,7 @@ impl x::Fields for RemoveAuthorizationRoleRequestType {
         w.write("failIfUsed", &self.fail_if_used);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveAuthorizationRoleRequestType {
     const NAME: &'static str = "RemoveAuthorizationRole";
     const IDEMPOTENT: bool = false;
@@ -826,6 +854,7 @@ impl x::Request for RemoveDatastoreRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveDiskMappingRequestType`.
 #[derive(Default)]
 pub struct RemoveDiskMappingRequestType {
@@ -838,22 +867,27 @@ pub struct RemoveDiskMappingRequestType {
     /// `timeout`.
     pub timeout: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveDiskMappingRequestType {
     const TYPE_NAME: &'static str = "RemoveDiskMappingRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveDiskMappingRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveDiskMappingRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDiskMappingRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveDiskMappingRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveDiskMappingRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -865,6 +899,7 @@ impl Clone for RemoveDiskMappingRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveDiskMappingRequestType {
     #[inline]
     fn decode_field(
@@ -890,6 +925,7 @@ impl x::Fields for RemoveDiskMappingRequestType {
         w.write_opt("timeout", &self.timeout);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveDiskMappingRequestType {
     const NAME: &'static str = "RemoveDiskMapping_Task";
     const IDEMPOTENT: bool = false;
@@ -905,6 +941,7 @@ impl x::Request for RemoveDiskMappingRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveDiskRequestType`.
 #[derive(Default)]
 pub struct RemoveDiskRequestType {
@@ -917,22 +954,27 @@ pub struct RemoveDiskRequestType {
     /// `timeout`.
     pub timeout: Option<i32>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveDiskRequestType {
     const TYPE_NAME: &'static str = "RemoveDiskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveDiskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveDiskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveDiskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveDiskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveDiskRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -944,6 +986,7 @@ impl Clone for RemoveDiskRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveDiskRequestType {
     #[inline]
     fn decode_field(
@@ -969,6 +1012,7 @@ impl x::Fields for RemoveDiskRequestType {
         w.write_opt("timeout", &self.timeout);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveDiskRequestType {
     const NAME: &'static str = "RemoveDisk_Task";
     const IDEMPOTENT: bool = false;
@@ -984,6 +1028,7 @@ impl x::Request for RemoveDiskRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveEntityPermissionRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveEntityPermissionRequestType {
@@ -996,22 +1041,27 @@ pub struct RemoveEntityPermissionRequestType {
     /// `isGroup`.
     pub is_group: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveEntityPermissionRequestType {
     const TYPE_NAME: &'static str = "RemoveEntityPermissionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveEntityPermissionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveEntityPermissionRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveEntityPermissionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveEntityPermissionRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveEntityPermissionRequestType {
     #[inline]
     fn decode_field(
@@ -1037,6 +1087,7 @@ impl x::Fields for RemoveEntityPermissionRequestType {
         w.write("isGroup", &self.is_group);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveEntityPermissionRequestType {
     const NAME: &'static str = "RemoveEntityPermission";
     const IDEMPOTENT: bool = false;
@@ -1052,6 +1103,7 @@ impl x::Request for RemoveEntityPermissionRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveFilterEntitiesRequestType`.
 #[derive(Default)]
 pub struct RemoveFilterEntitiesRequestType {
@@ -1062,22 +1114,27 @@ pub struct RemoveFilterEntitiesRequestType {
     /// `entities`.
     pub entities: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveFilterEntitiesRequestType {
     const TYPE_NAME: &'static str = "RemoveFilterEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveFilterEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveFilterEntitiesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveFilterEntitiesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveFilterEntitiesRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1088,6 +1145,7 @@ impl Clone for RemoveFilterEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveFilterEntitiesRequestType {
     #[inline]
     fn decode_field(
@@ -1111,6 +1169,7 @@ impl x::Fields for RemoveFilterEntitiesRequestType {
         w.write_vec("entities", &self.entities);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveFilterEntitiesRequestType {
     const NAME: &'static str = "RemoveFilterEntities";
     const IDEMPOTENT: bool = false;
@@ -1126,6 +1185,7 @@ impl x::Request for RemoveFilterEntitiesRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveFilterRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveFilterRequestType {
@@ -1134,22 +1194,27 @@ pub struct RemoveFilterRequestType {
     /// `filterId`.
     pub filter_id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveFilterRequestType {
     const TYPE_NAME: &'static str = "RemoveFilterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveFilterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveFilterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveFilterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveFilterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveFilterRequestType {
     #[inline]
     fn decode_field(
@@ -1171,6 +1236,7 @@ impl x::Fields for RemoveFilterRequestType {
         w.write("filterId", &self.filter_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveFilterRequestType {
     const NAME: &'static str = "RemoveFilter";
     const IDEMPOTENT: bool = false;
@@ -1186,6 +1252,7 @@ impl x::Request for RemoveFilterRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveGroupRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveGroupRequestType {
@@ -1194,22 +1261,27 @@ pub struct RemoveGroupRequestType {
     /// `groupName`.
     pub group_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveGroupRequestType {
     const TYPE_NAME: &'static str = "RemoveGroupRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveGroupRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveGroupRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveGroupRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveGroupRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveGroupRequestType {
     #[inline]
     fn decode_field(
@@ -1231,6 +1303,7 @@ impl x::Fields for RemoveGroupRequestType {
         w.write("groupName", &self.group_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveGroupRequestType {
     const NAME: &'static str = "RemoveGroup";
     const IDEMPOTENT: bool = false;
@@ -1394,6 +1467,7 @@ impl x::Request for RemoveGuestAliasRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveInternetScsiSendTargetsRequestType`.
 #[derive(Default)]
 pub struct RemoveInternetScsiSendTargetsRequestType {
@@ -1406,10 +1480,13 @@ pub struct RemoveInternetScsiSendTargetsRequestType {
     /// `force`.
     pub force: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveInternetScsiSendTargetsRequestType {
     const TYPE_NAME: &'static str = "RemoveInternetScsiSendTargetsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveInternetScsiSendTargetsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveInternetScsiSendTargetsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1420,12 +1497,14 @@ impl std::fmt::Debug for RemoveInternetScsiSendTargetsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveInternetScsiSendTargetsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveInternetScsiSendTargetsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1437,6 +1516,7 @@ impl Clone for RemoveInternetScsiSendTargetsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveInternetScsiSendTargetsRequestType {
     #[inline]
     fn decode_field(
@@ -1462,6 +1542,7 @@ impl x::Fields for RemoveInternetScsiSendTargetsRequestType {
         w.write_opt("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveInternetScsiSendTargetsRequestType {
     const NAME: &'static str = "RemoveInternetScsiSendTargets";
     const IDEMPOTENT: bool = false;
@@ -1477,6 +1558,7 @@ impl x::Request for RemoveInternetScsiSendTargetsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveInternetScsiStaticTargetsRequestType`.
 #[derive(Default)]
 pub struct RemoveInternetScsiStaticTargetsRequestType {
@@ -1487,10 +1569,13 @@ pub struct RemoveInternetScsiStaticTargetsRequestType {
     /// `targets`.
     pub targets: Vec<HostInternetScsiHbaStaticTarget>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveInternetScsiStaticTargetsRequestType {
     const TYPE_NAME: &'static str = "RemoveInternetScsiStaticTargetsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveInternetScsiStaticTargetsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveInternetScsiStaticTargetsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1501,12 +1586,14 @@ impl std::fmt::Debug for RemoveInternetScsiStaticTargetsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveInternetScsiStaticTargetsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveInternetScsiStaticTargetsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1517,6 +1604,7 @@ impl Clone for RemoveInternetScsiStaticTargetsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveInternetScsiStaticTargetsRequestType {
     #[inline]
     fn decode_field(
@@ -1540,6 +1628,7 @@ impl x::Fields for RemoveInternetScsiStaticTargetsRequestType {
         w.write_vec("targets", &self.targets);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveInternetScsiStaticTargetsRequestType {
     const NAME: &'static str = "RemoveInternetScsiStaticTargets";
     const IDEMPOTENT: bool = false;
@@ -1555,6 +1644,7 @@ impl x::Request for RemoveInternetScsiStaticTargetsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveKeyRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveKeyRequestType {
@@ -1565,22 +1655,27 @@ pub struct RemoveKeyRequestType {
     /// `force`.
     pub force: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveKeyRequestType {
     const TYPE_NAME: &'static str = "RemoveKeyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveKeyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveKeyRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveKeyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveKeyRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveKeyRequestType {
     #[inline]
     fn decode_field(
@@ -1604,6 +1699,7 @@ impl x::Fields for RemoveKeyRequestType {
         w.write("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveKeyRequestType {
     const NAME: &'static str = "RemoveKey";
     const IDEMPOTENT: bool = false;
@@ -1619,6 +1715,7 @@ impl x::Request for RemoveKeyRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveKeysRequestType`.
 #[derive(Default)]
 pub struct RemoveKeysRequestType {
@@ -1629,22 +1726,27 @@ pub struct RemoveKeysRequestType {
     /// `force`.
     pub force: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveKeysRequestType {
     const TYPE_NAME: &'static str = "RemoveKeysRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveKeysRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveKeysRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveKeysRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveKeysRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveKeysRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1655,6 +1757,7 @@ impl Clone for RemoveKeysRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveKeysRequestType {
     #[inline]
     fn decode_field(
@@ -1678,6 +1781,7 @@ impl x::Fields for RemoveKeysRequestType {
         w.write("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveKeysRequestType {
     const NAME: &'static str = "RemoveKeys";
     const IDEMPOTENT: bool = false;
@@ -1693,6 +1797,7 @@ impl x::Request for RemoveKeysRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveKmipServerRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveKmipServerRequestType {
@@ -1703,22 +1808,27 @@ pub struct RemoveKmipServerRequestType {
     /// `serverName`.
     pub server_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveKmipServerRequestType {
     const TYPE_NAME: &'static str = "RemoveKmipServerRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveKmipServerRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveKmipServerRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveKmipServerRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveKmipServerRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveKmipServerRequestType {
     #[inline]
     fn decode_field(
@@ -1742,6 +1852,7 @@ impl x::Fields for RemoveKmipServerRequestType {
         w.write("serverName", &self.server_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveKmipServerRequestType {
     const NAME: &'static str = "RemoveKmipServer";
     const IDEMPOTENT: bool = false;
@@ -1757,6 +1868,7 @@ impl x::Request for RemoveKmipServerRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveLicenseLabelRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveLicenseLabelRequestType {
@@ -1767,22 +1879,27 @@ pub struct RemoveLicenseLabelRequestType {
     /// `labelKey`.
     pub label_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveLicenseLabelRequestType {
     const TYPE_NAME: &'static str = "RemoveLicenseLabelRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveLicenseLabelRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveLicenseLabelRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveLicenseLabelRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveLicenseLabelRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveLicenseLabelRequestType {
     #[inline]
     fn decode_field(
@@ -1806,6 +1923,7 @@ impl x::Fields for RemoveLicenseLabelRequestType {
         w.write("labelKey", &self.label_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveLicenseLabelRequestType {
     const NAME: &'static str = "RemoveLicenseLabel";
     const IDEMPOTENT: bool = false;
@@ -1821,6 +1939,7 @@ impl x::Request for RemoveLicenseLabelRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveLicenseRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveLicenseRequestType {
@@ -1829,22 +1948,27 @@ pub struct RemoveLicenseRequestType {
     /// `licenseKey`.
     pub license_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveLicenseRequestType {
     const TYPE_NAME: &'static str = "RemoveLicenseRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveLicenseRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveLicenseRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveLicenseRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveLicenseRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveLicenseRequestType {
     #[inline]
     fn decode_field(
@@ -1866,6 +1990,7 @@ impl x::Fields for RemoveLicenseRequestType {
         w.write("licenseKey", &self.license_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveLicenseRequestType {
     const NAME: &'static str = "RemoveLicense";
     const IDEMPOTENT: bool = false;
@@ -1881,6 +2006,7 @@ impl x::Request for RemoveLicenseRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveMonitoredEntitiesRequestType`.
 #[derive(Default)]
 pub struct RemoveMonitoredEntitiesRequestType {
@@ -1891,22 +2017,27 @@ pub struct RemoveMonitoredEntitiesRequestType {
     /// `entities`.
     pub entities: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveMonitoredEntitiesRequestType {
     const TYPE_NAME: &'static str = "RemoveMonitoredEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveMonitoredEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveMonitoredEntitiesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveMonitoredEntitiesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RemoveMonitoredEntitiesRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1917,6 +2048,7 @@ impl Clone for RemoveMonitoredEntitiesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveMonitoredEntitiesRequestType {
     #[inline]
     fn decode_field(
@@ -1940,6 +2072,7 @@ impl x::Fields for RemoveMonitoredEntitiesRequestType {
         w.write_vec("entities", &self.entities);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveMonitoredEntitiesRequestType {
     const NAME: &'static str = "RemoveMonitoredEntities";
     const IDEMPOTENT: bool = false;
@@ -2024,6 +2157,7 @@ impl x::Request for RemoveNetworkResourcePoolRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveNvmeOverRdmaAdapterRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveNvmeOverRdmaAdapterRequestType {
@@ -2032,22 +2166,27 @@ pub struct RemoveNvmeOverRdmaAdapterRequestType {
     /// `hbaDeviceName`.
     pub hba_device_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveNvmeOverRdmaAdapterRequestType {
     const TYPE_NAME: &'static str = "RemoveNvmeOverRdmaAdapterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveNvmeOverRdmaAdapterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveNvmeOverRdmaAdapterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveNvmeOverRdmaAdapterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveNvmeOverRdmaAdapterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveNvmeOverRdmaAdapterRequestType {
     #[inline]
     fn decode_field(
@@ -2069,6 +2208,7 @@ impl x::Fields for RemoveNvmeOverRdmaAdapterRequestType {
         w.write("hbaDeviceName", &self.hba_device_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveNvmeOverRdmaAdapterRequestType {
     const NAME: &'static str = "RemoveNvmeOverRdmaAdapter";
     const IDEMPOTENT: bool = false;
@@ -2144,6 +2284,7 @@ impl x::Request for RemovePerfIntervalRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemovePortGroupRequestType`.
 #[derive(Clone, Default)]
 pub struct RemovePortGroupRequestType {
@@ -2152,22 +2293,27 @@ pub struct RemovePortGroupRequestType {
     /// `pgName`.
     pub pg_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemovePortGroupRequestType {
     const TYPE_NAME: &'static str = "RemovePortGroupRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemovePortGroupRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemovePortGroupRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemovePortGroupRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemovePortGroupRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemovePortGroupRequestType {
     #[inline]
     fn decode_field(
@@ -2189,6 +2335,7 @@ impl x::Fields for RemovePortGroupRequestType {
         w.write("pgName", &self.pg_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemovePortGroupRequestType {
     const NAME: &'static str = "RemovePortGroup";
     const IDEMPOTENT: bool = false;
@@ -2204,28 +2351,34 @@ impl x::Request for RemovePortGroupRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveScheduledTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "RemoveScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveScheduledTaskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveScheduledTaskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveScheduledTaskRequestType {
     #[inline]
     fn decode_field(
@@ -2245,6 +2398,7 @@ impl x::Fields for RemoveScheduledTaskRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveScheduledTaskRequestType {
     const NAME: &'static str = "RemoveScheduledTask";
     const IDEMPOTENT: bool = false;
@@ -2260,6 +2414,7 @@ impl x::Request for RemoveScheduledTaskRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveServiceConsoleVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveServiceConsoleVirtualNicRequestType {
@@ -2268,10 +2423,13 @@ pub struct RemoveServiceConsoleVirtualNicRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveServiceConsoleVirtualNicRequestType {
     const TYPE_NAME: &'static str = "RemoveServiceConsoleVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveServiceConsoleVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveServiceConsoleVirtualNicRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2282,12 +2440,14 @@ impl std::fmt::Debug for RemoveServiceConsoleVirtualNicRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveServiceConsoleVirtualNicRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveServiceConsoleVirtualNicRequestType {
     #[inline]
     fn decode_field(
@@ -2309,6 +2469,7 @@ impl x::Fields for RemoveServiceConsoleVirtualNicRequestType {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "RemoveServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
@@ -2324,6 +2485,7 @@ impl x::Request for RemoveServiceConsoleVirtualNicRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveSmartCardTrustAnchorByFingerprintRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveSmartCardTrustAnchorByFingerprintRequestType {
@@ -2334,10 +2496,13 @@ pub struct RemoveSmartCardTrustAnchorByFingerprintRequestType {
     /// `digest`.
     pub digest: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     const TYPE_NAME: &'static str = "RemoveSmartCardTrustAnchorByFingerprintRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveSmartCardTrustAnchorByFingerprintRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2348,12 +2513,14 @@ impl std::fmt::Debug for RemoveSmartCardTrustAnchorByFingerprintRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     #[inline]
     fn decode_field(
@@ -2377,6 +2544,7 @@ impl x::Fields for RemoveSmartCardTrustAnchorByFingerprintRequestType {
         w.write("digest", &self.digest);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchorByFingerprint";
     const IDEMPOTENT: bool = false;
@@ -2392,6 +2560,7 @@ impl x::Request for RemoveSmartCardTrustAnchorByFingerprintRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveSmartCardTrustAnchorCertificateRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
@@ -2406,10 +2575,13 @@ pub struct RemoveSmartCardTrustAnchorCertificateRequestType {
     /// Since vSphere API 9.0.0.0.
     pub certificate: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveSmartCardTrustAnchorCertificateRequestType {
     const TYPE_NAME: &'static str = "RemoveSmartCardTrustAnchorCertificateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveSmartCardTrustAnchorCertificateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorCertificateRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2420,12 +2592,14 @@ impl std::fmt::Debug for RemoveSmartCardTrustAnchorCertificateRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveSmartCardTrustAnchorCertificateRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveSmartCardTrustAnchorCertificateRequestType {
     #[inline]
     fn decode_field(
@@ -2448,6 +2622,7 @@ impl x::Fields for RemoveSmartCardTrustAnchorCertificateRequestType {
         w.write("certificate", &self.certificate);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveSmartCardTrustAnchorCertificateRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchorCertificate";
     const IDEMPOTENT: bool = false;
@@ -2463,6 +2638,7 @@ impl x::Request for RemoveSmartCardTrustAnchorCertificateRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveSmartCardTrustAnchorRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveSmartCardTrustAnchorRequestType {
@@ -2473,22 +2649,27 @@ pub struct RemoveSmartCardTrustAnchorRequestType {
     /// `serial`.
     pub serial: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveSmartCardTrustAnchorRequestType {
     const TYPE_NAME: &'static str = "RemoveSmartCardTrustAnchorRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveSmartCardTrustAnchorRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveSmartCardTrustAnchorRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveSmartCardTrustAnchorRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveSmartCardTrustAnchorRequestType {
     #[inline]
     fn decode_field(
@@ -2512,6 +2693,7 @@ impl x::Fields for RemoveSmartCardTrustAnchorRequestType {
         w.write("serial", &self.serial);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveSmartCardTrustAnchorRequestType {
     const NAME: &'static str = "RemoveSmartCardTrustAnchor";
     const IDEMPOTENT: bool = false;
@@ -2591,6 +2773,7 @@ impl x::Request for RemoveSnapshotRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveSoftwareAdapterRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveSoftwareAdapterRequestType {
@@ -2599,22 +2782,27 @@ pub struct RemoveSoftwareAdapterRequestType {
     /// `hbaDeviceName`.
     pub hba_device_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveSoftwareAdapterRequestType {
     const TYPE_NAME: &'static str = "RemoveSoftwareAdapterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveSoftwareAdapterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveSoftwareAdapterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveSoftwareAdapterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveSoftwareAdapterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveSoftwareAdapterRequestType {
     #[inline]
     fn decode_field(
@@ -2636,6 +2824,7 @@ impl x::Fields for RemoveSoftwareAdapterRequestType {
         w.write("hbaDeviceName", &self.hba_device_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveSoftwareAdapterRequestType {
     const NAME: &'static str = "RemoveSoftwareAdapter";
     const IDEMPOTENT: bool = false;
@@ -2651,6 +2840,7 @@ impl x::Request for RemoveSoftwareAdapterRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveUserRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveUserRequestType {
@@ -2659,22 +2849,27 @@ pub struct RemoveUserRequestType {
     /// `userName`.
     pub user_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveUserRequestType {
     const TYPE_NAME: &'static str = "RemoveUserRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveUserRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveUserRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveUserRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveUserRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveUserRequestType {
     #[inline]
     fn decode_field(
@@ -2696,6 +2891,7 @@ impl x::Fields for RemoveUserRequestType {
         w.write("userName", &self.user_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveUserRequestType {
     const NAME: &'static str = "RemoveUser";
     const IDEMPOTENT: bool = false;
@@ -2711,6 +2907,7 @@ impl x::Request for RemoveUserRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveVirtualNicRequestType {
@@ -2719,22 +2916,27 @@ pub struct RemoveVirtualNicRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveVirtualNicRequestType {
     const TYPE_NAME: &'static str = "RemoveVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveVirtualNicRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveVirtualNicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveVirtualNicRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveVirtualNicRequestType {
     #[inline]
     fn decode_field(
@@ -2756,6 +2958,7 @@ impl x::Fields for RemoveVirtualNicRequestType {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveVirtualNicRequestType {
     const NAME: &'static str = "RemoveVirtualNic";
     const IDEMPOTENT: bool = false;
@@ -2771,6 +2974,7 @@ impl x::Request for RemoveVirtualNicRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RemoveVirtualSwitchRequestType`.
 #[derive(Clone, Default)]
 pub struct RemoveVirtualSwitchRequestType {
@@ -2779,22 +2983,27 @@ pub struct RemoveVirtualSwitchRequestType {
     /// `vswitchName`.
     pub vswitch_name: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RemoveVirtualSwitchRequestType {
     const TYPE_NAME: &'static str = "RemoveVirtualSwitchRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RemoveVirtualSwitchRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RemoveVirtualSwitchRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RemoveVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RemoveVirtualSwitchRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RemoveVirtualSwitchRequestType {
     #[inline]
     fn decode_field(
@@ -2816,6 +3025,7 @@ impl x::Fields for RemoveVirtualSwitchRequestType {
         w.write("vswitchName", &self.vswitch_name);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RemoveVirtualSwitchRequestType {
     const NAME: &'static str = "RemoveVirtualSwitch";
     const IDEMPOTENT: bool = false;

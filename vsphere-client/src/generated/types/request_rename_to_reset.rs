@@ -598,6 +598,7 @@ impl x::Request for RepairVmDiskChainsRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReplaceCACertificatesAndCRLsRequestType`.
 #[derive(Default)]
 pub struct ReplaceCACertificatesAndCRLsRequestType {
@@ -608,10 +609,13 @@ pub struct ReplaceCACertificatesAndCRLsRequestType {
     /// `caCrl`.
     pub ca_crl: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReplaceCACertificatesAndCRLsRequestType {
     const TYPE_NAME: &'static str = "ReplaceCACertificatesAndCRLsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReplaceCACertificatesAndCRLsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReplaceCACertificatesAndCRLsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -622,12 +626,14 @@ impl std::fmt::Debug for ReplaceCACertificatesAndCRLsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReplaceCACertificatesAndCRLsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ReplaceCACertificatesAndCRLsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -638,6 +644,7 @@ impl Clone for ReplaceCACertificatesAndCRLsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReplaceCACertificatesAndCRLsRequestType {
     #[inline]
     fn decode_field(
@@ -661,6 +668,7 @@ impl x::Fields for ReplaceCACertificatesAndCRLsRequestType {
         w.write_vec("caCrl", &self.ca_crl);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReplaceCACertificatesAndCRLsRequestType {
     const NAME: &'static str = "ReplaceCACertificatesAndCRLs";
     const IDEMPOTENT: bool = false;
@@ -676,6 +684,7 @@ impl x::Request for ReplaceCACertificatesAndCRLsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ReplaceSmartCardTrustAnchorsRequestType`.
 #[derive(Default)]
 pub struct ReplaceSmartCardTrustAnchorsRequestType {
@@ -684,10 +693,13 @@ pub struct ReplaceSmartCardTrustAnchorsRequestType {
     /// `certs`.
     pub certs: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ReplaceSmartCardTrustAnchorsRequestType {
     const TYPE_NAME: &'static str = "ReplaceSmartCardTrustAnchorsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ReplaceSmartCardTrustAnchorsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ReplaceSmartCardTrustAnchorsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -698,12 +710,14 @@ impl std::fmt::Debug for ReplaceSmartCardTrustAnchorsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ReplaceSmartCardTrustAnchorsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ReplaceSmartCardTrustAnchorsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -713,6 +727,7 @@ impl Clone for ReplaceSmartCardTrustAnchorsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ReplaceSmartCardTrustAnchorsRequestType {
     #[inline]
     fn decode_field(
@@ -734,6 +749,7 @@ impl x::Fields for ReplaceSmartCardTrustAnchorsRequestType {
         w.write_vec("certs", &self.certs);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ReplaceSmartCardTrustAnchorsRequestType {
     const NAME: &'static str = "ReplaceSmartCardTrustAnchors";
     const IDEMPOTENT: bool = false;
@@ -749,28 +765,34 @@ impl x::Request for ReplaceSmartCardTrustAnchorsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RescanAllHbaRequestType`.
 #[derive(Clone, Default)]
 pub struct RescanAllHbaRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RescanAllHbaRequestType {
     const TYPE_NAME: &'static str = "RescanAllHbaRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RescanAllHbaRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RescanAllHbaRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RescanAllHbaRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RescanAllHbaRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RescanAllHbaRequestType {
     #[inline]
     fn decode_field(
@@ -790,6 +812,7 @@ impl x::Fields for RescanAllHbaRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RescanAllHbaRequestType {
     const NAME: &'static str = "RescanAllHba";
     const IDEMPOTENT: bool = false;
@@ -805,6 +828,7 @@ impl x::Request for RescanAllHbaRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RescanHbaRequestType`.
 #[derive(Clone, Default)]
 pub struct RescanHbaRequestType {
@@ -813,22 +837,27 @@ pub struct RescanHbaRequestType {
     /// `hbaDevice`.
     pub hba_device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RescanHbaRequestType {
     const TYPE_NAME: &'static str = "RescanHbaRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RescanHbaRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RescanHbaRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RescanHbaRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RescanHbaRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RescanHbaRequestType {
     #[inline]
     fn decode_field(
@@ -850,6 +879,7 @@ impl x::Fields for RescanHbaRequestType {
         w.write("hbaDevice", &self.hba_device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RescanHbaRequestType {
     const NAME: &'static str = "RescanHba";
     const IDEMPOTENT: bool = false;
@@ -865,28 +895,34 @@ impl x::Request for RescanHbaRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RescanVffsRequestType`.
 #[derive(Clone, Default)]
 pub struct RescanVffsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RescanVffsRequestType {
     const TYPE_NAME: &'static str = "RescanVffsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RescanVffsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RescanVffsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RescanVffsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RescanVffsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RescanVffsRequestType {
     #[inline]
     fn decode_field(
@@ -906,6 +942,7 @@ impl x::Fields for RescanVffsRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RescanVffsRequestType {
     const NAME: &'static str = "RescanVffs";
     const IDEMPOTENT: bool = false;
@@ -921,28 +958,34 @@ impl x::Request for RescanVffsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RescanVmfsRequestType`.
 #[derive(Clone, Default)]
 pub struct RescanVmfsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RescanVmfsRequestType {
     const TYPE_NAME: &'static str = "RescanVmfsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RescanVmfsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RescanVmfsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RescanVmfsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RescanVmfsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RescanVmfsRequestType {
     #[inline]
     fn decode_field(
@@ -962,6 +1005,7 @@ impl x::Fields for RescanVmfsRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RescanVmfsRequestType {
     const NAME: &'static str = "RescanVmfs";
     const IDEMPOTENT: bool = false;
@@ -1102,6 +1146,7 @@ impl x::Request for ResetCounterLevelMappingRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResetEntityPermissionsRequestType`.
 #[derive(Default)]
 pub struct ResetEntityPermissionsRequestType {
@@ -1112,22 +1157,27 @@ pub struct ResetEntityPermissionsRequestType {
     /// `permission`.
     pub permission: Vec<Permission>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResetEntityPermissionsRequestType {
     const TYPE_NAME: &'static str = "ResetEntityPermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResetEntityPermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResetEntityPermissionsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResetEntityPermissionsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ResetEntityPermissionsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1138,6 +1188,7 @@ impl Clone for ResetEntityPermissionsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResetEntityPermissionsRequestType {
     #[inline]
     fn decode_field(
@@ -1161,6 +1212,7 @@ impl x::Fields for ResetEntityPermissionsRequestType {
         w.write_vec("permission", &self.permission);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResetEntityPermissionsRequestType {
     const NAME: &'static str = "ResetEntityPermissions";
     const IDEMPOTENT: bool = false;
@@ -1176,16 +1228,20 @@ impl x::Request for ResetEntityPermissionsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResetFirmwareToFactoryDefaultsRequestType`.
 #[derive(Clone, Default)]
 pub struct ResetFirmwareToFactoryDefaultsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResetFirmwareToFactoryDefaultsRequestType {
     const TYPE_NAME: &'static str = "ResetFirmwareToFactoryDefaultsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResetFirmwareToFactoryDefaultsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResetFirmwareToFactoryDefaultsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1196,12 +1252,14 @@ impl std::fmt::Debug for ResetFirmwareToFactoryDefaultsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResetFirmwareToFactoryDefaultsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResetFirmwareToFactoryDefaultsRequestType {
     #[inline]
     fn decode_field(
@@ -1221,6 +1279,7 @@ impl x::Fields for ResetFirmwareToFactoryDefaultsRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResetFirmwareToFactoryDefaultsRequestType {
     const NAME: &'static str = "ResetFirmwareToFactoryDefaults";
     const IDEMPOTENT: bool = false;
@@ -1421,28 +1480,34 @@ impl x::Request for ResetListViewRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResetSystemHealthInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct ResetSystemHealthInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResetSystemHealthInfoRequestType {
     const TYPE_NAME: &'static str = "ResetSystemHealthInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResetSystemHealthInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResetSystemHealthInfoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ResetSystemHealthInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResetSystemHealthInfoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResetSystemHealthInfoRequestType {
     #[inline]
     fn decode_field(
@@ -1462,6 +1527,7 @@ impl x::Fields for ResetSystemHealthInfoRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResetSystemHealthInfoRequestType {
     const NAME: &'static str = "ResetSystemHealthInfo";
     const IDEMPOTENT: bool = false;

@@ -69,6 +69,7 @@ impl x::Request for ResignatureUnresolvedVmfsVolumeRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResolveInstallationErrorsOnClusterRequestType`.
 #[derive(Clone, Default)]
 pub struct ResolveInstallationErrorsOnClusterRequestType {
@@ -79,10 +80,13 @@ pub struct ResolveInstallationErrorsOnClusterRequestType {
     /// `cluster`.
     pub cluster: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResolveInstallationErrorsOnClusterRequestType {
     const TYPE_NAME: &'static str = "ResolveInstallationErrorsOnClusterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResolveInstallationErrorsOnClusterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResolveInstallationErrorsOnClusterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,12 +97,14 @@ impl std::fmt::Debug for ResolveInstallationErrorsOnClusterRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResolveInstallationErrorsOnClusterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResolveInstallationErrorsOnClusterRequestType {
     #[inline]
     fn decode_field(
@@ -122,6 +128,7 @@ impl x::Fields for ResolveInstallationErrorsOnClusterRequestType {
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResolveInstallationErrorsOnClusterRequestType {
     const NAME: &'static str = "ResolveInstallationErrorsOnCluster_Task";
     const IDEMPOTENT: bool = false;
@@ -137,6 +144,7 @@ impl x::Request for ResolveInstallationErrorsOnClusterRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResolveInstallationErrorsOnHostRequestType`.
 #[derive(Clone, Default)]
 pub struct ResolveInstallationErrorsOnHostRequestType {
@@ -147,10 +155,13 @@ pub struct ResolveInstallationErrorsOnHostRequestType {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResolveInstallationErrorsOnHostRequestType {
     const TYPE_NAME: &'static str = "ResolveInstallationErrorsOnHostRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResolveInstallationErrorsOnHostRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResolveInstallationErrorsOnHostRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -161,12 +172,14 @@ impl std::fmt::Debug for ResolveInstallationErrorsOnHostRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResolveInstallationErrorsOnHostRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResolveInstallationErrorsOnHostRequestType {
     #[inline]
     fn decode_field(
@@ -190,6 +203,7 @@ impl x::Fields for ResolveInstallationErrorsOnHostRequestType {
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResolveInstallationErrorsOnHostRequestType {
     const NAME: &'static str = "ResolveInstallationErrorsOnHost_Task";
     const IDEMPOTENT: bool = false;
@@ -205,6 +219,7 @@ impl x::Request for ResolveInstallationErrorsOnHostRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResolveMultipleUnresolvedVmfsVolumesExRequestType`.
 #[derive(Default)]
 pub struct ResolveMultipleUnresolvedVmfsVolumesExRequestType {
@@ -213,10 +228,13 @@ pub struct ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     /// `resolutionSpec`.
     pub resolution_spec: Vec<HostUnresolvedVmfsResolutionSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     const TYPE_NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumesExRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesExRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -227,12 +245,14 @@ impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -242,6 +262,7 @@ impl Clone for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     #[inline]
     fn decode_field(
@@ -263,6 +284,7 @@ impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
         w.write_vec("resolutionSpec", &self.resolution_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     const NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumesEx_Task";
     const IDEMPOTENT: bool = false;
@@ -278,6 +300,7 @@ impl x::Request for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ResolveMultipleUnresolvedVmfsVolumesRequestType`.
 #[derive(Default)]
 pub struct ResolveMultipleUnresolvedVmfsVolumesRequestType {
@@ -286,10 +309,13 @@ pub struct ResolveMultipleUnresolvedVmfsVolumesRequestType {
     /// `resolutionSpec`.
     pub resolution_spec: Vec<HostUnresolvedVmfsResolutionSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     const TYPE_NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -300,12 +326,14 @@ impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -315,6 +343,7 @@ impl Clone for ResolveMultipleUnresolvedVmfsVolumesRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     #[inline]
     fn decode_field(
@@ -336,6 +365,7 @@ impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesRequestType {
         w.write_vec("resolutionSpec", &self.resolution_spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     const NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumes";
     const IDEMPOTENT: bool = false;
@@ -436,6 +466,7 @@ impl x::Request for ResolveNfsServerHostNameRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RestartServiceConsoleVirtualNicRequestType`.
 #[derive(Clone, Default)]
 pub struct RestartServiceConsoleVirtualNicRequestType {
@@ -444,10 +475,13 @@ pub struct RestartServiceConsoleVirtualNicRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RestartServiceConsoleVirtualNicRequestType {
     const TYPE_NAME: &'static str = "RestartServiceConsoleVirtualNicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RestartServiceConsoleVirtualNicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RestartServiceConsoleVirtualNicRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -458,12 +492,14 @@ impl std::fmt::Debug for RestartServiceConsoleVirtualNicRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RestartServiceConsoleVirtualNicRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RestartServiceConsoleVirtualNicRequestType {
     #[inline]
     fn decode_field(
@@ -485,6 +521,7 @@ impl x::Fields for RestartServiceConsoleVirtualNicRequestType {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RestartServiceConsoleVirtualNicRequestType {
     const NAME: &'static str = "RestartServiceConsoleVirtualNic";
     const IDEMPOTENT: bool = false;
@@ -500,6 +537,7 @@ impl x::Request for RestartServiceConsoleVirtualNicRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RestartServiceRequestType`.
 #[derive(Clone, Default)]
 pub struct RestartServiceRequestType {
@@ -508,22 +546,27 @@ pub struct RestartServiceRequestType {
     /// `id`.
     pub id: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RestartServiceRequestType {
     const TYPE_NAME: &'static str = "RestartServiceRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RestartServiceRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RestartServiceRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RestartServiceRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RestartServiceRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RestartServiceRequestType {
     #[inline]
     fn decode_field(
@@ -545,6 +588,7 @@ impl x::Fields for RestartServiceRequestType {
         w.write("id", &self.id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RestartServiceRequestType {
     const NAME: &'static str = "RestartService";
     const IDEMPOTENT: bool = false;
@@ -560,6 +604,7 @@ impl x::Request for RestartServiceRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RestoreFirmwareConfigurationRequestType`.
 #[derive(Clone, Default)]
 pub struct RestoreFirmwareConfigurationRequestType {
@@ -568,10 +613,13 @@ pub struct RestoreFirmwareConfigurationRequestType {
     /// `force`.
     pub force: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RestoreFirmwareConfigurationRequestType {
     const TYPE_NAME: &'static str = "RestoreFirmwareConfigurationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RestoreFirmwareConfigurationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RestoreFirmwareConfigurationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -582,12 +630,14 @@ impl std::fmt::Debug for RestoreFirmwareConfigurationRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RestoreFirmwareConfigurationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RestoreFirmwareConfigurationRequestType {
     #[inline]
     fn decode_field(
@@ -609,6 +659,7 @@ impl x::Fields for RestoreFirmwareConfigurationRequestType {
         w.write("force", &self.force);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RestoreFirmwareConfigurationRequestType {
     const NAME: &'static str = "RestoreFirmwareConfiguration";
     const IDEMPOTENT: bool = false;
@@ -624,28 +675,34 @@ impl x::Request for RestoreFirmwareConfigurationRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveAllPermissionsRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveAllPermissionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveAllPermissionsRequestType {
     const TYPE_NAME: &'static str = "RetrieveAllPermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveAllPermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveAllPermissionsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveAllPermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveAllPermissionsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveAllPermissionsRequestType {
     #[inline]
     fn decode_field(
@@ -665,6 +722,7 @@ impl x::Fields for RetrieveAllPermissionsRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveAllPermissionsRequestType {
     const NAME: &'static str = "RetrieveAllPermissions";
     const IDEMPOTENT: bool = true;
@@ -680,6 +738,7 @@ impl x::Request for RetrieveAllPermissionsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveAnswerFileForProfileRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveAnswerFileForProfileRequestType {
@@ -690,10 +749,13 @@ pub struct RetrieveAnswerFileForProfileRequestType {
     /// `applyProfile`.
     pub apply_profile: HostApplyProfile,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveAnswerFileForProfileRequestType {
     const TYPE_NAME: &'static str = "RetrieveAnswerFileForProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveAnswerFileForProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveAnswerFileForProfileRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -704,12 +766,14 @@ impl std::fmt::Debug for RetrieveAnswerFileForProfileRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveAnswerFileForProfileRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveAnswerFileForProfileRequestType {
     #[inline]
     fn decode_field(
@@ -733,6 +797,7 @@ impl x::Fields for RetrieveAnswerFileForProfileRequestType {
         w.write("applyProfile", &self.apply_profile);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveAnswerFileForProfileRequestType {
     const NAME: &'static str = "RetrieveAnswerFileForProfile";
     const IDEMPOTENT: bool = true;
@@ -748,6 +813,7 @@ impl x::Request for RetrieveAnswerFileForProfileRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveAnswerFileRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveAnswerFileRequestType {
@@ -756,22 +822,27 @@ pub struct RetrieveAnswerFileRequestType {
     /// `host`.
     pub host: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveAnswerFileRequestType {
     const TYPE_NAME: &'static str = "RetrieveAnswerFileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveAnswerFileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveAnswerFileRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveAnswerFileRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveAnswerFileRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveAnswerFileRequestType {
     #[inline]
     fn decode_field(
@@ -793,6 +864,7 @@ impl x::Fields for RetrieveAnswerFileRequestType {
         w.write("host", &self.host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveAnswerFileRequestType {
     const NAME: &'static str = "RetrieveAnswerFile";
     const IDEMPOTENT: bool = true;
@@ -868,6 +940,7 @@ impl x::Request for RetrieveArgumentDescriptionRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveCertificateInfoListRequestType`.
 ///
 /// Since vSphere API 8.0.1.0.
@@ -878,22 +951,27 @@ pub struct RetrieveCertificateInfoListRequestType {
     /// Since vSphere API 8.0.1.0.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveCertificateInfoListRequestType {
     const TYPE_NAME: &'static str = "RetrieveCertificateInfoListRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveCertificateInfoListRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveCertificateInfoListRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveCertificateInfoListRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveCertificateInfoListRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveCertificateInfoListRequestType {
     #[inline]
     fn decode_field(
@@ -914,6 +992,7 @@ impl x::Fields for RetrieveCertificateInfoListRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveCertificateInfoListRequestType {
     const NAME: &'static str = "RetrieveCertificateInfoList";
     const IDEMPOTENT: bool = true;
@@ -929,6 +1008,7 @@ impl x::Request for RetrieveCertificateInfoListRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveClientCertRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveClientCertRequestType {
@@ -937,22 +1017,27 @@ pub struct RetrieveClientCertRequestType {
     /// `cluster`.
     pub cluster: KeyProviderId,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveClientCertRequestType {
     const TYPE_NAME: &'static str = "RetrieveClientCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveClientCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveClientCertRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveClientCertRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveClientCertRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveClientCertRequestType {
     #[inline]
     fn decode_field(
@@ -974,6 +1059,7 @@ impl x::Fields for RetrieveClientCertRequestType {
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveClientCertRequestType {
     const NAME: &'static str = "RetrieveClientCert";
     const IDEMPOTENT: bool = true;
@@ -989,6 +1075,7 @@ impl x::Request for RetrieveClientCertRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveClientCsrRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveClientCsrRequestType {
@@ -997,22 +1084,27 @@ pub struct RetrieveClientCsrRequestType {
     /// `cluster`.
     pub cluster: KeyProviderId,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveClientCsrRequestType {
     const TYPE_NAME: &'static str = "RetrieveClientCsrRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveClientCsrRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveClientCsrRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveClientCsrRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveClientCsrRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveClientCsrRequestType {
     #[inline]
     fn decode_field(
@@ -1034,6 +1126,7 @@ impl x::Fields for RetrieveClientCsrRequestType {
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveClientCsrRequestType {
     const NAME: &'static str = "RetrieveClientCsr";
     const IDEMPOTENT: bool = true;
@@ -1109,28 +1202,34 @@ impl x::Request for RetrieveDasAdvancedRuntimeInfoRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveDescriptionRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveDescriptionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveDescriptionRequestType {
     const TYPE_NAME: &'static str = "RetrieveDescriptionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveDescriptionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveDescriptionRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveDescriptionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveDescriptionRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveDescriptionRequestType {
     #[inline]
     fn decode_field(
@@ -1150,6 +1249,7 @@ impl x::Fields for RetrieveDescriptionRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveDescriptionRequestType {
     const NAME: &'static str = "RetrieveDescription";
     const IDEMPOTENT: bool = true;
@@ -1165,6 +1265,7 @@ impl x::Request for RetrieveDescriptionRequestType {
         r.read_returnval_opt()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveDiskPartitionInfoRequestType`.
 #[derive(Default)]
 pub struct RetrieveDiskPartitionInfoRequestType {
@@ -1173,22 +1274,27 @@ pub struct RetrieveDiskPartitionInfoRequestType {
     /// `devicePath`.
     pub device_path: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveDiskPartitionInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveDiskPartitionInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveDiskPartitionInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveDiskPartitionInfoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveDiskPartitionInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveDiskPartitionInfoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RetrieveDiskPartitionInfoRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1198,6 +1304,7 @@ impl Clone for RetrieveDiskPartitionInfoRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveDiskPartitionInfoRequestType {
     #[inline]
     fn decode_field(
@@ -1219,6 +1326,7 @@ impl x::Fields for RetrieveDiskPartitionInfoRequestType {
         w.write_vec("devicePath", &self.device_path);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveDiskPartitionInfoRequestType {
     const NAME: &'static str = "RetrieveDiskPartitionInfo";
     const IDEMPOTENT: bool = true;
@@ -1234,16 +1342,20 @@ impl x::Request for RetrieveDiskPartitionInfoRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveDynamicPassthroughInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveDynamicPassthroughInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveDynamicPassthroughInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveDynamicPassthroughInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveDynamicPassthroughInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveDynamicPassthroughInfoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1254,12 +1366,14 @@ impl std::fmt::Debug for RetrieveDynamicPassthroughInfoRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveDynamicPassthroughInfoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveDynamicPassthroughInfoRequestType {
     #[inline]
     fn decode_field(
@@ -1279,6 +1393,7 @@ impl x::Fields for RetrieveDynamicPassthroughInfoRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveDynamicPassthroughInfoRequestType {
     const NAME: &'static str = "RetrieveDynamicPassthroughInfo";
     const IDEMPOTENT: bool = true;
@@ -1294,6 +1409,7 @@ impl x::Request for RetrieveDynamicPassthroughInfoRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveEntityPermissionsRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveEntityPermissionsRequestType {
@@ -1304,22 +1420,27 @@ pub struct RetrieveEntityPermissionsRequestType {
     /// `inherited`.
     pub inherited: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveEntityPermissionsRequestType {
     const TYPE_NAME: &'static str = "RetrieveEntityPermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveEntityPermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveEntityPermissionsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveEntityPermissionsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveEntityPermissionsRequestType {
     #[inline]
     fn decode_field(
@@ -1343,6 +1464,7 @@ impl x::Fields for RetrieveEntityPermissionsRequestType {
         w.write("inherited", &self.inherited);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveEntityPermissionsRequestType {
     const NAME: &'static str = "RetrieveEntityPermissions";
     const IDEMPOTENT: bool = true;
@@ -1358,6 +1480,7 @@ impl x::Request for RetrieveEntityPermissionsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveEntityScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveEntityScheduledTaskRequestType {
@@ -1366,22 +1489,27 @@ pub struct RetrieveEntityScheduledTaskRequestType {
     /// `entity`.
     pub entity: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveEntityScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "RetrieveEntityScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveEntityScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveEntityScheduledTaskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveEntityScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveEntityScheduledTaskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveEntityScheduledTaskRequestType {
     #[inline]
     fn decode_field(
@@ -1403,6 +1531,7 @@ impl x::Fields for RetrieveEntityScheduledTaskRequestType {
         w.write_opt("entity", &self.entity);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveEntityScheduledTaskRequestType {
     const NAME: &'static str = "RetrieveEntityScheduledTask";
     const IDEMPOTENT: bool = true;
@@ -1530,16 +1659,20 @@ impl x::Request for RetrieveHardwareUptimeRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveHostAccessControlEntriesRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveHostAccessControlEntriesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveHostAccessControlEntriesRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostAccessControlEntriesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveHostAccessControlEntriesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveHostAccessControlEntriesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1550,12 +1683,14 @@ impl std::fmt::Debug for RetrieveHostAccessControlEntriesRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveHostAccessControlEntriesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveHostAccessControlEntriesRequestType {
     #[inline]
     fn decode_field(
@@ -1575,6 +1710,7 @@ impl x::Fields for RetrieveHostAccessControlEntriesRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveHostAccessControlEntriesRequestType {
     const NAME: &'static str = "RetrieveHostAccessControlEntries";
     const IDEMPOTENT: bool = true;
@@ -1590,6 +1726,7 @@ impl x::Request for RetrieveHostAccessControlEntriesRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveHostCustomizationsForProfileRequestType`.
 #[derive(Default)]
 pub struct RetrieveHostCustomizationsForProfileRequestType {
@@ -1600,10 +1737,13 @@ pub struct RetrieveHostCustomizationsForProfileRequestType {
     /// `applyProfile`.
     pub apply_profile: HostApplyProfile,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveHostCustomizationsForProfileRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostCustomizationsForProfileRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveHostCustomizationsForProfileRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveHostCustomizationsForProfileRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1614,12 +1754,14 @@ impl std::fmt::Debug for RetrieveHostCustomizationsForProfileRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveHostCustomizationsForProfileRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RetrieveHostCustomizationsForProfileRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1630,6 +1772,7 @@ impl Clone for RetrieveHostCustomizationsForProfileRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveHostCustomizationsForProfileRequestType {
     #[inline]
     fn decode_field(
@@ -1653,6 +1796,7 @@ impl x::Fields for RetrieveHostCustomizationsForProfileRequestType {
         w.write("applyProfile", &self.apply_profile);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveHostCustomizationsForProfileRequestType {
     const NAME: &'static str = "RetrieveHostCustomizationsForProfile";
     const IDEMPOTENT: bool = true;
@@ -1668,6 +1812,7 @@ impl x::Request for RetrieveHostCustomizationsForProfileRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveHostCustomizationsRequestType`.
 #[derive(Default)]
 pub struct RetrieveHostCustomizationsRequestType {
@@ -1676,22 +1821,27 @@ pub struct RetrieveHostCustomizationsRequestType {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveHostCustomizationsRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostCustomizationsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveHostCustomizationsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveHostCustomizationsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveHostCustomizationsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveHostCustomizationsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RetrieveHostCustomizationsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1701,6 +1851,7 @@ impl Clone for RetrieveHostCustomizationsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveHostCustomizationsRequestType {
     #[inline]
     fn decode_field(
@@ -1722,6 +1873,7 @@ impl x::Fields for RetrieveHostCustomizationsRequestType {
         w.write_vec("hosts", &self.hosts);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveHostCustomizationsRequestType {
     const NAME: &'static str = "RetrieveHostCustomizations";
     const IDEMPOTENT: bool = true;
@@ -1737,6 +1889,7 @@ impl x::Request for RetrieveHostCustomizationsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveHostSpecificationRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveHostSpecificationRequestType {
@@ -1747,22 +1900,27 @@ pub struct RetrieveHostSpecificationRequestType {
     /// `fromHost`.
     pub from_host: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveHostSpecificationRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostSpecificationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveHostSpecificationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveHostSpecificationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveHostSpecificationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveHostSpecificationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveHostSpecificationRequestType {
     #[inline]
     fn decode_field(
@@ -1786,6 +1944,7 @@ impl x::Fields for RetrieveHostSpecificationRequestType {
         w.write("fromHost", &self.from_host);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveHostSpecificationRequestType {
     const NAME: &'static str = "RetrieveHostSpecification";
     const IDEMPOTENT: bool = true;
@@ -1801,6 +1960,7 @@ impl x::Request for RetrieveHostSpecificationRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveKmipServerCertRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveKmipServerCertRequestType {
@@ -1811,22 +1971,27 @@ pub struct RetrieveKmipServerCertRequestType {
     /// `server`.
     pub server: KmipServerInfo,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveKmipServerCertRequestType {
     const TYPE_NAME: &'static str = "RetrieveKmipServerCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveKmipServerCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveKmipServerCertRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveKmipServerCertRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveKmipServerCertRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveKmipServerCertRequestType {
     #[inline]
     fn decode_field(
@@ -1850,6 +2015,7 @@ impl x::Fields for RetrieveKmipServerCertRequestType {
         w.write("server", &self.server);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveKmipServerCertRequestType {
     const NAME: &'static str = "RetrieveKmipServerCert";
     const IDEMPOTENT: bool = true;
@@ -1865,6 +2031,7 @@ impl x::Request for RetrieveKmipServerCertRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveKmipServersStatusRequestType`.
 #[derive(Default)]
 pub struct RetrieveKmipServersStatusRequestType {
@@ -1873,22 +2040,27 @@ pub struct RetrieveKmipServersStatusRequestType {
     /// `clusters`.
     pub clusters: Vec<KmipClusterInfo>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveKmipServersStatusRequestType {
     const TYPE_NAME: &'static str = "RetrieveKmipServersStatusRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveKmipServersStatusRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveKmipServersStatusRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveKmipServersStatusRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveKmipServersStatusRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RetrieveKmipServersStatusRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1898,6 +2070,7 @@ impl Clone for RetrieveKmipServersStatusRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveKmipServersStatusRequestType {
     #[inline]
     fn decode_field(
@@ -1919,6 +2092,7 @@ impl x::Fields for RetrieveKmipServersStatusRequestType {
         w.write_vec("clusters", &self.clusters);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveKmipServersStatusRequestType {
     const NAME: &'static str = "RetrieveKmipServersStatus_Task";
     const IDEMPOTENT: bool = false;
@@ -1934,6 +2108,7 @@ impl x::Request for RetrieveKmipServersStatusRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveObjectScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveObjectScheduledTaskRequestType {
@@ -1942,22 +2117,27 @@ pub struct RetrieveObjectScheduledTaskRequestType {
     /// `obj`.
     pub obj: Option<x::ManagedObjectReference>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveObjectScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "RetrieveObjectScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveObjectScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveObjectScheduledTaskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveObjectScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveObjectScheduledTaskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveObjectScheduledTaskRequestType {
     #[inline]
     fn decode_field(
@@ -1979,6 +2159,7 @@ impl x::Fields for RetrieveObjectScheduledTaskRequestType {
         w.write_opt("obj", &self.obj);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveObjectScheduledTaskRequestType {
     const NAME: &'static str = "RetrieveObjectScheduledTask";
     const IDEMPOTENT: bool = true;
@@ -2193,6 +2374,7 @@ impl x::Request for RetrievePropertiesRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveRolePermissionsRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveRolePermissionsRequestType {
@@ -2201,22 +2383,27 @@ pub struct RetrieveRolePermissionsRequestType {
     /// `roleId`.
     pub role_id: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveRolePermissionsRequestType {
     const TYPE_NAME: &'static str = "RetrieveRolePermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveRolePermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveRolePermissionsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveRolePermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveRolePermissionsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveRolePermissionsRequestType {
     #[inline]
     fn decode_field(
@@ -2238,6 +2425,7 @@ impl x::Fields for RetrieveRolePermissionsRequestType {
         w.write("roleId", &self.role_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveRolePermissionsRequestType {
     const NAME: &'static str = "RetrieveRolePermissions";
     const IDEMPOTENT: bool = true;
@@ -2253,6 +2441,7 @@ impl x::Request for RetrieveRolePermissionsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveSelfSignedClientCertRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveSelfSignedClientCertRequestType {
@@ -2261,10 +2450,13 @@ pub struct RetrieveSelfSignedClientCertRequestType {
     /// `cluster`.
     pub cluster: KeyProviderId,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveSelfSignedClientCertRequestType {
     const TYPE_NAME: &'static str = "RetrieveSelfSignedClientCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveSelfSignedClientCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveSelfSignedClientCertRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2275,12 +2467,14 @@ impl std::fmt::Debug for RetrieveSelfSignedClientCertRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveSelfSignedClientCertRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveSelfSignedClientCertRequestType {
     #[inline]
     fn decode_field(
@@ -2302,6 +2496,7 @@ impl x::Fields for RetrieveSelfSignedClientCertRequestType {
         w.write("cluster", &self.cluster);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveSelfSignedClientCertRequestType {
     const NAME: &'static str = "RetrieveSelfSignedClientCert";
     const IDEMPOTENT: bool = true;
@@ -2373,16 +2568,20 @@ impl x::Request for RetrieveServiceContentRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveServiceProviderEntitiesRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveServiceProviderEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveServiceProviderEntitiesRequestType {
     const TYPE_NAME: &'static str = "RetrieveServiceProviderEntitiesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveServiceProviderEntitiesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveServiceProviderEntitiesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2393,12 +2592,14 @@ impl std::fmt::Debug for RetrieveServiceProviderEntitiesRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveServiceProviderEntitiesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveServiceProviderEntitiesRequestType {
     #[inline]
     fn decode_field(
@@ -2418,6 +2619,7 @@ impl x::Fields for RetrieveServiceProviderEntitiesRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveServiceProviderEntitiesRequestType {
     const NAME: &'static str = "RetrieveServiceProviderEntities";
     const IDEMPOTENT: bool = true;
@@ -2565,6 +2767,7 @@ impl x::Request for RetrieveSnapshotInfoRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveUserGroupsRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveUserGroupsRequestType {
@@ -2585,22 +2788,27 @@ pub struct RetrieveUserGroupsRequestType {
     /// `findGroups`.
     pub find_groups: bool,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveUserGroupsRequestType {
     const TYPE_NAME: &'static str = "RetrieveUserGroupsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveUserGroupsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveUserGroupsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveUserGroupsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveUserGroupsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveUserGroupsRequestType {
     #[inline]
     fn decode_field(
@@ -2634,6 +2842,7 @@ impl x::Fields for RetrieveUserGroupsRequestType {
         w.write("findGroups", &self.find_groups);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveUserGroupsRequestType {
     const NAME: &'static str = "RetrieveUserGroups";
     const IDEMPOTENT: bool = true;
@@ -2939,6 +3148,7 @@ impl x::Request for RetrieveVStorageObjectStateRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveVendorDeviceGroupInfoRequestType`.
 ///
 /// Since vSphere API 8.0.0.1.
@@ -2949,10 +3159,13 @@ pub struct RetrieveVendorDeviceGroupInfoRequestType {
     /// Since vSphere API 8.0.0.1.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveVendorDeviceGroupInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveVendorDeviceGroupInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveVendorDeviceGroupInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveVendorDeviceGroupInfoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -2963,12 +3176,14 @@ impl std::fmt::Debug for RetrieveVendorDeviceGroupInfoRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveVendorDeviceGroupInfoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveVendorDeviceGroupInfoRequestType {
     #[inline]
     fn decode_field(
@@ -2989,6 +3204,7 @@ impl x::Fields for RetrieveVendorDeviceGroupInfoRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveVendorDeviceGroupInfoRequestType {
     const NAME: &'static str = "RetrieveVendorDeviceGroupInfo";
     const IDEMPOTENT: bool = true;
@@ -3004,28 +3220,34 @@ impl x::Request for RetrieveVendorDeviceGroupInfoRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveVgpuDeviceInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveVgpuDeviceInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveVgpuDeviceInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveVgpuDeviceInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveVgpuDeviceInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveVgpuDeviceInfoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVgpuDeviceInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveVgpuDeviceInfoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveVgpuDeviceInfoRequestType {
     #[inline]
     fn decode_field(
@@ -3045,6 +3267,7 @@ impl x::Fields for RetrieveVgpuDeviceInfoRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveVgpuDeviceInfoRequestType {
     const NAME: &'static str = "RetrieveVgpuDeviceInfo";
     const IDEMPOTENT: bool = true;
@@ -3060,28 +3283,34 @@ impl x::Request for RetrieveVgpuDeviceInfoRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `RetrieveVgpuProfileInfoRequestType`.
 #[derive(Clone, Default)]
 pub struct RetrieveVgpuProfileInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RetrieveVgpuProfileInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveVgpuProfileInfoRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RetrieveVgpuProfileInfoRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RetrieveVgpuProfileInfoRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RetrieveVgpuProfileInfoRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RetrieveVgpuProfileInfoRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RetrieveVgpuProfileInfoRequestType {
     #[inline]
     fn decode_field(
@@ -3101,6 +3330,7 @@ impl x::Fields for RetrieveVgpuProfileInfoRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RetrieveVgpuProfileInfoRequestType {
     const NAME: &'static str = "RetrieveVgpuProfileInfo";
     const IDEMPOTENT: bool = true;

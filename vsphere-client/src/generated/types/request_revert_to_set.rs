@@ -336,28 +336,34 @@ impl x::Request for RewindCollectorRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RunScheduledTaskRequestType`.
 #[derive(Clone, Default)]
 pub struct RunScheduledTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RunScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "RunScheduledTaskRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RunScheduledTaskRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RunScheduledTaskRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "RunScheduledTaskRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RunScheduledTaskRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RunScheduledTaskRequestType {
     #[inline]
     fn decode_field(
@@ -377,6 +383,7 @@ impl x::Fields for RunScheduledTaskRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RunScheduledTaskRequestType {
     const NAME: &'static str = "RunScheduledTask";
     const IDEMPOTENT: bool = false;
@@ -392,6 +399,7 @@ impl x::Request for RunScheduledTaskRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `RunVsanPhysicalDiskDiagnosticsRequestType`.
 #[derive(Default)]
 pub struct RunVsanPhysicalDiskDiagnosticsRequestType {
@@ -400,10 +408,13 @@ pub struct RunVsanPhysicalDiskDiagnosticsRequestType {
     /// `disks`.
     pub disks: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for RunVsanPhysicalDiskDiagnosticsRequestType {
     const TYPE_NAME: &'static str = "RunVsanPhysicalDiskDiagnosticsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for RunVsanPhysicalDiskDiagnosticsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for RunVsanPhysicalDiskDiagnosticsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -414,12 +425,14 @@ impl std::fmt::Debug for RunVsanPhysicalDiskDiagnosticsRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for RunVsanPhysicalDiskDiagnosticsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for RunVsanPhysicalDiskDiagnosticsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -429,6 +442,7 @@ impl Clone for RunVsanPhysicalDiskDiagnosticsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for RunVsanPhysicalDiskDiagnosticsRequestType {
     #[inline]
     fn decode_field(
@@ -450,6 +464,7 @@ impl x::Fields for RunVsanPhysicalDiskDiagnosticsRequestType {
         w.write_vec("disks", &self.disks);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for RunVsanPhysicalDiskDiagnosticsRequestType {
     const NAME: &'static str = "RunVsanPhysicalDiskDiagnostics";
     const IDEMPOTENT: bool = false;
@@ -465,6 +480,7 @@ impl x::Request for RunVsanPhysicalDiskDiagnosticsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `ScanHostPatchRequestType`.
 #[derive(Default)]
 pub struct ScanHostPatchRequestType {
@@ -475,22 +491,27 @@ pub struct ScanHostPatchRequestType {
     /// `updateID`.
     pub update_id: Vec<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ScanHostPatchRequestType {
     const TYPE_NAME: &'static str = "ScanHostPatchRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ScanHostPatchRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ScanHostPatchRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ScanHostPatchRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ScanHostPatchRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ScanHostPatchRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -501,6 +522,7 @@ impl Clone for ScanHostPatchRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ScanHostPatchRequestType {
     #[inline]
     fn decode_field(
@@ -524,6 +546,7 @@ impl x::Fields for ScanHostPatchRequestType {
         w.write_vec("updateID", &self.update_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ScanHostPatchRequestType {
     const NAME: &'static str = "ScanHostPatch_Task";
     const IDEMPOTENT: bool = false;
@@ -539,6 +562,7 @@ impl x::Request for ScanHostPatchRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `ScanHostPatchV2RequestType`.
 #[derive(Default)]
 pub struct ScanHostPatchV2RequestType {
@@ -551,22 +575,27 @@ pub struct ScanHostPatchV2RequestType {
     /// `spec`.
     pub spec: Option<HostPatchManagerPatchManagerOperationSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ScanHostPatchV2RequestType {
     const TYPE_NAME: &'static str = "ScanHostPatchV2RequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ScanHostPatchV2RequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ScanHostPatchV2RequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "ScanHostPatchV2RequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ScanHostPatchV2RequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ScanHostPatchV2RequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -578,6 +607,7 @@ impl Clone for ScanHostPatchV2RequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ScanHostPatchV2RequestType {
     #[inline]
     fn decode_field(
@@ -603,6 +633,7 @@ impl x::Fields for ScanHostPatchV2RequestType {
         w.write_opt("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ScanHostPatchV2RequestType {
     const NAME: &'static str = "ScanHostPatchV2_Task";
     const IDEMPOTENT: bool = false;
@@ -824,6 +855,7 @@ impl x::Request for SearchDatastoreSubFoldersRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SelectActivePartitionRequestType`.
 #[derive(Clone, Default)]
 pub struct SelectActivePartitionRequestType {
@@ -832,22 +864,27 @@ pub struct SelectActivePartitionRequestType {
     /// `partition`.
     pub partition: Option<HostScsiDiskPartition>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SelectActivePartitionRequestType {
     const TYPE_NAME: &'static str = "SelectActivePartitionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SelectActivePartitionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SelectActivePartitionRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SelectActivePartitionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SelectActivePartitionRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SelectActivePartitionRequestType {
     #[inline]
     fn decode_field(
@@ -869,6 +906,7 @@ impl x::Fields for SelectActivePartitionRequestType {
         w.write_opt("partition", &self.partition);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SelectActivePartitionRequestType {
     const NAME: &'static str = "SelectActivePartition";
     const IDEMPOTENT: bool = false;
@@ -884,6 +922,7 @@ impl x::Request for SelectActivePartitionRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SelectVnicForNicTypeRequestType`.
 #[derive(Clone, Default)]
 pub struct SelectVnicForNicTypeRequestType {
@@ -894,22 +933,27 @@ pub struct SelectVnicForNicTypeRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SelectVnicForNicTypeRequestType {
     const TYPE_NAME: &'static str = "SelectVnicForNicTypeRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SelectVnicForNicTypeRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SelectVnicForNicTypeRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SelectVnicForNicTypeRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SelectVnicForNicTypeRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SelectVnicForNicTypeRequestType {
     #[inline]
     fn decode_field(
@@ -933,6 +977,7 @@ impl x::Fields for SelectVnicForNicTypeRequestType {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SelectVnicForNicTypeRequestType {
     const NAME: &'static str = "SelectVnicForNicType";
     const IDEMPOTENT: bool = false;
@@ -948,6 +993,7 @@ impl x::Request for SelectVnicForNicTypeRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SelectVnicRequestType`.
 #[derive(Clone, Default)]
 pub struct SelectVnicRequestType {
@@ -956,22 +1002,27 @@ pub struct SelectVnicRequestType {
     /// `device`.
     pub device: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SelectVnicRequestType {
     const TYPE_NAME: &'static str = "SelectVnicRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SelectVnicRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SelectVnicRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SelectVnicRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SelectVnicRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SelectVnicRequestType {
     #[inline]
     fn decode_field(
@@ -993,6 +1044,7 @@ impl x::Fields for SelectVnicRequestType {
         w.write("device", &self.device);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SelectVnicRequestType {
     const NAME: &'static str = "SelectVnic";
     const IDEMPOTENT: bool = false;
@@ -1064,28 +1116,34 @@ impl x::Request for SendNMIRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SendTestNotificationRequestType`.
 #[derive(Clone, Default)]
 pub struct SendTestNotificationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SendTestNotificationRequestType {
     const TYPE_NAME: &'static str = "SendTestNotificationRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SendTestNotificationRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SendTestNotificationRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SendTestNotificationRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SendTestNotificationRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SendTestNotificationRequestType {
     #[inline]
     fn decode_field(
@@ -1105,6 +1163,7 @@ impl x::Fields for SendTestNotificationRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SendTestNotificationRequestType {
     const NAME: &'static str = "SendTestNotification";
     const IDEMPOTENT: bool = false;
@@ -1312,6 +1371,7 @@ impl x::Request for SetCryptoModeRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetDefaultKmsClusterRequestType`.
 #[derive(Clone, Default)]
 pub struct SetDefaultKmsClusterRequestType {
@@ -1322,22 +1382,27 @@ pub struct SetDefaultKmsClusterRequestType {
     /// `clusterId`.
     pub cluster_id: Option<KeyProviderId>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetDefaultKmsClusterRequestType {
     const TYPE_NAME: &'static str = "SetDefaultKmsClusterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetDefaultKmsClusterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetDefaultKmsClusterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetDefaultKmsClusterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetDefaultKmsClusterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetDefaultKmsClusterRequestType {
     #[inline]
     fn decode_field(
@@ -1361,6 +1426,7 @@ impl x::Fields for SetDefaultKmsClusterRequestType {
         w.write_opt("clusterId", &self.cluster_id);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetDefaultKmsClusterRequestType {
     const NAME: &'static str = "SetDefaultKmsCluster";
     const IDEMPOTENT: bool = false;
@@ -1445,6 +1511,7 @@ impl x::Request for SetDisplayTopologyRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetEntityPermissionsRequestType`.
 #[derive(Default)]
 pub struct SetEntityPermissionsRequestType {
@@ -1455,22 +1522,27 @@ pub struct SetEntityPermissionsRequestType {
     /// `permission`.
     pub permission: Vec<Permission>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetEntityPermissionsRequestType {
     const TYPE_NAME: &'static str = "SetEntityPermissionsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetEntityPermissionsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetEntityPermissionsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetEntityPermissionsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for SetEntityPermissionsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1481,6 +1553,7 @@ impl Clone for SetEntityPermissionsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetEntityPermissionsRequestType {
     #[inline]
     fn decode_field(
@@ -1504,6 +1577,7 @@ impl x::Fields for SetEntityPermissionsRequestType {
         w.write_vec("permission", &self.permission);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetEntityPermissionsRequestType {
     const NAME: &'static str = "SetEntityPermissions";
     const IDEMPOTENT: bool = false;
@@ -1519,6 +1593,7 @@ impl x::Request for SetEntityPermissionsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetExtensionCertificateRequestType`.
 #[derive(Clone, Default)]
 pub struct SetExtensionCertificateRequestType {
@@ -1529,22 +1604,27 @@ pub struct SetExtensionCertificateRequestType {
     /// `certificatePem`.
     pub certificate_pem: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetExtensionCertificateRequestType {
     const TYPE_NAME: &'static str = "SetExtensionCertificateRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetExtensionCertificateRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetExtensionCertificateRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetExtensionCertificateRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetExtensionCertificateRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetExtensionCertificateRequestType {
     #[inline]
     fn decode_field(
@@ -1568,6 +1648,7 @@ impl x::Fields for SetExtensionCertificateRequestType {
         w.write_opt("certificatePem", &self.certificate_pem);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetExtensionCertificateRequestType {
     const NAME: &'static str = "SetExtensionCertificate";
     const IDEMPOTENT: bool = false;
@@ -1651,6 +1732,7 @@ impl x::Request for SetFieldRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetKeyCustomAttributesRequestType`.
 ///
 /// Since vSphere API 8.0.1.0.
@@ -1669,22 +1751,27 @@ pub struct SetKeyCustomAttributesRequestType {
     /// Since vSphere API 8.0.1.0.
     pub spec: CryptoManagerKmipCustomAttributeSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetKeyCustomAttributesRequestType {
     const TYPE_NAME: &'static str = "SetKeyCustomAttributesRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetKeyCustomAttributesRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetKeyCustomAttributesRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetKeyCustomAttributesRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetKeyCustomAttributesRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetKeyCustomAttributesRequestType {
     #[inline]
     fn decode_field(
@@ -1709,6 +1796,7 @@ impl x::Fields for SetKeyCustomAttributesRequestType {
         w.write("spec", &self.spec);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetKeyCustomAttributesRequestType {
     const NAME: &'static str = "SetKeyCustomAttributes";
     const IDEMPOTENT: bool = false;
@@ -1724,6 +1812,7 @@ impl x::Request for SetKeyCustomAttributesRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetLicenseEditionRequestType`.
 #[derive(Clone, Default)]
 pub struct SetLicenseEditionRequestType {
@@ -1734,22 +1823,27 @@ pub struct SetLicenseEditionRequestType {
     /// `featureKey`.
     pub feature_key: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetLicenseEditionRequestType {
     const TYPE_NAME: &'static str = "SetLicenseEditionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetLicenseEditionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetLicenseEditionRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetLicenseEditionRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetLicenseEditionRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetLicenseEditionRequestType {
     #[inline]
     fn decode_field(
@@ -1773,6 +1867,7 @@ impl x::Fields for SetLicenseEditionRequestType {
         w.write_opt("featureKey", &self.feature_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetLicenseEditionRequestType {
     const NAME: &'static str = "SetLicenseEdition";
     const IDEMPOTENT: bool = false;
@@ -1921,6 +2016,7 @@ impl x::Request for SetMaxQueueDepthRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetMultipathLunPolicyRequestType`.
 #[derive(Clone, Default)]
 pub struct SetMultipathLunPolicyRequestType {
@@ -1931,22 +2027,27 @@ pub struct SetMultipathLunPolicyRequestType {
     /// `policy`.
     pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetMultipathLunPolicyRequestType {
     const TYPE_NAME: &'static str = "SetMultipathLunPolicyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetMultipathLunPolicyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetMultipathLunPolicyRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetMultipathLunPolicyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetMultipathLunPolicyRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetMultipathLunPolicyRequestType {
     #[inline]
     fn decode_field(
@@ -1970,6 +2071,7 @@ impl x::Fields for SetMultipathLunPolicyRequestType {
         w.write("policy", &self.policy);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetMultipathLunPolicyRequestType {
     const NAME: &'static str = "SetMultipathLunPolicy";
     const IDEMPOTENT: bool = false;
@@ -1985,6 +2087,7 @@ impl x::Request for SetMultipathLunPolicyRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetNFSUserRequestType`.
 #[derive(Clone, Default)]
 pub struct SetNFSUserRequestType {
@@ -1995,22 +2098,27 @@ pub struct SetNFSUserRequestType {
     /// `password`.
     pub password: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetNFSUserRequestType {
     const TYPE_NAME: &'static str = "SetNFSUserRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetNFSUserRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetNFSUserRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetNFSUserRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetNFSUserRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetNFSUserRequestType {
     #[inline]
     fn decode_field(
@@ -2034,6 +2142,7 @@ impl x::Fields for SetNFSUserRequestType {
         w.write_secret("password", &self.password);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetNFSUserRequestType {
     const NAME: &'static str = "SetNFSUser";
     const IDEMPOTENT: bool = false;
@@ -2049,6 +2158,7 @@ impl x::Request for SetNFSUserRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetPublicKeyRequestType`.
 #[derive(Clone, Default)]
 pub struct SetPublicKeyRequestType {
@@ -2059,22 +2169,27 @@ pub struct SetPublicKeyRequestType {
     /// `publicKey`.
     pub public_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetPublicKeyRequestType {
     const TYPE_NAME: &'static str = "SetPublicKeyRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetPublicKeyRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetPublicKeyRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetPublicKeyRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetPublicKeyRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetPublicKeyRequestType {
     #[inline]
     fn decode_field(
@@ -2098,6 +2213,7 @@ impl x::Fields for SetPublicKeyRequestType {
         w.write("publicKey", &self.public_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetPublicKeyRequestType {
     const NAME: &'static str = "SetPublicKey";
     const IDEMPOTENT: bool = false;
@@ -2245,6 +2361,7 @@ impl x::Request for SetScreenResolutionRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `SetServiceAccountRequestType`.
 ///
 /// Since vSphere API 8.0.2.0.
@@ -2263,22 +2380,27 @@ pub struct SetServiceAccountRequestType {
     /// Since vSphere API 8.0.2.0.
     pub service_account: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SetServiceAccountRequestType {
     const TYPE_NAME: &'static str = "SetServiceAccountRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SetServiceAccountRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SetServiceAccountRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SetServiceAccountRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SetServiceAccountRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SetServiceAccountRequestType {
     #[inline]
     fn decode_field(
@@ -2303,6 +2425,7 @@ impl x::Fields for SetServiceAccountRequestType {
         w.write("serviceAccount", &self.service_account);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for SetServiceAccountRequestType {
     const NAME: &'static str = "SetServiceAccount";
     const IDEMPOTENT: bool = false;

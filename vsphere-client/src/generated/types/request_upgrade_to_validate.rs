@@ -5,6 +5,7 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "admin")]
 /// `UpgradeIoFilterRequestType`.
 #[derive(Clone, Default)]
 pub struct UpgradeIoFilterRequestType {
@@ -21,22 +22,27 @@ pub struct UpgradeIoFilterRequestType {
     /// Since vSphere API 8.0.3.0.
     pub vib_ssl_trust: Option<AnyIoFilterManagerSslTrust>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpgradeIoFilterRequestType {
     const TYPE_NAME: &'static str = "UpgradeIoFilterRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpgradeIoFilterRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpgradeIoFilterRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeIoFilterRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpgradeIoFilterRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpgradeIoFilterRequestType {
     #[inline]
     fn decode_field(
@@ -72,6 +78,7 @@ impl x::Fields for UpgradeIoFilterRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpgradeIoFilterRequestType {
     const NAME: &'static str = "UpgradeIoFilter_Task";
     const IDEMPOTENT: bool = false;
@@ -207,28 +214,34 @@ impl x::Request for UpgradeVMRequestType {
         r.read_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpgradeVmLayoutRequestType`.
 #[derive(Clone, Default)]
 pub struct UpgradeVmLayoutRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpgradeVmLayoutRequestType {
     const TYPE_NAME: &'static str = "UpgradeVmLayoutRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpgradeVmLayoutRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpgradeVmLayoutRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeVmLayoutRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpgradeVmLayoutRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpgradeVmLayoutRequestType {
     #[inline]
     fn decode_field(
@@ -248,6 +261,7 @@ impl x::Fields for UpgradeVmLayoutRequestType {
         w.write("_this", &self.this);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpgradeVmLayoutRequestType {
     const NAME: &'static str = "UpgradeVmLayout";
     const IDEMPOTENT: bool = false;
@@ -263,6 +277,7 @@ impl x::Request for UpgradeVmLayoutRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpgradeVmfsRequestType`.
 #[derive(Clone, Default)]
 pub struct UpgradeVmfsRequestType {
@@ -271,22 +286,27 @@ pub struct UpgradeVmfsRequestType {
     /// `vmfsPath`.
     pub vmfs_path: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpgradeVmfsRequestType {
     const TYPE_NAME: &'static str = "UpgradeVmfsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpgradeVmfsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpgradeVmfsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeVmfsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpgradeVmfsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpgradeVmfsRequestType {
     #[inline]
     fn decode_field(
@@ -308,6 +328,7 @@ impl x::Fields for UpgradeVmfsRequestType {
         w.write("vmfsPath", &self.vmfs_path);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpgradeVmfsRequestType {
     const NAME: &'static str = "UpgradeVmfs";
     const IDEMPOTENT: bool = false;
@@ -323,6 +344,7 @@ impl x::Request for UpgradeVmfsRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UpgradeVsanObjectsRequestType`.
 #[derive(Default)]
 pub struct UpgradeVsanObjectsRequestType {
@@ -333,22 +355,27 @@ pub struct UpgradeVsanObjectsRequestType {
     /// `newVersion`.
     pub new_version: i32,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UpgradeVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "UpgradeVsanObjectsRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UpgradeVsanObjectsRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UpgradeVsanObjectsRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UpgradeVsanObjectsRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UpgradeVsanObjectsRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for UpgradeVsanObjectsRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -359,6 +386,7 @@ impl Clone for UpgradeVsanObjectsRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UpgradeVsanObjectsRequestType {
     #[inline]
     fn decode_field(
@@ -382,6 +410,7 @@ impl x::Fields for UpgradeVsanObjectsRequestType {
         w.write("newVersion", &self.new_version);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UpgradeVsanObjectsRequestType {
     const NAME: &'static str = "UpgradeVsanObjects";
     const IDEMPOTENT: bool = false;
@@ -397,6 +426,7 @@ impl x::Request for UpgradeVsanObjectsRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `UploadClientCertRequestType`.
 #[derive(Clone, Default)]
 pub struct UploadClientCertRequestType {
@@ -409,22 +439,27 @@ pub struct UploadClientCertRequestType {
     /// `privateKey`.
     pub private_key: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UploadClientCertRequestType {
     const TYPE_NAME: &'static str = "UploadClientCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UploadClientCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UploadClientCertRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UploadClientCertRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UploadClientCertRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UploadClientCertRequestType {
     #[inline]
     fn decode_field(
@@ -450,6 +485,7 @@ impl x::Fields for UploadClientCertRequestType {
         w.write_secret("privateKey", &self.private_key);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UploadClientCertRequestType {
     const NAME: &'static str = "UploadClientCert";
     const IDEMPOTENT: bool = false;
@@ -465,6 +501,7 @@ impl x::Request for UploadClientCertRequestType {
         r.read_no_returnval()
     }
 }
+#[cfg(feature = "admin")]
 /// `UploadKmipServerCertRequestType`.
 #[derive(Clone, Default)]
 pub struct UploadKmipServerCertRequestType {
@@ -475,22 +512,27 @@ pub struct UploadKmipServerCertRequestType {
     /// `certificate`.
     pub certificate: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for UploadKmipServerCertRequestType {
     const TYPE_NAME: &'static str = "UploadKmipServerCertRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UploadKmipServerCertRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UploadKmipServerCertRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UploadKmipServerCertRequestType", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UploadKmipServerCertRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UploadKmipServerCertRequestType {
     #[inline]
     fn decode_field(
@@ -514,6 +556,7 @@ impl x::Fields for UploadKmipServerCertRequestType {
         w.write("certificate", &self.certificate);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for UploadKmipServerCertRequestType {
     const NAME: &'static str = "UploadKmipServerCert";
     const IDEMPOTENT: bool = false;
@@ -1169,6 +1212,7 @@ impl x::Request for ValidateHCIConfigurationRequestType {
         r.read_returnval_vec()
     }
 }
+#[cfg(feature = "admin")]
 /// `ValidateHostProfileCompositionRequestType`.
 #[derive(Default)]
 pub struct ValidateHostProfileCompositionRequestType {
@@ -1189,10 +1233,13 @@ pub struct ValidateHostProfileCompositionRequestType {
     /// `errorOnly`.
     pub error_only: Option<bool>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for ValidateHostProfileCompositionRequestType {
     const TYPE_NAME: &'static str = "ValidateHostProfileCompositionRequestType";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for ValidateHostProfileCompositionRequestType {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for ValidateHostProfileCompositionRequestType {
     #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1203,12 +1250,14 @@ impl std::fmt::Debug for ValidateHostProfileCompositionRequestType {
         )
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for ValidateHostProfileCompositionRequestType {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for ValidateHostProfileCompositionRequestType {
     #[inline]
     fn clone(&self) -> Self {
@@ -1224,6 +1273,7 @@ impl Clone for ValidateHostProfileCompositionRequestType {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for ValidateHostProfileCompositionRequestType {
     #[inline]
     fn decode_field(
@@ -1257,6 +1307,7 @@ impl x::Fields for ValidateHostProfileCompositionRequestType {
         w.write_opt("errorOnly", &self.error_only);
     }
 }
+#[cfg(feature = "admin")]
 impl x::Request for ValidateHostProfileCompositionRequestType {
     const NAME: &'static str = "ValidateHostProfileComposition_Task";
     const IDEMPOTENT: bool = false;

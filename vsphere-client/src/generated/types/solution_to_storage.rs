@@ -61,6 +61,7 @@ impl x::Fields for SolutionUserRequired {
         x::Fields::encode_fields(&self.security_error, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `SourceNodeSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct SourceNodeSpec {
@@ -69,20 +70,25 @@ pub struct SourceNodeSpec {
     /// `activeVc`.
     pub active_vc: x::ManagedObjectReference,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for SourceNodeSpec {
     const TYPE_NAME: &'static str = "SourceNodeSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for SourceNodeSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for SourceNodeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "SourceNodeSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for SourceNodeSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for SourceNodeSpec {
     fn decode_field(
         &mut self,

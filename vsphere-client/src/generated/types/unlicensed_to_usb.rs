@@ -499,25 +499,31 @@ impl x::Fields for UnsupportedVmxLocation {
         x::Fields::encode_fields(&self.vm_config_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `UntrustedCertificate` (extends `IoFilterManagerSslTrust`).
 ///
 /// Since vSphere API 8.0.3.0.
 #[derive(Clone, Default)]
 pub struct UntrustedCertificate {}
+#[cfg(feature = "admin")]
 impl x::SchemaType for UntrustedCertificate {
     const TYPE_NAME: &'static str = "UntrustedCertificate";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for UntrustedCertificate {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for UntrustedCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "UntrustedCertificate", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for UntrustedCertificate {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for UntrustedCertificate {
     fn decode_field(
         &mut self,

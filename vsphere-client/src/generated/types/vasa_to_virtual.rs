@@ -313,6 +313,7 @@ impl x::Fields for VcAgentUpgradedEvent {
         x::Fields::encode_fields(&self.host_event, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `VchaClusterConfigInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VchaClusterConfigInfo {
@@ -325,20 +326,25 @@ pub struct VchaClusterConfigInfo {
     /// `state`.
     pub state: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VchaClusterConfigInfo {
     const TYPE_NAME: &'static str = "VchaClusterConfigInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VchaClusterConfigInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VchaClusterConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VchaClusterConfigInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VchaClusterConfigInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VchaClusterConfigInfo {
     fn decode_field(
         &mut self,
@@ -362,6 +368,7 @@ impl x::Fields for VchaClusterConfigInfo {
         w.write("state", &self.state);
     }
 }
+#[cfg(feature = "admin")]
 /// `VchaClusterConfigSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VchaClusterConfigSpec {
@@ -370,20 +377,25 @@ pub struct VchaClusterConfigSpec {
     /// `witnessIp`.
     pub witness_ip: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VchaClusterConfigSpec {
     const TYPE_NAME: &'static str = "VchaClusterConfigSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VchaClusterConfigSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VchaClusterConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VchaClusterConfigSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VchaClusterConfigSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VchaClusterConfigSpec {
     fn decode_field(
         &mut self,
@@ -403,6 +415,7 @@ impl x::Fields for VchaClusterConfigSpec {
         w.write("witnessIp", &self.witness_ip);
     }
 }
+#[cfg(feature = "admin")]
 /// `VchaClusterDeploymentSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VchaClusterDeploymentSpec {
@@ -415,20 +428,25 @@ pub struct VchaClusterDeploymentSpec {
     /// `activeVcNetworkConfig`.
     pub active_vc_network_config: Option<ClusterNetworkConfigSpec>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VchaClusterDeploymentSpec {
     const TYPE_NAME: &'static str = "VchaClusterDeploymentSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VchaClusterDeploymentSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VchaClusterDeploymentSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VchaClusterDeploymentSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VchaClusterDeploymentSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VchaClusterDeploymentSpec {
     fn decode_field(
         &mut self,
@@ -452,6 +470,7 @@ impl x::Fields for VchaClusterDeploymentSpec {
         w.write_opt("activeVcNetworkConfig", &self.active_vc_network_config);
     }
 }
+#[cfg(feature = "admin")]
 /// `VchaClusterHealth` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VchaClusterHealth {
@@ -462,20 +481,25 @@ pub struct VchaClusterHealth {
     /// `additionalInformation`.
     pub additional_information: Vec<LocalizableMessage>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VchaClusterHealth {
     const TYPE_NAME: &'static str = "VchaClusterHealth";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VchaClusterHealth {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VchaClusterHealth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VchaClusterHealth", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VchaClusterHealth {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VchaClusterHealth {
     #[inline]
     fn clone(&self) -> Self {
@@ -486,6 +510,7 @@ impl Clone for VchaClusterHealth {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VchaClusterHealth {
     fn decode_field(
         &mut self,
@@ -507,6 +532,7 @@ impl x::Fields for VchaClusterHealth {
         w.write_vec("additionalInformation", &self.additional_information);
     }
 }
+#[cfg(feature = "admin")]
 /// `VchaClusterNetworkSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VchaClusterNetworkSpec {
@@ -515,20 +541,25 @@ pub struct VchaClusterNetworkSpec {
     /// `passiveNetworkSpec`.
     pub passive_network_spec: PassiveNodeNetworkSpec,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VchaClusterNetworkSpec {
     const TYPE_NAME: &'static str = "VchaClusterNetworkSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VchaClusterNetworkSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VchaClusterNetworkSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VchaClusterNetworkSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VchaClusterNetworkSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VchaClusterNetworkSpec {
     fn decode_field(
         &mut self,
@@ -548,6 +579,7 @@ impl x::Fields for VchaClusterNetworkSpec {
         w.write("passiveNetworkSpec", &self.passive_network_spec);
     }
 }
+#[cfg(feature = "admin")]
 /// `VchaClusterRuntimeInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VchaClusterRuntimeInfo {
@@ -558,20 +590,25 @@ pub struct VchaClusterRuntimeInfo {
     /// `clusterMode`.
     pub cluster_mode: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VchaClusterRuntimeInfo {
     const TYPE_NAME: &'static str = "VchaClusterRuntimeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VchaClusterRuntimeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VchaClusterRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VchaClusterRuntimeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VchaClusterRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VchaClusterRuntimeInfo {
     #[inline]
     fn clone(&self) -> Self {
@@ -582,6 +619,7 @@ impl Clone for VchaClusterRuntimeInfo {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VchaClusterRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -603,6 +641,7 @@ impl x::Fields for VchaClusterRuntimeInfo {
         w.write("clusterMode", &self.cluster_mode);
     }
 }
+#[cfg(feature = "admin")]
 /// `VchaNodeRuntimeInfo` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VchaNodeRuntimeInfo {
@@ -613,20 +652,25 @@ pub struct VchaNodeRuntimeInfo {
     /// `nodeIp`.
     pub node_ip: String,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VchaNodeRuntimeInfo {
     const TYPE_NAME: &'static str = "VchaNodeRuntimeInfo";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VchaNodeRuntimeInfo {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VchaNodeRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VchaNodeRuntimeInfo", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VchaNodeRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VchaNodeRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -648,6 +692,7 @@ impl x::Fields for VchaNodeRuntimeInfo {
         w.write("nodeIp", &self.node_ip);
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VchaNodeRuntimeInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVchaNodeRuntimeInfo";
     const ITEM_TAG: &'static str = "VchaNodeRuntimeInfo";

@@ -1332,6 +1332,7 @@ impl x::Fields for VirtualMachineMemoryReservationInfo {
         w.write("allocationPolicy", &self.allocation_policy);
     }
 }
+#[cfg(feature = "admin")]
 /// `VirtualMachineMemoryReservationSpec` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VirtualMachineMemoryReservationSpec {
@@ -1340,20 +1341,25 @@ pub struct VirtualMachineMemoryReservationSpec {
     /// `allocationPolicy`.
     pub allocation_policy: Option<String>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VirtualMachineMemoryReservationSpec {
     const TYPE_NAME: &'static str = "VirtualMachineMemoryReservationSpec";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VirtualMachineMemoryReservationSpec {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VirtualMachineMemoryReservationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VirtualMachineMemoryReservationSpec", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VirtualMachineMemoryReservationSpec {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VirtualMachineMemoryReservationSpec {
     fn decode_field(
         &mut self,

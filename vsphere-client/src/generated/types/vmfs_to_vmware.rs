@@ -117,6 +117,7 @@ impl x::Fields for VmfsAmbiguousMount {
         x::Fields::encode_fields(&self.vmfs_mount_fault, w);
     }
 }
+#[cfg(feature = "admin")]
 /// `VmfsConfigOption` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VmfsConfigOption {
@@ -137,20 +138,25 @@ pub struct VmfsConfigOption {
     /// Since vSphere API 8.0.0.1.
     pub unmap_bandwidth_ultra_low: Option<i64>,
 }
+#[cfg(feature = "admin")]
 impl x::SchemaType for VmfsConfigOption {
     const TYPE_NAME: &'static str = "VmfsConfigOption";
 }
+#[cfg(feature = "admin")]
 impl x::Structure for VmfsConfigOption {}
+#[cfg(feature = "admin")]
 impl std::fmt::Debug for VmfsConfigOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         x::debug_fields(f, "VmfsConfigOption", x::fields_ref(self))
     }
 }
+#[cfg(feature = "admin")]
 impl PartialEq for VmfsConfigOption {
     fn eq(&self, other: &Self) -> bool {
         x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
+#[cfg(feature = "admin")]
 impl Clone for VmfsConfigOption {
     #[inline]
     fn clone(&self) -> Self {
@@ -165,6 +171,7 @@ impl Clone for VmfsConfigOption {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::Fields for VmfsConfigOption {
     fn decode_field(
         &mut self,
@@ -208,6 +215,7 @@ impl x::Fields for VmfsConfigOption {
         }
     }
 }
+#[cfg(feature = "admin")]
 impl x::ArrayItem for VmfsConfigOption {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVmfsConfigOption";
     const ITEM_TAG: &'static str = "VmfsConfigOption";
